@@ -1,0 +1,60 @@
+"""The Hydra Sweeper plugin that Hydra discovers (it must be defined in the ``hydra_plugins`` namespace).
+
+A thin wrapper: the config dataclass registered in Hydra's ConfigStore as ``hydra/sweeper=knob``, and a class
+that hands ``setup``/``sweep`` to ``sweeper.sweep.SweepImpl`` (imported lazily, so plugin discovery stays cheap).
+"""
+
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from hydra.core.config_store import ConfigStore
+from hydra.plugins.sweeper import Sweeper
+
+
+@dataclass
+class KnobSweeperConf:
+    _target_: str = "hydra_plugins.knob_sweeper.knob_sweeper.KnobSweeper"
+    # Optuna study name; null -> "<workload>" (or "<workload>-<preset>" when a preset is active).
+    study_name: Optional[str] = None
+    # Optuna storage URL: null -> sqlite:///<results_dir>/optuna.db; "journal:///path" for a journal file;
+    # postgresql://user@host/db for several nodes.
+    storage: Optional[str] = None
+    # Trials this command adds to the study (a killed sweep re-run finishes its previous target instead).
+    n_trials: int = 10
+    # Trials launched per batch (launchers such as joblib run a batch in parallel).
+    n_jobs: int = 1
+    # tpe (default), random, grid, gp, nsgaii, qmc.
+    sampler: str = "tpe"
+    seed: Optional[int] = None
+    # [{metric, direction}]; two or more make a multi-objective study (Pareto front in the report).
+    objectives: List[Any] = field(default_factory=lambda: [{"metric": "throughput", "direction": "maximize"}])
+    # Search space: dotted config key -> choice(...) | range(...) | interval(...) | tag(log, ...) | fixed value.
+    params: Dict[str, Any] = field(default_factory=dict)
+    # Conditional knobs: key -> expression; the knob is sampled only when it holds, else set to null.
+    conditions: Dict[str, str] = field(default_factory=dict)
+    # Expressions every launched configuration must satisfy; others are skipped before launch.
+    constraints: List[str] = field(default_factory=list)
+    # Stop the sweep (exit 1) once this many trials of the study have failed; null = never.
+    max_failures: Optional[int] = None
+    # Measure a configuration again even when the study already has its result.
+    repeat: bool = False
+    # RDB heartbeat (seconds) so trials of a dead node are failed; null = off.
+    heartbeat_interval: Optional[int] = None
+    grace_period: Optional[int] = None
+
+
+ConfigStore.instance().store(group="hydra/sweeper", name="knob", node=KnobSweeperConf, provider="knob_sweeper")
+
+
+class KnobSweeper(Sweeper):
+    def __init__(self, **conf: Any) -> None:
+        from sweeper.sweep import SweepImpl
+
+        self._impl = SweepImpl(**conf)
+
+    def setup(self, *, hydra_context: Any, task_function: Any, config: Any) -> None:
+        self._impl.setup(hydra_context=hydra_context, task_function=task_function, config=config)
+
+    def sweep(self, arguments: List[str]) -> Any:
+        return self._impl.sweep(arguments)

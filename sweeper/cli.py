@@ -1,0 +1,86 @@
+"""Bad input, caught before Hydra runs anything: one line naming the key and the fix, exit code 2, no traceback.
+
+``preflight`` composes the config the way Hydra will (sweep overrides aside: the sweeper validates those
+against the search-space grammar) and turns composition errors into :class:`ConfigError` lines.
+Set ``HYDRA_FULL_ERROR=1`` to see Hydra's own message and traceback instead.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import sys
+
+from sweeper.errors import ConfigError
+
+_FLAGS_WITH_VALUE = {"-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir", "--experimental-rerun",
+                     "-p", "--package", "--info", "-c", "--cfg"}
+_SWEEP = re.compile(r"=\s*(choice|range|interval|tag|glob|sort|shuffle)\s*\(|^[^=]*=[^'\"\[]*,")
+
+
+def _overrides(argv: list[str]) -> list[str]:
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg in _FLAGS_WITH_VALUE:
+            skip = arg not in ("--info", "-c", "--cfg")
+            continue
+        if arg.startswith("-"):
+            continue
+        if "=" in arg and not _SWEEP.search(arg):
+            out.append(arg)
+    return out
+
+
+def _translate(exc: Exception, overrides: list[str]) -> ConfigError:
+    text = str(exc)
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    m = re.search(r"Could not find '([^/']+)/([^']+)'", text)
+    if m:
+        group, name = m.groups()
+        options = re.findall(r"^\s+(\S+)\s*$", text.split("Available options", 1)[-1], re.M) if "Available options" in text else []
+        close = difflib.get_close_matches(name, options, n=1)
+        hint = f"did you mean {group}={close[0]}? " if close else ""
+        return ConfigError(group, f"unknown {group} {name!r}", f"{hint}known: {', '.join(options) or 'none'}")
+    m = re.search(r"Could not override '([^']+)'", text) or re.search(r"Key '([^']+)' is not in struct", text)
+    if m:
+        key = m.group(1)
+        return ConfigError(key, "is not a key of the composed config (a typo, or a knob this workload does not have)",
+                           "check the name with `python -m sweeper +workload=<name> --cfg job`")
+    m = re.search(r"Could not append to config\. An item is already at '([^']+)'", text)
+    if m:
+        return ConfigError(m.group(1), "already exists, so '+' cannot add it", f"drop the '+': {m.group(1)}=...")
+    bad = next((o for o in overrides if o.split("=", 1)[0].lstrip("+~") in text), None)
+    return ConfigError(bad.split("=", 1)[0] if bad else "overrides", first, "fix the override's syntax or value")
+
+
+def preflight(argv: list[str], conf_dir: str) -> None:
+    """Exit 2 with one line if the command's overrides cannot compose into a config."""
+    if os.environ.get("HYDRA_FULL_ERROR") == "1" or any(a in ("-h", "--help", "--hydra-help") for a in argv):
+        return
+    overrides = _overrides(argv)
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    try:
+        with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
+            cfg = compose("config", overrides=overrides)
+            if not any(o.lstrip("+").startswith("workload=") for o in overrides) and "workload" not in cfg:
+                from workloads import available
+
+                raise ConfigError("workload", "no workload selected",
+                                  f"add +workload=<name>; known workloads: {', '.join(available())}")
+    except ConfigError as e:
+        fail(e)
+    except Exception as e:  # noqa: BLE001 - every composition error becomes one line
+        fail(_translate(e, overrides))
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def fail(err: ConfigError) -> None:
+    print(f"error: {err}", file=sys.stderr)
+    raise SystemExit(2)

@@ -1,0 +1,97 @@
+"""From the composed Hydra config to the plain dict a trial runs on: preset applied, device resolved.
+
+Used by both the sweeper (to build the search space against the right defaults) and the task (to run the
+trial), so the two can never disagree about what a configuration means.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any
+
+from sweeper.errors import ConfigError
+from workloads.base import DeviceInfo
+
+_MERGED_BY_PRESET = ("workload", "knobs", "measure", "trial")
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def resolve_device(requested: str, info: DeviceInfo) -> str:
+    """``auto`` -> ``cuda`` when a GPU is visible, else ``cpu``; an explicit value is kept (and checked)."""
+    if requested in (None, "", "auto"):
+        return "cuda" if info.kind == "cuda" else "cpu"
+    if str(requested).startswith("cuda") and info.kind != "cuda":
+        raise ConfigError("device", f"is {requested!r} but no GPU is visible", "use device=cpu or device=auto")
+    if not (str(requested) == "cpu" or str(requested).startswith("cuda")):
+        raise ConfigError("device", f"{requested!r} is not a device", "use auto, cpu, cuda or cuda:N")
+    return str(requested)
+
+
+def resolve_preset(plain: dict[str, Any], device: str) -> str | None:
+    """``preset: auto`` picks ``tiny`` on the CPU (when the workload has one) and none on a GPU."""
+    presets = plain.get("presets") or {}
+    name = plain.get("preset")
+    if name in (None, "", "none"):
+        return None
+    if name == "auto":
+        return "tiny" if device == "cpu" and "tiny" in presets else None
+    if name not in presets:
+        known = ", ".join(sorted(presets)) or "none"
+        raise ConfigError("preset", f"{name!r} is not a preset of workload {plain['workload']['name']!r}",
+                          f"use auto, none or one of: {known}")
+    return str(name)
+
+
+def trial_config(plain: dict[str, Any], info: DeviceInfo) -> dict[str, Any]:
+    """The composed config (plain dict, no ``hydra`` node) with device and preset resolved and applied."""
+    if "workload" not in plain or not isinstance(plain.get("workload"), dict) or "name" not in plain["workload"]:
+        from workloads import available
+
+        raise ConfigError("workload", "no workload selected",
+                          f"add +workload=<name> to the command; known workloads: {', '.join(available())}")
+    cfg = copy.deepcopy(plain)
+    cfg["device"] = resolve_device(cfg.get("device", "auto"), info)
+    preset = resolve_preset(cfg, "cuda" if cfg["device"].startswith("cuda") else "cpu")
+    cfg["preset"] = preset
+    if preset:
+        over = cfg["presets"][preset]
+        for key in _MERGED_BY_PRESET:
+            if key in over:
+                cfg[key] = _merge(cfg.get(key) or {}, over[key])
+    cache = cfg.get("compile_cache_dir")
+    if cache:
+        env = dict(cfg.get("env") or {})
+        env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(cache).resolve()))
+        cfg["env"] = env
+    return cfg
+
+
+def preset_params(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Search-space entries the active preset replaces (``presets.<name>.params``)."""
+    preset = cfg.get("preset")
+    return dict(((cfg.get("presets") or {}).get(preset) or {}).get("params") or {}) if preset else {}
+
+
+def absolute(path: str | os.PathLike[str]) -> Path:
+    return Path(path).expanduser().resolve()
+
+
+def plain(cfg: Any) -> dict[str, Any]:
+    """The composed config as plain Python, interpolations resolved, without the ``hydra`` node."""
+    from omegaconf import Container, OmegaConf
+
+    out: dict[str, Any] = {}
+    for key in cfg:
+        if key == "hydra":
+            continue
+        node = cfg[key]
+        out[key] = OmegaConf.to_container(node, resolve=True) if isinstance(node, Container) else node
+    return out

@@ -1,0 +1,170 @@
+"""What NVML says about the GPU: device detection without CUDA, utilization sampling, clocks, and peak FLOP/s.
+
+The sweeper process never initializes CUDA (``device_info`` reads NVML only); the trial process samples
+utilization during its measured window in a background thread.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from typing import Any
+
+from workloads.base import DeviceInfo
+
+# Dense (no sparsity) peak TFLOP/s by precision. "fp32" is the plain FP32 rate (no tensor cores); "tf32" the
+# tensor-core rate for float32 matmuls. Matched on the NVML name, first hit wins (specific names first).
+PEAK_TFLOPS: list[tuple[str, dict[str, float], str]] = [
+    # https://www.nvidia.com/en-us/data-center/h200/  (H200 SXM; NVL is lower, listed first)
+    ("H200 NVL", {"fp32": 60.0, "tf32": 417.5, "fp16": 835.0, "bf16": 835.0},
+     "https://www.nvidia.com/en-us/data-center/h200/"),
+    ("H200", {"fp32": 67.0, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4},
+     "https://www.nvidia.com/en-us/data-center/h200/"),
+    # https://www.nvidia.com/en-us/data-center/h100/  (PCIe and NVL parts are slower than SXM)
+    ("H100 PCIe", {"fp32": 51.2, "tf32": 378.0, "fp16": 756.0, "bf16": 756.0},
+     "https://www.nvidia.com/en-us/data-center/h100/"),
+    ("H100 NVL", {"fp32": 60.0, "tf32": 417.5, "fp16": 835.0, "bf16": 835.0},
+     "https://www.nvidia.com/en-us/data-center/h100/"),
+    ("H100", {"fp32": 67.0, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4},
+     "https://www.nvidia.com/en-us/data-center/h100/"),
+    # https://www.nvidia.com/en-us/data-center/a100/  (SXM and PCIe share the tensor rates)
+    ("A100", {"fp32": 19.5, "tf32": 156.0, "fp16": 312.0, "bf16": 312.0},
+     "https://www.nvidia.com/en-us/data-center/a100/"),
+    # https://www.nvidia.com/en-us/data-center/l4/  (datasheet tensor numbers are with sparsity: halved here)
+    ("L4", {"fp32": 30.3, "tf32": 60.0, "fp16": 121.0, "bf16": 121.0},
+     "https://www.nvidia.com/en-us/data-center/l4/"),
+    # Ada whitepaper, RTX 4090: FP16/BF16 tensor with FP32 accumulate (PyTorch's default)
+    ("RTX 4090", {"fp32": 82.6, "tf32": 82.6, "fp16": 165.2, "bf16": 165.2},
+     "https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf"),
+]
+
+
+def peak_tflops(gpu_name: str | None, precision: str) -> float:
+    """Dense peak for this GPU and precision; NaN for an unknown GPU or the CPU (never a wrong peak)."""
+    if not gpu_name:
+        return math.nan
+    for key, peaks, _source in PEAK_TFLOPS:
+        if key.lower() in gpu_name.lower():
+            return peaks.get(precision, math.nan)
+    return math.nan
+
+
+def _nvml():
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml
+    except Exception:  # no driver, no GPU, or no nvidia-ml-py: the CPU path
+        return None
+
+
+def _visible_handles(nv) -> list[Any]:
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return [nv.nvmlDeviceGetHandleByIndex(i) for i in range(nv.nvmlDeviceGetCount())]
+    handles = []
+    for tok in [t.strip() for t in visible.split(",") if t.strip()]:
+        try:
+            handles.append(nv.nvmlDeviceGetHandleByUUID(tok) if tok.startswith(("GPU-", "MIG-")) else
+                           nv.nvmlDeviceGetHandleByIndex(int(tok)))
+        except Exception:
+            break  # CUDA stops enumerating at the first invalid entry; so do we
+    return handles
+
+
+def device_info() -> DeviceInfo:
+    """The visible GPUs (respecting CUDA_VISIBLE_DEVICES), from NVML alone; ``kind='cpu'`` when there are none."""
+    nv = _nvml()
+    if nv is None:
+        return DeviceInfo(kind="cpu")
+    try:
+        handles = _visible_handles(nv)
+        if not handles:
+            return DeviceInfo(kind="cpu")
+        h = handles[0]
+        name = nv.nvmlDeviceGetName(h)
+        cc = tuple(nv.nvmlDeviceGetCudaComputeCapability(h))
+        mem = nv.nvmlDeviceGetMemoryInfo(h).total
+        return DeviceInfo(kind="cuda", name=name if isinstance(name, str) else name.decode(), count=len(handles),
+                          compute_capability=(int(cc[0]), int(cc[1])), memory_bytes=int(mem))
+    except Exception:
+        return DeviceInfo(kind="cpu")
+
+
+_THROTTLE_BITS = {
+    0x1: "gpu_idle", 0x2: "app_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x10: "sync_boost",
+    0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "hw_power_brake", 0x100: "display_clocks",
+}
+
+
+class UtilizationSampler:
+    """Samples NVML GPU utilization every ``interval_s`` between ``start()`` and ``stop()`` (a daemon thread).
+
+    ``stop()`` returns ``gpu_util_mean``/``gpu_util_p10`` (percent) over the window, plus clocks, temperature,
+    power and throttle reasons read at the end of the window. Empty dict on the CPU.
+    """
+
+    def __init__(self, interval_s: float = 0.02) -> None:
+        self.interval_s = interval_s
+        self._nv = _nvml()
+        handles = _visible_handles(self._nv) if self._nv else []
+        self._h = handles[0] if handles else None
+        self._samples: list[int] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._h is None:
+            return
+        self._samples.clear()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._samples.append(int(self._nv.nvmlDeviceGetUtilizationRates(self._h).gpu))
+            except Exception:
+                return
+            self._stop.wait(self.interval_s)
+
+    def stop(self) -> dict[str, Any]:
+        if self._h is None or self._thread is None:
+            return {}
+        self._stop.set()
+        self._thread.join()
+        s = sorted(self._samples)
+        out: dict[str, Any] = {
+            "gpu_util_mean": sum(s) / len(s) if s else math.nan,
+            "gpu_util_p10": s[int(0.1 * (len(s) - 1))] if s else math.nan,
+            "gpu_util_samples": len(s),
+        }
+        out.update(self.environment())
+        return out
+
+    def environment(self) -> dict[str, Any]:
+        """Clocks (MHz), temperature (C), power (W) and active throttle reasons, read now."""
+        nv, h, out = self._nv, self._h, {}
+        reads = {
+            "sm_clock_mhz": lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM),
+            "mem_clock_mhz": lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM),
+            "gpu_temp_c": lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU),
+            "power_w": lambda: nv.nvmlDeviceGetPowerUsage(h) / 1000.0,
+        }
+        for key, read in reads.items():
+            try:
+                out[key] = read()
+            except Exception:
+                out[key] = math.nan
+        try:
+            bits = nv.nvmlDeviceGetCurrentClocksEventReasons(h)
+        except Exception:
+            try:
+                bits = nv.nvmlDeviceGetCurrentClocksThrottleReasons(h)
+            except Exception:
+                bits = None
+        out["throttle_reasons"] = "" if bits is None else ",".join(n for b, n in _THROTTLE_BITS.items() if bits & b)
+        return out

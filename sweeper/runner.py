@@ -1,0 +1,101 @@
+"""Run one trial in an isolated child process: timeout, signals, outcome. The parent side of ``sweeper.trial``.
+
+Children come from a ``multiprocessing`` forkserver that has imported torch (not CUDA), so CUDA state,
+allocator fragmentation, compile caches and crashes stay inside one trial while the start costs milliseconds
+instead of a fresh interpreter's seconds. The child runs in its own process group; a timeout kills the group.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sweeper.outcome import Status, TrialOutcome
+
+_CONTEXT: Any = None
+
+
+def _context() -> Any:
+    global _CONTEXT
+    if _CONTEXT is None:
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["sweeper.trial"])
+        _CONTEXT = ctx
+    return _CONTEXT
+
+
+def _kill_group(pid: int) -> None:
+    for target in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+        try:
+            target()
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _log_tail(path: Path, n: int = 12) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return ""
+
+
+def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
+                 on_report: Callable[[int, float], bool] | None = None) -> TrialOutcome:
+    """Run ``cfg``'s trial in a child; never raises for anything the trial does.
+
+    ``on_report(step, value) -> prune?`` answers the child's intermediate reports (for pruning).
+    """
+    ctx = _context()
+    parent, child = ctx.Pipe(duplex=True)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    proc = ctx.Process(target=_child_entry, args=(cfg, child, str(log_path)), daemon=False)
+    proc.start()
+    child.close()
+    deadline = started + timeout_s
+    message = None
+    try:
+        while message is None:
+            remaining = deadline - time.time()
+            if remaining <= 0:
+                _kill_group(proc.pid)
+                proc.join()
+                return TrialOutcome(Status.FAILED, "timeout",
+                                    f"no result after {timeout_s:g} s (trial.timeout_s); process group killed",
+                                    started_at=started, ended_at=time.time())
+            if parent.poll(min(remaining, 0.5)):
+                try:
+                    msg = parent.recv()
+                except (EOFError, OSError):
+                    break  # the child died without a result
+                if msg[0] == "report":
+                    parent.send("prune" if on_report and on_report(msg[1], msg[2]) else "continue")
+                else:
+                    message = msg
+            elif not proc.is_alive():
+                break
+        proc.join(timeout=30)
+    finally:
+        _kill_group(proc.pid)  # reap stragglers (DataLoader workers) in the trial's group
+        parent.close()
+    if message is not None:
+        return TrialOutcome.from_dict(message[1])
+    code = proc.exitcode
+    tail = _log_tail(log_path)
+    if code is not None and code < 0:
+        reason = f"signal:{signal.Signals(-code).name}"
+    else:
+        reason = f"exit:{code}"
+    return TrialOutcome(Status.FAILED, reason, f"trial process ended ({reason}) without a result\n{tail}".strip(),
+                        started_at=started, ended_at=time.time())
+
+
+def _child_entry(cfg: dict[str, Any], conn: Any, log_path: str) -> None:
+    from sweeper.trial import child_main
+
+    child_main(cfg, conn, log_path)

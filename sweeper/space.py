@@ -1,0 +1,317 @@
+"""The search space: parsed once from the YAML grammar into Optuna distributions and declared conditions.
+
+Grammar (the one users know from Hydra's Optuna sweeper, parsed by Hydra's own override parser):
+
+* ``choice(a, b, c)``            -> categorical
+* ``range(start, stop[, step])`` -> Hydra's meaning for every sampler: ``stop`` excluded
+* ``interval(a, b)``             -> continuous (integer when both bounds are written as integers)
+* ``tag(log, interval(a, b))``   -> log scale
+* a plain value                  -> fixed, not sampled
+
+Conditions (``conditions: {knobs.prefetch_factor: "knobs.num_workers > 0"}``) make a knob exist only when an
+expression over the other knobs holds; an inactive knob is set to ``null``. Constraints (``constraints: [...]``)
+are expressions every launched configuration must satisfy; a configuration breaking one is skipped before launch.
+The same parsed object serves the sampler, input validation and the report's axis labels.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import operator
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from optuna.distributions import (
+    BaseDistribution,
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
+)
+
+from sweeper.errors import ConfigError
+
+
+@dataclasses.dataclass
+class SearchSpace:
+    """Distributions to sample (in dependency order), fixed values, conditions and constraints."""
+
+    params: dict[str, BaseDistribution]
+    fixed: dict[str, Any]
+    conditions: dict[str, str]
+    constraints: list[str]
+
+    def grid(self) -> dict[str, list[Any]]:
+        """The discrete values of every parameter, for Optuna's GridSampler."""
+        out: dict[str, list[Any]] = {}
+        for name, dist in self.params.items():
+            if isinstance(dist, CategoricalDistribution):
+                out[name] = list(dist.choices)
+            elif dist.step is not None and not getattr(dist, "log", False):
+                out[name] = _stepped_values(dist)
+            else:
+                raise ConfigError(
+                    name,
+                    f"the grid sampler needs a discrete space, but got {dist}",
+                    "declare it with choice(...) or range(...), or pick another sampler",
+                )
+        return out
+
+    def size(self) -> int | None:
+        """Number of distinct configurations (None when continuous), ignoring conditions."""
+        try:
+            n = 1
+            for values in self.grid().values():
+                n *= len(values)
+            return n
+        except ConfigError:
+            return None
+
+
+def value_types(space: SearchSpace | dict[str, Any]) -> dict[str, type]:
+    """Python type of each parameter's values (bool, int, float or str), keyed by dotted config key."""
+    dists = space.params if isinstance(space, SearchSpace) else space
+    out: dict[str, type] = {}
+    for name, dist in dists.items():
+        if isinstance(dist, CategoricalDistribution):
+            kinds = {type(c) for c in dist.choices}
+            out[name] = kinds.pop() if len(kinds) == 1 else (float if kinds <= {int, float} else str)
+        elif isinstance(dist, IntDistribution):
+            out[name] = int
+        else:
+            out[name] = float
+    return out
+
+
+def _stepped_values(dist: IntDistribution | FloatDistribution) -> list[Any]:
+    n = int(round((dist.high - dist.low) / dist.step)) + 1
+    values = [dist.low + i * dist.step for i in range(n)]
+    return [int(v) for v in values] if isinstance(dist, IntDistribution) else [round(v, 12) for v in values]
+
+
+_INT_LITERAL = re.compile(r"^[+-]?\d+$")
+
+
+def parse_param(key: str, text: Any) -> BaseDistribution | Any:
+    """One grammar string -> an Optuna distribution, or the plain value when it is fixed."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep, Transformer
+    from hydra.errors import HydraException
+
+    if not isinstance(text, str):
+        return text
+    try:
+        override = OverridesParser.create().parse_override(f"{key}={text}")
+    except HydraException as e:
+        first = str(e).strip().splitlines()[0]
+        raise ConfigError(key, f"cannot parse {text!r} ({first})",
+                          "write choice(a, b), range(start, stop, step), interval(a, b) or tag(log, interval(a, b))") from None
+    if not override.is_sweep_override():
+        return override.value()
+    value = override.value()
+    if isinstance(value, ChoiceSweep):
+        choices = list(override.sweep_iterator(transformer=Transformer.identity))
+        if not choices:
+            raise ConfigError(key, "choice() is empty", "list at least one value")
+        for c in choices:
+            if not isinstance(c, (str, int, float, bool)):
+                raise ConfigError(key, f"choice value {c!r} is a {type(c).__name__}",
+                                  "use plain strings, numbers or booleans")
+        return CategoricalDistribution(choices)
+    if isinstance(value, RangeSweep):
+        values = list(override.sweep_iterator(transformer=Transformer.identity))
+        if not values:
+            raise ConfigError(key, f"{text} is empty (stop is excluded, as in Hydra)",
+                              "use start < stop for a positive step, or start > stop for a negative one")
+        lo, hi = min(values), max(values)
+        step = abs(value.step)
+        if all(isinstance(v, int) for v in values):
+            return IntDistribution(int(lo), int(hi), step=int(step))
+        return FloatDistribution(float(lo), float(hi), step=float(step))
+    if isinstance(value, IntervalSweep):
+        lo, hi = value.start, value.end
+        if lo >= hi:
+            raise ConfigError(key, f"`low < high` must hold, but got ({lo=}, {hi=})", "swap the bounds")
+        log = "log" in value.tags
+        if log and lo <= 0:
+            raise ConfigError(key, f"a log interval needs low > 0, but got {lo=}", "raise the lower bound")
+        bounds = re.findall(r"[-+]?[\d.eE]+", text.split("interval", 1)[1])
+        if all(_INT_LITERAL.match(b) for b in bounds[:2]):
+            return IntDistribution(int(lo), int(hi), log=log)
+        return FloatDistribution(float(lo), float(hi), log=log)
+    raise ConfigError(key, f"{text!r} is not a search space", "use choice, range, interval or tag(log, ...)")
+
+
+def build_space(
+    params: Mapping[str, Any],
+    conditions: Mapping[str, str],
+    constraints: list[str],
+    defaults: Mapping[str, Any],
+) -> SearchSpace:
+    """Parse and validate. ``defaults`` maps dotted config keys to their current values (to check names and types)."""
+    dists: dict[str, BaseDistribution] = {}
+    fixed: dict[str, Any] = {}
+    for key, text in params.items():
+        _check_known(key, defaults)
+        parsed = parse_param(key, text)
+        if isinstance(parsed, BaseDistribution):
+            _check_types(key, parsed, defaults[key])
+            dists[key] = parsed
+        else:
+            fixed[key] = parsed
+    for key, expr in conditions.items():
+        if key not in dists:
+            raise ConfigError(f"conditions.{key}", "names a knob that is not in the search space",
+                              "add it to the space or remove the condition")
+        _check_expression(f"conditions.{key}", expr, defaults)
+    for i, expr in enumerate(constraints):
+        _check_expression(f"constraints[{i}]", expr, defaults)
+    order = _dependency_order(dists, conditions)
+    return SearchSpace({k: dists[k] for k in order}, fixed, dict(conditions), list(constraints))
+
+
+def _check_known(key: str, defaults: Mapping[str, Any]) -> None:
+    if key in defaults:
+        return
+    import difflib
+
+    close = difflib.get_close_matches(key, list(defaults), n=1)
+    hint = f"did you mean `{close[0]}`?" if close else "known keys: " + ", ".join(sorted(k for k in defaults if k.startswith("knobs.")))
+    raise ConfigError(key, "is not a key of this workload's config", hint)
+
+
+def _check_types(key: str, dist: BaseDistribution, default: Any) -> None:
+    if default is None:
+        return
+    values = dist.choices if isinstance(dist, CategoricalDistribution) else [dist.low, dist.high]
+    for v in values:
+        if isinstance(default, bool) != isinstance(v, bool):
+            ok = False
+        elif isinstance(default, (int, float)) and not isinstance(default, bool):
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+            if isinstance(default, int) and isinstance(v, float) and not v.is_integer():
+                ok = False
+        else:
+            ok = isinstance(v, type(default))
+        if not ok:
+            raise ConfigError(key, f"value {v!r} is a {type(v).__name__} but the knob takes a {type(default).__name__} "
+                                   f"(default {default!r})", f"give {type(default).__name__} values")
+
+
+def _dependency_order(dists: Mapping[str, BaseDistribution], conditions: Mapping[str, str]) -> list[str]:
+    """Unconditional parameters first, then each conditional one after the parameters its condition reads."""
+    deps = {k: {n for n in _names(conditions[k]) if n in dists} if k in conditions else set() for k in dists}
+    order: list[str] = []
+    while len(order) < len(dists):
+        ready = [k for k in dists if k not in order and deps[k] <= set(order)]
+        if not ready:
+            cycle = sorted(k for k in dists if k not in order)
+            raise ConfigError("conditions", f"the conditions of {cycle} depend on each other", "break the cycle")
+        order.extend(ready)
+    return order
+
+
+# ---------------------------------------------------------------- expressions over dotted config keys
+
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
+_CMPOPS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+           ast.Gt: operator.gt, ast.GtE: operator.ge, ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
+
+
+def _dotted(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else None
+    return None
+
+
+def _names(expr: str) -> set[str]:
+    tree = ast.parse(expr, mode="eval")
+    return {d for n in ast.walk(tree) if isinstance(n, (ast.Name, ast.Attribute)) and (d := _dotted(n))}
+
+
+def _check_expression(key: str, expr: str, defaults: Mapping[str, Any]) -> None:
+    try:
+        tree = ast.parse(str(expr), mode="eval")
+    except SyntaxError as e:
+        raise ConfigError(key, f"{expr!r} is not an expression ({e.msg})",
+                          "write e.g. \"knobs.num_workers > 0\"") from None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, (ast.Name, ast.Attribute)):
+            continue
+        if isinstance(node, ast.Name):
+            continue
+        if not isinstance(node, (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub,
+                                 ast.Compare, ast.Constant, ast.Tuple, ast.List, ast.BinOp, ast.Load,
+                                 *_BINOPS, *_CMPOPS)):
+            raise ConfigError(key, f"{expr!r} uses {type(node).__name__}, which is not allowed",
+                              "use comparisons, and/or/not, arithmetic, constants and dotted knob names")
+    leaf_names = {d for n in ast.walk(tree) if isinstance(n, (ast.Name, ast.Attribute)) and (d := _dotted(n))}
+    top_level = {d for d in leaf_names if not any(o != d and o.startswith(d + ".") for o in leaf_names)}
+    for name in top_level:
+        if name not in defaults:
+            _check_known(name, defaults)
+
+
+def evaluate(expr: str, values: Mapping[str, Any]) -> Any:
+    """Evaluate a validated expression; names are dotted config keys looked up in ``values``."""
+
+    def ev(node: ast.AST) -> Any:
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            return values[_dotted(node)]
+        if isinstance(node, (ast.Tuple, ast.List)):
+            return tuple(ev(e) for e in node.elts)
+        if isinstance(node, ast.BoolOp):
+            results = (ev(v) for v in node.values)
+            return all(results) if isinstance(node.op, ast.And) else any(results)
+        if isinstance(node, ast.UnaryOp):
+            v = ev(node.operand)
+            return (not v) if isinstance(node.op, ast.Not) else -v
+        if isinstance(node, ast.BinOp):
+            return _BINOPS[type(node.op)](ev(node.left), ev(node.right))
+        if isinstance(node, ast.Compare):
+            left = ev(node.left)
+            for op, comp in zip(node.ops, node.comparators):
+                right = ev(comp)
+                try:
+                    if not _CMPOPS[type(op)](left, right):
+                        return False
+                except TypeError:  # e.g. None > 0 for an inactive knob
+                    return False
+                left = right
+            return True
+        raise ValueError(f"unsupported expression node {type(node).__name__}")
+
+    return ev(ast.parse(str(expr), mode="eval"))
+
+
+def flatten(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mapping -> {dotted.key: leaf value}."""
+    out: dict[str, Any] = {}
+    for k, v in cfg.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping) and v:
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def override_string(key: str, value: Any) -> str:
+    """A Hydra command-line override that sets ``key`` to exactly ``value``."""
+    if value is None:
+        return f"{key}=null"
+    if isinstance(value, bool):
+        return f"{key}={'true' if value else 'false'}"
+    if isinstance(value, (int, float)):
+        return f"{key}={value!r}"
+    escaped = str(value).replace("\\", "\\\\").replace("'", "\\'")
+    return f"{key}='{escaped}'"

@@ -1,0 +1,166 @@
+"""Optuna plumbing: storage, sampler by name, the study's trial target, telling outcomes, resume bookkeeping."""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import warnings
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.trial import FrozenTrial, TrialState
+
+from sweeper.errors import ConfigError
+from sweeper.outcome import Status, TrialOutcome
+from sweeper.space import SearchSpace
+
+SAMPLERS = ("tpe", "random", "grid", "gp", "nsgaii", "qmc")
+TARGET_KEY = "knob_sweeper:target"  # study user attr: how many counted trials the current sweep aims for
+OWNER_KEY = "owner"  # trial user attr: host:pid of the sweeper that asked it
+REASON_KEY = "reason"
+CONSTRAINT_KEY = "fits_in_memory"  # Optuna constraint: <= 0 feasible, > 0 violated (OOM)
+
+
+def storage_url(url: str | None, results_dir: Path) -> str:
+    if url:
+        return str(url)
+    results_dir.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{(results_dir / 'optuna.db').resolve()}"
+
+
+def make_storage(url: str, heartbeat_interval: int | None = None, grace_period: int | None = None) -> Any:
+    """An Optuna storage for ``url``: RDB (sqlite://, postgresql://), or a journal file (``journal:///path``)."""
+    try:
+        if url.startswith("journal://"):
+            from optuna.storages import JournalStorage
+            from optuna.storages.journal import JournalFileBackend
+
+            path = url[len("journal://"):]
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            return JournalStorage(JournalFileBackend(path))
+        if url.startswith("sqlite:///"):
+            Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        kwargs: dict[str, Any] = {}
+        if heartbeat_interval:
+            kwargs.update(heartbeat_interval=heartbeat_interval, grace_period=grace_period or 2 * heartbeat_interval)
+        if url.startswith("sqlite"):
+            kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}
+        return optuna.storages.RDBStorage(url, **kwargs)
+    except Exception as e:  # noqa: BLE001 - any connection failure is bad input here
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise ConfigError("hydra.sweeper.storage", f"cannot open {url!r} ({first})",
+                          "check the URL, that the server runs and the database exists "
+                          "(default: leave it null for a SQLite file under results/)") from None
+
+
+def make_sampler(name: str, seed: int | None, space: SearchSpace, n_objectives: int) -> optuna.samplers.BaseSampler:
+    """Sampler by name. OOM trials reach tpe, gp and nsgaii as violated constraints (``Trial.set_constraint``)."""
+    if name == "tpe":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True, constant_liar=True)
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if name == "grid":
+        return optuna.samplers.GridSampler(space.grid(), seed=seed)
+    if name == "gp":
+        return optuna.samplers.GPSampler(seed=seed)
+    if name == "nsgaii":
+        return optuna.samplers.NSGAIISampler(seed=seed)
+    if name == "qmc":
+        return optuna.samplers.QMCSampler(seed=seed)
+    raise ConfigError("hydra.sweeper.sampler", f"{name!r} is not a sampler", f"use one of: {', '.join(SAMPLERS)}")
+
+
+def suggest(trial: optuna.Trial, name: str, dist: BaseDistribution) -> Any:
+    if isinstance(dist, CategoricalDistribution):
+        return trial.suggest_categorical(name, dist.choices)
+    if isinstance(dist, IntDistribution):
+        return trial.suggest_int(name, dist.low, dist.high, step=dist.step, log=dist.log)
+    if isinstance(dist, FloatDistribution):
+        return trial.suggest_float(name, dist.low, dist.high, step=dist.step, log=dist.log)
+    raise TypeError(f"unsupported distribution {dist!r}")
+
+
+def owner_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def is_counted(t: FrozenTrial) -> bool:
+    """Trials that count toward the target: everything except interrupted runs and surplus asks."""
+    return t.user_attrs.get(REASON_KEY) not in ("interrupted", "surplus")
+
+
+def orphaned_running(study: optuna.Study) -> list[FrozenTrial]:
+    """RUNNING trials whose sweeper process on this host is gone (killed): they will never be told."""
+    host = socket.gethostname()
+    out = []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        owner = str(t.user_attrs.get(OWNER_KEY, ""))
+        h, _, pid = owner.rpartition(":")
+        if h == host and pid.isdigit() and not _pid_alive(int(pid)) and int(pid) != os.getpid():
+            out.append(t)
+    return out
+
+
+def update_target(study: optuna.Study, n_trials: int) -> int:
+    """The counted-trial total this sweep aims for.
+
+    A sweep whose target was not reached (killed, or another process still on it) is continued: its finished
+    trials count. A study whose last sweep finished gets a new target ``n_trials`` further on. So one command
+    run twice gives 2 x n_trials trials, a killed sweep re-run finishes its n_trials, and several processes
+    started on one study together run n_trials.
+    """
+    trials = [t for t in study.get_trials(deepcopy=False) if is_counted(t)]
+    target = study.user_attrs.get(TARGET_KEY)
+    if target is None or len(trials) >= int(target):
+        target = len(trials) + n_trials
+        study.set_user_attr(TARGET_KEY, target)
+    return int(target)
+
+
+def tell(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome, objectives: list[tuple[str, str]]) -> None:
+    """Report an outcome to Optuna: values, a violated constraint (OOM), PRUNED (skipped/pruned) or FAIL."""
+    for key, value in outcome.metrics.items():
+        if isinstance(value, (bool, int, str)) or (isinstance(value, float) and math.isfinite(value)):
+            trial.set_user_attr(key, value)
+    trial.set_user_attr("status", outcome.status.value)
+    if outcome.reason:
+        trial.set_user_attr(REASON_KEY, outcome.reason)
+    if outcome.status is Status.COMPLETE or outcome.reason.startswith("duplicate:"):
+        # A duplicate reuses the earlier measurement: the sampler is told the same values again.
+        values = outcome.objective_values(objectives)
+        if values is not None:
+            trial.set_constraint(CONSTRAINT_KEY, 0.0)
+            study.tell(trial, values)
+            return
+        trial.set_user_attr(REASON_KEY, "objective-missing")
+        study.tell(trial, state=TrialState.FAIL)
+    elif outcome.status is Status.INFEASIBLE:
+        # Penalty values with a violated constraint: constraint-aware samplers rank it below every feasible trial.
+        values = [0.0 if d == "maximize" else _worst_minimized(study, i) for i, (_m, d) in enumerate(objectives)]
+        trial.set_constraint(CONSTRAINT_KEY, 1.0)
+        study.tell(trial, values)
+    elif outcome.status in (Status.PRUNED, Status.SKIPPED):
+        study.tell(trial, state=TrialState.PRUNED)
+    else:
+        study.tell(trial, state=TrialState.FAIL)
+
+
+def _worst_minimized(study: optuna.Study, index: int) -> float:
+    values = [t.values[index] for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+              if t.values and math.isfinite(t.values[index])]
+    return 2.0 * max(values) if values else 1e18

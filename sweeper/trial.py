@@ -1,0 +1,137 @@
+"""Inside the trial process: apply the environment, build the workload, measure, classify the ending.
+
+This module is preloaded by the forkserver (it imports torch and torchvision but never touches CUDA), so a
+trial process starts in milliseconds with torch already imported. Everything here runs in the child.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+import torch
+import torchvision  # noqa: F401  (preloaded for the workloads)
+
+from sweeper.fingerprint import fingerprint
+from sweeper.measure import NonFiniteLoss, measure
+from sweeper.outcome import Status, TrialOutcome
+import workloads
+
+
+class PruneRequested(Exception):
+    """The pruner decided to stop this trial; carries the throughput seen so far."""
+
+    def __init__(self, step: int, value: float) -> None:
+        super().__init__(f"pruned after {step} measured steps at {value:.4g}")
+        self.step, self.value = step, value
+
+
+def execute(cfg: dict[str, Any], report=None) -> dict[str, Any]:
+    """Build and measure the configured workload; returns the flat metrics dict (fingerprint included)."""
+    t0 = time.perf_counter()
+    device = torch.device(cfg["device"])
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        torch.cuda.reset_peak_memory_stats(device)
+    torch.set_num_threads(int(cfg.get("cpu_threads") or len(os.sched_getaffinity(0))))
+    wl = cfg["workload"]
+    module = workloads.load(wl["name"], wl.get("module"))
+    work = module.build(cfg, device)
+    setup_s = time.perf_counter() - t0
+    m = cfg["measure"]
+    fp = fingerprint(device.type)
+    try:
+        metrics = measure(work, device, warmup_steps=int(m["warmup_steps"]), steps=int(m["steps"]),
+                          min_time_s=float(m.get("min_time_s") or 0.0), max_steps=m.get("max_steps"),
+                          report=report, gpu_name=fp["gpu_name"] or None)
+    finally:
+        work.close()
+    metrics["setup_s"] = setup_s
+    if cfg["knobs"].get("compile", "off") != "off":
+        metrics["compile_s"] = max(0.0, metrics["first_step_s"] - metrics["step_ms_p50"] / 1e3)
+        metrics["graph_breaks"] = _graph_breaks()
+    else:
+        metrics["compile_s"], metrics["graph_breaks"] = 0.0, 0
+    metrics.update(fp)
+    return metrics
+
+
+def _graph_breaks() -> int:
+    from torch._dynamo.utils import counters
+
+    return int(sum(counters["graph_break"].values()))
+
+
+def _is_oom(exc: BaseException) -> bool:
+    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
+        return True
+    # The CPU allocator raises a plain RuntimeError; its message is the only signal it gives.
+    return isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)
+
+
+def classify(exc: BaseException) -> TrialOutcome:
+    """An exception raised by a trial -> its outcome (status, reason, message)."""
+    first = (str(exc).strip().splitlines() or [""])[0][:500]
+    if _is_oom(exc):
+        return TrialOutcome(Status.INFEASIBLE, "oom", first)
+    if isinstance(exc, NonFiniteLoss):
+        return TrialOutcome(Status.FAILED, "nonfinite", first, metrics=dict(exc.metrics))
+    if isinstance(exc, PruneRequested):
+        return TrialOutcome(Status.PRUNED, "pruned", first, metrics={"throughput": exc.value,
+                                                                     "steps_measured": exc.step})
+    tail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-3:])[-2000:]
+    return TrialOutcome(Status.FAILED, f"exception:{type(exc).__name__}", f"{first}\n{tail}".strip())
+
+
+def run_here(cfg: dict[str, Any], report=None) -> TrialOutcome:
+    """Run the trial in this process and classify its ending (never raises for a trial's own failure)."""
+    started = time.time()
+    try:
+        outcome = TrialOutcome(Status.COMPLETE, metrics=execute(cfg, report))
+    except Exception as exc:  # noqa: BLE001 - every trial failure becomes an outcome
+        outcome = classify(exc)
+    outcome.started_at, outcome.ended_at = started, time.time()
+    return outcome
+
+
+def _die_with_parent() -> None:
+    """Ask the kernel to SIGKILL this process when its parent (the forkserver) dies."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+def child_main(cfg: dict[str, Any], conn, log_path: str) -> None:
+    """Entry point of the isolated trial process (started from the forkserver)."""
+    os.setpgid(0, 0)  # own process group: a timeout kills the trial and its DataLoader workers together
+    _die_with_parent()
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
+    sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+    faulthandler.enable()
+    os.environ.update({k: str(v) for k, v in (cfg.get("env") or {}).items()})
+    cpus = cfg.get("cpus")
+    if cpus:
+        os.sched_setaffinity(0, [int(c) for c in cpus])
+
+    def report(step: int, value: float) -> None:
+        conn.send(("report", step, value))
+        if conn.recv() == "prune":
+            raise PruneRequested(step, value)
+
+    outcome = run_here(cfg, report)
+    conn.send(("done", outcome.to_dict()))
+    conn.close()
+    sys.stdout.flush()
+    sys.stderr.flush()
+

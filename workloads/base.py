@@ -1,0 +1,37 @@
+"""The workload contract: what ``build`` returns, and what it may know of the device before launch."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+
+@dataclasses.dataclass
+class Workload:
+    """One timed unit of work.
+
+    ``step(batch)`` runs one optimizer step (or one kernel) on ``batch`` and returns the loss tensor (or None)
+    without synchronizing; ``next_batch()`` fetches the next input (None for synthetic data already on the
+    device), and the time spent inside it counts as time waiting for data.
+    """
+
+    step: Callable[[Any], Any]
+    samples_per_step: float  # items of work per step, in throughput_unit * seconds
+    flops_per_step: float | None = None  # model FLOPs of one step (forward + backward for training)
+    throughput_unit: str = "samples/s"
+    next_batch: Callable[[], Any] = lambda: None
+    extra_metrics: Callable[[], dict[str, Any]] = dict  # read once after the measured window
+    close: Callable[[], None] = lambda: None
+    precision: str = "fp32"  # which peak FLOP/s the MFU is taken against
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceInfo:
+    """What the sweeper knows of the device without touching CUDA (from NVML)."""
+
+    kind: str  # "cuda" or "cpu"
+    name: str = "cpu"
+    count: int = 0
+    compute_capability: tuple[int, int] | None = None
+    memory_bytes: int | None = None

@@ -1,0 +1,151 @@
+"""Knob application shared by every workload: precision, memory format, compile, checkpointing, optimizer.
+
+Each knob lives here once; a workload calls these helpers instead of interpreting knobs itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+from torch import nn
+
+from workloads.base import DeviceInfo
+
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")
+
+
+def set_global_flags(knobs: dict[str, Any]) -> None:
+    """Process-wide backend flags: TF32 for fp32 matmuls/convs and cuDNN autotuning."""
+    tf32 = knobs.get("precision") == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cudnn.benchmark = bool(knobs.get("cudnn_benchmark", False))
+
+
+def autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
+    """Autocast for fp16/bf16 (weights stay fp32, matmuls and convs run in the low precision); a no-op otherwise."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    if precision in ("fp16", "bf16"):
+        dtype = torch.float16 if precision == "fp16" else torch.bfloat16
+        return torch.autocast(device_type=device.type, dtype=dtype)
+    return contextlib.nullcontext()
+
+
+def grad_scaler(precision: str, device: torch.device) -> torch.amp.GradScaler:
+    """fp16 needs loss scaling; for the others the scaler is disabled (a pass-through)."""
+    return torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+
+
+def memory_format(name: str) -> torch.memory_format:
+    formats = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}
+    if name not in formats:
+        raise ValueError(f"memory_format must be one of {tuple(formats)}, got {name!r}")
+    return formats[name]
+
+
+def maybe_compile(fn: Callable, mode: str) -> Callable:
+    """``torch.compile`` with the knob's mode; ``off`` returns ``fn`` unchanged."""
+    if mode not in COMPILE_MODES:
+        raise ValueError(f"compile must be one of {COMPILE_MODES}, got {mode!r}")
+    if mode == "off":
+        return fn
+    return torch.compile(fn, mode=None if mode == "default" else mode)
+
+
+class Checkpointed(nn.Module):
+    """Runs ``inner`` under ``torch.utils.checkpoint``: activations are recomputed in backward, not stored."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+        self.recomputations = 0  # forward calls made during backward (the recompute), counted for tests
+
+    def forward(self, *args: Any) -> Any:
+        if not torch.is_grad_enabled():
+            self.recomputations += 1
+        return torch.utils.checkpoint.checkpoint(self._run, *args, use_reentrant=False)
+
+    def _run(self, *args: Any) -> Any:
+        return self.inner(*args)
+
+
+def checkpoint_blocks(parent: nn.Module, names: Iterable[str]) -> int:
+    """Wrap the named children of ``parent`` in :class:`Checkpointed`; returns how many were wrapped."""
+    n = 0
+    for name in names:
+        setattr(parent, name, Checkpointed(getattr(parent, name)))
+        n += 1
+    return n
+
+
+def optimizer_kwargs(impl: str, device: torch.device) -> dict[str, Any]:
+    """``foreach`` (multi-tensor) or ``fused`` (one kernel) optimizer implementation; ``for_loop`` the plain one."""
+    if impl == "fused":
+        return {"fused": True}
+    if impl == "foreach":
+        return {"foreach": True}
+    if impl == "for_loop":
+        return {"foreach": False}
+    raise ValueError(f"optimizer_impl must be fused, foreach or for_loop, got {impl!r}")
+
+
+def check_common(knobs: dict[str, Any], device: DeviceInfo) -> str | None:
+    """Why the device cannot honour these knobs (skipped before launch), or None."""
+    precision = knobs.get("precision")
+    cc = device.compute_capability
+    if device.kind == "cuda" and cc is not None:
+        if precision == "bf16" and cc < (8, 0):
+            return f"bf16 needs compute capability >= 8.0, {device.name} has {cc[0]}.{cc[1]}"
+        if precision == "tf32" and cc < (8, 0):
+            return f"tf32 needs compute capability >= 8.0, {device.name} has {cc[0]}.{cc[1]}"
+    if device.kind == "cpu":
+        if knobs.get("compile") in ("reduce-overhead", "max-autotune"):
+            return f"compile={knobs['compile']} uses CUDA graphs, which need a GPU"
+        if knobs.get("optimizer_impl") == "fused" and not _fused_on_cpu():
+            return "fused optimizers need a GPU on this torch version"
+        if precision == "fp16":
+            return "fp16 autocast with a GradScaler is a GPU path; use bf16 on the CPU"
+    return None
+
+
+def _fused_on_cpu() -> bool:
+    return tuple(int(x) for x in torch.__version__.split(".")[:2]) >= (2, 4)
+
+
+class TrainStep:
+    """One optimizer step over ``grad_accum_steps`` micro-batches, with autocast and (for fp16) loss scaling.
+
+    ``step(batch)`` takes a list of micro-batches (``(inputs, targets)`` each) or one, and returns the last loss
+    (a tensor; nothing is synchronized). The forward+loss function may be compiled.
+    """
+
+    def __init__(self, model: nn.Module, loss_fn: Callable, optimizer: torch.optim.Optimizer, knobs: dict[str, Any],
+                 device: torch.device) -> None:
+        self.model, self.optimizer, self.device = model, optimizer, device
+        self.precision = knobs.get("precision", "fp32")
+        self.scaler = grad_scaler(self.precision, device)
+        self.accum = int(knobs.get("grad_accum_steps", 1))
+        if self.accum < 1:
+            raise ValueError(f"grad_accum_steps must be >= 1, got {self.accum}")
+
+        def forward_loss(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            with autocast(self.precision, device):
+                return loss_fn(model(x), y)
+
+        self.forward_loss = maybe_compile(forward_loss, knobs.get("compile", "off"))
+
+    def __call__(self, batch: Any) -> torch.Tensor:
+        micro = batch if isinstance(batch, list) else [batch]
+        loss = None
+        for x, y in micro:
+            loss = self.forward_loss(x, y)
+            self.scaler.scale(loss / len(micro)).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        return loss.detach()

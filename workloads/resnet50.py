@@ -1,0 +1,81 @@
+"""torchvision's ResNet-50 (random init), SGD with momentum, cross-entropy: a full training step.
+
+Data (``workload.data``): ``synthetic`` tensors already on the device (the model alone), or ``jpeg``: a real
+input pipeline (JPEG files decoded and augmented per sample, see ``workloads.data``).
+Knobs: precision, memory_format, compile, cudnn_benchmark, batch_size, grad_accum_steps, optimizer_impl,
+activation_checkpointing (``off``, ``all`` or the first N of the four stages), and the data-loading knobs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+import torchvision
+
+from workloads import common
+from workloads.base import DeviceInfo, Workload
+
+STAGES = ("layer1", "layer2", "layer3", "layer4")
+
+
+def check(cfg: dict[str, Any], device: DeviceInfo) -> str | None:
+    knobs = cfg["knobs"]
+    reason = common.check_common(knobs, device)
+    if reason:
+        return reason
+    if cfg["workload"].get("data", "synthetic") == "jpeg":
+        from workloads import data
+
+        return data.check(knobs, device)
+    return None
+
+
+def flops_per_sample(image_size: int, num_classes: int) -> float:
+    """Forward + backward FLOPs of one image, counted by FlopCounterMode on the meta device."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.device("meta"):
+        model = torchvision.models.resnet50(num_classes=num_classes)
+        x = torch.randn(2, 3, image_size, image_size)
+        y = torch.zeros(2, dtype=torch.long)
+    with FlopCounterMode(display=False) as counter:
+        F.cross_entropy(model(x), y).backward()
+    return counter.get_total_flops() / 2
+
+
+def build(cfg: dict[str, Any], device: torch.device) -> Workload:
+    p, knobs = cfg["workload"], cfg["knobs"]
+    common.set_global_flags(knobs)
+    bs, size, classes = int(knobs["batch_size"]), int(p.get("image_size", 224)), int(p.get("num_classes", 1000))
+    fmt = common.memory_format(knobs.get("memory_format", "contiguous"))
+    torch.manual_seed(0)
+    model = torchvision.models.resnet50(num_classes=classes).to(device=device, memory_format=fmt)
+    ac = knobs.get("activation_checkpointing", "off")
+    if ac != "off":
+        common.checkpoint_blocks(model, STAGES if ac == "all" else STAGES[: int(ac)])
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9,
+                          **common.optimizer_kwargs(knobs.get("optimizer_impl", "foreach"), device))
+    train = common.TrainStep(model, F.cross_entropy, opt, knobs, device)
+    accum = train.accum
+
+    close = lambda: None  # noqa: E731
+    extra = dict
+    if p.get("data", "synthetic") == "synthetic":
+        x = torch.randn(bs, 3, size, size, device=device).contiguous(memory_format=fmt)
+        y = torch.randint(0, classes, (bs,), device=device)
+        fixed = [(x, y)] * accum
+        next_batch = lambda: fixed  # noqa: E731
+    elif p["data"] == "jpeg":
+        from workloads import data
+
+        pipe = data.Pipeline(p, knobs, batch_size=bs, image_size=size, device=device, memory_format=fmt)
+        next_batch = lambda: [pipe.next() for _ in range(accum)]  # noqa: E731
+        close, extra = pipe.close, pipe.metrics
+    else:
+        raise ValueError(f"workload.data must be 'synthetic' or 'jpeg', got {p['data']!r}")
+
+    return Workload(step=train, next_batch=next_batch, samples_per_step=bs * accum,
+                    flops_per_step=flops_per_sample(size, classes) * bs * accum, throughput_unit="samples/s",
+                    precision=knobs.get("precision", "fp32"), close=close, extra_metrics=extra)
