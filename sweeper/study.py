@@ -56,6 +56,17 @@ def make_storage(url: str, heartbeat_interval: int | None = None, grace_period: 
                           "(default: leave it null for a SQLite file under results/)") from None
 
 
+class _GridSampler(optuna.samplers.GridSampler):
+    """GridSampler for ask/tell: it calls ``study.stop()`` when the grid is exhausted, which Optuna only allows
+    inside ``optimize``; the sweep loop checks ``is_exhausted`` itself, so that call is dropped here."""
+
+    def after_trial(self, study: optuna.Study, trial: FrozenTrial, state: TrialState, values: Any) -> None:
+        try:
+            super().after_trial(study, trial, state, values)
+        except RuntimeError:
+            pass
+
+
 def make_sampler(name: str, seed: int | None, space: SearchSpace, n_objectives: int) -> optuna.samplers.BaseSampler:
     """Sampler by name. OOM trials reach tpe, gp and nsgaii as violated constraints (``Trial.set_constraint``)."""
     if name == "tpe":
@@ -65,7 +76,7 @@ def make_sampler(name: str, seed: int | None, space: SearchSpace, n_objectives: 
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "grid":
-        return optuna.samplers.GridSampler(space.grid(), seed=seed)
+        return _GridSampler(space.grid(), seed=seed)
     if name == "gp":
         return optuna.samplers.GPSampler(seed=seed)
     if name == "nsgaii":

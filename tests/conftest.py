@@ -1,0 +1,30 @@
+"""Shared test helpers: run the real CLI in a subprocess against a temporary results folder."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_cli(args: list[str], results: Path | None = None, timeout: float = 300, env: dict[str, str] | None = None,
+            module: str = "sweeper", check: bool = False) -> subprocess.CompletedProcess:
+    """``python -m <module> <args> results_dir=<results>`` in a subprocess; returns the completed process."""
+    cmd = [sys.executable, "-m", module, *args]
+    if results is not None and module == "sweeper":
+        cmd.append(f"results_dir={results}")
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200", **(env or {})}
+    proc = subprocess.run(cmd, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> Path:
+    return tmp_path / "results"

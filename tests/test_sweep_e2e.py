@@ -1,0 +1,106 @@
+"""End to end through the real CLI: sweeps land as Parquet rows, resume continues numbering, report ranks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import run_cli
+
+
+def rows(results: Path) -> pd.DataFrame:
+    return pd.read_parquet(results / "trials").sort_values("trial").reset_index(drop=True)
+
+
+@pytest.mark.parametrize("workload", ["matmul", "transformer_block", "resnet50"])
+def test_sweep_resume_and_report(results: Path, workload: str) -> None:
+    run_cli([f"+workload={workload}", "-m", "hydra.sweeper.n_trials=6"], results, check=True)
+    df = rows(results)
+    assert len(df) == 6
+    assert list(df["trial"]) == list(range(6))
+    assert set(df["status"]) <= {"complete", "skipped"}
+    assert (df["status"] == "complete").sum() >= 1
+    complete = df[df["status"] == "complete"]
+    assert (complete["throughput"] > 0).all()
+    assert (complete["peak_mem_bytes"] > 0).all()
+    assert (complete["workload"] == workload).all()
+    assert {"knob.precision" if workload != "matmul" else "knob.dtype", "step_ms_p50", "step_ms_p10", "step_ms_p90",
+            "step_cv", "first_step_s", "setup_s", "hostname", "torch_version", "cpu_model", "started_at"} <= set(df.columns)
+
+    # Same command again: the same study continues, trial numbers 6..11, nothing measured twice.
+    run_cli([f"+workload={workload}", "-m", "hydra.sweeper.n_trials=6"], results, check=True)
+    df = rows(results)
+    assert list(df["trial"]) == list(range(12))
+    assert df["study"].nunique() == 1
+    study = optuna.load_study(study_name=df["study"][0], storage=f"sqlite:///{results / 'optuna.db'}")
+    assert len(study.trials) == 12
+    assert all(t.state.is_finished() for t in study.trials)
+
+    report = run_cli([str(results)], module="sweeper.report", check=True)
+    md = (results / "report.md").read_text()
+    assert f"# {workload}" in md and "| 1 |" in md
+    assert "throughput" in report.stdout
+
+
+def test_single_run_writes_one_row(results: Path) -> None:
+    proc = run_cli(["+workload=matmul", "knobs.dtype=fp32"], results, check=True)
+    assert "complete" in proc.stdout
+    files = list((results / "trials").glob("*.parquet"))
+    assert len(files) == 1
+    row = pq.read_table(files[0]).to_pylist()[0]
+    assert row["status"] == "complete" and row["knob.dtype"] == "fp32" and row["trial"] is None
+    assert row["throughput_unit"] == "TFLOP/s"
+
+
+def test_conditional_knob_is_null_when_inactive(results: Path) -> None:
+    run_cli(["+workload=matmul", "-m", "hydra.sweeper.n_trials=8", "hydra.sweeper.sampler=random",
+             "hydra.sweeper.seed=3"], results, check=True)
+    df = rows(results)
+    fp32 = df[df["knob.dtype"] == "fp32"]
+    bf16 = df[df["knob.dtype"] == "bf16"]
+    assert len(fp32) and len(bf16)
+    assert fp32["knob.bf16_reduced_precision"].isna().all()
+    assert bf16["knob.bf16_reduced_precision"].notna().all()
+
+
+def test_constraint_skips_before_launch(results: Path) -> None:
+    run_cli(["+workload=matmul", "-m", "hydra.sweeper.n_trials=6", "hydra.sweeper.sampler=random",
+             "hydra.sweeper.seed=0", "+hydra.sweeper.constraints=[\"knobs.dtype != 'fp32'\"]"], results, check=True)
+    df = rows(results)
+    fp32 = df[df["knob.dtype"] == "fp32"]
+    assert len(fp32) >= 1, "seed 0 proposes fp32 at least once in 6 draws"
+    assert (fp32["status"] == "skipped").all()
+    assert fp32["reason"].str.startswith("invalid:").all()
+    assert fp32["steps_measured"].isna().all() if "steps_measured" in fp32 else True
+
+
+def test_multi_objective_pareto(results: Path) -> None:
+    run_cli(["+workload=transformer_block", "-m", "hydra.sweeper.n_trials=5", "hydra.sweeper.sampler=nsgaii",
+             "hydra.sweeper.objectives=[{metric:throughput,direction:maximize},{metric:peak_mem_bytes,direction:minimize}]"],
+            results, check=True)
+    df = rows(results)
+    assert (df["objectives"] == "throughput:maximize,peak_mem_bytes:minimize").all()
+    study = optuna.load_study(study_name=df["study"][0], storage=f"sqlite:///{results / 'optuna.db'}")
+    assert len(study.directions) == 2
+    assert len(study.best_trials) >= 1
+    run_cli([str(results)], module="sweeper.report", check=True)
+    md = (results / "report.md").read_text()
+    assert "pareto" in md and "| * |" in md.replace("|  * |", "| * |") or " * " in md
+
+
+def test_grid_stops_when_exhausted(results: Path) -> None:
+    # matmul's tiny space: dtype(2) x transpose_a(2) x transpose_b(2) x two conditional flags(2 x 2) = 32 grid
+    # points, of which 4 (fp32) + 8 (bf16) = 12 are distinct configurations once the conditions apply.
+    run_cli(["+workload=matmul", "-m", "hydra.sweeper.n_trials=50", "hydra.sweeper.sampler=grid"], results, check=True)
+    df = rows(results)
+    assert len(df) == 32, "stops when the grid is exhausted, not at n_trials=50"
+    measured = df[df["status"] == "complete"]
+    assert len(measured) == 12
+    keys = measured[["knob.dtype", "knob.transpose_a", "knob.transpose_b", "knob.bf16_reduced_precision"]]
+    assert not keys.astype(str).duplicated().any()
+    dup = df[df["status"] == "skipped"]
+    assert dup["reason"].str.startswith("duplicate:").all()
