@@ -35,6 +35,8 @@ def task(cfg: DictConfig) -> dict:
         from sweeper.progress import print_single
 
         print_single(result)
+        if result["status"] in ("failed", "infeasible"):
+            raise SystemExit(1)
     return result
 
 

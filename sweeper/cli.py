@@ -35,7 +35,7 @@ def _overrides(argv: list[str]) -> list[str]:
     return out
 
 
-def _translate(exc: Exception, overrides: list[str]) -> ConfigError:
+def _translate(exc: Exception, overrides: list[str], known_keys: list[str]) -> ConfigError:
     text = str(exc)
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
     m = re.search(r"Could not find '([^/']+)/([^']+)'", text)
@@ -48,8 +48,9 @@ def _translate(exc: Exception, overrides: list[str]) -> ConfigError:
     m = re.search(r"Could not override '([^']+)'", text) or re.search(r"Key '([^']+)' is not in struct", text)
     if m:
         key = m.group(1)
-        return ConfigError(key, "is not a key of the composed config (a typo, or a knob this workload does not have)",
-                           "check the name with `python -m sweeper +workload=<name> --cfg job`")
+        close = difflib.get_close_matches(key, known_keys, n=1)
+        hint = f"did you mean `{close[0]}`?" if close else "list the keys with `python -m sweeper +workload=<name> --cfg job`"
+        return ConfigError(key, "is not a key of this workload's config", hint)
     m = re.search(r"Could not append to config\. An item is already at '([^']+)'", text)
     if m:
         return ConfigError(m.group(1), "already exists, so '+' cannot add it", f"drop the '+': {m.group(1)}=...")
@@ -76,7 +77,27 @@ def preflight(argv: list[str], conf_dir: str) -> None:
     except ConfigError as e:
         fail(e)
     except Exception as e:  # noqa: BLE001 - every composition error becomes one line
-        fail(_translate(e, overrides))
+        fail(_translate(e, overrides, _keys_without_bad(conf_dir, overrides)))
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def _keys_without_bad(conf_dir: str, overrides: list[str]) -> list[str]:
+    """Dotted keys of the config composed from the group selections alone (to suggest a fix for a typo)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    from sweeper.space import flatten
+
+    groups = [o for o in overrides if o.lstrip("+").split("=", 1)[0] == "workload"]
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
+            cfg = compose("config", overrides=groups)
+            return list(flatten(OmegaConf.to_container(cfg, resolve=False)))
+    except Exception:  # noqa: BLE001 - only for a suggestion
+        return []
     finally:
         GlobalHydra.instance().clear()
 

@@ -38,10 +38,13 @@ def _kill_group(pid: int) -> None:
 
 
 def _log_tail(path: Path, n: int = 12) -> str:
+    """The last lines the trial printed (faulthandler's traceback for a crash), without its module list."""
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+        text = path.read_text(errors="replace")
     except OSError:
         return ""
+    text = text.split("\nExtension modules:", 1)[0]
+    return "\n".join(text.splitlines()[-n:])
 
 
 def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,

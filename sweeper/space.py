@@ -162,11 +162,11 @@ def build_space(
             fixed[key] = parsed
     for key, expr in conditions.items():
         if key not in dists:
-            raise ConfigError(f"conditions.{key}", "names a knob that is not in the search space",
+            raise ConfigError(f"hydra.sweeper.conditions.{key}", "names a knob that is not in the search space",
                               "add it to the space or remove the condition")
-        _check_expression(f"conditions.{key}", expr, defaults)
+        _check_expression(f"hydra.sweeper.conditions.{key}", expr, defaults)
     for i, expr in enumerate(constraints):
-        _check_expression(f"constraints[{i}]", expr, defaults)
+        _check_expression(f"hydra.sweeper.constraints[{i}]", expr, defaults)
     order = _dependency_order(dists, conditions)
     return SearchSpace({k: dists[k] for k in order}, fixed, dict(conditions), list(constraints))
 
@@ -195,8 +195,8 @@ def _check_types(key: str, dist: BaseDistribution, default: Any) -> None:
         else:
             ok = isinstance(v, type(default))
         if not ok:
-            raise ConfigError(key, f"value {v!r} is a {type(v).__name__} but the knob takes a {type(default).__name__} "
-                                   f"(default {default!r})", f"give {type(default).__name__} values")
+            raise ConfigError(key, f"value {v!r} is of type {type(v).__name__} but the knob takes "
+                                   f"{type(default).__name__} (default {default!r})", f"give {type(default).__name__} values")
 
 
 def _dependency_order(dists: Mapping[str, BaseDistribution], conditions: Mapping[str, str]) -> list[str]:
@@ -254,7 +254,10 @@ def _check_expression(key: str, expr: str, defaults: Mapping[str, Any]) -> None:
     top_level = {d for d in leaf_names if not any(o != d and o.startswith(d + ".") for o in leaf_names)}
     for name in top_level:
         if name not in defaults:
-            _check_known(name, defaults)
+            try:
+                _check_known(name, defaults)
+            except ConfigError as e:
+                raise ConfigError(key, f"refers to `{name}`, which {e.problem}", e.fix) from None
 
 
 def evaluate(expr: str, values: Mapping[str, Any]) -> Any:

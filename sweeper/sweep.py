@@ -51,6 +51,9 @@ class SweepImpl:
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
         c = self.conf
+        if int(c.get("n_trials", 10)) < 1:
+            raise ConfigError("hydra.sweeper.n_trials", f"must be >= 1, got {c.get('n_trials')}",
+                              "give the number of trials this command should add")
         plain = config_plain(self.config)
         self.cfg = trial_config(plain, gpu.device_info())
         self.workload = self.cfg["workload"]["name"]
@@ -60,7 +63,7 @@ class SweepImpl:
         for override in OverridesParser.create().parse_overrides(arguments):
             key = override.get_key_element()
             if override.is_sweep_override():
-                params[key.lstrip("+~")] = override.get_value_element_as_str()
+                params[key.lstrip("+~")] = override.input_line.split("=", 1)[1]
             else:
                 self.fixed_args.append(override.input_line)
         defaults = flatten({k: v for k, v in self.cfg.items() if k in ("knobs", "workload", "measure", "data")})

@@ -1,0 +1,123 @@
+"""Failures never end a sweep and never lose a row: a fault-injection workload, a SIGKILLed sweeper, resume."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pandas as pd
+import psutil
+from optuna.trial import TrialState
+
+from conftest import ROOT, run_cli
+
+FAULTS = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=faults"]
+EXPECTED = {
+    "none": ("complete", ""),
+    "oom": ("infeasible", "oom"),
+    "nan": ("failed", "nonfinite"),
+    "raise": ("failed", "exception:ValueError"),
+    "segfault": ("failed", "signal:SIGSEGV"),
+    "abort": ("failed", "signal:SIGABRT"),
+    "sigkill": ("failed", "signal:SIGKILL"),
+    "hang": ("failed", "timeout"),
+    "exit": ("failed", "exit:3"),
+}
+
+
+def _study(results: Path, name: str) -> optuna.Study:
+    return optuna.load_study(study_name=name, storage=f"sqlite:///{results / 'optuna.db'}")
+
+
+def test_every_fault_gets_a_truthful_row_and_the_sweep_goes_on(results: Path) -> None:
+    # The grid visits every (fault, work) pair once: 9 faults x 2 sizes = 18 trials.
+    proc = run_cli([*FAULTS, "-m", "hydra.sweeper.sampler=grid", "hydra.sweeper.n_trials=18", "trial.timeout_s=6"],
+                   results, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    df = pd.read_parquet(results / "trials")
+    assert sorted(df["trial"]) == list(range(18))
+    for _, row in df.iterrows():
+        status, reason = EXPECTED[row["knob.fault"]]
+        assert row["status"] == status, (row["knob.fault"], row["status"], row["reason"], row["message"])
+        assert row["reason"] == reason, (row["knob.fault"], row["reason"])
+    raised = df[df["knob.fault"] == "raise"].iloc[0]
+    assert "planted failure at step" in raised["message"] and "in step" in raised["message"]  # last traceback lines
+    nan = df[df["knob.fault"] == "nan"].iloc[0]
+    assert nan["steps_measured"] > 0 and nan["loss_finite"] == False  # noqa: E712 - measured numbers kept
+    hang = df[df["knob.fault"] == "hang"]
+    assert (hang["wall_s"] < 30).all()
+
+    study = _study(results, "faults")
+    assert not [t for t in study.trials if t.state == TrialState.RUNNING]
+    oom = [t for t in study.trials if t.user_attrs.get("reason") == "oom"]
+    assert oom and all(t.state == TrialState.COMPLETE for t in oom)
+    assert all(t.system_attrs.get("constraints:fits_in_memory") == 1.0 for t in oom)
+
+    report = run_cli([str(results)], module="sweeper.report", check=True)
+    md = (results / "report.md").read_text()
+    assert md.count("faults/") >= 2 and "infeasible" in md
+    assert "| 1 |" in md and "| 2 |" in md, "the two good trials are ranked"
+    assert "throughput" in report.stdout
+
+
+def test_failure_budget_stops_a_broken_sweep(results: Path) -> None:
+    proc = run_cli([*FAULTS, "knobs.fault=raise", "-m", "hydra.sweeper.n_trials=10", "hydra.sweeper.max_failures=3",
+                    "hydra.sweeper.params={knobs.fault:raise}"], results)
+    assert proc.returncode == 1
+    assert "max_failures=3" in proc.stderr
+    df = pd.read_parquet(results / "trials")
+    assert len(df) == 3 and (df["status"] == "failed").all()
+
+
+def _children_of(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def test_sigkill_mid_sweep_then_resume(results: Path) -> None:
+    args = [*FAULTS, "-m", "hydra.sweeper.n_trials=8", "hydra.sweeper.params={knobs.fault:none,knobs.work:'range(8,1000)'}",
+            "hydra.sweeper.sampler=random", "hydra.sweeper.seed=1", "measure.min_time_s=0.8", "measure.max_steps=100000"]
+    cmd = [sys.executable, "-m", "sweeper", *args, f"results_dir={results}"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    sweeper = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    reads, deadline = 0, time.time() + 120
+    trials_dir = results / "trials"
+    descendants: list[psutil.Process] = []
+    while time.time() < deadline:
+        if trials_dir.is_dir() and any(trials_dir.glob("*.parquet")):
+            n = len(pd.read_parquet(trials_dir))  # readable at every instant
+            reads += 1
+            if n >= 3:
+                time.sleep(0.3)  # trial 3 is now measuring (each trial lasts >= 0.8 s)
+                descendants = _children_of(sweeper.pid)
+                sweeper.send_signal(signal.SIGKILL)
+                break
+        time.sleep(0.05)
+    sweeper.wait(timeout=30)
+    assert sweeper.returncode == -signal.SIGKILL
+    # The trial process and the forkserver die with the sweeper (no orphan keeps the GPU or the cores).
+    gone, alive = psutil.wait_procs(descendants, timeout=10)
+    assert not alive, [p.cmdline() for p in alive]
+    before = pd.read_parquet(trials_dir)
+    assert reads > 0 and len(before) >= 3
+
+    run_cli(args, results, check=True)
+    df = pd.read_parquet(trials_dir)
+    assert not df["trial"].duplicated().any()
+    assert sorted(df["trial"]) == list(range(len(df)))
+    interrupted = df[df["reason"] == "interrupted"]
+    assert len(interrupted) == 1 and (interrupted["status"] == "failed").all()
+    counted = df[df["reason"] != "interrupted"]
+    assert len(counted) == 8
+    assert (counted["status"] == "complete").sum() >= 2
+    assert counted[counted["status"] != "complete"]["reason"].str.startswith("duplicate:").all()
+    study = _study(results, "faults")
+    assert not [t for t in study.trials if t.state == TrialState.RUNNING]
+    assert len(study.trials) == len(df)
