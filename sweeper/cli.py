@@ -16,7 +16,7 @@ from sweeper.errors import ConfigError
 
 _FLAGS_WITH_VALUE = {"-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir", "--experimental-rerun",
                      "-p", "--package", "--info", "-c", "--cfg"}
-_SWEEP = re.compile(r"=\s*(choice|range|interval|tag|glob|sort|shuffle)\s*\(|^[^=]*=[^'\"\[]*,")
+_SWEEP = re.compile(r"=\s*(choice|range|interval|tag|glob|sort|shuffle)\s*\(|^[^=]*=[^'\"\[{]*,")
 
 
 def _overrides(argv: list[str]) -> list[str]:

@@ -26,8 +26,10 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 def resolve_device(requested: str, info: DeviceInfo) -> str:
     """``auto`` -> ``cuda`` when a GPU is visible, else ``cpu``; an explicit value is kept (and checked)."""
-    if requested in (None, "", "auto"):
-        return "cuda" if info.kind == "cuda" else "cpu"
+    if requested in (None, "", "auto", "cuda"):
+        if requested == "cuda" and info.kind != "cuda":
+            raise ConfigError("device", "is 'cuda' but no GPU is visible", "use device=cpu or device=auto")
+        return "cuda:0" if info.kind == "cuda" else "cpu"  # the first GPU the trial sees (CUDA_VISIBLE_DEVICES)
     if str(requested).startswith("cuda") and info.kind != "cuda":
         raise ConfigError("device", f"is {requested!r} but no GPU is visible", "use device=cpu or device=auto")
     if not (str(requested) == "cpu" or str(requested).startswith("cuda")):
@@ -50,8 +52,27 @@ def resolve_preset(plain: dict[str, Any], device: str) -> str | None:
     return str(name)
 
 
-def trial_config(plain: dict[str, Any], info: DeviceInfo) -> dict[str, Any]:
-    """The composed config (plain dict, no ``hydra`` node) with device and preset resolved and applied."""
+def _reapply(cfg: dict[str, Any], overrides: list[str]) -> None:
+    """Set again the values the command line (or the sweeper) gave for keys a preset may have replaced:
+    a preset changes the workload's defaults, never what the user or the sampler asked for."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    for override in OverridesParser.create().parse_overrides(list(overrides)):
+        key = override.key_or_group.lstrip("+~")
+        if (override.is_delete() or override.is_sweep_override() or "." not in key  # "+workload=x" is a group
+                or key.split(".", 1)[0] not in _MERGED_BY_PRESET):
+            continue
+        *parents, leaf = key.split(".")
+        node = cfg
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = override.value()
+
+
+def trial_config(plain: dict[str, Any], info: DeviceInfo, overrides: list[str] = ()) -> dict[str, Any]:
+    """The composed config (plain dict, no ``hydra`` node) with device and preset resolved and applied.
+
+    ``overrides`` are the command line's (or the sweeper's) overrides: they win over the preset."""
     if "workload" not in plain or not isinstance(plain.get("workload"), dict) or "name" not in plain["workload"]:
         from workloads import available
 
@@ -66,11 +87,14 @@ def trial_config(plain: dict[str, Any], info: DeviceInfo) -> dict[str, Any]:
         for key in _MERGED_BY_PRESET:
             if key in over:
                 cfg[key] = _merge(cfg.get(key) or {}, over[key])
+        _reapply(cfg, overrides)
+    env = dict(cfg.get("env") or {})
     cache = cfg.get("compile_cache_dir")
     if cache:
-        env = dict(cfg.get("env") or {})
         env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(cache).resolve()))
-        cfg["env"] = env
+    if cfg.get("gpus"):
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in cfg["gpus"])
+    cfg["env"] = env
     return cfg
 
 

@@ -19,6 +19,18 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def _ranges(cores: list[int]) -> str:
+    """[0, 1, 2, 5] -> "0-2,5" (the cores this trial process may run on)."""
+    out, i = [], 0
+    while i < len(cores):
+        j = i
+        while j + 1 < len(cores) and cores[j + 1] == cores[j] + 1:
+            j += 1
+        out.append(str(cores[i]) if i == j else f"{cores[i]}-{cores[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
 def fingerprint(device_kind: str) -> dict[str, Any]:
     """GPU model/count/compute capability/driver, CUDA and torch versions, CPU model and cores, hostname."""
     import torch
@@ -26,7 +38,8 @@ def fingerprint(device_kind: str) -> dict[str, Any]:
     fp: dict[str, Any] = {
         "hostname": socket.gethostname(),
         "cpu_model": _cpu_model(),
-        "cpu_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "cpu_cores": len(os.sched_getaffinity(0)),
+        "cpu_affinity": _ranges(sorted(os.sched_getaffinity(0))),
         "torch_version": torch.__version__,
         "cuda_version": torch.version.cuda or "",
         "python_version": platform.python_version(),

@@ -20,6 +20,9 @@ from sweeper.gpu import UtilizationSampler, peak_tflops
 from workloads.base import Workload
 
 
+REPORT_EVERY_S = 0.2  # intermediate throughput goes to the pruner at most this often; its step unit
+
+
 class NonFiniteLoss(RuntimeError):
     """The loss became NaN or infinite: the configuration diverged and must not be ranked."""
 
@@ -37,12 +40,16 @@ def _percentile(sorted_values: list[float], q: float) -> float:
 
 
 def measure(work: Workload, device: torch.device, warmup_steps: int, steps: int, min_time_s: float = 0.0,
-            max_steps: int | None = None, report: Callable[[int, float], None] | None = None,
-            gpu_name: str | None = None) -> dict[str, Any]:
+            max_steps: int | None = None, rel_precision: float | None = None,
+            report: Callable[[int, float], None] | None = None, gpu_name: str | None = None) -> dict[str, Any]:
     """Run and time ``work``; returns the metrics dict (units in the names).
 
-    Runs at least ``steps`` measured steps and, if ``min_time_s`` is set, keeps going until the window lasts that
-    long (up to ``max_steps``). ``report(step, throughput_so_far)`` is called between blocks of steps (pruning).
+    Measures at least ``steps`` steps (the floor), then, checked at block boundaries (a quarter of ``steps``),
+    keeps going until the window lasts ``min_time_s`` and the 95% confidence half-width of the mean step time is
+    within ``rel_precision`` of it (like ``torch.utils.benchmark``'s blocked_autorange), up to ``max_steps``
+    (the ceiling; default 100 x steps when adaptive). ``report(step, throughput_so_far)`` is called at block
+    boundaries, at most every REPORT_EVERY_S, with the measured time in those ticks as its step (pruning);
+    it may raise to stop the trial.
     """
     cuda = device.type == "cuda"
     sync = torch.cuda.synchronize if cuda else (lambda: None)
@@ -58,40 +65,63 @@ def measure(work: Workload, device: torch.device, warmup_steps: int, steps: int,
     sampler = UtilizationSampler() if cuda else None
     if sampler:
         sampler.start()
-    max_steps = max(steps, max_steps or steps)
-    events = [torch.cuda.Event(enable_timing=True) for _ in range(max_steps + 1)] if cuda else []
-    host_marks: list[float] = []
+    adaptive = bool(min_time_s) or rel_precision is not None
+    limit = max(steps, max_steps or (100 * steps if adaptive else steps))
+    marks: list[Any] = []  # CUDA events on the GPU (no host sync per step), host clock readings on the CPU
+
+    def mark() -> None:
+        if cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            marks.append(event)
+        else:
+            marks.append(time.perf_counter())
+
+    def step_times() -> list[float]:
+        if cuda:
+            return [marks[i].elapsed_time(marks[i + 1]) / 1e3 for i in range(len(marks) - 1)]
+        return [marks[i + 1] - marks[i] for i in range(len(marks) - 1)]
+
+    def precise_enough() -> bool:
+        if rel_precision is None:
+            return True
+        times = step_times()
+        if len(times) < 3:
+            return False
+        mean = statistics.fmean(times)
+        return 1.96 * statistics.stdev(times) / math.sqrt(len(times)) <= rel_precision * mean
+
     data_wait = 0.0
     done = 0
     sync()
     start = time.perf_counter()
-    if cuda:
-        events[0].record()
-    else:
-        host_marks.append(start)
+    mark()
     block = max(1, steps // 4)
-    while done < max_steps:
+    last_tick = 0
+    while done < limit:
         t = time.perf_counter()
         batch = work.next_batch()
         data_wait += time.perf_counter() - t
         loss = work.step(batch)
         done += 1
+        mark()
+        if done % block and done != steps:
+            continue
         if cuda:
-            events[done].record()
-        else:
-            host_marks.append(time.perf_counter())
-        if done >= steps and (time.perf_counter() - start) >= min_time_s:
+            marks[-1].synchronize()  # a block boundary: the clock below sees the GPU's work done
+        elapsed = time.perf_counter() - start
+        if done >= steps and elapsed >= min_time_s and precise_enough():
             break
-        if report is not None and done % block == 0:
-            report(done, done * work.samples_per_step / (time.perf_counter() - start))
+        tick = int(elapsed / REPORT_EVERY_S)
+        if report is not None and tick > last_tick:
+            # Reported "step" = measured time in REPORT_EVERY_S ticks, so trials of different speeds compare at
+            # the same point; a report is a storage round trip, so a few per second at most.
+            last_tick = tick
+            report(tick, done * work.samples_per_step / elapsed)
     sync()
     wall = time.perf_counter() - start
     util = sampler.stop() if sampler else {}
-
-    if cuda:
-        step_s = [events[i].elapsed_time(events[i + 1]) / 1e3 for i in range(done)]
-    else:
-        step_s = [host_marks[i + 1] - host_marks[i] for i in range(done)]
+    step_s = step_times()
     step_sorted = sorted(step_s)
     mean = statistics.fmean(step_s)
     cv = statistics.pstdev(step_s) / mean if len(step_s) > 1 and mean > 0 else math.nan

@@ -27,6 +27,8 @@ class SweepProgress:
         self.objectives = objectives
         self.best: tuple[float, int] | None = None
         self.trial_seconds = 0.0
+        self.pruned_walls: list[float] = []
+        self.complete_walls: list[float] = []
         self.counts: dict[Status, int] = {}
         self.progress = Progress(TextColumn(f"[bold]{study}"), BarColumn(), MofNCompleteColumn(),
                                  TextColumn("{task.description}"), TimeElapsedColumn(), console=self.console,
@@ -40,11 +42,19 @@ class SweepProgress:
     def __exit__(self, *exc: Any) -> None:
         self.progress.__exit__(*exc)
 
+    def extend(self, n: int) -> None:
+        """More trials joined the sweep (re-measurements of the best configurations)."""
+        self.progress.update(self.task, total=self.progress.tasks[0].total + n)
+
     def note(self, text: str) -> None:
         self.console.print(text)
 
     def trial_done(self, number: int, outcome: TrialOutcome, values: dict[str, Any]) -> None:
         self.counts[outcome.status] = self.counts.get(outcome.status, 0) + 1
+        if outcome.status is Status.PRUNED:
+            self.pruned_walls.append(outcome.wall_s)
+        elif outcome.status is Status.COMPLETE:
+            self.complete_walls.append(outcome.wall_s)
         self.trial_seconds += outcome.wall_s
         metric, direction = self.objectives[0]
         value = outcome.metrics.get(metric)
@@ -66,8 +76,13 @@ class SweepProgress:
 
     def summary(self, study: Any) -> None:
         parts = ", ".join(f"{n} {s.value}" for s, n in self.counts.items())
-        self.console.print(f"sweep done: {parts or 'no new trials'}; trials' own wall time {self.trial_seconds:.1f} s; "
-                           f"study {study.study_name!r} has {len(study.trials)} trials")
+        saved = ""
+        if self.pruned_walls and self.complete_walls:
+            full = sorted(self.complete_walls)[len(self.complete_walls) // 2]
+            seconds = sum(max(0.0, full - w) for w in self.pruned_walls)
+            saved = f"; pruning saved ~{seconds:.1f} s (median full trial {full:.1f} s)"
+        self.console.print(f"sweep done: {parts or 'no new trials'}; trials' own wall time {self.trial_seconds:.1f} s"
+                           f"{saved}; study {study.study_name!r} has {len(study.trials)} trials")
 
 
 def print_single(result: dict[str, Any]) -> None:

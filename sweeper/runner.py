@@ -23,6 +23,10 @@ _CONTEXT: Any = None
 def _context() -> Any:
     global _CONTEXT
     if _CONTEXT is None:
+        if mp.get_start_method(allow_none=True) not in (None, "fork", "spawn", "forkserver"):
+            # Inside a joblib (loky) worker: children inherit the parent's start method by name, and "loky" is
+            # unknown to plain multiprocessing there.
+            mp.set_start_method("forkserver", force=True)
         ctx = mp.get_context("forkserver")
         ctx.set_forkserver_preload(["sweeper.trial"])
         _CONTEXT = ctx

@@ -56,9 +56,12 @@ def make_row(outcome: TrialOutcome, *, study: str, trial: int | None, cfg: dict[
         "started_at": _timestamp(outcome.started_at),
         "ended_at": _timestamp(outcome.ended_at),
         "wall_s": outcome.wall_s,
+        "hostname": socket.gethostname(),  # replaced by the trial's own fingerprint when it ran
     }
     for key, value in flatten(cfg.get("knobs") or {}).items():
         row[f"knob.{key}"] = value
+    for key, value in flatten(cfg.get("distributed") or {}).items():
+        row[f"knob.distributed.{key}"] = value
     for key, value in flatten({k: v for k, v in cfg["workload"].items() if k not in ("name", "module")}).items():
         row[f"param.{key}"] = value if not isinstance(value, (list, dict)) else str(value)
     for key, value in outcome.metrics.items():
@@ -73,6 +76,9 @@ _NULLABLE_TYPES: dict[str, pa.DataType] = {
     "trial": pa.int64(), "throughput": pa.float64(), "peak_mem_bytes": pa.float64(),
     "peak_mem_reserved_bytes": pa.float64(), "gpu_mem_bytes": pa.float64(),
     "started_at": pa.timestamp("us", tz="UTC"), "ended_at": pa.timestamp("us", tz="UTC"),
+    "knob.distributed.nproc": pa.int64(), "knob.distributed.replicate_degree": pa.int64(),
+    "knob.distributed.param_dtype": pa.string(), "knob.distributed.reduce_dtype": pa.string(),
+    "confirm_of": pa.int64(), "baseline": pa.bool_(),
 }
 _FLOAT_METRICS = {"peak_mem_bytes", "peak_mem_reserved_bytes", "gpu_mem_bytes"}
 
@@ -145,7 +151,25 @@ def column_types(param_types: dict[str, type]) -> dict[str, pa.DataType]:
     out = {}
     for key, kind in param_types.items():
         section, _, name = key.partition(".")
-        prefix = {"knobs": "knob.", "workload": "param."}.get(section)
+        prefix = {"knobs": "knob.", "workload": "param.", "distributed": "knob.distributed."}.get(section)
         if prefix:
             out[prefix + name] = arrow.get(kind, pa.string())
     return out
+
+
+_ROW_FIELDS = {"study", "trial", "status", "reason", "message", "workload", "preset", "objectives", "started_at",
+               "ended_at", "wall_s", "baseline", "confirm_of"}
+
+
+def read_outcome(path: Path) -> TrialOutcome | None:
+    """The outcome a trial's own row records (None if it has no row): the task's word beats a launcher's."""
+    from sweeper.outcome import Status
+
+    if not Path(path).exists():
+        return None
+    row = pq.read_table(path).to_pylist()[0]
+    metrics = {k: v for k, v in row.items()
+               if k not in _ROW_FIELDS and not k.startswith(("knob.", "param.")) and v is not None}
+    started, ended = row.get("started_at"), row.get("ended_at")
+    return TrialOutcome(Status(row["status"]), row.get("reason") or "", row.get("message") or "", metrics,
+                        started.timestamp() if started else None, ended.timestamp() if ended else None)

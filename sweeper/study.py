@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import socket
+import threading
 import warnings
 from pathlib import Path
 from typing import Any
@@ -101,18 +102,25 @@ def owner_id() -> str:
 
 
 def _pid_alive(pid: int) -> bool:
+    """Whether a process runs (a killed one not yet reaped by its parent, a zombie, counts as dead)."""
+    import psutil
+
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:
+
+
+def is_interrupted(t: FrozenTrial) -> bool:
+    """Its sweeper died while it ran: marked so by us, or failed by Optuna's stale-heartbeat check (never told)."""
+    if t.user_attrs.get(REASON_KEY) == "interrupted":
         return True
-    return True
+    return t.state == TrialState.FAIL and "status" not in t.user_attrs and t.user_attrs.get(REASON_KEY) != "surplus"
 
 
 def is_counted(t: FrozenTrial) -> bool:
     """Trials that count toward the target: everything except interrupted runs and surplus asks."""
-    return t.user_attrs.get(REASON_KEY) not in ("interrupted", "surplus")
+    return t.user_attrs.get(REASON_KEY) != "surplus" and not is_interrupted(t)
 
 
 def orphaned_running(study: optuna.Study) -> list[FrozenTrial]:
@@ -125,6 +133,54 @@ def orphaned_running(study: optuna.Study) -> list[FrozenTrial]:
         if h == host and pid.isdigit() and not _pid_alive(int(pid)) and int(pid) != os.getpid():
             out.append(t)
     return out
+
+
+def heartbeat_enabled(storage: Any) -> bool:
+    return isinstance(storage, optuna.storages.RDBStorage) and storage.get_heartbeat_interval() is not None
+
+
+class Heartbeat:
+    """Records the heartbeat of every running trial (ask/tell has no ``optimize`` to do it), so that another
+    process sees a dead node's trials go stale and fails them (``optuna.storages.fail_stale_trials``)."""
+
+    def __init__(self, storage: Any) -> None:
+        self.storage = storage
+        self.interval = storage.get_heartbeat_interval() if heartbeat_enabled(storage) else None
+        self.ids: set[int] = set()
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def __enter__(self) -> "Heartbeat":
+        if self.interval:
+            self.thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop.set()
+        if self.thread:
+            self.thread.join()
+
+    def add(self, trial_id: int) -> None:
+        with self.lock:
+            self.ids.add(trial_id)
+        if self.interval:
+            self.storage.record_heartbeat(trial_id)
+
+    def discard(self, trial_id: int) -> None:
+        with self.lock:
+            self.ids.discard(trial_id)
+
+    def _run(self) -> None:
+        while not self.stop.wait(self.interval):
+            with self.lock:
+                ids = list(self.ids)
+            for trial_id in ids:
+                try:
+                    self.storage.record_heartbeat(trial_id)
+                except Exception:  # noqa: BLE001 - a missed beat is retried next interval
+                    pass
 
 
 def update_target(study: optuna.Study, n_trials: int) -> int:

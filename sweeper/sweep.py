@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,8 @@ from sweeper.config import plain as config_plain, preset_params, trial_config
 from sweeper.errors import ConfigError
 from sweeper.outcome import Status, TrialOutcome
 from sweeper.progress import SweepProgress
+from sweeper.prune import make_pruner
+from sweeper.slots import Slot, make_slots, slot_overrides
 from sweeper.space import SearchSpace, build_space, evaluate, flatten, override_string, value_types
 
 log = logging.getLogger(__name__)
@@ -28,6 +31,7 @@ KNOWN_METRICS = (
     "throughput", "peak_mem_bytes", "peak_mem_reserved_bytes", "step_ms_p50", "step_ms_p10", "step_ms_p90",
     "step_ms_mean", "step_cv", "data_wait_frac", "achieved_tflops", "mfu", "gpu_util_mean", "gpu_util_p10",
     "first_step_s", "setup_s", "compile_s", "measured_s",
+    "world_size", "step_ms_p50_rank_min", "comm_frac", "comm_ms_per_step", "launch_s",
 )
 
 
@@ -55,10 +59,12 @@ class SweepImpl:
             raise ConfigError("hydra.sweeper.n_trials", f"must be >= 1, got {c.get('n_trials')}",
                               "give the number of trials this command should add")
         plain = config_plain(self.config)
-        self.cfg = trial_config(plain, gpu.device_info())
+        parsed = OverridesParser.create().parse_overrides(arguments)
+        self.cfg = trial_config(plain, gpu.device_info(), [o.input_line for o in parsed if not o.is_sweep_override()])
         self.workload = self.cfg["workload"]["name"]
         params = dict(c.get("params") or {})
         params.update(preset_params(self.cfg))
+        params.update(_command_line_params(list(self.config.hydra.overrides.hydra)))  # what the user wrote beats the preset's space
         self.fixed_args: list[str] = []
         for override in OverridesParser.create().parse_overrides(arguments):
             key = override.get_key_element()
@@ -66,7 +72,7 @@ class SweepImpl:
                 params[key.lstrip("+~")] = override.input_line.split("=", 1)[1]
             else:
                 self.fixed_args.append(override.input_line)
-        defaults = flatten({k: v for k, v in self.cfg.items() if k in ("knobs", "workload", "measure", "data")})
+        defaults = flatten({k: v for k, v in self.cfg.items() if k in ("knobs", "workload", "measure", "data", "distributed")})
         self.space: SearchSpace = build_space(params, dict(c.get("conditions") or {}),
                                               list(c.get("constraints") or []), defaults)
         self.defaults = defaults
@@ -75,8 +81,8 @@ class SweepImpl:
         results_dir = Path(self.cfg["results_dir"])
         self.trials_dir = results_dir / "trials"
         self.study_name = c.get("study_name") or (self.workload + (f"-{self.cfg['preset']}" if self.cfg["preset"] else ""))
-        url = st.storage_url(c.get("storage"), results_dir)
-        self.storage = st.make_storage(url, c.get("heartbeat_interval"), c.get("grace_period"))
+        self.storage_url = st.storage_url(c.get("storage"), results_dir)
+        self.storage = st.make_storage(self.storage_url, c.get("heartbeat_interval"), c.get("grace_period"))
         sampler = st.make_sampler(str(c.get("sampler", "tpe")), c.get("seed"), self.space, len(self.objectives))
         try:
             self.study = optuna.create_study(
@@ -85,8 +91,18 @@ class SweepImpl:
         except ValueError as e:
             raise ConfigError("hydra.sweeper.objectives", str(e).splitlines()[0],
                               "use the study's original objectives or a new hydra.sweeper.study_name") from None
-        self.n_jobs = max(1, int(c.get("n_jobs") or 1))
+        self.slots = make_slots(self.cfg["trial"].get("resources"), int(c.get("n_jobs") or 1), gpu.device_info().count)
         self.max_failures = c.get("max_failures")
+        self.max_failure_rate = c.get("max_failure_rate")
+        pruner = c.get("pruner") or {"type": "none"}
+        self.pruner_conf = OmegaConf.to_container(pruner) if isinstance(pruner, DictConfig) else dict(pruner)
+        make_pruner(self.pruner_conf)  # validates
+        if self.pruner_conf.get("type", "none") != "none" and self.objectives != [("throughput", "maximize")]:
+            raise ConfigError("hydra.sweeper.pruner.type", "pruning needs the single objective throughput:maximize",
+                              "set hydra.sweeper.pruner.type=none for this study")
+        self.stopped: str | None = None
+        self.last_recovery = 0.0
+        self.recover_every_s = 1.0
 
     def _check_objectives(self) -> None:
         import workloads
@@ -115,26 +131,81 @@ class SweepImpl:
             fail(e)
         self._recover_interrupted()
         target = st.update_target(self.study, int(self.conf.get("n_trials", 10)))
-        sampler = self.study.sampler
-        progress = SweepProgress(self.study_name, target, self.objectives, self._counted())
-        results: list[Any] = []
-        with progress:
-            while True:
-                if self._failure_budget_spent():
-                    progress.note(f"stopping: {self._failures()} failed trials reach max_failures="
-                                  f"{self.max_failures}; the workload itself looks broken")
-                    raise SystemExit(1)
-                remaining = target - self._counted()
-                if remaining <= 0:
-                    break
-                if isinstance(sampler, optuna.samplers.GridSampler) and sampler.is_exhausted(self.study):
-                    progress.note("grid exhausted: every configuration of the space has been tried")
-                    break
-                batch = self._ask_batch(min(self.n_jobs, remaining), target, progress)
-                if batch:
-                    results.extend(self._launch(batch, progress))
+        self._enqueue_baseline()
+        finished = sum(1 for t in self.study.get_trials(deepcopy=False) if st.is_counted(t) and t.state.is_finished())
+        progress = SweepProgress(self.study_name, target, self.objectives, finished)
+        with progress, st.Heartbeat(self.storage) as heartbeat:
+            results = self._run_until(target, progress, heartbeat)
+            k = int(self.conf.get("confirm_top_k") or 0)
+            if k > 0 and self.stopped != "failures":
+                self.stopped = None
+                extra = self._enqueue_confirmations(k)
+                progress.extend(extra)
+                results += self._run_until(self._counted() + extra, progress, heartbeat, confirming=True)
         progress.summary(self.study)
+        if self.stopped == "failures":
+            raise SystemExit(1)
         return results
+
+    def _run_until(self, target: int, progress: SweepProgress, heartbeat: st.Heartbeat,
+                   confirming: bool = False) -> list[Any]:
+        """Keep every slot busy until the study holds ``target`` counted trials: no batch barrier."""
+        free = list(self.slots)
+        running: dict[Future, tuple[optuna.Trial, dict[str, Any], Slot]] = {}
+        results: list[Any] = []
+        with ThreadPoolExecutor(max_workers=len(self.slots), thread_name_prefix="trial") as pool:
+            while True:
+                if time.time() - self.last_recovery >= self.recover_every_s:
+                    self._recover_interrupted()  # trials of another process that died (dead pid, stale heartbeat)
+                while free and not self.stopped and self._counted() < target:
+                    item = self._ask_one(target, progress, confirming)
+                    if item is None:
+                        continue
+                    if item is _STOP:
+                        break
+                    trial, values = item
+                    slot = free.pop(0)
+                    heartbeat.add(trial._trial_id)
+                    fut = pool.submit(self._run_job, trial, values, slot, self.job_idx)
+                    self.job_idx += 1
+                    running[fut] = (trial, values, slot)
+                if not running:
+                    # Nothing of ours runs. Trials of other processes may still end interrupted and free places.
+                    self._recover_interrupted()
+                    if self.stopped or self._counted() >= target and not self._others_running():
+                        return results
+                    time.sleep(self.recover_every_s if self._counted() >= target else 0)
+                    continue
+                done, _ = wait(list(running), return_when=FIRST_COMPLETED, timeout=self.recover_every_s)
+                for fut in done:
+                    trial, values, slot = running.pop(fut)
+                    ret = fut.result()
+                    results.append(ret)
+                    outcome = _outcome_of(ret)
+                    if outcome.status is Status.FAILED and outcome.reason.startswith(("exception:", "launcher:")):
+                        # The job failed around the task (launcher, logging); if the trial wrote its row, it ran.
+                        path = store.trial_path(self.trials_dir, self.study_name, trial.number)
+                        outcome = store.read_outcome(path) or outcome
+                    st.tell(self.study, trial, outcome, self.objectives)
+                    heartbeat.discard(trial._trial_id)
+                    self._record(trial.number, values, outcome, only_if_missing=True)
+                    progress.trial_done(trial.number, outcome, values)
+                    free.append(slot)
+                if self._failure_budget_spent():
+                    if not self.stopped:
+                        progress.note(f"stopping: {self._failures()} failed trials reach the failure budget "
+                                      f"({self._budget_text()}); the workload itself looks broken")
+                    self.stopped = "failures"
+
+    def _others_running(self) -> bool:
+        """RUNNING trials of other sweeper processes whose death this process would notice (same host, or
+        heartbeats): wait for them, since an interrupted one must be run again to reach the target."""
+        me, host = st.owner_id(), st.socket.gethostname()
+        for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            owner = str(t.user_attrs.get(st.OWNER_KEY, ""))
+            if owner != me and (owner.rpartition(":")[0] == host or st.heartbeat_enabled(self.storage)):
+                return True
+        return False
 
     def _counted(self) -> int:
         return sum(1 for t in self.study.get_trials(deepcopy=False) if st.is_counted(t))
@@ -143,38 +214,95 @@ class SweepImpl:
         return sum(1 for t in self.study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
                    if st.is_counted(t))
 
+    def _budget_text(self) -> str:
+        parts = []
+        if self.max_failures is not None:
+            parts.append(f"max_failures={self.max_failures}")
+        if self.max_failure_rate is not None:
+            parts.append(f"max_failure_rate={self.max_failure_rate}")
+        return ", ".join(parts)
+
     def _failure_budget_spent(self) -> bool:
-        return self.max_failures is not None and self._failures() >= int(self.max_failures)
+        failed = self._failures()
+        if self.max_failures is not None and failed >= int(self.max_failures):
+            return True
+        finished = sum(1 for t in self.study.get_trials(deepcopy=False) if t.state.is_finished() and st.is_counted(t))
+        return (self.max_failure_rate is not None and finished >= 5
+                and failed / finished > float(self.max_failure_rate))
 
     def _recover_interrupted(self) -> None:
-        """Trials left RUNNING by a killed sweeper on this host: FAIL (interrupted), with a Parquet row."""
+        """Trials whose sweeper died (dead pid on this host, or a stale heartbeat): FAIL (interrupted) + a row.
+
+        Several live processes may do this for the same trial at once; each step tolerates losing that race.
+        """
+        self.last_recovery = time.time()
         for t in st.orphaned_running(self.study):
+            try:
+                self.storage.set_trial_user_attr(t._trial_id, st.REASON_KEY, "interrupted")
+                self.storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                pass  # another process recovered it first
+        if st.heartbeat_enabled(self.storage):
+            optuna.storages.fail_stale_trials(self.study)
+        for t in self.study.get_trials(deepcopy=False, states=(TrialState.FAIL,)):
+            if not st.is_interrupted(t) or store.trial_path(self.trials_dir, self.study_name, t.number).exists():
+                continue
             now = time.time()
-            outcome = TrialOutcome(Status.FAILED, "interrupted", "the sweeper running this trial was killed",
+            outcome = TrialOutcome(Status.FAILED, "interrupted", "the sweeper running this trial died",
                                    started_at=t.datetime_start.timestamp() if t.datetime_start else now, ended_at=now)
-            self.storage.set_trial_user_attr(t._trial_id, st.REASON_KEY, "interrupted")
-            self.storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
             self._record(t.number, t.params, outcome, only_if_missing=True)
             log.warning("trial %d was interrupted (its sweeper died); marked failed", t.number)
 
-    def _ask_batch(self, n: int, target: int, progress: SweepProgress) -> list[tuple[optuna.Trial, dict[str, Any]]]:
-        batch = []
-        for _ in range(n):
-            trial = self.study.ask()
-            trial.set_user_attr(st.OWNER_KEY, st.owner_id())
-            if self._is_surplus(trial, target):
-                trial.set_user_attr(st.REASON_KEY, "surplus")
-                self.study.tell(trial, state=TrialState.FAIL)
-                break
-            values, outcome = self._sample(trial)
-            if outcome is not None:  # never launched
-                outcome.started_at = outcome.ended_at = time.time()
-                st.tell(self.study, trial, outcome, self.objectives)
-                self._record(trial.number, values, outcome)
-                progress.trial_done(trial.number, outcome, values)
-                continue
-            batch.append((trial, values))
-        return batch
+    def _enqueue_baseline(self) -> None:
+        """A new study measures the workload's defaults first: the baseline the report compares against."""
+        if not self.conf.get("baseline_first", True) or self.study.trials or not self.space.params:
+            return
+        if isinstance(self.study.sampler, optuna.samplers.GridSampler):
+            return  # the grid holds the defaults already when they are in the space
+        params = {}
+        for name, dist in self.space.params.items():
+            value = self.defaults.get(name)
+            if value is None:
+                continue  # inactive under its condition: not sampled
+            if not _within(dist, value):
+                log.info("no baseline trial: the default %s=%r is outside its search space", name, value)
+                return
+            params[name] = value
+        self.study.enqueue_trial(params)
+
+    def _enqueue_confirmations(self, k: int) -> int:
+        """Re-measure the k best configurations (repeats give the report a noise estimate)."""
+        best = [t for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                if t.user_attrs.get("status") == "complete"]
+        metric, direction = self.objectives[0]
+        best.sort(key=lambda t: t.values[0], reverse=direction == "maximize")
+        for t in best[:k]:
+            self.study.enqueue_trial(t.params, user_attrs={"confirm_of": t.number})
+        return min(k, len(best))
+
+    def _ask_one(self, target: int, progress: SweepProgress, confirming: bool) -> Any:
+        """Ask one trial; returns (trial, values) to launch, None if it was settled without launching, or _STOP."""
+        sampler = self.study.sampler
+        waiting = self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+        if not waiting and isinstance(sampler, optuna.samplers.GridSampler) and sampler.is_exhausted(self.study):
+            if not self.stopped:
+                progress.note("grid exhausted: every configuration of the space has been tried")
+            self.stopped = "grid"
+            return _STOP
+        trial = self.study.ask()
+        trial.set_user_attr(st.OWNER_KEY, st.owner_id())
+        if self._is_surplus(trial, target):
+            trial.set_user_attr(st.REASON_KEY, "surplus")
+            self.study.tell(trial, state=TrialState.FAIL)
+            return _STOP
+        values, outcome = self._sample(trial, repeat=confirming or "confirm_of" in trial.user_attrs)
+        if outcome is None:
+            return trial, values
+        outcome.started_at = outcome.ended_at = time.time()  # settled before launch: costs no time
+        st.tell(self.study, trial, outcome, self.objectives)
+        self._record(trial.number, values, outcome)
+        progress.trial_done(trial.number, outcome, values)
+        return None
 
     def _is_surplus(self, trial: optuna.Trial, target: int) -> bool:
         """Another process on the same study got there first: this ask would exceed the target."""
@@ -182,7 +310,7 @@ class SweepImpl:
                    if t.number < trial.number and st.is_counted(t)]
         return len(earlier) >= target
 
-    def _sample(self, trial: optuna.Trial) -> tuple[dict[str, Any], TrialOutcome | None]:
+    def _sample(self, trial: optuna.Trial, repeat: bool = False) -> tuple[dict[str, Any], TrialOutcome | None]:
         """Define-by-run sampling with declared conditions; then constraints and duplicate checks."""
         ns = dict(self.defaults)
         ns.update(self.space.fixed)
@@ -198,34 +326,43 @@ class SweepImpl:
                 return values, TrialOutcome(Status.SKIPPED, f"invalid:{expr}", f"constraint does not hold: {expr}")
         key = json.dumps(values, sort_keys=True, default=str)
         trial.set_user_attr("config_key", key)
-        if not self.conf.get("repeat", False):
-            for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-                if t.user_attrs.get("config_key") == key and t.user_attrs.get("status") == "complete":
-                    metrics = {k: v for k, v in t.user_attrs.items() if k not in ("config_key", st.OWNER_KEY)}
-                    metrics.pop("status", None)
-                    return values, TrialOutcome(Status.SKIPPED, f"duplicate:{t.number}",
-                                                f"same configuration as trial {t.number}; its result is reused",
-                                                metrics=metrics)
+        if repeat or self.conf.get("repeat", False):
+            return values, None
+        for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            if t.user_attrs.get("config_key") == key and t.user_attrs.get("status") == "complete":
+                metrics = {k: v for k, v in t.user_attrs.items() if k not in _NOT_METRICS}
+                return values, TrialOutcome(Status.SKIPPED, f"duplicate:{t.number}",
+                                            f"same configuration as trial {t.number}; its result is reused",
+                                            metrics=metrics)
         return values, None
 
-    def _overrides(self, trial: optuna.Trial, values: dict[str, Any]) -> list[str]:
-        sampled = [override_string(k, v) for k, v in {**self.space.fixed, **values}.items()]
-        return self.fixed_args + sampled + [override_string("trial.study", self.study_name),
-                                            override_string("trial.number", trial.number)]
+    def _context(self, trial: optuna.Trial, values: dict[str, Any], job_idx: int) -> dict[str, Any]:
+        """What the task needs to know of the sweep, passed as one override (no Hydra singletons: thread safe)."""
+        types = store.column_types(value_types(self.space))
+        return {
+            "study": self.study_name, "number": trial.number, "storage": self.storage_url,
+            "objectives": [f"{m}:{d}" for m, d in self.objectives],
+            "log_dir": str(Path(str(self.config.hydra.sweep.dir)) / str(job_idx)),
+            "column_types": {c: str(t) for c, t in types.items()},
+            "pruner": dict(self.pruner_conf), "baseline": self._is_baseline(values),
+            "confirm_of": trial.user_attrs.get("confirm_of"),
+        }
 
-    def _launch(self, batch: list[tuple[optuna.Trial, dict[str, Any]]], progress: SweepProgress) -> list[Any]:
-        overrides = [self._overrides(trial, values) for trial, values in batch]
+    def _is_baseline(self, values: dict[str, Any]) -> bool:
+        """This configuration is the workload's defaults (what a user gets without tuning)."""
+        return all(values.get(k) == self.defaults.get(k) for k in self.space.params)
+
+    def _run_job(self, trial: optuna.Trial, values: dict[str, Any], slot: Slot, job_idx: int) -> Any:
+        """Launch one trial through Hydra's launcher (runs in a worker thread; returns JobReturn or the error)."""
+        sampled = [override_string(k, v) for k, v in {**self.space.fixed, **values}.items()]
+        overrides = self.fixed_args + sampled + slot_overrides(slot)
+        ctx = {**self._context(trial, values, job_idx), "overrides": overrides}
+        context = json.dumps(ctx, separators=(",", ":"), default=str)
+        overrides = overrides + [override_string("trial.context", context)]
         try:
-            returns = self.launcher.launch(overrides, initial_job_idx=self.job_idx)
-        except Exception as e:  # noqa: BLE001 - a launcher error fails these trials, not the sweep
-            returns = [e] * len(batch)
-        self.job_idx += len(batch)
-        for (trial, values), ret in zip(batch, returns):
-            outcome = _outcome_of(ret)
-            st.tell(self.study, trial, outcome, self.objectives)
-            self._record(trial.number, values, outcome, only_if_missing=True)
-            progress.trial_done(trial.number, outcome, values)
-        return list(returns)
+            return self.launcher.launch([overrides], initial_job_idx=job_idx)[0]
+        except Exception as e:  # noqa: BLE001 - a launcher error fails this trial, not the sweep
+            return e
 
     def _record(self, number: int, values: dict[str, Any], outcome: TrialOutcome, only_if_missing: bool = False) -> None:
         """The Parquet row for a trial the task could not write itself (never launched, or its job crashed)."""
@@ -239,9 +376,33 @@ class SweepImpl:
             for part in parents:
                 target = target.setdefault(part, {})
             target[leaf] = value
-        store.write_row(path, store.make_row(outcome, study=self.study_name, trial=number, cfg=cfg,
-                                             objectives=self.objectives),
-                        store.column_types(value_types(self.space)))
+        row = store.make_row(outcome, study=self.study_name, trial=number, cfg=cfg, objectives=self.objectives)
+        row["baseline"] = self._is_baseline(values)
+        store.write_row(path, row, store.column_types(value_types(self.space)))
+
+
+def _command_line_params(hydra_overrides: list[str]) -> dict[str, Any]:
+    """``hydra.sweeper.params`` entries given on the command line (``hydra.sweeper.params={knobs.x: ...}``)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    out: dict[str, Any] = {}
+    for override in OverridesParser.create().parse_overrides(hydra_overrides):
+        key = override.key_or_group.lstrip("+~")
+        if key == "hydra.sweeper.params" and isinstance(override.value(), dict):
+            out.update(override.value())
+    return out
+
+
+_STOP = object()
+_NOT_METRICS = ("config_key", st.OWNER_KEY, "status", "confirm_of", st.REASON_KEY)
+
+
+def _within(dist: Any, value: Any) -> bool:
+    from optuna.distributions import CategoricalDistribution
+
+    if isinstance(dist, CategoricalDistribution):
+        return value in dist.choices
+    return isinstance(value, (int, float)) and dist.low <= value <= dist.high
 
 
 def _outcome_of(ret: Any) -> TrialOutcome:

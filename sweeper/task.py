@@ -1,76 +1,88 @@
 """The Hydra task function: one trial. Checks the device can run it, runs it isolated, writes its Parquet row.
 
 Runs wherever Hydra's launcher puts it (in the sweeper process, a joblib worker, a SLURM job), so it writes
-its own row: results land even when the sweeper is on another machine.
+its own row: results land even when the sweeper is on another machine. Under a sweep, what it needs of the
+sweep comes in one override, ``trial.context`` (JSON), never from Hydra's process-wide singletons: the sweeper
+runs trials from several threads at once.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from omegaconf import DictConfig, OmegaConf
-
-from sweeper import gpu, store
 from optuna.distributions import BaseDistribution
 
+from sweeper import gpu, store
 from sweeper.config import plain as config_plain, preset_params, trial_config
 from sweeper.errors import ConfigError
-from sweeper.space import parse_param, value_types
 from sweeper.outcome import Status, TrialOutcome
+from sweeper.space import parse_param, value_types
 import workloads
+from workloads.base import DeviceInfo
 
 
-def objectives_of(hydra_sweeper_cfg: Any) -> list[tuple[str, str]]:
-    objs = getattr(hydra_sweeper_cfg, "objectives", None) or [{"metric": "throughput", "direction": "maximize"}]
-    return [(str(o["metric"]), str(o.get("direction", "maximize"))) for o in objs]
-
-
-def _hydra_info() -> tuple[Path, list[tuple[str, str]], dict[str, Any]]:
+def _single_run_context(tcfg: dict[str, Any]) -> dict[str, Any]:
+    """No sweep: the run's own output folder, the configured objectives, knob types from the declared space."""
     from hydra.core.hydra_config import HydraConfig
 
     hc = HydraConfig.get()
+    objectives = [f"{o['metric']}:{o.get('direction', 'maximize')}" for o in hc.sweeper.get("objectives") or []]
     params = OmegaConf.to_container(hc.sweeper.params, resolve=True) if "params" in hc.sweeper else {}
-    return Path(hc.runtime.output_dir), objectives_of(hc.sweeper), params or {}
-
-
-def _column_types(params: dict[str, Any]) -> dict[str, Any]:
-    """Arrow types of knob columns, from the search space (a knob inactive under a condition is null)."""
     dists = {}
-    for key, text in params.items():
+    for key, text in {**(params or {}), **preset_params(tcfg)}.items():
         try:
             parsed = parse_param(key, text)
         except ConfigError:
             continue
         if isinstance(parsed, BaseDistribution):
             dists[key] = parsed
-    return store.column_types(value_types(dists))
+    types = store.column_types(value_types(dists))
+    return {"study": f"{tcfg['workload']['name']}-runs", "number": None, "log_dir": hc.runtime.output_dir,
+            "objectives": objectives or ["throughput:maximize"], "column_types": {c: str(t) for c, t in types.items()}}
+
+
+def _arrow_types(names: dict[str, str]) -> dict[str, pa.DataType]:
+    return {col: pa.type_for_alias(name) for col, name in names.items()}
 
 
 def run_trial(cfg: DictConfig) -> dict[str, Any]:
     """Run the trial described by ``cfg``; returns the outcome as a dict (never raises for a trial's failure)."""
-    plain = config_plain(cfg)
     info = gpu.device_info()
-    tcfg = trial_config(plain, info)
-    output_dir, objectives, params = _hydra_info()
+    raw = OmegaConf.select(cfg, "trial.context")
+    if raw:
+        ctx = json.loads(raw)
+        tcfg = trial_config(config_plain(cfg), info, ctx.get("overrides") or [])
+    else:
+        from hydra.core.hydra_config import HydraConfig
+
+        tcfg = trial_config(config_plain(cfg), info, list(HydraConfig.get().overrides.task))
+        ctx = _single_run_context(tcfg)
     wl = tcfg["workload"]
     module = workloads.load(wl["name"], wl.get("module"))
-    reason = module.check(tcfg, info) if hasattr(module, "check") else None
+    target = info if tcfg["device"].startswith("cuda") else DeviceInfo(kind="cpu")  # what the trial will run on
+    reason = module.check(tcfg, target) if hasattr(module, "check") else None
     if reason:
         now = time.time()
         outcome = TrialOutcome(Status.SKIPPED, f"invalid:{reason}", reason, started_at=now, ended_at=now)
     elif tcfg["trial"].get("isolate", True):
+        from sweeper.prune import reporter
         from sweeper.runner import run_isolated
 
-        outcome = run_isolated(tcfg, float(tcfg["trial"]["timeout_s"]), output_dir / "trial.log")
+        outcome = run_isolated(tcfg, float(tcfg["trial"]["timeout_s"]), Path(ctx["log_dir"]) / "trial.log",
+                               on_report=reporter(ctx))
     else:
         from sweeper.trial import run_here
 
         outcome = run_here(tcfg)
-    study = tcfg["trial"].get("study") or f"{wl['name']}-runs"
-    number = tcfg["trial"].get("number")
-    row = store.make_row(outcome, study=study, trial=number, cfg=tcfg, objectives=objectives)
-    types = _column_types({**params, **preset_params(tcfg)})
-    store.write_row(store.trial_path(Path(tcfg["results_dir"]) / "trials", study, number), row, types)
+    objectives = [tuple(o.split(":", 1)) for o in ctx["objectives"]]
+    row = store.make_row(outcome, study=ctx["study"], trial=ctx["number"], cfg=tcfg, objectives=objectives)
+    row["baseline"] = bool(ctx.get("baseline", False))
+    row["confirm_of"] = ctx.get("confirm_of")
+    path = store.trial_path(Path(tcfg["results_dir"]) / "trials", ctx["study"], ctx["number"])
+    store.write_row(path, row, {**_arrow_types(ctx.get("column_types") or {}), "confirm_of": pa.int64()})
     return outcome.to_dict()

@@ -32,6 +32,10 @@ class PruneRequested(Exception):
 
 def execute(cfg: dict[str, Any], report=None) -> dict[str, Any]:
     """Build and measure the configured workload; returns the flat metrics dict (fingerprint included)."""
+    if (cfg.get("distributed") or {}).get("strategy", "none") != "none" and not torch.distributed.is_initialized():
+        from sweeper import distributed  # start N ranks (this process is their agent); each runs execute again
+
+        return distributed.execute(cfg)
     t0 = time.perf_counter()
     device = torch.device(cfg["device"])
     if device.type == "cuda":
@@ -47,6 +51,7 @@ def execute(cfg: dict[str, Any], report=None) -> dict[str, Any]:
     try:
         metrics = measure(work, device, warmup_steps=int(m["warmup_steps"]), steps=int(m["steps"]),
                           min_time_s=float(m.get("min_time_s") or 0.0), max_steps=m.get("max_steps"),
+                          rel_precision=m.get("rel_precision"),
                           report=report, gpu_name=fp["gpu_name"] or None)
     finally:
         work.close()

@@ -24,7 +24,7 @@ __all__ = ["DeviceInfo", "Workload", "available", "load"]
 
 def available() -> list[str]:
     """Names of the workloads offered to users (modules of this package not starting with ``_``)."""
-    skip = {"base", "common", "data"}
+    skip = {"base", "common", "data", "parallel"}
     return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_") and m.name not in skip)
 
 

@@ -63,14 +63,20 @@ class Checkpointed(nn.Module):
     def __init__(self, inner: nn.Module) -> None:
         super().__init__()
         self.inner = inner
-        self.recomputations = 0  # forward calls made during backward (the recompute), counted for tests
+        self.calls = 0  # forward calls of this wrapper
+        self.runs = 0  # runs of ``inner``: one per call, plus one per recompute during backward
+
+    @property
+    def recomputations(self) -> int:
+        """Runs of ``inner`` made during backward (the recompute), counted for tests."""
+        return self.runs - self.calls
 
     def forward(self, *args: Any) -> Any:
-        if not torch.is_grad_enabled():
-            self.recomputations += 1
+        self.calls += 1
         return torch.utils.checkpoint.checkpoint(self._run, *args, use_reentrant=False)
 
     def _run(self, *args: Any) -> Any:
+        self.runs += 1
         return self.inner(*args)
 
 

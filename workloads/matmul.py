@@ -34,12 +34,13 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = bool(knobs.get("fp16_reduced_precision", True))
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = bool(knobs.get("bf16_reduced_precision", True))
 
-    gen = torch.Generator(device="cpu").manual_seed(0)
+    torch.manual_seed(0)
     n_buf = max(1, int(p.get("buffers", 1)))
 
     def operand(rows: int, cols: int, transposed: bool) -> torch.Tensor:
+        # Random data drawn on the device (zeros would time faster than real data); fp32 first, then cast.
         shape = (cols, rows) if transposed else (rows, cols)
-        t = torch.randn(shape, generator=gen, dtype=torch.float32).to(device=device, dtype=dtype)
+        t = torch.randn(shape, device=device, dtype=torch.float32).to(dtype)
         return t.t() if transposed else t  # a transposed view: the GEMM reads it column-major
 
     bufs = [(operand(m, k, bool(knobs.get("transpose_a", False))), operand(k, n, bool(knobs.get("transpose_b", False))))

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 import torchvision
 
-from workloads import common
+from workloads import common, parallel
 from workloads.base import DeviceInfo, Workload
 
 STAGES = ("layer1", "layer2", "layer3", "layer4")
@@ -22,7 +22,7 @@ STAGES = ("layer1", "layer2", "layer3", "layer4")
 
 def check(cfg: dict[str, Any], device: DeviceInfo) -> str | None:
     knobs = cfg["knobs"]
-    reason = common.check_common(knobs, device)
+    reason = common.check_common(knobs, device) or parallel.check(cfg, device)
     if reason:
         return reason
     if cfg["workload"].get("data", "synthetic") == "jpeg":
@@ -55,6 +55,7 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
     ac = knobs.get("activation_checkpointing", "off")
     if ac != "off":
         common.checkpoint_blocks(model, STAGES if ac == "all" else STAGES[: int(ac)])
+    model = parallel.wrap(model, cfg.get("distributed"), device, blocks=[getattr(model, n) for n in STAGES])
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9,
                           **common.optimizer_kwargs(knobs.get("optimizer_impl", "foreach"), device))
     train = common.TrainStep(model, F.cross_entropy, opt, knobs, device)
@@ -70,7 +71,8 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
     elif p["data"] == "jpeg":
         from workloads import data
 
-        pipe = data.Pipeline(p, knobs, batch_size=bs, image_size=size, device=device, memory_format=fmt)
+        pipe = data.Pipeline(p, knobs, batch_size=bs, image_size=size, device=device, memory_format=fmt,
+                             cache_root=f"{cfg['results_dir']}/data", num_classes=classes)
         next_batch = lambda: [pipe.next() for _ in range(accum)]  # noqa: E731
         close, extra = pipe.close, pipe.metrics
     else:

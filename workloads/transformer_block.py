@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from workloads import common
+from workloads import common, parallel
 from workloads.base import DeviceInfo, Workload
 
 _BACKENDS = ("auto", "flash", "efficient", "cudnn", "math")
@@ -65,7 +65,7 @@ def sdpa_context(backend: str) -> contextlib.AbstractContextManager:
 
 def check(cfg: dict[str, Any], device: DeviceInfo) -> str | None:
     knobs = cfg["knobs"]
-    reason = common.check_common(knobs, device)
+    reason = common.check_common(knobs, device) or parallel.check(cfg, device)
     if reason:
         return reason
     backend = knobs.get("sdpa_backend", "auto")
@@ -101,6 +101,7 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
     if ac != "off":
         n = layers if ac == "all" else int(ac)
         common.checkpoint_blocks(model.layers, [str(i) for i in range(min(n, layers))])
+    model = parallel.wrap(model, cfg.get("distributed"), device, blocks=list(model.layers))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, **common.optimizer_kwargs(knobs.get("optimizer_impl", "foreach"), device))
     train = common.TrainStep(model, _mse, opt, knobs, device)
     accum = train.accum

@@ -13,6 +13,18 @@ from hydra.plugins.sweeper import Sweeper
 
 
 @dataclass
+class PrunerConf:
+    # none | median | successive_halving | hyperband (Optuna's pruners; single objective throughput:maximize).
+    type: str = "none"
+    # median: trials finished before pruning starts, and reports skipped at the start of each trial.
+    n_startup_trials: int = 3
+    n_warmup_steps: int = 0
+    # successive_halving / hyperband: the smallest number of measured steps a trial gets, and the cut factor.
+    min_resource: Any = "auto"
+    reduction_factor: int = 3
+
+
+@dataclass
 class KnobSweeperConf:
     _target_: str = "hydra_plugins.knob_sweeper.knob_sweeper.KnobSweeper"
     # Optuna study name; null -> "<workload>" (or "<workload>-<preset>" when a preset is active).
@@ -22,7 +34,7 @@ class KnobSweeperConf:
     storage: Optional[str] = None
     # Trials this command adds to the study (a killed sweep re-run finishes its previous target instead).
     n_trials: int = 10
-    # Trials launched per batch (launchers such as joblib run a batch in parallel).
+    # Trials run at once when trial.resources is unset (each slot takes the next trial as soon as it is free).
     n_jobs: int = 1
     # tpe (default), random, grid, gp, nsgaii, qmc.
     sampler: str = "tpe"
@@ -37,6 +49,14 @@ class KnobSweeperConf:
     constraints: List[str] = field(default_factory=list)
     # Stop the sweep (exit 1) once this many trials of the study have failed; null = never.
     max_failures: Optional[int] = None
+    # ...or once more than this fraction of its finished trials failed (checked from 5 trials on); null = never.
+    max_failure_rate: Optional[float] = None
+    # Pruner for single-objective throughput studies: {type: none|median|successive_halving|hyperband, ...kwargs}.
+    pruner: PrunerConf = field(default_factory=PrunerConf)
+    # After the sweep, measure the k best configurations again (repeats give the report a noise estimate).
+    confirm_top_k: int = 0
+    # A new study measures the workload's default knobs first (the report's baseline for speed-ups).
+    baseline_first: bool = True
     # Measure a configuration again even when the study already has its result.
     repeat: bool = False
     # RDB heartbeat (seconds) so trials of a dead node are failed; null = off.

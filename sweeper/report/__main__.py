@@ -1,4 +1,9 @@
-"""``python -m sweeper.report [results dir] [--workload W] [--study S]``: ranked table + a Markdown file."""
+"""``python -m sweeper.report [results] [--workload W] [--study S] [--compare COL] [--baseline STUDY|DATE]
+[--fail-on-regression PCT] [--html PATH] [--out PATH]``
+
+Prints the report to the terminal and writes ``report.md`` and ``report.html`` into the results folder.
+Exit codes: 0 ok, 2 bad input (one line naming the flag and the fix), 3 a regression with --fail-on-regression.
+"""
 
 from __future__ import annotations
 
@@ -6,42 +11,97 @@ import argparse
 import sys
 from pathlib import Path
 
-from sweeper.report import load, ranked
-from sweeper.report.render import to_markdown, to_terminal
+EXIT_OK, EXIT_BAD_INPUT, EXIT_REGRESSION = 0, 2, 3
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line and exit 2, like every other bad input
+        print(f"error: {message}; see python -m sweeper.report --help", file=sys.stderr)
+        raise SystemExit(EXIT_BAD_INPUT)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m sweeper.report", description=__doc__)
+    p = _Parser(prog="python -m sweeper.report", description=__doc__.split("\n\n")[1],
+                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("results", nargs="?", default="results", help="results folder (default: results)")
     p.add_argument("--workload", help="only this workload")
-    p.add_argument("--study", help="only this study")
-    p.add_argument("--out", help="Markdown file to write (default: <results>/report.md)")
-    p.add_argument("--top", type=int, default=20, help="rows shown in the terminal")
+    p.add_argument("--study", action="append", help="only this study (repeat for several); with --baseline: "
+                                                      "tonight's study")
+    p.add_argument("--compare", metavar="COL", help="compare fingerprints: gpu, torch_version, hostname, or any column")
+    p.add_argument("--baseline", metavar="STUDY|DATE", help="nightly: compare with this study or date YYYY-MM-DD")
+    p.add_argument("--fail-on-regression", metavar="PCT",
+                   help="with --baseline: exit 3 when something regressed beyond noise by at least PCT (e.g. 5%%)")
+    p.add_argument("--html", metavar="PATH", help="HTML file to write (default: <results>/report.html)")
+    p.add_argument("--out", metavar="PATH", help="Markdown file to write (default: <results>/report.md)")
+    p.add_argument("--top", type=int, default=20, help="rows per table in the terminal (Markdown: at least 50, "
+                                                       "HTML: at least 200)")
+    p.add_argument("--importance", choices=("auto", "fanova", "ped-anova"), default="auto",
+                   help="Optuna importance evaluator (auto: fANOVA when scikit-learn is installed)")
+    p.add_argument("--no-cache", action="store_true", help="read every Parquet file, ignore <results>/.report-cache")
     return p.parse_args(argv)
+
+
+def _fail(message: str) -> int:
+    print(message, file=sys.stderr)
+    return EXIT_BAD_INPUT
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    from sweeper.report.build import build
+    from sweeper.report.compare import check_column
+    from sweeper.report.data import load
+    from sweeper.report.html import to_html
+    from sweeper.report.importance import has_sklearn
+    from sweeper.report.nightly import BadInput, parse_threshold
+    from sweeper.report.render import to_markdown, to_terminal
+
     results = Path(args.results)
     if not results.exists():
-        print(f"error: `results`: {results} does not exist; pass the folder a sweep wrote (default: results)",
-              file=sys.stderr)
-        return 2
-    df = load(results, args.workload, args.study)
+        return _fail(f"error: `results`: {results} does not exist; pass the folder a sweep wrote (default: results)")
+    if args.fail_on_regression is not None and not args.baseline:
+        return _fail("error: `--fail-on-regression` needs `--baseline STUDY|DATE` to compare with")
+    if args.importance == "fanova" and not has_sklearn():
+        return _fail("error: `--importance fanova` needs scikit-learn; pip install scikit-learn, or use ped-anova")
+    if args.top < 1:
+        return _fail(f"error: `--top`: {args.top} must be at least 1")
+    try:
+        threshold = parse_threshold(args.fail_on_regression)
+    except BadInput as e:
+        return _fail(str(e))
+    df = load(results, args.workload, None, use_cache=not args.no_cache)
     if df.empty:
-        print(f"error: `results`: no trial rows under {results}; run a sweep first", file=sys.stderr)
-        return 2
-    out = Path(args.out) if args.out else (results if results.is_dir() else results.parent) / "report.md"
-    groups = df.groupby(["workload", "study"], sort=True) if len(df) else []
-    parts = []
-    for (workload, study), rows in groups:
-        title = f"{workload} — study {study}"
-        r = ranked(rows)
-        to_terminal(r, rows, title, limit=args.top)
-        parts.append(to_markdown(r, rows, title))
-    out.write_text("\n".join(parts), encoding="utf-8")
-    print(f"report written to {out}")
-    return 0
+        what = f" of workload {args.workload!r}" if args.workload else ""
+        return _fail(f"error: `results`: no trial rows{what} under {results}; run a sweep first")
+    if args.study:
+        unknown = sorted(set(args.study) - set(df["study"].astype(str)))
+        if unknown:
+            known = ", ".join(sorted(df["study"].astype(str).unique()))
+            return _fail(f"error: `--study`: no rows of {', '.join(map(repr, unknown))}; studies here: {known}")
+    if args.compare:
+        scope = df[df["study"].astype(str).isin(args.study)] if args.study else df
+        problem = check_column(scope, args.compare)
+        if problem:
+            return _fail(problem)
+    folder = results if results.is_dir() else results.parent
+    md_path = Path(args.out) if args.out else folder / "report.md"
+    html_path = Path(args.html) if args.html else folder / "report.html"
+    try:
+        report = build(df, source=str(results), studies=args.study, compare=args.compare, baseline=args.baseline,
+                       threshold=threshold, evaluator=args.importance)
+    except BadInput as e:
+        return _fail(str(e))
+    to_terminal(report.blocks, limit=args.top)
+    md_path.parent.mkdir(parents=True, exist_ok=True)
+    html_path.parent.mkdir(parents=True, exist_ok=True)
+    md_path.write_text(to_markdown(report.blocks, html_path.name, limit=max(50, args.top)), encoding="utf-8")
+    html_path.write_text(to_html(report.blocks, f"Sweep report: {results}", limit=max(200, args.top)),
+                         encoding="utf-8")
+    print(f"report written to {md_path} and {html_path}")
+    if threshold is not None and report.regressions:
+        print(f"regression beyond noise and {threshold:.0%}: " + "; ".join(report.regressions), file=sys.stderr)
+        return EXIT_REGRESSION
+    return EXIT_OK
 
 
 if __name__ == "__main__":

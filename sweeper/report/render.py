@@ -1,79 +1,84 @@
-"""Render a ranked table to the terminal (rich) and to Markdown."""
+"""Terminal (rich) and Markdown renderings of report blocks. Plots are HTML only; Markdown points to the file.
+
+Text from configs, hosts and error messages is never read as markup: rich cells are ``Text`` objects (a study
+named ``[bold]x`` prints as typed), Markdown cells have ``|`` and ``<``/``>``/``&`` escaped.
+"""
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
-import pandas as pd
 from rich.console import Console
-from rich.table import Table
+from rich.table import Table as RichTable
+from rich.text import Text
 
-from sweeper.report import knob_columns, summarize_status
+from sweeper.report.blocks import Block, Heading, Para, Plot, Table
 
-_MIB = 1024 * 1024
-
-
-def _fmt(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    if isinstance(value, float):
-        return f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
-    return str(value)
+_STYLE = {"best": "bold green", "baseline": "bold yellow", "bad": "bold red"}
 
 
-def table_rows(ranked: pd.DataFrame, limit: int) -> tuple[list[str], list[list[str]]]:
-    """Header and string cells: rank, trial, throughput, peak memory, diagnosis metrics, knobs."""
-    knobs = knob_columns(ranked)
-    unit = next(iter(ranked["throughput_unit"].dropna()), "") if "throughput_unit" in ranked else ""
-    header = ["#", "study/trial", f"throughput ({unit})", "peak mem (MiB)", "mem rank", "pareto", "step p50 (ms)",
-              "cv", "data wait", "gpu util", "mfu"] + [k.removeprefix("knob.") for k in knobs]
-    rows = []
-    for _, r in ranked.head(limit).iterrows():
-        rows.append([
-            str(r["rank_throughput"]), f"{r['study']}/{r['trial'] if pd.notna(r['trial']) else '-'}",
-            _fmt(r["throughput"]), _fmt(r["peak_mem_bytes"] / _MIB if pd.notna(r["peak_mem_bytes"]) else None),
-            str(r["rank_memory"]), "*" if r["pareto"] else "",
-            _fmt(r.get("step_ms_p50")), _fmt(r.get("step_cv")), _fmt(r.get("data_wait_frac")),
-            _fmt(r.get("gpu_util_mean")), _fmt(r.get("mfu")),
-        ] + [_fmt(r[k]) for k in knobs])
-    return header, rows
-
-
-def to_terminal(ranked: pd.DataFrame, all_rows: pd.DataFrame, title: str, limit: int = 20,
-                console: Console | None = None) -> None:
+def to_terminal(blocks: list[Block], limit: int = 20, console: Console | None = None) -> None:
     console = console or Console()
-    header, rows = table_rows(ranked, limit)
-    table = Table(title=title, show_lines=False)
-    for i, h in enumerate(header):
-        table.add_column(h, justify="right" if 1 < i < 11 else "left", overflow="fold")
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
-    console.print("status: " + ", ".join(f"{k} {v}" for k, v in summarize_status(all_rows).items()))
+    for b in blocks:
+        if isinstance(b, Heading):
+            console.print(Text(b.text, style="bold underline" if b.level <= 2 else "bold"))
+        elif isinstance(b, Para):
+            style = {"note": "dim", "alert": "bold red"}.get(b.kind, "")
+            console.print(Text(b.text, style=style))
+        elif isinstance(b, Table):
+            console.print(_rich_table(b, limit))
+            more = b.more + max(0, len(b.rows) - limit)
+            if more:
+                console.print(Text(f"... {more} more rows in report.md / report.html", style="dim"))
+            if b.note:
+                console.print(Text(b.note, style="dim"))
+    console.print()
 
 
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+def _rich_table(t: Table, limit: int) -> RichTable:
+    """The table's ``brief`` columns (all when unset); the files have the rest."""
+    cols = t.brief or list(range(len(t.header)))
+    align = t.alignment()
+    table = RichTable(title=Text(t.title, style="bold"), show_lines=False, header_style="bold")
+    for i in cols:
+        table.add_column(Text(t.header[i]), justify="right" if align[i] == "r" else "left", overflow="fold")
+    marks = t.marks or [""] * len(t.rows)
+    for row, mark in zip(t.rows[:limit], marks):
+        table.add_row(*[Text(row[i]) for i in cols], style=_STYLE.get(mark, ""))
+    return table
 
 
-def to_markdown(ranked: pd.DataFrame, all_rows: pd.DataFrame, title: str, limit: int = 50) -> str:
-    header, rows = table_rows(ranked, limit)
-    lines = [f"# {_md_escape(title)}", ""]
-    lines.append("Status counts: " + ", ".join(f"{k} {v}" for k, v in summarize_status(all_rows).items()))
+def md_escape(text: str) -> str:
+    return (str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+            .replace("\r", " ").replace("\n", " "))
+
+
+def to_markdown(blocks: list[Block], html_name: str | None = None, limit: int = 50) -> str:
+    lines: list[str] = []
+    plots = 0
+    for b in blocks:
+        if isinstance(b, Heading):
+            lines += [f"{'#' * b.level} {md_escape(b.text)}", ""]
+        elif isinstance(b, Para):
+            text = md_escape(b.text)
+            lines += [f"**{text}**" if b.kind == "alert" else (f"_{text}_" if b.kind == "note" else text), ""]
+        elif isinstance(b, Table):
+            lines += _md_table(b, limit)
+        elif isinstance(b, Plot):
+            plots += 1
+    if plots and html_name:
+        lines += [f"_{plots} plots are in {md_escape(html_name)} (self-contained, opens offline)._", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _md_table(t: Table, limit: int) -> list[str]:
+    sep = ["---:" if a == "r" else "---" for a in t.alignment()]
+    lines = [f"**{md_escape(t.title)}**", "", "| " + " | ".join(md_escape(h) for h in t.header) + " |",
+             "|" + "|".join(sep) + "|"]
+    for row in t.rows[:limit]:
+        lines.append("| " + " | ".join(md_escape(c) for c in row) + " |")
+    more = t.more + max(0, len(t.rows) - limit)
+    if more:
+        lines.append(f"| … {more} more | " + " | ".join("" for _ in t.header[1:]) + " |")
     lines.append("")
-    if ranked.empty:
-        lines.append("No completed trials to rank.")
-        return "\n".join(lines) + "\n"
-    lines.append("Ranked by throughput (1 = fastest); `pareto` marks the throughput / peak-memory front.")
-    lines.append("")
-    lines.append("| " + " | ".join(_md_escape(h) for h in header) + " |")
-    lines.append("|" + "|".join("---" for _ in header) + "|")
-    for row in rows:
-        lines.append("| " + " | ".join(_md_escape(c) for c in row) + " |")
-    failed = all_rows[all_rows["status"].isin(["failed", "infeasible"])]
-    if not failed.empty:
-        lines += ["", "## Failed and infeasible trials", "", "| study/trial | status | reason |", "|---|---|---|"]
-        for _, r in failed.iterrows():
-            lines.append(f"| {_md_escape(str(r['study']))}/{r['trial']} | {r['status']} | {_md_escape(str(r['reason']))} |")
-    return "\n".join(lines) + "\n"
+    if t.note:
+        lines += [f"_{md_escape(t.note)}_", ""]
+    return lines

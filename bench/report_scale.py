@@ -1,0 +1,115 @@
+"""How long the report takes over ~10,000 trial rows: ``python bench/report_scale.py [--rows N]``.
+
+The rows are REPLICATED from real recorded sweeps (tests/fixtures/report/*): every replica keeps its measured
+values and knobs; only ``study`` (``scale-<k>``) and ``trial`` (a fresh number) change, so the data set is as
+large as a long campaign while every number in it was measured. Each row is written as its own Parquet file
+with ``sweeper.store.write_row`` (as the sweeper writes them). Then it times, in this process:
+
+- read (cold): every Parquet file parsed, the report's cache written;
+- read (cached): the second read, served by ``<results>/.report-cache`` (only new files are parsed);
+- analyse + blocks: statistics, importance and tables for every study;
+- Markdown, HTML: rendering (the HTML embeds plotly.js);
+- and the whole CLI (``python -m sweeper.report``), in a subprocess, cold and cached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = ("single", "multi", "nights", "compare", "data")
+
+
+def replicate(out: Path, rows: int, studies: int) -> int:
+    """Write ``rows`` per-trial files under ``out/trials`` from the recorded rows; returns the source row count."""
+    from sweeper.store import trial_path, write_row
+
+    tables = [pq.read_table(ROOT / "tests" / "fixtures" / "report" / s / "trials" / "rows.parquet") for s in SOURCES]
+    table = pa.concat_tables(tables, promote_options="permissive")
+    types = {f.name: f.type for f in table.schema}
+    source = table.to_pylist()
+    per_study = -(-rows // studies)
+    for i in range(rows):
+        row = dict(source[i % len(source)])
+        study, trial = f"scale-{i // per_study}", i % per_study
+        row["study"], row["trial"] = study, trial
+        write_row(trial_path(out / "trials", study, trial), row, types)
+    return len(source)
+
+
+def timed(label: str, fn, results: list[tuple[str, float]]):
+    t0 = time.perf_counter()
+    value = fn()
+    results.append((label, time.perf_counter() - t0))
+    return value
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rows", type=int, default=10_000)
+    p.add_argument("--studies", type=int, default=10, help="studies the rows are spread over (report sections)")
+    p.add_argument("--keep", action="store_true", help="keep the generated results folder")
+    args = p.parse_args()
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from sweeper.report.build import build
+    from sweeper.report.data import read_rows
+    from sweeper.report.html import to_html
+    from sweeper.report.render import to_markdown
+
+    tmp = Path(tempfile.mkdtemp(prefix="report-scale-"))
+    results = tmp / "results"
+    t0 = time.perf_counter()
+    n_source = replicate(results, args.rows, args.studies)
+    write_s = time.perf_counter() - t0
+    print(f"{args.rows} rows REPLICATED from {n_source} real recorded rows (tests/fixtures/report/: "
+          f"{', '.join(SOURCES)}) into {args.studies} studies; written as {args.rows} Parquet files in "
+          f"{write_s:.1f} s (not timed below). Load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs.")
+
+    times: list[tuple[str, float]] = []
+    df = timed("read (cold: parse every file, write cache)", lambda: read_rows(results), times)
+    timed("read (cached)", lambda: read_rows(results), times)
+    report = timed("analyse + blocks", lambda: build(df, source=str(results)), times)
+    md = timed("render Markdown", lambda: to_markdown(report.blocks, "report.html"), times)
+    page = timed("render HTML", lambda: to_html(report.blocks, "scale"), times)
+    in_process = sum(s for label, s in times if label != "read (cached)")
+    shutil.rmtree(results / ".report-cache")
+    cli = [sys.executable, "-m", "sweeper.report", str(results), "--top", "5"]
+    env = {**os.environ, "COLUMNS": "160"}
+    for label in ("CLI end to end (cold)", "CLI end to end (cached)"):
+        t0 = time.perf_counter()
+        proc = subprocess.run(cli, cwd=ROOT, capture_output=True, text=True, env=env)
+        times.append((label, time.perf_counter() - t0))
+        if proc.returncode != 0:
+            print(proc.stderr, file=sys.stderr)
+            return 1
+
+    table = Table(title=f"report over {len(df)} rows, {len(report.analyses)} (workload, study) sections")
+    table.add_column("stage")
+    table.add_column("seconds", justify="right")
+    for label, s in times:
+        table.add_row(label, f"{s:.2f}")
+    table.add_row("in process, cold (read + analyse + render)", f"{in_process:.2f}")
+    Console().print(table)
+    print(f"Markdown {len(md) / 1e3:.0f} kB, HTML {len(page) / 1e6:.1f} MB (plotly.js inline is ~4.8 MB)")
+    if args.keep:
+        print(f"kept {results}")
+    else:
+        shutil.rmtree(tmp)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,152 @@
+"""One study analysed: configurations with intervals, ties, Pareto front, baseline speed-ups, diagnosis,
+importance, marginal effects, history and failures. Everything the three output formats show comes from here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from sweeper.report import baseline as bl
+from sweeper.report.data import (config_columns, config_keys, normalized, objectives_of, status_counts, unit_of,
+                                 usable, varying)
+from sweeper.report.diagnose import diagnose
+from sweeper.report.importance import importance, marginals
+from sweeper.report.stats import aggregate, pareto_mask, rank_configs, ratio
+
+FINGERPRINT = ("gpu_name", "cpu_model", "hostname", "torch_version")
+
+
+@dataclass
+class Analysis:
+    workload: str
+    study: str
+    unit: str
+    objectives: list[tuple[str, str]]
+    counts: dict[str, int]
+    swept: list[str]
+    configs: pd.DataFrame  # one row per configuration, best first (see ``analyse``)
+    baseline: bl.Baseline
+    baseline_note: str = ""
+    importance: dict[str, dict[str, float]] = field(default_factory=dict)  # metric -> knob -> importance
+    importance_note: str = ""
+    marginals: pd.DataFrame = field(default_factory=pd.DataFrame)
+    history: pd.DataFrame = field(default_factory=pd.DataFrame)
+    failures: pd.DataFrame = field(default_factory=pd.DataFrame)
+    machines: list[str] = field(default_factory=list)
+
+    @property
+    def title(self) -> str:
+        return f"{self.workload} — study {self.study}"
+
+
+def configurations(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series, list[str]]:
+    """(usable rows, normalized config values of all rows, config key of all rows, swept columns)."""
+    cols = config_columns(rows)
+    normed = normalized(rows, cols)
+    keys = config_keys(normed)
+    return usable(rows), normed, keys, varying(normed)
+
+
+def analyse(rows: pd.DataFrame, evaluator: str = "auto") -> Analysis:
+    """``rows``: every row of one (workload, study)."""
+    ok, normed, keys, swept = configurations(rows)
+    objectives = objectives_of(rows)
+    base = bl.find_baseline(rows, normed, keys, swept)
+    a = Analysis(workload=str(rows["workload"].iloc[0]), study=str(rows["study"].iloc[0]), unit=unit_of(rows),
+                 objectives=objectives, counts=status_counts(rows), swept=swept, configs=pd.DataFrame(),
+                 baseline=base, failures=_failures(rows), machines=_machines(rows))
+    if ok.empty:
+        return a
+    configs = rank_configs(aggregate(ok, keys))
+    first = normed.loc[ok.index].groupby(keys.loc[ok.index], sort=False).first()
+    values = first.loc[configs.index]
+    for col in swept:
+        configs[f"v:{col}"] = values[col]
+    configs["label"] = [bl.label(v, swept, base.defaults) for v in values.to_dict("records")]
+    configs["diagnosis"] = [diagnose(w, u, m) for w, u, m in
+                            zip(configs["data_wait_frac"], configs["gpu_util_mean"], configs["mfu"])]
+    configs["pareto"] = _pareto(configs, ok, keys, objectives)
+    a.baseline_note = _speedups(configs, base, rows, keys)
+    a.configs = configs
+    a.importance, a.importance_note = _importance(configs, values, objectives, evaluator)
+    a.marginals = marginals(configs, values, swept)
+    a.history = _history(ok, objectives)
+    return a
+
+
+def _pareto(configs: pd.DataFrame, ok: pd.DataFrame, keys: pd.Series, objectives) -> np.ndarray:
+    if len(objectives) < 2:
+        objectives = [("throughput", "maximize"), ("peak_mem_bytes", "minimize")]
+    cols, directions = [], []
+    for metric, direction in objectives:
+        if metric == "throughput":
+            values = configs["value"].to_numpy(float)
+        else:
+            means = pd.to_numeric(ok[metric], errors="coerce").groupby(keys.loc[ok.index]).mean() \
+                if metric in ok else pd.Series(dtype=float)
+            values = means.reindex(configs.index).to_numpy(float)
+        if np.isfinite(values).any():  # a metric nobody measured (no memory counter) leaves the front
+            cols.append(values)
+            directions.append(direction)
+    if not cols:
+        return np.zeros(len(configs), dtype=bool)
+    return pareto_mask(np.column_stack(cols), directions)
+
+
+def _speedups(configs: pd.DataFrame, base: bl.Baseline, rows: pd.DataFrame, keys: pd.Series) -> str:
+    for c in ("speedup", "speedup_lo", "speedup_hi"):
+        configs[c] = np.nan
+    configs["is_baseline"] = configs.index == base.key
+    if base.key is None:
+        return base.how
+    if base.key not in configs.index:
+        failed = rows[keys == base.key]
+        why = ", ".join(f"trial {t}: {s} {r}".strip() for t, s, r in
+                        zip(failed.get("trial", []), failed["status"], failed.get("reason", [""] * len(failed))))
+        return f"the baseline configuration has no usable measurement ({why}); speed-ups are not shown"
+    b = configs.loc[base.key]
+    r, lo, hi = ratio(configs["value"], configs["rel_se"], configs["t"], b["value"], b["rel_se"], b["t"])
+    configs["speedup"], configs["speedup_lo"], configs["speedup_hi"] = r, lo, hi
+    return f"baseline: {base.how}"
+
+
+def _importance(configs: pd.DataFrame, values: pd.DataFrame, objectives, evaluator: str):
+    out: dict[str, dict[str, float]] = {}
+    note = ""
+    metrics = [("throughput", "maximize")] + [(m, d) for m, d in objectives if m == "peak_mem_bytes"]
+    for metric, direction in metrics:
+        target = configs["value"] if metric == "throughput" else configs["peak_mem_bytes"]
+        imp, why = importance(values, target.rename(metric), direction, evaluator)
+        if imp:
+            out[metric] = imp
+        note = note or why
+    return out, note
+
+
+def _history(ok: pd.DataFrame, objectives) -> pd.DataFrame:
+    maximize = dict(objectives).get("throughput", "maximize") == "maximize"
+    h = pd.DataFrame({"trial": pd.to_numeric(ok["trial"], errors="coerce"), "value": ok["throughput"].astype(float)})
+    h = h.dropna(subset=["trial"]).sort_values("trial")
+    h["best"] = h["value"].cummax() if maximize else h["value"].cummin()
+    return h.reset_index(drop=True)
+
+
+def _failures(rows: pd.DataFrame) -> pd.DataFrame:
+    bad = rows[rows["status"].isin(["failed", "infeasible"])]
+    cols = [c for c in ("trial", "status", "reason", "message") if c in bad]
+    return bad[cols].sort_values("trial").reset_index(drop=True) if len(bad) else pd.DataFrame(columns=cols)
+
+
+def _machines(rows: pd.DataFrame) -> list[str]:
+    cols = [c for c in FINGERPRINT if c in rows]
+    if not cols:
+        return []
+    seen = rows[cols].astype(object).fillna("").astype(str)
+    seen = seen[(seen != "").any(axis=1)].drop_duplicates()  # rows of trials that never ran have no fingerprint
+    out = []
+    for r in seen.to_dict("records"):
+        device = r.get("gpu_name") or f"cpu:{r.get('cpu_model', '?')}"
+        out.append(f"{device} on {r.get('hostname', '?')}, torch {r.get('torch_version', '?')}")
+    return out

@@ -1,0 +1,97 @@
+"""The report as a list of blocks (headings, paragraphs, tables of plain-text cells, plots), and number formats.
+
+Analyses turn into blocks once; the terminal, Markdown and HTML renderers only lay blocks out (and escape their
+text for their format), so the three formats always say the same thing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+_MIB = 1024 * 1024
+
+
+@dataclass
+class Heading:
+    text: str
+    level: int = 2
+
+
+@dataclass
+class Para:
+    text: str
+    kind: str = "text"  # text | note | alert
+
+
+@dataclass
+class Table:
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+    align: str = ""  # one of l/r per column; default: first two left, the rest right
+    note: str = ""
+    marks: list[str] = field(default_factory=list)  # per row: "" | "best" | "baseline" | "bad"
+    more: int = 0  # rows left out
+    brief: list[int] = field(default_factory=list)  # columns the terminal shows (all when empty)
+
+    def alignment(self) -> str:
+        return self.align or ("ll" + "r" * max(0, len(self.header) - 2))
+
+
+@dataclass
+class Plot:
+    title: str
+    figure: dict[str, Any]  # a Plotly figure spec: {"data": [...], "layout": {...}}
+
+
+Block = Union[Heading, Para, Table, Plot]
+
+
+def num(value: Any, digits: int = 4) -> str:
+    """A number with ``digits`` significant digits (thousands separated); ``-`` for missing."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return "-" if value is None else str(value)
+    if math.isnan(v):
+        return "-"
+    if v != 0 and abs(v) >= 10 ** digits:
+        return f"{v:,.0f}"
+    return f"{v:,.{digits}g}"
+
+
+def mib(value: Any) -> str:
+    try:
+        return num(float(value) / _MIB, 4)
+    except (TypeError, ValueError):
+        return "-"
+
+
+def pct(value: Any, digits: int = 0) -> str:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return "-"
+    return "-" if math.isnan(v) else f"{v * 100:.{digits}f}%"
+
+
+def interval(lo: Any, hi: Any) -> str:
+    return "-" if num(lo) == "-" else f"{num(lo, 3)}–{num(hi, 3)}"
+
+
+def times(r: Any, lo: Any = None, hi: Any = None) -> str:
+    """``2.10x (1.62–2.71x)``; the interval only when given."""
+    if num(r) == "-":
+        return "-"
+    text = f"{float(r):.2f}x"
+    if lo is not None and num(lo) != "-":
+        text += f" ({float(lo):.2f}–{float(hi):.2f})"
+    return text
+
+
+def first_line(text: Any, limit: int = 160) -> str:
+    s = "" if text is None or (isinstance(text, float) and math.isnan(text)) else str(text)
+    s = (s.strip().splitlines() or [""])[0]
+    return s if len(s) <= limit else s[: limit - 1] + "…"

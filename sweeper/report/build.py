@@ -1,0 +1,48 @@
+"""Assemble the whole report: nightly comparison, fingerprint comparison, then one section per study."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from sweeper.report.analysis import Analysis, analyse
+from sweeper.report.blocks import Block, Heading, Para
+from sweeper.report.compare import compare_blocks
+from sweeper.report.data import night_of
+from sweeper.report.nightly import nightly, trend_blocks
+from sweeper.report.sections import study_blocks
+
+
+@dataclass
+class Report:
+    blocks: list[Block]
+    analyses: list[Analysis] = field(default_factory=list)
+    regressions: list[str] = field(default_factory=list)
+
+
+def build(df: pd.DataFrame, *, source: str = "", studies: list[str] | None = None, compare: str | None = None,
+          baseline: str | None = None, threshold: float | None = None, limit: int = 500,
+          evaluator: str = "auto", with_plots: bool = True) -> Report:
+    """``df``: every row of the selected workload(s). ``studies`` narrows the study sections (and tonight's study
+    for ``baseline``); the nightly comparison needs the baseline rows too, so ``df`` is not pre-filtered.
+    Tables keep at most ``limit`` rows (the renderers show fewer)."""
+    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    blocks: list[Block] = [Heading("Sweep report", 1),
+                           Para(f"{len(df)} trial rows from {source or 'the results'}; generated {now}.", "note")]
+    report = Report(blocks)
+    if baseline:
+        n = nightly(df, baseline, studies, threshold, limit, with_plots)
+        blocks += n.blocks
+        report.regressions = n.regressions
+    elif night_of(df).nunique() > 1:
+        blocks += [Heading("Trend over nights", 2), *trend_blocks(df, with_plots)]
+    selected = df[df["study"].astype(str).isin(studies)] if studies else df
+    if compare:
+        blocks += compare_blocks(selected, compare, limit, with_plots)
+    for _, rows in selected.groupby(["workload", "study"], sort=True):
+        a = analyse(rows.reset_index(drop=True), evaluator)
+        report.analyses.append(a)
+        blocks += study_blocks(a, limit, with_plots)
+    return report

@@ -1,0 +1,46 @@
+"""What limits a configuration, from its measured window: data, compute, memory bandwidth or launch overhead.
+
+The rule, first match wins (thresholds are module constants):
+
+1. ``data_wait_frac >= 0.20`` -> **data-bound**: a fifth or more of the window was spent waiting for the next
+   batch; faster input (workers, pinned memory, GPU decode) pays before any model knob does.
+2. ``mfu >= 0.35`` -> **compute-bound**: the math units run at a large fraction of their peak.
+3. no GPU utilisation was sampled (a CPU trial, or no NVML) -> **n/a**: without GPU counters the rest cannot
+   be told apart.
+4. ``gpu_util_mean < 70`` (percent) -> **launch-bound**: the GPU sat idle although the host was not waiting for
+   data: kernel launches, Python overhead or host syncs (CUDA graphs / torch.compile help).
+5. otherwise, with an MFU below 0.35 -> **memory-bound**: the GPU is busy but far from peak FLOP/s, so its
+   kernels are limited by memory bandwidth (fusion, lower precision, larger batches help).
+6. busy GPU but no MFU (no FLOP count) -> **compute-bound** (GPU busy; MFU unknown).
+"""
+
+from __future__ import annotations
+
+import math
+
+DATA_WAIT = 0.20
+COMPUTE_MFU = 0.35
+LAUNCH_UTIL = 70.0
+
+
+def _num(value: object) -> float:
+    try:
+        v = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return math.nan
+    return v
+
+
+def diagnose(data_wait_frac: object, gpu_util_mean: object, mfu: object) -> str:
+    wait, util, m = _num(data_wait_frac), _num(gpu_util_mean), _num(mfu)
+    if wait >= DATA_WAIT:
+        return "data-bound"
+    if m >= COMPUTE_MFU:
+        return "compute-bound"
+    if math.isnan(util):
+        return "n/a"
+    if util < LAUNCH_UTIL:
+        return "launch-bound"
+    if not math.isnan(m):
+        return "memory-bound"
+    return "compute-bound"

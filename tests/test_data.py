@@ -1,0 +1,317 @@
+"""The ``jpeg`` input pipeline: its corpus, each data knob's effect on the DataLoader, and a real trial through the CLI.
+
+Everything runs on the CPU at tiny sizes; the tests marked for CUDA (GPU decode, pinned copies) run only on a GPU.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook
+from torch.utils._python_dispatch import TorchDispatchMode
+from torchvision.io import decode_jpeg, write_jpeg
+
+from conftest import run_cli
+from workloads import data, resnet50
+from workloads.base import DeviceInfo
+
+CPU = torch.device("cpu")
+# torchvision 0.29 deprecates its JPEG codec in favour of TorchCodec (not installed here); it still decodes.
+pytestmark = pytest.mark.filterwarnings("ignore:The image decoding and encoding capabilities:DeprecationWarning")
+
+TINY = {"corpus_images": 8, "corpus_width": 32, "corpus_height": 24}
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> Any:
+    """One intra-op thread: on the shared 2-core CI machine a second one mostly waits for a busy core."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def knobs(**over: Any) -> dict[str, Any]:
+    base = {"num_workers": 0, "prefetch_factor": None, "pin_memory": False, "non_blocking": False,
+            "persistent_workers": False, "decode_device": "cpu"}
+    return {**base, **over}
+
+
+def pipeline(tmp_path: Path, p: dict[str, Any] | None = None, device: torch.device = CPU, batch_size: int = 4,
+             memory_format: torch.memory_format = torch.contiguous_format, **knob: Any) -> data.Pipeline:
+    return data.Pipeline(p or dict(TINY), knobs(**knob), batch_size=batch_size, image_size=16, device=device,
+                         memory_format=memory_format, cache_root=tmp_path / "data", num_classes=10)
+
+
+def children() -> set[int]:
+    return {c.pid for c in mp.active_children()}
+
+
+# ---------------------------------------------------------------- the corpus
+
+
+def test_corpus_is_generated_once_then_reused(tmp_path: Path) -> None:
+    path = data.corpus_path(TINY, tmp_path)
+    assert path.name == "jpeg-32x24-8"
+    assert data.ensure_corpus(path, 8, 32, 24) == "generated"
+    files = sorted(path.glob("class_*/*.jpg"))
+    assert len(files) == 8 and len({f.parent for f in files}) == 8
+    img = decode_jpeg(torch.frombuffer(bytearray(files[0].read_bytes()), dtype=torch.uint8))
+    assert img.shape == (3, 24, 32)
+    stamps = {f: f.stat().st_mtime_ns for f in files}
+
+    assert data.ensure_corpus(path, 8, 32, 24) == "reused"
+    assert {f: f.stat().st_mtime_ns for f in sorted(path.glob("class_*/*.jpg"))} == stamps
+    assert [p.name for p in tmp_path.iterdir()] == [path.name], "no temporary folder is left behind"
+
+
+def test_corpus_images_are_imagenet_sized(tmp_path: Path) -> None:
+    path = tmp_path / "jpeg-500x375-4"
+    data.ensure_corpus(path, 4, 500, 375)
+    sizes = [f.stat().st_size for f in path.glob("class_*/*.jpg")]
+    assert all(60_000 < s < 160_000 for s in sizes), f"JPEG sizes {sizes} are not ~100 KB like ImageNet photos"
+
+
+def _generate_in_child(path: str, barrier: Any, queue: Any) -> None:
+    """Generate the corpus, but rename only once the other process has generated its copy too (a forced race)."""
+    write = data._write_corpus
+
+    def write_then_wait(*args: Any) -> None:
+        write(*args)
+        barrier.wait(timeout=60)
+
+    data._write_corpus = write_then_wait
+    queue.put(data.ensure_corpus(Path(path), 20, 32, 24))
+
+
+def test_concurrent_generation_keeps_one_complete_corpus(tmp_path: Path) -> None:
+    ctx = mp.get_context("fork")  # the children share this process's imports: no second torch import
+    barrier, queue = ctx.Barrier(2), ctx.Queue()
+    path = tmp_path / "jpeg-32x24-20"
+    procs = [ctx.Process(target=_generate_in_child, args=(str(path), barrier, queue)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    states = sorted(queue.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(timeout=30)
+    assert states == ["discarded", "generated"], "both generated; the second rename must lose and reuse the first"
+    assert len(list(path.glob("class_*/*.jpg"))) == 20
+    assert (path / data.MANIFEST).is_file()
+    assert [p.name for p in tmp_path.iterdir()] == [path.name], "the loser's temporary copy is removed"
+
+
+def test_user_root_is_read_instead_of_the_generated_corpus(tmp_path: Path) -> None:
+    root = tmp_path / "mine"
+    for c, (h, w) in enumerate([(40, 60), (50, 30)]):
+        (root / f"k{c}").mkdir(parents=True)
+        for i in range(3):
+            write_jpeg(torch.randint(0, 256, (3, h, w), dtype=torch.uint8), str(root / f"k{c}" / f"{i}.jpg"))
+    pipe = pipeline(tmp_path, p={**TINY, "root": str(root)}, batch_size=2)
+    images, labels = pipe.next()
+    m = pipe.metrics()
+    assert m["data_corpus_images"] == 6 and m["data_corpus_state"] == "user"
+    assert images.shape == (2, 3, 16, 16) and set(labels.tolist()) <= {0, 1}
+    assert not (tmp_path / "data").exists(), "no corpus is generated when workload.root is set"
+
+    with pytest.raises(ValueError, match="workload.root"):
+        pipeline(tmp_path, p={**TINY, "root": str(tmp_path / "empty")})
+
+
+# ---------------------------------------------------------------- decode paths
+
+
+def test_cpu_decode_gives_normalized_float32_in_the_memory_format(tmp_path: Path) -> None:
+    lo = min((0 - m) / s for m, s in zip(data.MEAN, data.STD))
+    hi = max((1 - m) / s for m, s in zip(data.MEAN, data.STD))
+    for fmt in (torch.channels_last, torch.contiguous_format):
+        images, labels = pipeline(tmp_path, memory_format=fmt).next()
+        assert images.shape == (4, 3, 16, 16) and images.dtype == torch.float32
+        assert images.is_contiguous(memory_format=fmt)
+        assert (images.stride(1) == 1) == (fmt == torch.channels_last)
+        assert lo - 1e-4 <= images.min() and images.max() <= hi + 1e-4 and images.std() > 0.1
+        assert labels.dtype == torch.int64 and 0 <= labels.min() and labels.max() < 8
+
+
+def test_gpu_decode_path_reads_only_bytes_in_workers(tmp_path: Path) -> None:
+    """decode_device=cuda: workers hand over undecoded files; the decode+augment step (here on the CPU) batches them."""
+    path = data.corpus_path(TINY, tmp_path)
+    data.ensure_corpus(path, 8, 32, 24)
+    raw = data._dataset(path, None, "corpus")
+    packed, labels = data.collate_bytes([raw[i] for i in range(3)])
+    assert packed.dtype == torch.uint8 and packed.dim() == 1, "one tensor per batch: one shared-memory segment"
+    files = data.unpack_bytes(packed, 3)
+    assert [f.numel() for f in files] == [raw[i][0].numel() for i in range(3)]
+    assert all(f.dtype == torch.uint8 and f[:2].tolist() == [0xFF, 0xD8] for f in files), "JPEG start-of-image"
+    from_worker, _ = next(iter(torch.utils.data.DataLoader(raw, batch_size=3, num_workers=1,
+                                                            collate_fn=data.collate_bytes)))
+    assert torch.equal(from_worker, packed), "a worker hands the packed batch over intact"
+    batch = data.DeviceDecode(16, CPU)(files)
+    assert batch.shape == (3, 3, 16, 16) and batch.dtype == torch.float32 and labels.tolist() == [0, 1, 2]
+    assert batch.mean().abs() < 1.5 and batch.std() > 0.1
+
+
+# ---------------------------------------------------------------- data knobs
+
+
+def test_check_rejects_knobs_that_cannot_run() -> None:
+    cpu, gpu = DeviceInfo("cpu"), DeviceInfo("cuda", "H200", 1, (9, 0))
+    assert "decode_device" in data.check(knobs(decode_device="cuda"), cpu)
+    assert data.check(knobs(decode_device="cuda"), gpu) is None
+    assert "prefetch_factor" in data.check(knobs(prefetch_factor=2), gpu)
+    assert data.check(knobs(num_workers=2, prefetch_factor=2), gpu) is None
+    assert "persistent_workers" in data.check(knobs(persistent_workers=True), gpu)
+    assert data.check(knobs(num_workers=1, persistent_workers=True), cpu) is None
+    cfg = {"workload": {"data": "jpeg"}, "knobs": {"precision": "fp32", **knobs(decode_device="cuda")}}
+    assert "decode_device" in resnet50.check(cfg, cpu), "resnet50's check consults the pipeline's"
+    assert resnet50.check({**cfg, "workload": {"data": "synthetic"}}, cpu) is None
+
+
+def test_prefetch_factor_reaches_the_loader_only_with_workers(tmp_path: Path) -> None:
+    pipe = pipeline(tmp_path, num_workers=1, prefetch_factor=3)
+    try:
+        assert pipe.loader.prefetch_factor == 3 and pipe.loader.num_workers == 1
+        assert pipe.next()[0].shape == (4, 3, 16, 16)
+    finally:
+        pipe.close()
+    with pytest.raises(ValueError, match="prefetch_factor"):
+        pipeline(tmp_path, num_workers=0, prefetch_factor=3)
+
+
+def test_num_workers_spawns_processes_and_persistent_workers_keep_them(tmp_path: Path) -> None:
+    before = children()
+    pipeline(tmp_path).next()
+    assert children() == before, "num_workers=0 decodes in this process"
+    seen = {}
+    for persistent in (False, True):
+        pipe = pipeline(tmp_path, num_workers=2, persistent_workers=persistent)
+        pipe.next()
+        first = children() - before
+        assert len(first) == 2 and os.getpid() not in first, "two worker processes"
+        for _ in range(3):  # 8 images / batch 4: two epochs pass, the loader restarts
+            pipe.next()
+        assert pipe.epochs >= 1
+        seen[persistent] = (first, children() - before)
+        pipe.close()
+        assert children() == before, "close() stops the workers"
+    first, later = seen[False]
+    assert first.isdisjoint(later), "without persistent_workers each epoch starts new workers"
+    first, later = seen[True]
+    assert first == later, "persistent_workers keeps the same workers across epochs"
+
+
+def test_epoch_images_sets_when_the_loader_restarts(tmp_path: Path) -> None:
+    one_pass = pipeline(tmp_path)  # 8 images, batches of 4: an epoch is 2 batches
+    cycled = pipeline(tmp_path, p={**TINY, "epoch_images": 12})  # the corpus cycled: 3 batches
+    for _ in range(3):
+        one_pass.next(), cycled.next()
+    assert (one_pass.epochs, cycled.epochs) == (1, 0)
+    cycled.next()
+    assert cycled.epochs == 1
+    with pytest.raises(ValueError, match="epoch_images"):
+        pipeline(tmp_path, p={**TINY, "epoch_images": 3})
+
+
+def test_pin_memory_reaches_the_loader(tmp_path: Path) -> None:
+    pipe = pipeline(tmp_path, pin_memory=True)
+    assert pipe.loader.pin_memory is True
+    images, _ = pipe._next_host()
+    if torch.accelerator.is_available():  # pinning needs an accelerator's driver; otherwise the loader skips it
+        assert images.is_pinned()
+    assert not pipeline(tmp_path, pin_memory=False)._next_host()[0].is_pinned()
+
+
+# ---------------------------------------------------------------- the workload, end to end
+
+
+def resnet_cfg(results: Path, **knob: Any) -> dict[str, Any]:
+    return {"workload": {"name": "resnet50", "data": "jpeg", "image_size": 32, "num_classes": 10, "root": None,
+                         "corpus_images": 16, "corpus_width": 48, "corpus_height": 40},
+            "knobs": {"precision": "fp32", "memory_format": "channels_last", "compile": "off", "batch_size": 2,
+                      "grad_accum_steps": 1, "optimizer_impl": "foreach", "activation_checkpointing": "off",
+                      **knobs(), **knob},
+            "device": "cpu", "results_dir": str(results)}
+
+
+def test_jpeg_training_step_runs_end_to_end(tmp_path: Path) -> None:
+    work = resnet50.build(resnet_cfg(tmp_path, grad_accum_steps=2), CPU)
+    steps = []
+    handle = register_optimizer_step_post_hook(lambda *a: steps.append(1))
+    try:
+        batch = work.next_batch()
+        assert len(batch) == 2, "one micro-batch per grad_accum_steps"
+        for x, y in batch:
+            assert x.dtype == torch.float32 and x.shape == (2, 3, 32, 32)
+            assert x.is_contiguous(memory_format=torch.channels_last)
+        loss = work.step(batch)
+    finally:
+        handle.remove()
+        work.close()
+    assert torch.isfinite(loss) and len(steps) == 1
+    m = work.extra_metrics()
+    assert m["data_corpus_images"] == 16 and m["data_decode_device"] == "cpu"
+    assert (tmp_path / "data" / "jpeg-48x40-16" / data.MANIFEST).is_file(), "cached under <results_dir>/data"
+
+
+def test_cli_jpeg_trial_writes_a_row_with_data_wait(results: Path) -> None:
+    run_cli(["+workload=resnet50", "workload.data=jpeg", "knobs.num_workers=1", "knobs.prefetch_factor=2",
+             "cpu_threads=1"], results, check=True)
+    df = pd.read_parquet(results / "trials")
+    assert len(df) == 1
+    row = df.iloc[0]
+    assert row["status"] == "complete"
+    assert 0.0 <= row["data_wait_frac"] <= 1.0
+    assert row["knob.num_workers"] == 1 and row["knob.prefetch_factor"] == 2
+    assert row["data_decode_device"] == "cpu" and row["data_corpus_images"] == 64  # the tiny preset's corpus
+    assert (results / "data" / "jpeg-64x48-64" / data.MANIFEST).is_file()
+
+
+# ---------------------------------------------------------------- GPU only (skipped on the CPU)
+
+cuda_only = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+class CopyLog(TorchDispatchMode):
+    """Records the non_blocking flag of every copy to the GPU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.copies: list[bool] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        device = kwargs.get("device")
+        if func is torch.ops.aten._to_copy.default and device is not None and torch.device(device).type == "cuda":
+            self.copies.append(bool(kwargs.get("non_blocking", False)))
+        return func(*args, **kwargs)
+
+
+@cuda_only
+@pytest.mark.parametrize("decode_device", ["cpu", "cuda"])
+def test_gpu_batches_are_float32_in_the_memory_format(tmp_path: Path, decode_device: str) -> None:
+    pipe = pipeline(tmp_path, device=torch.device("cuda"), memory_format=torch.channels_last, num_workers=1,
+                    decode_device=decode_device)
+    try:
+        images, labels = pipe.next()
+    finally:
+        pipe.close()
+    assert images.is_cuda and labels.is_cuda and images.dtype == torch.float32
+    assert images.shape == (4, 3, 16, 16) and images.is_contiguous(memory_format=torch.channels_last)
+    assert images.std() > 0.1 and pipe.metrics()["data_decode_device"] == decode_device
+
+
+@cuda_only
+def test_pin_memory_and_non_blocking_reach_the_copy(tmp_path: Path) -> None:
+    pipe = pipeline(tmp_path, device=torch.device("cuda"), pin_memory=True, non_blocking=True)
+    assert pipe._next_host()[0].is_pinned()
+    with CopyLog() as log:
+        pipe.next()
+    assert log.copies == [True, True], "images and labels are copied without blocking"
+    with CopyLog() as log:
+        pipeline(tmp_path, device=torch.device("cuda")).next()
+    assert log.copies == [False, False]

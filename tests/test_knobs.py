@@ -1,0 +1,283 @@
+"""Each single-device knob changes what runs: built through the workloads' own ``build(cfg, device)`` on the CPU.
+
+Effects are observed where they happen (tensor strides and dtypes, backend flags, the aten ops dispatched, hooks on
+modules and optimizers), never by reading the knob back. Sizes are tiny; the data-loading knobs are in test_data.py.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+from torch.optim.optimizer import register_optimizer_step_post_hook
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from workloads import common, matmul, resnet50, transformer_block
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(autouse=True)
+def restore_backend_flags() -> Iterator[None]:
+    """Knobs set process-wide flags; put them back (and use one thread: the CI machine's 2 cores are shared)."""
+    mm, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    saved = (mm.allow_tf32, mm.allow_fp16_reduced_precision_reduction, mm.allow_bf16_reduced_precision_reduction,
+             cudnn.allow_tf32, cudnn.benchmark, torch.get_num_threads())
+    torch.set_num_threads(1)
+    yield
+    (mm.allow_tf32, mm.allow_fp16_reduced_precision_reduction, mm.allow_bf16_reduced_precision_reduction,
+     cudnn.allow_tf32, cudnn.benchmark) = saved[:5]
+    torch.set_num_threads(saved[5])
+
+
+class OpLog(TorchDispatchMode):
+    """Counts the aten ops that run, and keeps the arguments of matrix products."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: Counter[str] = Counter()
+        self.mm_args: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        self.ops[str(func.overloadpacket.__name__)] += 1
+        if func.overloadpacket is torch.ops.aten.mm:
+            self.mm_args.append((args[0], args[1]))
+        return func(*args, **(kwargs or {}))
+
+
+def resnet_cfg(tmp_path: Path, **knobs: Any) -> dict[str, Any]:
+    return {"workload": {"name": "resnet50", "data": "synthetic", "image_size": 32, "num_classes": 10},
+            "knobs": {"precision": "fp32", "memory_format": "contiguous", "compile": "off", "cudnn_benchmark": False,
+                      "batch_size": 2, "grad_accum_steps": 1, "optimizer_impl": "foreach",
+                      "activation_checkpointing": "off", **knobs},
+            "device": "cpu", "results_dir": str(tmp_path)}
+
+
+def block_cfg(tmp_path: Path, **knobs: Any) -> dict[str, Any]:
+    return {"workload": {"name": "transformer_block", "d_model": 16, "n_heads": 2, "n_layers": 2, "seq_len": 8},
+            "knobs": {"precision": "fp32", "compile": "off", "batch_size": 2, "grad_accum_steps": 1,
+                      "optimizer_impl": "foreach", "activation_checkpointing": "off", "sdpa_backend": "auto",
+                      "cudnn_benchmark": False, **knobs},
+            "device": "cpu", "results_dir": str(tmp_path)}
+
+
+def matmul_cfg(tmp_path: Path, **knobs: Any) -> dict[str, Any]:
+    return {"workload": {"name": "matmul", "m": 24, "n": 16, "k": 8, "buffers": 2},
+            "knobs": {"dtype": "fp32", "allow_tf32": False, "fp16_reduced_precision": True,
+                      "bf16_reduced_precision": True, "transpose_a": False, "transpose_b": False, **knobs},
+            "device": "cpu", "results_dir": str(tmp_path)}
+
+
+def tiny_train(**knobs: Any) -> tuple[common.TrainStep, nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    batch = (torch.randn(4, 8), torch.randn(4, 4))
+    return common.TrainStep(model, nn.functional.mse_loss, opt, knobs, CPU), model, batch
+
+
+# ---------------------------------------------------------------- memory format
+
+
+def test_channels_last_changes_weight_and_input_strides(tmp_path: Path) -> None:
+    for fmt, other in (("channels_last", torch.contiguous_format), ("contiguous", torch.channels_last)):
+        work = resnet50.build(resnet_cfg(tmp_path, memory_format=fmt), CPU)
+        want = common.memory_format(fmt)
+        conv1 = work.step.model.conv1.weight  # (64, 3, 7, 7): the two layouts have different strides
+        x, _ = work.next_batch()[0]
+        for t in (conv1, x, work.step.model.layer1[0].conv2.weight):
+            assert t.is_contiguous(memory_format=want) and not t.is_contiguous(memory_format=other), (fmt, t.stride())
+        assert (x.stride(1) == 1) == (fmt == "channels_last"), "channels_last puts the channels innermost"
+
+
+# ---------------------------------------------------------------- precision
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+def test_fp16_scales_the_loss_and_the_others_do_not(precision: str) -> None:
+    grads: list[torch.Tensor] = []
+    train, model, batch = tiny_train(precision=precision)
+    model[0].weight.register_hook(lambda g: grads.append(g.detach().clone()))  # the raw gradient, before unscaling
+    reference, ref_model, _ = tiny_train(precision="fp32")
+    ref_model[0].weight.register_hook(lambda g: grads.append(g.detach().clone()))
+    train(batch)
+    reference(batch)
+    scaled, plain = grads
+    assert train.scaler.is_enabled() == (precision == "fp16")
+    assert common.grad_scaler(precision, CPU).is_enabled() == (precision == "fp16")
+    ratio = (scaled.norm() / plain.norm()).item()
+    expected = 65536.0 if precision == "fp16" else 1.0  # GradScaler's initial scale multiplies the loss
+    assert ratio == pytest.approx(expected, rel=0.05), ratio
+
+
+@pytest.mark.parametrize("precision, dtype", [("bf16", torch.bfloat16), ("fp32", torch.float32),
+                                              ("tf32", torch.float32)])
+def test_autocast_sets_the_matmul_output_dtype(precision: str, dtype: torch.dtype) -> None:
+    train, model, batch = tiny_train(precision=precision)
+    seen: list[torch.dtype] = []
+    model[0].register_forward_hook(lambda m, i, out: seen.append(out.dtype))
+    train(batch)
+    assert seen == [dtype]
+    assert model[0].weight.dtype == torch.float32, "weights stay float32 under autocast"
+
+
+def test_tf32_and_cudnn_benchmark_set_backend_flags(tmp_path: Path) -> None:
+    transformer_block.build(block_cfg(tmp_path, precision="tf32", cudnn_benchmark=True), CPU)
+    assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
+    assert torch.backends.cudnn.benchmark
+    transformer_block.build(block_cfg(tmp_path, precision="bf16"), CPU)
+    assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
+    assert not torch.backends.cudnn.benchmark
+
+
+# ---------------------------------------------------------------- activation checkpointing
+
+
+def _saved_activation_bytes(model: nn.Module, forward: Any) -> int:
+    """Bytes autograd saves for backward during ``forward()``, parameters excluded."""
+    params = {p.data_ptr() for p in model.parameters()}
+    total = [0]
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        if t.data_ptr() not in params:
+            total[0] += t.numel() * t.element_size()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        forward()
+    return total[0]
+
+
+def test_activation_checkpointing_recomputes_and_saves_less(tmp_path: Path) -> None:
+    runs, saved = {}, {}
+    for ac in ("off", "all"):
+        work = resnet50.build(resnet_cfg(tmp_path, activation_checkpointing=ac), CPU)
+        model, train = work.step.model, work.step
+        stage = model.layer3.inner if ac == "all" else model.layer3
+        calls = []
+        stage.register_forward_pre_hook(lambda *a: calls.append(1))
+        x, y = work.next_batch()[0]
+        saved[ac] = _saved_activation_bytes(model, lambda: train.forward_loss(x, y))
+        loss = train.forward_loss(x, y)
+        calls.clear()
+        loss.backward()
+        runs[ac] = len(calls)
+        if ac == "all":
+            assert all(isinstance(getattr(model, s), common.Checkpointed) for s in resnet50.STAGES)
+            assert [getattr(model, s).recomputations for s in resnet50.STAGES] == [1, 1, 1, 1], \
+                "each stage ran again once, during the one backward"
+    assert runs == {"off": 0, "all": 1}, "the checkpointed stage's forward runs again during backward"
+    assert saved["all"] < 0.25 * saved["off"], saved
+
+
+def test_activation_checkpointing_n_wraps_the_first_n_stages(tmp_path: Path) -> None:
+    model = resnet50.build(resnet_cfg(tmp_path, activation_checkpointing="2"), CPU).step.model
+    assert [isinstance(getattr(model, s), common.Checkpointed) for s in resnet50.STAGES] == [True, True, False, False]
+
+
+# ---------------------------------------------------------------- compile
+
+
+def test_compile_default_wraps_the_forward_with_torch_compile() -> None:
+    plain, _, _ = tiny_train(compile="off")
+    compiled, _, _ = tiny_train(compile="default")
+    assert not hasattr(plain.forward_loss, "_torchdynamo_orig_callable")
+    original = getattr(compiled.forward_loss, "_torchdynamo_orig_callable", None)
+    assert original is not None and original.__name__ == "forward_loss", "TrainStep calls the dynamo-wrapped function"
+    assert hasattr(common.maybe_compile(lambda x: x, "max-autotune-no-cudagraphs"), "_torchdynamo_orig_callable")
+    with pytest.raises(ValueError, match="compile must be one of"):
+        common.maybe_compile(lambda x: x, "fast")
+
+
+# ---------------------------------------------------------------- optimizer, accumulation, attention
+
+
+@pytest.mark.parametrize("impl, kernel, absent", [("fused", "_fused_adamw_", "_foreach_mul_"),
+                                                  ("foreach", "_foreach_mul_", "_fused_adamw_"),
+                                                  ("for_loop", "addcdiv_", "_foreach_mul_")])
+def test_optimizer_impl_picks_the_update_kernel(tmp_path: Path, impl: str, kernel: str, absent: str) -> None:
+    work = transformer_block.build(block_cfg(tmp_path, optimizer_impl=impl), CPU)
+    with OpLog() as log:
+        work.step(work.next_batch())
+    assert log.ops[kernel] > 0 and log.ops[absent] == 0, sorted(k for k in log.ops if "foreach" in k or "fused" in k)
+    if impl == "for_loop":
+        assert log.ops["_fused_adamw_"] == 0
+
+
+@pytest.mark.parametrize("impl, defaults", [("fused", {"fused": True}), ("foreach", {"foreach": True}),
+                                            ("for_loop", {"foreach": False})])
+def test_optimizer_impl_reaches_the_optimizer_defaults(tmp_path: Path, impl: str, defaults: dict[str, bool]) -> None:
+    opt = resnet50.build(resnet_cfg(tmp_path, optimizer_impl=impl), CPU).step.optimizer
+    assert {k: opt.defaults[k] for k in defaults} == defaults
+
+
+def test_grad_accum_steps_runs_n_micro_batches_per_optimizer_step(tmp_path: Path) -> None:
+    for accum in (1, 3):
+        work = transformer_block.build(block_cfg(tmp_path, grad_accum_steps=accum), CPU)
+        steps: list[int] = []
+        handle = register_optimizer_step_post_hook(lambda *a: steps.append(1))
+        try:
+            with OpLog() as log:
+                work.step(work.next_batch())
+        finally:
+            handle.remove()
+        attention = log.ops["_scaled_dot_product_flash_attention_for_cpu"]
+        assert attention == 2 * accum, "one attention per layer per micro-batch"
+        assert steps == [1], "one optimizer step per measured step"
+        assert work.samples_per_step == 2 * accum
+
+
+def test_sdpa_backend_math_replaces_the_fused_attention_kernel(tmp_path: Path) -> None:
+    ops = {}
+    for backend in ("auto", "math"):
+        work = transformer_block.build(block_cfg(tmp_path, sdpa_backend=backend), CPU)
+        with OpLog() as log:
+            work.step(work.next_batch())
+        ops[backend] = log.ops
+    fused = "_scaled_dot_product_flash_attention_for_cpu"
+    assert ops["auto"][fused] == 2 and ops["math"][fused] == 0
+    assert ops["math"]["bmm"] > ops["auto"]["bmm"], "the math backend runs attention as plain batched matmuls"
+    with transformer_block.sdpa_context("math"):
+        assert torch.backends.cuda.math_sdp_enabled() and not torch.backends.cuda.flash_sdp_enabled()
+        assert not torch.backends.cuda.mem_efficient_sdp_enabled()
+    assert torch.backends.cuda.flash_sdp_enabled(), "the context restores the backends"
+
+
+# ---------------------------------------------------------------- matmul
+
+
+@pytest.mark.parametrize("ta, tb", [(False, False), (True, False), (False, True), (True, True)])
+def test_matmul_transposed_operands_are_column_major_views(tmp_path: Path, ta: bool, tb: bool) -> None:
+    work = matmul.build(matmul_cfg(tmp_path, transpose_a=ta, transpose_b=tb), CPU)
+    with OpLog() as log:
+        work.step(work.next_batch())
+    (a, b), = log.mm_args
+    assert a.shape == (24, 8) and b.shape == (8, 16)
+    assert a.is_contiguous() != ta and b.is_contiguous() != tb
+    assert (a.stride(0) == 1) == ta and (b.stride(0) == 1) == tb, "a transposed operand is read column-major"
+
+
+@pytest.mark.parametrize("dtype, torch_dtype", [("fp32", torch.float32), ("tf32", torch.float32),
+                                                ("bf16", torch.bfloat16), ("fp16", torch.float16)])
+def test_matmul_dtype_and_tf32_flags(tmp_path: Path, dtype: str, torch_dtype: torch.dtype) -> None:
+    work = matmul.build(matmul_cfg(tmp_path, dtype=dtype), CPU)
+    with OpLog() as log:
+        work.step(work.next_batch())
+    (a, b), = log.mm_args
+    assert a.dtype == b.dtype == torch_dtype
+    assert torch.backends.cuda.matmul.allow_tf32 == (dtype == "tf32")
+    assert work.precision == dtype
+
+
+def test_matmul_allow_tf32_and_reduced_precision_flags(tmp_path: Path) -> None:
+    matmul.build(matmul_cfg(tmp_path, allow_tf32=True, fp16_reduced_precision=False, bf16_reduced_precision=False), CPU)
+    mm = torch.backends.cuda.matmul
+    assert mm.allow_tf32 and not mm.allow_fp16_reduced_precision_reduction
+    assert not mm.allow_bf16_reduced_precision_reduction
+    matmul.build(matmul_cfg(tmp_path, fp16_reduced_precision=True, bf16_reduced_precision=True), CPU)
+    assert not mm.allow_tf32 and mm.allow_fp16_reduced_precision_reduction and mm.allow_bf16_reduced_precision_reduction

@@ -1,0 +1,148 @@
+"""The report's command line on recorded sweeps: files written, exit codes, comparisons, nightly gate, escaping."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import run_cli
+from sweeper.report.__main__ import main
+from sweeper.report.data import read_rows
+
+FIXTURES = Path(__file__).parent / "fixtures" / "report"
+
+
+def copy(tmp_path: Path, *names: str) -> Path:
+    """A results folder holding the rows of the named fixtures (the report writes into it)."""
+    results = tmp_path / "results"
+    for name in names:
+        for f in (FIXTURES / name / "trials").glob("*.parquet"):
+            (results / "trials").mkdir(parents=True, exist_ok=True)
+            shutil.copy(f, results / "trials" / f"{name}-{f.name}")
+    return results
+
+
+def test_report_writes_markdown_and_html(tmp_path: Path) -> None:
+    results = copy(tmp_path, "single", "multi")
+    proc = run_cli([str(results)], module="sweeper.report", check=True)
+    md = (results / "report.md").read_text()
+    html = (results / "report.html").read_text()
+    assert "## matmul — study matmul-single" in md and "## transformer_block — study block-multi" in md
+    assert "Ranking by throughput" in md and "Ranking by peak memory" in md and "| 1 |" in md
+    assert "x baseline" in md and "| baseline |" in md  # speed-ups against the defaults
+    assert "importance (peak_mem_bytes)" in md  # the multi-objective study
+    assert "Marginal effect of each knob" in md and "Failed" not in md
+    assert "throughput" in proc.stdout and "report written to" in proc.stdout
+    assert "<script src" not in html and "Plotly.newPlot" in html and len(html) > 3_000_000  # plotly.js inline
+    assert html.count('class="plot"') >= 6
+
+
+def test_nightly_regression_exit_code(tmp_path: Path) -> None:
+    results = copy(tmp_path, "nights")
+    proc = run_cli([str(results), "--baseline", "night-1", "--fail-on-regression", "5%"], module="sweeper.report")
+    assert proc.returncode == 3, proc.stderr
+    assert "regression" in proc.stderr
+    md = (results / "report.md").read_text()
+    assert "## Nightly: night-2 vs baseline night-1" in md and "| regression |" in md
+    assert "Best throughput per night" in md
+
+
+def test_nightly_without_gate_and_the_other_way_round(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    results = copy(tmp_path, "nights")
+    assert main([str(results), "--baseline", "night-1", "--top", "3"]) == 0  # flagged, but no gate asked for
+    assert "regression" in (results / "report.md").read_text()
+    # night-1 against night-2: faster, nothing regressed, the gate passes.
+    assert main([str(results), "--baseline", "night-2", "--study", "night-1", "--fail-on-regression", "5",
+                 "--top", "3"]) == 0
+    md = (results / "report.md").read_text()
+    assert "No regression beyond noise." in md and "| faster |" in md
+
+
+@pytest.mark.parametrize("args,flag", [
+    (["--baseline", "no-such-night"], "--baseline"),
+    (["--baseline", "2001-01-01"], "--baseline 2001-01-01"),
+    (["--baseline", "2026-13-45"], "--baseline"),
+    (["--fail-on-regression", "5%"], "--fail-on-regression"),
+    (["--baseline", "night-1", "--fail-on-regression", "lots"], "--fail-on-regression"),
+    (["--compare", "no_such_column"], "--compare"),
+    (["--compare", "gpu"], "--compare gpu"),  # every row ran on the same CPU
+    (["--study", "night-9"], "--study"),
+    (["--workload", "resnet50"], "results"),
+    (["--top", "0"], "--top"),
+])
+def test_bad_input_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture, args: list[str],
+                                         flag: str) -> None:
+    results = copy(tmp_path, "nights")
+    assert main([str(results), *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith(f"error: `{flag}"), err
+
+
+def test_bad_flag_and_missing_folder_via_cli(tmp_path: Path) -> None:
+    proc = run_cli([str(tmp_path / "nowhere")], module="sweeper.report")
+    assert proc.returncode == 2 and proc.stderr.startswith("error: `results`") and "Traceback" not in proc.stderr
+    proc = run_cli([str(tmp_path), "--bogus"], module="sweeper.report")
+    assert proc.returncode == 2 and "--bogus" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_baseline_by_date_selects_that_night(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    results = copy(tmp_path, "nights")
+    day = pd.to_datetime(read_rows(results, use_cache=False)["started_at"]).dt.strftime("%Y-%m-%d").iloc[0]
+    # Both recorded nights started on the same date, so nothing comes after it: a clear error, not a crash.
+    assert main([str(results), "--baseline", day]) == 2
+    assert "no trials after the baseline" in capsys.readouterr().err
+
+
+def test_compare_two_fingerprints(tmp_path: Path) -> None:
+    results = copy(tmp_path, "compare")
+    run_cli([str(results), "--compare", "cpu_cores"], module="sweeper.report", check=True)
+    md = (results / "report.md").read_text()
+    assert "## Comparison by cpu_cores" in md
+    assert "| cpu_cores=1 | one-core |" in md and "| cpu_cores=2 | two-cores |" in md
+    assert re.search(r"cpu_cores=2 vs cpu_cores=1, 12 common configurations", md)
+    assert "Spearman rank correlation over 12 common configurations" in md
+    assert re.search(r"Best on cpu_cores=1 \(.+\) on cpu_cores=2: rank \d+ of 12", md)
+
+
+def test_html_and_markdown_escape_names_from_configs(tmp_path: Path) -> None:
+    results = copy(tmp_path, "failed")
+    run_cli([str(results)], module="sweeper.report", check=True)
+    html = (results / "report.html").read_text()
+    md = (results / "report.md").read_text()
+    for raw in ("<script>alert(1)</script>", "<img src=x onerror=alert(2)>"):
+        assert raw not in html and raw not in md
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "&lt;img src=x onerror=alert(2)&gt;" in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in md
+    assert html.count("<script") == 3  # plotly.js, the figures (JSON), the loop that draws them
+    figures = re.search(r'<script type="application/json" id="figures">(.*?)</script>', html, re.S).group(1)
+    assert "<" not in figures and ">" not in figures
+    assert "alert(1)" in json.dumps(json.loads(figures))  # the JSON still parses to the same text
+    assert "exception:ValueError" in md and "| infeasible | oom |" in md
+
+
+def test_script_json_cannot_close_the_script_element() -> None:
+    from sweeper.report.html import script_json
+
+    evil = {"name": "</script><script>alert(1)</script> & \u2028", "n": [1.5, None]}
+    text = script_json(evil)
+    assert not set("<>&\u2028") & set(text)
+    assert json.loads(text) == evil
+
+
+def test_cache_reads_only_new_files(tmp_path: Path) -> None:
+    results = copy(tmp_path, "single")
+    first = read_rows(results)
+    assert (results / ".report-cache" / "rows.parquet").is_file()
+    shutil.copy(FIXTURES / "multi" / "trials" / "rows.parquet", results / "trials" / "later.parquet")
+    second = read_rows(results)
+    assert len(second) == len(first) + len(read_rows(FIXTURES / "multi" / "trials" / "rows.parquet"))
+    assert set(second["study"]) == {"matmul-single", "block-multi"}
+    (results / "trials" / "later.parquet").unlink()
+    assert len(read_rows(results)) == len(first)
+    fresh = read_rows(results, use_cache=False)
+    assert sorted(fresh.columns) == sorted(read_rows(results).columns)

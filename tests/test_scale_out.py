@@ -1,0 +1,136 @@
+"""Scale out: parallel pinned trials, several sweeper processes on one study, Hydra launchers, pruning."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import optuna
+import pandas as pd
+import pytest
+from optuna.trial import TrialState
+
+from conftest import ROOT, run_cli
+from sweeper.study import is_counted, is_interrupted
+
+FAULTS = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=faults"]
+GOOD = ["knobs.fault=none", "hydra.sweeper.params={knobs.fault:none,knobs.work:'range(8,600)'}"]
+PG_URL = os.environ.get("KNOB_SWEEPER_PG_URL")
+
+
+def _storage_url(kind: str, results: Path) -> str:
+    if kind == "journal":
+        return f"journal://{results}/optuna.journal"
+    if PG_URL is None:
+        if os.environ.get("CI"):
+            pytest.fail("KNOB_SWEEPER_PG_URL is unset in CI: .ci/run must start PostgreSQL")
+        pytest.skip("no PostgreSQL here (set KNOB_SWEEPER_PG_URL, as .ci/run does)")
+    return PG_URL
+
+
+def _storage(url: str):
+    from sweeper.study import make_storage
+
+    return make_storage(url)
+
+
+def _runs_a_trial(study: str, url: str, pid: int) -> bool:
+    try:
+        trials = optuna.load_study(study_name=study, storage=_storage(url)).trials
+    except KeyError:  # the study is not created yet
+        return False
+    return any(t.state == TrialState.RUNNING and t.user_attrs.get("owner", "").endswith(f":{pid}") for t in trials)
+
+
+def test_parallel_trials_are_pinned_to_disjoint_cores(results: Path) -> None:
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two cores")
+    run_cli([*FAULTS, *GOOD, "-m", "hydra.sweeper.n_trials=6", "trial.resources={cpus:1}", "measure.min_time_s=0.5",
+             "hydra.sweeper.sampler=random", "hydra.sweeper.seed=0"], results, check=True)
+    df = pd.read_parquet(results / "trials").sort_values("started_at")
+    assert (df["status"] == "complete").all()
+    assert set(df["cpu_affinity"]) == {"0", "1"}, "each trial process read back its own single core"
+    assert (df["cpu_cores"] == 1).all()
+    overlapping = [(a, b) for i, a in df.iterrows() for j, b in df.iterrows()
+                   if i < j and a["started_at"] < b["ended_at"] and b["started_at"] < a["ended_at"]]
+    assert overlapping, "two trials ran at the same time"
+    assert all(a["cpu_affinity"] != b["cpu_affinity"] for a, b in overlapping)
+
+
+@pytest.mark.parametrize("kind", ["journal", "postgres"])
+def test_three_processes_share_one_study(results: Path, kind: str) -> None:
+    url = _storage_url(kind, results)
+    study = f"shared-{kind}-{uuid.uuid4().hex[:8]}"
+    args = [*FAULTS, *GOOD, "-m", "hydra.sweeper.n_trials=9", f"hydra.sweeper.study_name={study}",
+            f"hydra.sweeper.storage={url}", "hydra.sweeper.heartbeat_interval=2", "hydra.sweeper.grace_period=4",
+            "measure.min_time_s=0.3", "hydra.sweeper.sampler=random", f"results_dir={results}"]
+    if kind == "journal":
+        args = [a for a in args if "heartbeat" not in a and "grace" not in a]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    procs = [subprocess.Popen([sys.executable, "-m", "sweeper", *args, f"hydra.sweeper.seed={i}"], cwd=ROOT, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for i in range(3)]
+    # Kill one process while it measures a trial.
+    victim = procs[0]
+    deadline = time.time() + 120
+    while time.time() < deadline and not _runs_a_trial(study, url, victim.pid):
+        time.sleep(0.1)
+    victim.send_signal(signal.SIGKILL)
+    for p in procs[1:]:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-2000:]
+    victim.wait()
+
+    trials = optuna.load_study(study_name=study, storage=_storage(url)).trials
+    numbers = [t.number for t in trials]
+    assert len(numbers) == len(set(numbers))
+    assert not [t for t in trials if t.state == TrialState.RUNNING], "the killed process's trial was failed"
+    interrupted = [t for t in trials if is_interrupted(t)]
+    assert len(interrupted) == 1
+    counted = [t for t in trials if is_counted(t)]
+    assert len(counted) == 9, "together they ran exactly n_trials"
+    df = pd.read_parquet(results / "trials")
+    df = df[df["study"] == study]
+    assert not df["trial"].duplicated().any()
+    assert set(df["trial"]) == {t.number for t in counted} | {t.number for t in interrupted}
+    assert df["hostname"].notna().all()
+
+
+def test_joblib_launcher(results: Path) -> None:
+    run_cli([*FAULTS, *GOOD, "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "hydra.sweeper.n_jobs=2",
+             "hydra.sweeper.n_trials=4", "storage=journal"], results, check=True)
+    df = pd.read_parquet(results / "trials")
+    assert sorted(df["trial"]) == [0, 1, 2, 3]
+    assert df["status"].isin(["complete", "skipped"]).all()
+
+
+def test_submitit_local_launcher(results: Path) -> None:
+    run_cli([*FAULTS, *GOOD, "-m", "hydra/launcher=submitit_local", "hydra.sweeper.n_trials=2",
+             "hydra.launcher.timeout_min=5"], results, check=True, timeout=600)
+    df = pd.read_parquet(results / "trials")
+    assert sorted(df["trial"]) == [0, 1]
+    assert (df["status"] == "complete").all()
+
+
+def _grid_sweep(results: Path, pruner: list[str]) -> pd.DataFrame:
+    run_cli([*FAULTS, "-m", "hydra.sweeper.params={knobs.fault:none,knobs.work:'choice(16,96,128,160,192,224)'}",
+             "hydra.sweeper.sampler=grid", "hydra.sweeper.seed=4", "hydra.sweeper.n_trials=6", "measure.steps=8",
+             "measure.min_time_s=1.0", "measure.max_steps=1000000", *pruner], results, check=True)
+    return pd.read_parquet(results / "trials")
+
+
+def test_pruning_stops_slow_trials_and_keeps_the_best(tmp_path: Path) -> None:
+    full = _grid_sweep(tmp_path / "full", [])
+    pruned = _grid_sweep(tmp_path / "pruned", ["hydra.sweeper.pruner={type:median,n_startup_trials:2}"])
+    assert (full["status"] == "complete").all()
+    assert (pruned["status"] == "pruned").sum() >= 1
+    best_full = full.loc[full["throughput"].idxmax(), "knob.work"]
+    done = pruned[pruned["status"] == "complete"]
+    assert done.loc[done["throughput"].idxmax(), "knob.work"] == best_full == 16
+    assert pruned["wall_s"].sum() < full["wall_s"].sum()
+    p = pruned[pruned["status"] == "pruned"]
+    assert (p["throughput"] > 0).all(), "a pruned trial keeps the throughput seen so far"
