@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+import time
 from typing import Any
 
 from workloads.base import DeviceInfo
@@ -93,6 +94,8 @@ def device_info() -> DeviceInfo:
         return DeviceInfo(kind="cpu")
 
 
+MIN_WINDOW_S = 1.0  # measured windows shorter than this get no gpu_util (see UtilizationSampler.stop)
+
 _THROTTLE_BITS = {
     0x1: "gpu_idle", 0x2: "app_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x10: "sync_boost",
     0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "hw_power_brake", 0x100: "display_clocks",
@@ -118,6 +121,7 @@ class UtilizationSampler:
     def start(self) -> None:
         if self._h is None:
             return
+        self._t0 = time.perf_counter()
         self._samples.clear()
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -136,7 +140,9 @@ class UtilizationSampler:
             return {}
         self._stop.set()
         self._thread.join()
-        s = sorted(self._samples)
+        # NVML's utilization is the busy share of its own sample period (up to ~1 s, driver-defined): samples from
+        # a shorter window still describe the time before it, so they are not reported.
+        s = sorted(self._samples) if time.perf_counter() - self._t0 >= MIN_WINDOW_S else []
         out: dict[str, Any] = {
             "gpu_util_mean": sum(s) / len(s) if s else math.nan,
             "gpu_util_p10": s[int(0.1 * (len(s) - 1))] if s else math.nan,

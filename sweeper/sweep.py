@@ -143,6 +143,7 @@ class SweepImpl:
                 progress.extend(extra)
                 results += self._run_until(self._counted() + extra, progress, heartbeat, confirming=True)
         progress.summary(self.study)
+        _refresh_report_cache(self.trials_dir.parent)
         if self.stopped == "failures":
             raise SystemExit(1)
         return results
@@ -379,6 +380,16 @@ class SweepImpl:
         row = store.make_row(outcome, study=self.study_name, trial=number, cfg=cfg, objectives=self.objectives)
         row["baseline"] = self._is_baseline(values)
         store.write_row(path, row, store.column_types(value_types(self.space)))
+
+
+def _refresh_report_cache(results_dir: Path) -> None:
+    """Fold this sweep's new rows into the report's read cache, so the next report parses only what is new."""
+    try:
+        from sweeper.report.data import read_rows
+
+        read_rows(results_dir)
+    except Exception as e:  # noqa: BLE001 - a cache must never fail a sweep
+        log.warning("report cache not refreshed: %s", e)
 
 
 def _command_line_params(hydra_overrides: list[str]) -> dict[str, Any]:
