@@ -2,7 +2,7 @@
 
     python bench/gpu_validate.py OUT_DIR [--smoke] [--stages matmul,transformer,resnet,oom,compile,jpeg]
 
-Stages, in priority order (a lease can end mid-way; what finished is already written):
+Stages, in priority order (a time-limited GPU job can end mid-way; what finished is already written):
   matmul       the tool's TFLOP/s for bf16/fp16/tf32/fp32 at 8192^3 vs triton.testing.do_bench, same run
   transformer  transformer_block d_model 4096, seq 2048, bf16: MFU
   resnet       resnet50 synthetic batch 256: fp32, bf16, bf16+channels_last (cudnn.benchmark, fused SGD)

@@ -53,7 +53,8 @@ import torch
 
 from workloads import parallel
 
-# NVLink multicast (NVLS) off for NCCL, symmetric memory and NVSHMEM: required on the GPU machines we rent.
+# NVLink multicast (NVLS) off for NCCL, symmetric memory and NVSHMEM: on shared multi-GPU hosts a program using
+# it can take the host's GPUs out of service, so ranks never use it.
 RANK_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 SHUTDOWN_TIMEOUT_S = 5  # after one rank fails, the others get SIGTERM, then SIGKILL after this long
 # gloo's errors on a rank whose peer vanished (its socket closed): a consequence, never the cause
