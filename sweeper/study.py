@@ -123,6 +123,35 @@ def is_counted(t: FrozenTrial) -> bool:
     return t.user_attrs.get(REASON_KEY) != "surplus" and not is_interrupted(t)
 
 
+def counted(study: optuna.Study) -> int:
+    return sum(1 for t in study.get_trials(deepcopy=False) if is_counted(t))
+
+
+def failures(study: optuna.Study) -> int:
+    """Failed trials of the study (interrupted ones are the sweeper's failure, not the workload's)."""
+    return sum(1 for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,)) if is_counted(t))
+
+
+def failure_budget_spent(study: optuna.Study, max_failures: int | None, max_rate: float | None) -> bool:
+    """The study's failures reach ``max_failures``, or exceed ``max_rate`` of its finished trials (from 5 on)."""
+    failed = failures(study)
+    if max_failures is not None and failed >= int(max_failures):
+        return True
+    finished = sum(1 for t in study.get_trials(deepcopy=False) if t.state.is_finished() and is_counted(t))
+    return max_rate is not None and finished >= 5 and failed / finished > float(max_rate)
+
+
+def others_running(study: optuna.Study, storage: Any) -> bool:
+    """RUNNING trials of other sweeper processes whose death this process would notice (same host, or
+    heartbeats): worth waiting for, since an interrupted one must be run again to reach the target."""
+    me, host = owner_id(), socket.gethostname()
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        owner = str(t.user_attrs.get(OWNER_KEY, ""))
+        if owner != me and (owner.rpartition(":")[0] == host or heartbeat_enabled(storage)):
+            return True
+    return False
+
+
 def orphaned_running(study: optuna.Study) -> list[FrozenTrial]:
     """RUNNING trials whose sweeper process on this host is gone (killed): they will never be told."""
     host = socket.gethostname()

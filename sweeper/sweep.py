@@ -17,7 +17,7 @@ import optuna
 from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
 
-from sweeper import gpu, store, study as st
+from sweeper import gpu, jobs, store, study as st
 from sweeper.config import plain as config_plain, preset_params, trial_config
 from sweeper.errors import ConfigError
 from sweeper.outcome import Status, TrialOutcome
@@ -64,7 +64,7 @@ class SweepImpl:
         self.workload = self.cfg["workload"]["name"]
         params = dict(c.get("params") or {})
         params.update(preset_params(self.cfg))
-        params.update(_command_line_params(list(self.config.hydra.overrides.hydra)))  # what the user wrote beats the preset's space
+        params.update(jobs.command_line_params(list(self.config.hydra.overrides.hydra)))  # what the user wrote beats the preset's space
         self.fixed_args: list[str] = []
         for override in OverridesParser.create().parse_overrides(arguments):
             key = override.get_key_element()
@@ -143,7 +143,7 @@ class SweepImpl:
                 progress.extend(extra)
                 results += self._run_until(self._counted() + extra, progress, heartbeat, confirming=True)
         progress.summary(self.study)
-        _refresh_report_cache(self.trials_dir.parent)
+        jobs.refresh_report_cache(self.trials_dir.parent)
         if self.stopped == "failures":
             raise SystemExit(1)
         return results
@@ -182,7 +182,7 @@ class SweepImpl:
                     trial, values, slot = running.pop(fut)
                     ret = fut.result()
                     results.append(ret)
-                    outcome = _outcome_of(ret)
+                    outcome = jobs.outcome_of(ret)
                     if outcome.status is Status.FAILED and outcome.reason.startswith(("exception:", "launcher:")):
                         # The job failed around the task (launcher, logging); if the trial wrote its row, it ran.
                         path = store.trial_path(self.trials_dir, self.study_name, trial.number)
@@ -198,38 +198,21 @@ class SweepImpl:
                                       f"({self._budget_text()}); the workload itself looks broken")
                     self.stopped = "failures"
 
-    def _others_running(self) -> bool:
-        """RUNNING trials of other sweeper processes whose death this process would notice (same host, or
-        heartbeats): wait for them, since an interrupted one must be run again to reach the target."""
-        me, host = st.owner_id(), st.socket.gethostname()
-        for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            owner = str(t.user_attrs.get(st.OWNER_KEY, ""))
-            if owner != me and (owner.rpartition(":")[0] == host or st.heartbeat_enabled(self.storage)):
-                return True
-        return False
-
     def _counted(self) -> int:
-        return sum(1 for t in self.study.get_trials(deepcopy=False) if st.is_counted(t))
+        return st.counted(self.study)
 
     def _failures(self) -> int:
-        return sum(1 for t in self.study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
-                   if st.is_counted(t))
+        return st.failures(self.study)
 
     def _budget_text(self) -> str:
-        parts = []
-        if self.max_failures is not None:
-            parts.append(f"max_failures={self.max_failures}")
-        if self.max_failure_rate is not None:
-            parts.append(f"max_failure_rate={self.max_failure_rate}")
-        return ", ".join(parts)
+        return ", ".join(f"{k}={v}" for k, v in (("max_failures", self.max_failures),
+                                                  ("max_failure_rate", self.max_failure_rate)) if v is not None)
 
     def _failure_budget_spent(self) -> bool:
-        failed = self._failures()
-        if self.max_failures is not None and failed >= int(self.max_failures):
-            return True
-        finished = sum(1 for t in self.study.get_trials(deepcopy=False) if t.state.is_finished() and st.is_counted(t))
-        return (self.max_failure_rate is not None and finished >= 5
-                and failed / finished > float(self.max_failure_rate))
+        return st.failure_budget_spent(self.study, self.max_failures, self.max_failure_rate)
+
+    def _others_running(self) -> bool:
+        return st.others_running(self.study, self.storage)
 
     def _recover_interrupted(self) -> None:
         """Trials whose sweeper died (dead pid on this host, or a stale heartbeat): FAIL (interrupted) + a row.
@@ -265,7 +248,7 @@ class SweepImpl:
             value = self.defaults.get(name)
             if value is None:
                 continue  # inactive under its condition: not sampled
-            if not _within(dist, value):
+            if not jobs.within(dist, value):
                 log.info("no baseline trial: the default %s=%r is outside its search space", name, value)
                 return
             params[name] = value
@@ -382,50 +365,5 @@ class SweepImpl:
         store.write_row(path, row, store.column_types(value_types(self.space)))
 
 
-def _refresh_report_cache(results_dir: Path) -> None:
-    """Fold this sweep's new rows into the report's read cache, so the next report parses only what is new."""
-    try:
-        from sweeper.report.data import read_rows
-
-        read_rows(results_dir)
-    except Exception as e:  # noqa: BLE001 - a cache must never fail a sweep
-        log.warning("report cache not refreshed: %s", e)
-
-
-def _command_line_params(hydra_overrides: list[str]) -> dict[str, Any]:
-    """``hydra.sweeper.params`` entries given on the command line (``hydra.sweeper.params={knobs.x: ...}``)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    out: dict[str, Any] = {}
-    for override in OverridesParser.create().parse_overrides(hydra_overrides):
-        key = override.key_or_group.lstrip("+~")
-        if key == "hydra.sweeper.params" and isinstance(override.value(), dict):
-            out.update(override.value())
-    return out
-
-
 _STOP = object()
 _NOT_METRICS = ("config_key", st.OWNER_KEY, "status", "confirm_of", st.REASON_KEY)
-
-
-def _within(dist: Any, value: Any) -> bool:
-    from optuna.distributions import CategoricalDistribution
-
-    if isinstance(dist, CategoricalDistribution):
-        return value in dist.choices
-    return isinstance(value, (int, float)) and dist.low <= value <= dist.high
-
-
-def _outcome_of(ret: Any) -> TrialOutcome:
-    """A launcher's JobReturn (or the exception it raised) -> TrialOutcome."""
-    from hydra.core.utils import JobStatus
-
-    now = time.time()
-    if isinstance(ret, BaseException):
-        return TrialOutcome(Status.FAILED, f"launcher:{type(ret).__name__}", str(ret)[:2000], started_at=now, ended_at=now)
-    if ret.status == JobStatus.COMPLETED and isinstance(ret.return_value, dict):
-        return TrialOutcome.from_dict(ret.return_value)
-    exc = getattr(ret, "_return_value", None)
-    name = type(exc).__name__ if isinstance(exc, BaseException) else "unknown"
-    return TrialOutcome(Status.FAILED, f"exception:{name}", str(exc)[:2000], started_at=now, ended_at=now)
-
