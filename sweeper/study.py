@@ -97,6 +97,21 @@ def suggest(trial: optuna.Trial, name: str, dist: BaseDistribution) -> Any:
     raise TypeError(f"unsupported distribution {dist!r}")
 
 
+def sample(trial: optuna.Trial, space: SearchSpace, defaults: dict[str, Any]) -> dict[str, Any]:
+    """Define-by-run sampling of ``space``: a knob whose condition does not hold is not sampled (None)."""
+    from sweeper.space import evaluate
+
+    ns = {**defaults, **space.fixed}
+    values: dict[str, Any] = {}
+    for name, dist in space.params.items():
+        cond = space.conditions.get(name)
+        if cond is not None and not evaluate(cond, ns):
+            values[name] = ns[name] = None
+            continue
+        values[name] = ns[name] = suggest(trial, name, dist)
+    return values
+
+
 def owner_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 

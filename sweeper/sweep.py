@@ -296,15 +296,8 @@ class SweepImpl:
 
     def _sample(self, trial: optuna.Trial, repeat: bool = False) -> tuple[dict[str, Any], TrialOutcome | None]:
         """Define-by-run sampling with declared conditions; then constraints and duplicate checks."""
-        ns = dict(self.defaults)
-        ns.update(self.space.fixed)
-        values: dict[str, Any] = {}
-        for name, dist in self.space.params.items():
-            cond = self.space.conditions.get(name)
-            if cond is not None and not evaluate(cond, ns):
-                values[name] = ns[name] = None
-                continue
-            values[name] = ns[name] = st.suggest(trial, name, dist)
+        values = st.sample(trial, self.space, self.defaults)
+        ns = {**self.defaults, **self.space.fixed, **values}
         for expr in self.space.constraints:
             if not evaluate(expr, ns):
                 return values, TrialOutcome(Status.SKIPPED, f"invalid:{expr}", f"constraint does not hold: {expr}")

@@ -1,0 +1,107 @@
+"""Record a full grid of a knob space with the tool's own grid sampler, then export it as a small landscape file.
+
+    python bench/landscape.py record RESULTS_DIR [--chunk N]     # run (or continue) the grid sweep
+    python bench/landscape.py export RESULTS_DIR OUT.parquet     # one row per configuration + the space
+    python bench/landscape.py ... --smoke                         # matmul's tiny grid on the CPU (checks the script)
+
+The GPU landscape is ResNet-50 on the JPEG pipeline: precision x memory_format x compile x batch_size x
+num_workers x prefetch_factor (only with workers) x pin_memory = 160 configurations. ``record`` is one
+``python -m sweeper ... -m`` with the grid sampler on the study ``landscape``; run it again (same RESULTS_DIR) to
+append the next chunk: the study resumes, and the sweep stops by itself when the grid is exhausted.
+``export`` writes what ``bench/sampler_efficiency.py`` replays; the search space travels in the file's metadata.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+ROOT = Path(__file__).resolve().parent.parent
+STUDY = "landscape"
+
+GPU = {
+    "workload": "resnet50",
+    "fixed": ["workload.data=jpeg", "knobs.cudnn_benchmark=true", "knobs.optimizer_impl=fused",
+              "knobs.persistent_workers=false", "measure.warmup_steps=30", "measure.steps=30", "measure.min_time_s=3"],
+    "params": {"knobs.precision": "choice(fp32,bf16)", "knobs.memory_format": "choice(contiguous,channels_last)",
+               "knobs.compile": "choice(off,default)", "knobs.batch_size": "choice(128,256)",
+               "knobs.num_workers": "choice(0,8,14)", "knobs.prefetch_factor": "choice(2,4)",
+               "knobs.pin_memory": "choice(false,true)", "knobs.cudnn_benchmark": "true",
+               "knobs.optimizer_impl": "fused"},
+    "conditions": {"knobs.prefetch_factor": "knobs.num_workers > 0"},
+}
+SMOKE = {
+    "workload": "matmul",
+    "fixed": [],
+    "params": {"knobs.dtype": "choice(fp32,bf16)", "knobs.transpose_a": "choice(false,true)",
+               "knobs.transpose_b": "choice(false,true)", "knobs.bf16_reduced_precision": "choice(true,false)",
+               "knobs.fp16_reduced_precision": "choice(true,false)"},
+    "conditions": {"knobs.bf16_reduced_precision": "knobs.dtype == 'bf16'",
+                   "knobs.fp16_reduced_precision": "knobs.dtype == 'fp16'"},
+}
+
+
+def _dict_override(key: str, d: dict[str, str]) -> str:
+    return f"{key}={{" + ",".join(f'{k}:"{v}"' for k, v in d.items()) + "}"
+
+
+def record(spec: dict, results: Path, chunk: int) -> int:
+    cmd = [sys.executable, "-m", "sweeper", f"+workload={spec['workload']}", "-m", "hydra.sweeper.sampler=grid",
+           f"hydra.sweeper.study_name={STUDY}", f"hydra.sweeper.n_trials={chunk}", f"results_dir={results}",
+           _dict_override("hydra.sweeper.params", spec["params"]),
+           _dict_override("hydra.sweeper.conditions", spec["conditions"]), *spec["fixed"]]
+    return subprocess.run(cmd, cwd=ROOT).returncode
+
+
+def export(spec: dict, results: Path, out: Path) -> pd.DataFrame:
+    """One row per distinct configuration (duplicates of the grid collapse onto the measured one)."""
+    from sweeper.report.data import read_rows
+
+    df = read_rows(results)
+    df = df[(df["study"] == STUDY) & df["status"].isin(["complete", "infeasible"])]
+    cols = [f"knob.{k.split('.', 1)[1]}" for k in spec["params"] if k.startswith("knobs.")]
+    keep = cols + ["status", "throughput", "throughput_unit", "peak_mem_bytes", "data_wait_frac", "gpu_util_mean",
+                   "mfu", "gpu_name", "torch_version", "started_at"]
+    land = df[[c for c in keep if c in df.columns]].drop_duplicates(subset=cols, keep="last")
+    table = pa.Table.from_pandas(land.reset_index(drop=True), preserve_index=False)
+    base = df[df["baseline"].fillna(False).astype(bool)] if "baseline" in df else df.iloc[:0]
+    defaults = {}
+    if len(base):  # the workload's defaults, when the grid holds them: what the default sampler measures first
+        row = base.iloc[0]
+        defaults = {k: row[f"knob.{k.split('.', 1)[1]}"] for k in spec["params"]
+                    if "(" in spec["params"][k] and pd.notna(row[f"knob.{k.split('.', 1)[1]}"])}
+        defaults = {k: v.item() if hasattr(v, "item") else v for k, v in defaults.items()}
+    meta = {"params": spec["params"], "conditions": spec["conditions"], "workload": spec["workload"],
+            "defaults": defaults}
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"knob_sweeper": json.dumps(meta).encode()})
+    out.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, out)
+    print(f"{len(land)} configurations -> {out}")
+    return land
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("action", choices=["record", "export"])
+    p.add_argument("results", type=Path)
+    p.add_argument("out", type=Path, nargs="?")
+    p.add_argument("--chunk", type=int, default=1000, help="trials this call adds (the grid stops it anyway)")
+    p.add_argument("--smoke", action="store_true")
+    args = p.parse_args()
+    spec = SMOKE if args.smoke else GPU
+    if args.action == "record":
+        sys.exit(record(spec, args.results, args.chunk))
+    if args.out is None:
+        p.error("export needs OUT.parquet")
+    export(spec, args.results, args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+"""The benchmark scripts' CPU parts at tiny sizes, so they keep working (numbers are for bench/, not tests)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from conftest import ROOT
+
+
+def _run(*args: str, timeout: float = 300) -> str:
+    proc = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def test_overhead_bench(tmp_path: Path) -> None:
+    out = _run("bench/overhead.py", "--trials", "3", "--out", str(tmp_path / "r"))
+    assert "overhead per trial between trials" in out
+    assert len(pd.read_parquet(tmp_path / "r" / "trials")) == 3
+
+
+def test_landscape_record_export_and_sampler_replay(tmp_path: Path) -> None:
+    results, land = tmp_path / "results", tmp_path / "landscape.parquet"
+    _run("bench/landscape.py", "record", str(results), "--smoke")
+    _run("bench/landscape.py", "export", str(results), str(land), "--smoke")
+    table = pq.read_table(land)
+    assert table.num_rows == 12, "matmul's tiny grid: 4 fp32 + 8 bf16 distinct configurations"
+    assert b"knob_sweeper" in table.schema.metadata
+    out = _run("bench/sampler_efficiency.py", str(land), "--seeds", "2", "--samplers", "default,random")
+    lines = {ln.split()[0]: ln.split() for ln in out.splitlines() if ln.split() and ln.split()[0] in ("default", "random")}
+    assert set(lines) == {"default", "random"}
+    for cols in lines.values():
+        assert 1 <= float(cols[1]) <= 13  # median configurations measured, at most the grid (+1 = missed)
+    assert (tmp_path / "landscape.samplers.csv").exists()
