@@ -59,7 +59,7 @@ def replay(name: str, seed: int, space: SearchSpace, lookup: dict[tuple, float |
            baseline: dict[str, Any] | None, budget: int) -> int | None:
     """Measured configurations until one reaches ``target`` (None if the budget of asks runs out)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    sampler = st.make_sampler("tpe" if name == "default" else name, seed, space, 1)
+    sampler = st.make_sampler("tpe" if name == "default" else name, seed, space)
     study = optuna.create_study(direction="maximize", sampler=sampler)
     if name == "default" and baseline:
         study.enqueue_trial(baseline)

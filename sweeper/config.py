@@ -7,7 +7,6 @@ trial), so the two can never disagree about what a configuration means.
 from __future__ import annotations
 
 import copy
-import os
 from pathlib import Path
 from typing import Any
 
@@ -102,10 +101,6 @@ def preset_params(cfg: dict[str, Any]) -> dict[str, Any]:
     """Search-space entries the active preset replaces (``presets.<name>.params``)."""
     preset = cfg.get("preset")
     return dict(((cfg.get("presets") or {}).get(preset) or {}).get("params") or {}) if preset else {}
-
-
-def absolute(path: str | os.PathLike[str]) -> Path:
-    return Path(path).expanduser().resolve()
 
 
 def plain(cfg: Any) -> dict[str, Any]:

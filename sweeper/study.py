@@ -68,7 +68,7 @@ class _GridSampler(optuna.samplers.GridSampler):
             pass
 
 
-def make_sampler(name: str, seed: int | None, space: SearchSpace, n_objectives: int) -> optuna.samplers.BaseSampler:
+def make_sampler(name: str, seed: int | None, space: SearchSpace) -> optuna.samplers.BaseSampler:
     """Sampler by name. OOM trials reach tpe, gp and nsgaii as violated constraints (``Trial.set_constraint``)."""
     if name == "tpe":
         with warnings.catch_warnings():

@@ -83,7 +83,7 @@ class SweepImpl:
         self.study_name = c.get("study_name") or (self.workload + (f"-{self.cfg['preset']}" if self.cfg["preset"] else ""))
         self.storage_url = st.storage_url(c.get("storage"), results_dir)
         self.storage = st.make_storage(self.storage_url, c.get("heartbeat_interval"), c.get("grace_period"))
-        sampler = st.make_sampler(str(c.get("sampler", "tpe")), c.get("seed"), self.space, len(self.objectives))
+        sampler = st.make_sampler(str(c.get("sampler", "tpe")), c.get("seed"), self.space)
         try:
             self.study = optuna.create_study(
                 study_name=self.study_name, storage=self.storage, sampler=sampler, load_if_exists=True,
