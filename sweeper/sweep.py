@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+import warnings
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
@@ -273,7 +274,9 @@ class SweepImpl:
                 progress.note("grid exhausted: every configuration of the space has been tried")
             self.stopped = "grid"
             return _STOP
-        trial = self.study.ask()
+        with warnings.catch_warnings():  # the heartbeat of ask/tell trials is recorded by st.Heartbeat
+            warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
+            trial = self.study.ask()
         trial.set_user_attr(st.OWNER_KEY, st.owner_id())
         if self._is_surplus(trial, target):
             trial.set_user_attr(st.REASON_KEY, "surplus")

@@ -140,3 +140,27 @@ def test_pruning_stops_slow_trials_and_keeps_the_best(tmp_path: Path) -> None:
         assert done.loc[done["throughput"].idxmax(), "knob.work"] == 32
     measured = lambda df: df.loc[df["status"] != "skipped", "wall_s"].sum()  # noqa: E731
     assert measured(pruned) < 0.8 * measured(full)
+
+
+def test_trial_of_a_dead_node_is_failed_after_heartbeat_expiry(results: Path) -> None:
+    """A trial asked by a sweeper on another host that stopped beating: a live sweeper fails it once its heartbeat
+    is stale (no pid to check across hosts), writes its row, and runs the place again."""
+    url = _storage_url("postgres", results)
+    study_name = f"stale-{uuid.uuid4().hex[:8]}"
+    storage = optuna.storages.RDBStorage(url, heartbeat_interval=1, grace_period=3)
+    study = optuna.create_study(study_name=study_name, storage=storage, direction="maximize")
+    study.set_user_attr("knob_sweeper:target", 3)
+    dead = study.ask()
+    dead.suggest_int("knobs.work", 8, 599)
+    dead.set_user_attr("owner", "another-node:4242")
+    storage.record_heartbeat(dead._trial_id)  # ...and then that node died: no more beats
+    run_cli([*FAULTS, *GOOD, "-m", "hydra.sweeper.n_trials=3", f"hydra.sweeper.study_name={study_name}",
+             f"hydra.sweeper.storage={url}", "hydra.sweeper.heartbeat_interval=1", "hydra.sweeper.grace_period=3",
+             "hydra.sweeper.sampler=random", "hydra.sweeper.baseline_first=false"], results, check=True)
+    trials = optuna.load_study(study_name=study_name, storage=url).trials
+    assert trials[0].state == TrialState.FAIL and is_interrupted(trials[0])
+    assert not [t for t in trials if t.state == TrialState.RUNNING]
+    assert len([t for t in trials if is_counted(t)]) == 3, "the dead node's place was run again"
+    df = pd.read_parquet(results / "trials")
+    row = df[(df["study"] == study_name) & (df["trial"] == 0)]
+    assert len(row) == 1 and row["reason"].item() == "interrupted"
