@@ -240,7 +240,9 @@ def test_sharding_names_map_to_mesh_and_resharding() -> None:
 # ---------------------------------------------------------------- end to end through the CLI
 
 def test_cli_sweep_of_ddp_trials_writes_one_row_per_trial(results: Path) -> None:
-    run_cli(["+workload=transformer_block", "-m", "hydra.sweeper.n_trials=2", *DDP], results, check=True)
+    # repeat=true: both trials are measured even when the sampler proposes one configuration twice
+    run_cli(["+workload=transformer_block", "-m", "hydra.sweeper.n_trials=2", "hydra.sweeper.repeat=true", *DDP],
+            results, check=True)
     df = pd.read_parquet(results / "trials").sort_values("trial")
     assert list(df["trial"]) == [0, 1]
     assert (df["status"] == "complete").all(), df[["status", "reason", "message"]].to_string()

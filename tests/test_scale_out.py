@@ -111,7 +111,7 @@ def test_joblib_launcher(results: Path) -> None:
 
 
 def test_submitit_local_launcher(results: Path) -> None:
-    run_cli([*FAULTS, *GOOD, "-m", "hydra/launcher=submitit_local", "hydra.sweeper.n_trials=2",
+    run_cli([*FAULTS, *GOOD, "-m", "hydra/launcher=submitit_local", "hydra.sweeper.n_trials=2", "hydra.sweeper.seed=0",
              "hydra.launcher.timeout_min=5"], results, check=True, timeout=600)
     df = pd.read_parquet(results / "trials")
     assert sorted(df["trial"]) == [0, 1]
