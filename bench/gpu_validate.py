@@ -9,6 +9,11 @@ Stages, in priority order (a time-limited GPU job can end mid-way; what finished
   oom          a real CLI sweep over batch sizes that do not fit in fp32: OOM trials infeasible, the rest ranked
   compile      resnet50 bf16+channels_last+torch.compile
   jpeg         resnet50 on the JPEG pipeline: naive (num_workers=0) vs tuned data knobs
+  accuracy     the tool's step time vs do_bench (matmul shapes) and Timer.blocked_autorange (training steps)
+  repeat       one configuration in 5 separate trials: coefficient of variation
+  overhead     bench/overhead.py with matmul on this device
+  distributed  bench/distributed_gpu.py (DDP and FSDP, one rank)
+  fixture      the report fixture's GPU half (tests/fixtures/report/record.py's matmul grid)
 --smoke runs every stage at tiny sizes on the CPU (checks the script, not the numbers).
 """
 
@@ -69,27 +74,46 @@ class Bench:
         return self.record(stage, name, status=outcome.status.value, reason=outcome.reason, **picked)
 
 
+def _do_bench_ms(fn: Any) -> float:
+    from triton.testing import do_bench
+
+    # Median of ~2 s of calls after ~0.25 s warm-up: as long as the tool's window, so both see the same clocks.
+    return do_bench(fn, warmup=250, rep=2000, return_mode="median")
+
+
+def _matmul_pair(b: Bench, stage: str, name: str, m: int, n: int, k: int, dtype_name: str) -> None:
+    """do_bench, then the tool in its own trial process, then do_bench again: drift shows as before != after."""
+    import torch
+
+    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32, "fp32": torch.float32}
+    torch.backends.cuda.matmul.allow_tf32 = dtype_name == "tf32"
+    a = torch.randn(m, k, device="cuda").to(dtypes[dtype_name])
+    c = torch.randn(k, n, device="cuda").to(dtypes[dtype_name])
+    before = _do_bench_ms(lambda: torch.matmul(a, c))
+    tool = b.tool(stage, name, "matmul", [f"knobs.dtype={dtype_name}", f"workload.m={m}", f"workload.n={n}",
+                                          f"workload.k={k}", "measure.warmup_steps=10", "measure.steps=50",
+                                          "measure.min_time_s=2.0"],
+                  keep=("steps_measured", "measured_s", "sm_clock_mhz", "power_w", "throttle_reasons"))
+    after = _do_bench_ms(lambda: torch.matmul(a, c))
+    torch.backends.cuda.matmul.allow_tf32 = False
+    del a, c
+    torch.cuda.empty_cache()
+    ref_ms = (before + after) / 2
+    flops = 2.0 * m * n * k
+    tool_ms = tool["step_ms_p50"] or float("nan")
+    b.record(stage, f"{name}-do_bench", ref_ms=ref_ms, ref_before_ms=before, ref_after_ms=after,
+             tool_ms=tool_ms, tool_over_ref_time=tool_ms / ref_ms, ref_tflops=flops / ref_ms / 1e9,
+             tool_tflops=tool["throughput"], tool_over_ref=(tool["throughput"] or 0) / (flops / ref_ms / 1e9))
+
+
 def stage_matmul(b: Bench) -> None:
     n = 256 if b.smoke else 8192
     for dtype in ("bf16", "fp16", "tf32", "fp32"):
-        b.tool("matmul", dtype, "matmul", [f"knobs.dtype={dtype}", f"workload.m={n}", f"workload.n={n}",
-                                            f"workload.k={n}", "measure.steps=50", "measure.warmup_steps=10"])
-    if b.info.kind != "cuda":
-        return
-    import torch
-    from triton.testing import do_bench
-
-    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32, "fp32": torch.float32}
-    for name, dtype in dtypes.items():
-        torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
-        a = torch.randn(n, n, device="cuda").to(dtype)
-        c = torch.randn(n, n, device="cuda").to(dtype)
-        ms = do_bench(lambda: torch.matmul(a, c), warmup=100, rep=500, return_mode="median")
-        tool = next(r for r in b.rows if r["stage"] == "matmul" and r["name"] == name and "status" in r)
-        ref = 2 * n**3 / ms / 1e9
-        b.record("matmul", f"{name}-do_bench", tflops=ref, tool_tflops=tool["throughput"],
-                 tool_over_ref=(tool["throughput"] or 0) / ref)
-    torch.backends.cuda.matmul.allow_tf32 = False
+        if b.info.kind != "cuda":
+            b.tool("matmul", dtype, "matmul", [f"knobs.dtype={dtype}", f"workload.m={n}", f"workload.n={n}",
+                                                f"workload.k={n}", "measure.steps=50", "measure.warmup_steps=10"])
+        else:
+            _matmul_pair(b, "matmul", dtype, n, n, n, dtype)
 
 
 def stage_transformer(b: Bench) -> None:
@@ -136,19 +160,164 @@ def stage_oom(b: Bench) -> None:
 
 
 def stage_jpeg(b: Bench) -> None:
-    base = ["workload.data=jpeg", "knobs.precision=bf16", "knobs.memory_format=channels_last",
-            "knobs.cudnn_benchmark=true", "knobs.batch_size=" + ("2" if b.smoke else "256")]
-    if not b.smoke:
-        base += ["workload.corpus_images=4096", "measure.steps=30", "knobs.optimizer_impl=fused"]
-    b.tool("jpeg", "naive-workers0", "resnet50", [*base, "knobs.num_workers=0"])
+    """A real sweep on the JPEG pipeline: num_workers {0, 14} x pin_memory x decode_device, then its report.
+
+    The naive configuration (the workload's defaults: decode in the training process) must show a high
+    data_wait_frac and low gpu_util; the tuned one must bring data_wait_frac near 0 at the model's speed, and the
+    report must name the knobs that did it (speed-up over the baseline, importance).
+    """
     workers = 2 if b.smoke else 14
-    b.tool("jpeg", f"tuned-workers{workers}", "resnet50",
-           [*base, f"knobs.num_workers={workers}", "knobs.prefetch_factor=4", "knobs.pin_memory=true",
-            "knobs.non_blocking=true", "knobs.persistent_workers=true"])
+    fixed = {"precision": "bf16", "memory_format": "channels_last", "compile": "'off'", "cudnn_benchmark": "true",
+             "optimizer_impl": "foreach" if b.smoke else "fused", "batch_size": 2 if b.smoke else 256}
+    cmd = [sys.executable, "-m", "sweeper", "+workload=resnet50", "workload.data=jpeg", "-m",
+           "hydra.sweeper.sampler=grid", "hydra.sweeper.study_name=jpeg", "hydra.sweeper.n_trials=8",
+           f"results_dir={b.results}", "preset=" + ("tiny" if b.smoke else "none"),
+           "++hydra.sweeper.params={" + ",".join(f"knobs.{k}:{v}" for k, v in fixed.items())
+           + f',knobs.num_workers:"choice(0,{workers})",knobs.prefetch_factor:"choice(4)",'
+           'knobs.pin_memory:"choice(false,true)",knobs.non_blocking:true,'
+           'knobs.decode_device:' + ('cpu' if b.smoke else '"choice(cpu,cuda)"') + '}',
+           '++hydra.sweeper.conditions={knobs.prefetch_factor:"knobs.num_workers > 0"}']
+    if not b.smoke:
+        cmd += ["measure.steps=10", "measure.min_time_s=3.0"]
+    _run_logged(b, "jpeg-sweep", cmd, 400)
+    import pandas as pd
+
+    df = pd.read_parquet(b.results / "trials")
+    for _, r in df[df["study"] == "jpeg"].sort_values("trial").iterrows():
+        b.record("jpeg", f"workers{r['knob.num_workers']}-pin{r['knob.pin_memory']}-{r['knob.decode_device']}",
+                 status=r["status"],
+                 throughput=r["throughput"], data_wait_frac=r["data_wait_frac"],
+                 gpu_util_mean=r.get("gpu_util_mean"), gpu_util_p10=r.get("gpu_util_p10"),
+                 warmup_steps=r.get("warmup_steps"))
+    report = [sys.executable, "-m", "sweeper.report", str(b.results), "--study", "jpeg",
+              "--out", str(b.out / "jpeg-report.md"), "--html", str(b.out / "jpeg-report.html")]
+    _run_logged(b, "jpeg-report", report, 120)
+
+
+def _autorange_ms(cfg: dict[str, Any], warmup: int, min_run_time: float) -> tuple[float, int]:
+    """Median step time by ``torch.utils.benchmark.Timer.blocked_autorange`` (syncs the device per block), in this
+    process, on the same workload code the trial builds: the independent check of the tool's own timing."""
+    import gc
+
+    import torch
+    from torch.utils.benchmark import Timer
+
+    import workloads
+
+    device = torch.device(cfg["device"])
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    work = workloads.load(cfg["workload"]["name"], cfg["workload"].get("module")).build(cfg, device)
+    try:
+        for _ in range(warmup):
+            work.step(work.next_batch())
+        timer = Timer(stmt="step(next_batch())", globals={"step": work.step, "next_batch": work.next_batch})
+        m = timer.blocked_autorange(min_run_time=min_run_time)
+        return m.median * 1e3, m.number_per_run * len(m.times)
+    finally:
+        work.close()
+        del work
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+
+
+STEP_CONFIGS = {  # name -> (workload, overrides): training steps whose timing the accuracy stage checks
+    "resnet50-bf16-cl-bs256": ("resnet50", _resnet("bf16", "channels_last", "off", False)),
+    "resnet50-fp32-bs128": ("resnet50", ["knobs.precision=fp32", "knobs.batch_size=128", "knobs.cudnn_benchmark=true",
+                                         "knobs.optimizer_impl=fused"]),
+    "transformer-d4096-s2048-bf16": ("transformer_block", ["knobs.precision=bf16", "knobs.optimizer_impl=fused"]),
+    "transformer-d1024-s1024-bf16": ("transformer_block", ["knobs.precision=bf16", "knobs.optimizer_impl=fused",
+                                                            "workload.d_model=1024", "workload.n_heads=16",
+                                                            "workload.seq_len=1024", "knobs.batch_size=8"]),
+}
+
+
+def stage_accuracy(b: Bench) -> None:
+    """The tool's step time vs independent harnesses in the same run (README: accuracy table).
+
+    Kernels: matmul shapes vs ``triton.testing.do_bench``. Steps: the tool's mean step time over its window vs
+    ``Timer.blocked_autorange`` run before and after the tool's trial (their mean is the reference).
+    """
+    if b.smoke:
+        cfg = b.config("matmul", ["device=cpu"])
+        ms, n = _autorange_ms(cfg, 2, 0.2)
+        b.record("accuracy", "smoke-matmul", harness_ms=ms, harness_steps=n)
+        return
+    for m, n, k, dt in ((4096, 4096, 4096, "bf16"), (8192, 1024, 8192, "bf16"), (4096, 4096, 4096, "fp16"),
+                        (16384, 16384, 16384, "bf16")):
+        _matmul_pair(b, "accuracy", f"matmul-{m}x{n}x{k}-{dt}", m, n, k, dt)
+    for name, (workload, overrides) in STEP_CONFIGS.items():
+        overrides = [*overrides, "measure.min_time_s=3.0"]
+        cfg = b.config(workload, overrides)
+        before, n_before = _autorange_ms(cfg, 10, 3.0)
+        tool = b.tool("accuracy", name, workload, overrides, keep=("steps_measured", "measured_s", "step_ms_mean"))
+        after, _ = _autorange_ms(cfg, 10, 3.0)
+        ref = (before + after) / 2
+        tool_ms = 1e3 * tool["measured_s"] / tool["steps_measured"] if tool.get("steps_measured") else float("nan")
+        b.record("accuracy", f"{name}-autorange", ref_ms=ref, ref_before_ms=before, ref_after_ms=after,
+                 ref_steps=n_before, tool_ms=tool_ms, tool_p50_ms=tool["step_ms_p50"],
+                 tool_over_ref_time=tool_ms / ref)
+
+
+def stage_repeat(b: Bench) -> None:
+    """The same configuration in 5 separate trial processes: coefficient of variation of the throughput."""
+    import statistics
+
+    configs = {"resnet50-bf16-cl-bs256": ("resnet50", _resnet("bf16", "channels_last", "off", b.smoke)),
+               "matmul-8192-bf16": ("matmul", ["knobs.dtype=bf16", "measure.min_time_s=2.0"] if not b.smoke else [])}
+    for name, (workload, overrides) in configs.items():
+        values = [b.tool("repeat", f"{name}-{i}", workload, overrides)["throughput"] for i in range(5)]
+        values = [v for v in values if v]
+        if len(values) > 1:
+            mean = statistics.fmean(values)
+            b.record("repeat", name, trials=len(values), mean=mean, cv=statistics.stdev(values) / mean,
+                     spread=(max(values) - min(values)) / mean)
+
+
+def _run_logged(b: Bench, name: str, cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
+    (b.out / "logs").mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired as e:
+        proc = subprocess.CompletedProcess(cmd, 124, e.stdout or "", e.stderr or "")
+        proc.stdout = proc.stdout if isinstance(proc.stdout, str) else proc.stdout.decode(errors="replace")
+        proc.stderr = proc.stderr if isinstance(proc.stderr, str) else proc.stderr.decode(errors="replace")
+    (b.out / "logs" / f"{name}.log").write_text(proc.stdout + proc.stderr)
+    print("\n".join((proc.stdout + proc.stderr).splitlines()[-15:])[-3000:], flush=True)
+    b.record(name, "run", exit_code=proc.returncode, wall_s=time.time() - t0)
+    return proc
+
+
+def stage_overhead(b: Bench) -> None:
+    """bench/overhead.py on this device: per-trial overhead of a matmul sweep (README: overhead table)."""
+    extra = [] if b.smoke else ["measure.min_time_s=0.2"]
+    _run_logged(b, "overhead", [sys.executable, str(ROOT / "bench" / "overhead.py"), "--trials", "10",
+                                "--out", str(b.out / "overhead"), *extra], 300)
+
+
+def stage_distributed(b: Bench) -> None:
+    """bench/distributed_gpu.py: DDP and FSDP sweeps end to end with one rank (3 grid points each)."""
+    cmd = [sys.executable, str(ROOT / "bench" / "distributed_gpu.py"), str(b.out / "distributed"), "--trials", "3"]
+    _run_logged(b, "distributed", [*cmd, "--smoke"] if b.smoke else cmd, 400)
+
+
+def stage_fixture(b: Bench) -> None:
+    """The report fixture's GPU half: tests/fixtures/report/record.py's matmul grid on this device."""
+    sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "report"))
+    import record
+
+    args = [*record.MATMUL, "-m", record.MATMUL_SPACE, *record.GRID, "hydra.sweeper.study_name=gpu",
+            f"results_dir={b.out / 'fixture'}", "device=" + ("cpu" if b.smoke else "cuda")]
+    _run_logged(b, "fixture", [sys.executable, "-m", "sweeper", *args], 300)
+    record.combine(b.out / "fixture" / "trials", b.out / "fixture-gpu.parquet")
 
 
 STAGES = {"matmul": stage_matmul, "transformer": stage_transformer, "resnet": stage_resnet, "oom": stage_oom,
-          "compile": stage_compile, "jpeg": stage_jpeg}
+          "compile": stage_compile, "jpeg": stage_jpeg, "accuracy": stage_accuracy, "repeat": stage_repeat,
+          "overhead": stage_overhead, "distributed": stage_distributed, "fixture": stage_fixture}
 
 
 def main() -> None:

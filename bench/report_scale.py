@@ -10,6 +10,10 @@ with ``sweeper.store.write_row`` (as the sweeper writes them). Then it times, in
 - analyse + blocks: statistics, importance and tables for every study;
 - Markdown, HTML: rendering (the HTML embeds plotly.js);
 - and the whole CLI (``python -m sweeper.report``), in a subprocess, cold and cached.
+
+Then the results as they look after the sweeps ended: every study compacted (``sweeper.store.compact`` per
+study, one file per study instead of one per trial), timed as "compaction"; the read with the cache written before compaction
+(what a sweep's end does), the cold read, and the whole CLI again, cold and cached.
 """
 
 from __future__ import annotations
@@ -68,6 +72,7 @@ def main() -> int:
     from sweeper.report.data import read_rows
     from sweeper.report.html import to_html
     from sweeper.report.render import to_markdown
+    from sweeper.store import compact_all
 
     tmp = Path(tempfile.mkdtemp(prefix="report-scale-"))
     results = tmp / "results"
@@ -79,22 +84,39 @@ def main() -> int:
           f"{write_s:.1f} s (not timed below). Load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs.")
 
     times: list[tuple[str, float]] = []
+
+    def cli(label: str) -> bool:
+        t0 = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "sweeper.report", str(results), "--top", "5"], cwd=ROOT,
+                              capture_output=True, text=True, env={**os.environ, "COLUMNS": "160"})
+        times.append((label, time.perf_counter() - t0))
+        if proc.returncode != 0:
+            print(proc.stderr, file=sys.stderr)
+        return proc.returncode == 0
+
     df = timed("read (cold: parse every file, write cache)", lambda: read_rows(results), times)
     timed("read (cached)", lambda: read_rows(results), times)
     report = timed("analyse + blocks", lambda: build(df, source=str(results)), times)
     md = timed("render Markdown", lambda: to_markdown(report.blocks, "report.html"), times)
     page = timed("render HTML", lambda: to_html(report.blocks, "scale"), times)
-    in_process = sum(s for label, s in times if label != "read (cached)")
+    analyse_render = sum(s for _, s in times[2:])
+    in_process = times[0][1] + analyse_render
     shutil.rmtree(results / ".report-cache")
-    cli = [sys.executable, "-m", "sweeper.report", str(results), "--top", "5"]
-    env = {**os.environ, "COLUMNS": "160"}
-    for label in ("CLI end to end (cold)", "CLI end to end (cached)"):
-        t0 = time.perf_counter()
-        proc = subprocess.run(cli, cwd=ROOT, capture_output=True, text=True, env=env)
-        times.append((label, time.perf_counter() - t0))
-        if proc.returncode != 0:
-            print(proc.stderr, file=sys.stderr)
-            return 1
+    if not (cli("CLI end to end (cold)") and cli("CLI end to end (cached)")):
+        return 1
+
+    files = len(list((results / "trials").glob("*.parquet")))
+    timed(f"compaction ({files} files -> one per study)", lambda: compact_all(results), times)
+    timed("read (compacted, cache of the files before)", lambda: read_rows(results), times)
+    shutil.rmtree(results / ".report-cache")
+    compacted = timed("read (compacted, cold)", lambda: read_rows(results), times)
+    if not compacted[df.columns].equals(df):
+        print("the compacted rows differ from the per-trial rows", file=sys.stderr)
+        return 1
+    in_process_compacted = times[-1][1] + analyse_render
+    shutil.rmtree(results / ".report-cache")
+    if not (cli("CLI end to end (compacted, cold)") and cli("CLI end to end (compacted, cached)")):
+        return 1
 
     table = Table(title=f"report over {len(df)} rows, {len(report.analyses)} (workload, study) sections")
     table.add_column("stage")
@@ -102,6 +124,7 @@ def main() -> int:
     for label, s in times:
         table.add_row(label, f"{s:.2f}")
     table.add_row("in process, cold (read + analyse + render)", f"{in_process:.2f}")
+    table.add_row("in process, compacted, cold (read + analyse + render)", f"{in_process_compacted:.2f}")
     Console().print(table)
     print(f"Markdown {len(md) / 1e3:.0f} kB, HTML {len(page) / 1e6:.1f} MB (plotly.js inline is ~4.8 MB)")
     if args.keep:

@@ -45,6 +45,12 @@ def _translate(exc: Exception, overrides: list[str], known_keys: list[str]) -> C
         close = difflib.get_close_matches(name, options, n=1)
         hint = f"did you mean {group}={close[0]}? " if close else ""
         return ConfigError(group, f"unknown {group} {name!r}", f"{hint}known: {', '.join(options) or 'none'}")
+    cause = str(getattr(exc, "__cause__", None) or "")
+    m = re.search(r"full_key: (hydra\.sweeper\.(?:params|conditions|constraints))\.(\S+)", cause)
+    if m and "is not in struct" in cause:
+        group, key = m.groups()
+        return ConfigError(group, f"`{group}=` can only replace entries the workload already has, not add `{key}`",
+                           f"add entries with `++{group}={{...}}`, or sweep a knob directly: {key}='choice(...)'")
     m = re.search(r"Could not override '([^']+)'", text) or re.search(r"Key '([^']+)' is not in struct", text)
     if m:
         key = m.group(1)

@@ -12,8 +12,15 @@ from sweeper.outcome import Status, TrialOutcome
 log = logging.getLogger(__name__)
 
 
-def refresh_report_cache(results_dir: Path) -> None:
-    """Fold this sweep's new rows into the report's read cache, so the next report parses only what is new."""
+def compact_and_refresh(results_dir: Path, study: str) -> None:
+    """At a sweep's end: fold the study's per-trial files into one (``store.compact``: a later report parses one
+    file, not one per trial), then this sweep's rows into the report's read cache. Neither may fail the sweep."""
+    from sweeper import store
+
+    try:
+        store.compact(results_dir / "trials", study)
+    except Exception as e:  # noqa: BLE001 - every row stays readable, compacted or not
+        log.warning("study %s not compacted: %s", study, e)
     try:
         from sweeper.report.data import read_rows
 

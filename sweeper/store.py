@@ -4,19 +4,27 @@ Files are ``<trials dir>/<study>.<trial number>.parquet``: unique per study and 
 numbers atomically in the shared storage), so sweeper processes on several nodes never overwrite each other,
 and a re-write of the same trial replaces its row instead of duplicating it. Each file is written to a hidden
 temporary name and renamed into place, so pandas, pyarrow and DuckDB never see a half-written file.
+
+A finished study is compacted (``compact``): its per-trial files are folded into one
+``<study>.compacted-<generation>-<stamp>-<host>-<pid>.parquet``, because parsing a Parquet footer per trial is
+most of a report's time. A crash or a concurrent compaction can leave a row in two files; readers read each
+(study, trial) once (``read_once``): a per-trial file beats a compacted copy, a later compaction an earlier one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import fcntl
 import os
 import re
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
@@ -24,6 +32,10 @@ from sweeper.outcome import TrialOutcome
 from sweeper.space import flatten
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+# A study's files: per-trial ``<study>.<trial>.parquet`` and compacted ``<study>.compacted-<gen>-<tag>.parquet``
+# (the tag has no dot, so the study part is unambiguous even when a study name holds dots).
+_STUDY_FILE = re.compile(r"(?P<study>.+)\.(?:(?P<trial>\d+)|compacted-(?P<gen>\d+)-(?P<tag>[A-Za-z0-9_-]+))\.parquet")
+_T = TypeVar("_T")
 
 
 def trial_path(trials_dir: Path, study: str, trial: int | None) -> Path:
@@ -124,12 +136,17 @@ def trial_files(trials_dir: Path) -> list[Path]:
 
 
 def read_table(paths: Iterable[Path]) -> pa.Table:
-    """All rows of ``paths`` as one table; columns missing from a file are null (schemas unified)."""
+    """All rows of ``paths`` as one table; columns missing from a file are null (schemas unified); a (study, trial)
+    held by several of them is read once (``read_once``)."""
     paths = [str(p) for p in paths]
     if not paths:
         return pa.table({})
     schema = pa.unify_schemas([pq.read_schema(p) for p in paths], promote_options="permissive")
-    return ds.dataset(paths, schema=schema, format="parquet").to_table()
+    dataset = ds.dataset(paths, schema=schema, format="parquet")
+    if not any(is_compacted(p) for p in paths):
+        return dataset.to_table()
+    tables = [(Path(f.path).name, f.to_table(schema=schema)) for f in dataset.get_fragments()]
+    return read_once(pa.concat_tables([t for _, t in tables]), [n for n, t in tables for _ in range(t.num_rows)])
 
 
 def read_results(results: Path | str) -> "Any":
@@ -137,12 +154,153 @@ def read_results(results: Path | str) -> "Any":
     import pandas as pd
 
     results = Path(results)
-    if results.is_file():
-        paths = [results]
-    else:
-        paths = trial_files(results / "trials") or trial_files(results)
-    table = read_table(paths)
+
+    def read() -> pa.Table:
+        if results.is_file():
+            return read_table([results])
+        return read_table(trial_files(results / "trials") or trial_files(results))
+
+    table = retry_vanished(read)
     return table.to_pandas() if table.num_columns else pd.DataFrame()
+
+
+def retry_vanished(read: Callable[[], _T]) -> _T:
+    """``read()``, up to five times: a file listed by one attempt can vanish before it is read (a compaction
+    folded it into a new file, which the next attempt lists)."""
+    for _ in range(4):
+        try:
+            return read()
+        except FileNotFoundError:
+            pass
+    return read()
+
+
+# ---------------------------------------------------------------------------------------------------- compaction
+
+def study_of(name: str) -> str | None:
+    """The (file-name safe) study of a per-trial or compacted file name; None for any other file."""
+    m = _STUDY_FILE.fullmatch(name)
+    return m["study"] if m else None
+
+
+def is_compacted(name: str | Path) -> bool:
+    m = _STUDY_FILE.fullmatch(Path(name).name)
+    return bool(m and m["gen"])
+
+
+def _precedence(name: str) -> tuple[int, int, str]:
+    """Which copy of a (study, trial) row counts: any plain file, then the later compaction (generation, then
+    the time stamp that starts the tag, for two compactions of one generation)."""
+    m = _STUDY_FILE.fullmatch(name)
+    return (0, int(m["gen"]), m["tag"]) if m and m["gen"] else (1, 0, "")
+
+
+def read_once(table: pa.Table, files: Sequence[str]) -> pa.Table:
+    """``table`` (rows read from ``files``, one file name per row) with each (study, trial) once.
+
+    Rows of plain files (per-trial or any other) are all kept; a row of a compacted file is dropped when a plain
+    file or a later compacted file holds the same (study, trial). Rows without a trial number are all kept.
+    """
+    compacted = {f for f in set(files) if is_compacted(f)}
+    if not compacted or not {"study", "trial"} <= set(table.column_names):
+        return table
+    import numpy as np
+    import pandas as pd
+
+    rank = {f: i for i, f in enumerate(sorted(set(files), key=_precedence))}
+    rows = pd.DataFrame({"study": table.column("study").to_pandas(), "trial": table.column("trial").to_pandas(),
+                         "rank": [rank[f] for f in files], "compacted": [f in compacted for f in files]})
+    rows = rows[rows["trial"].notna()].sort_values("rank", ascending=False, kind="stable")
+    superseded = rows.index[rows.duplicated(["study", "trial"]).to_numpy() & rows["compacted"].to_numpy()]
+    keep = np.ones(table.num_rows, dtype=bool)
+    keep[superseded] = False
+    return table if keep.all() else table.filter(pa.array(keep))
+
+
+def _study_files(trials_dir: Path, study: str) -> list[Path]:
+    name = _SAFE.sub("_", study)
+    return [p for p in trial_files(trials_dir) if study_of(p.name) == name]
+
+
+def compacted_files(trials_dir: Path, study: str) -> list[Path]:
+    """The study's compacted files, the one that counts first."""
+    return sorted((p for p in _study_files(trials_dir, study) if is_compacted(p)),
+                  key=lambda p: _precedence(p.name), reverse=True)
+
+
+@contextlib.contextmanager
+def _compaction_lock(trials_dir: Path, study: str) -> Iterator[None]:
+    """Processes compacting one study take turns (so they do not write two copies). Where file locks do not
+    work, they compact at once, which loses nothing either (see ``compact``)."""
+    with open(trials_dir / f".{_SAFE.sub('_', study)}.compact.lock", "a") as f:
+        with contextlib.suppress(OSError):
+            fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def compact(trials_dir: Path, study: str) -> Path | None:
+    """Fold the study's per-trial files (and earlier compacted files) into one compacted file and return it
+    (None: the study has no files). Idempotent: a study already in one compacted file is left as it is.
+
+    The new file is written, synced and renamed into place before any input is deleted, so a crash at any point
+    leaves every row readable (at worst twice, which readers resolve, see ``read_once``). An input is deleted only
+    while it is still the file that was read: a trial re-written meanwhile keeps its new file. A file written
+    while compacting (a trial of another process) stays as it is until the next compaction.
+    """
+    trials_dir = Path(trials_dir)
+    if not trials_dir.is_dir():
+        return None
+    with _compaction_lock(trials_dir, study):
+        files = _study_files(trials_dir, study)
+        if len(files) == 1 and is_compacted(files[0]):
+            return files[0]
+        read: list[tuple[Path, os.stat_result]] = []
+        tables: list[pa.Table] = []
+        names: list[str] = []
+        for p in files:
+            try:
+                with open(p, "rb") as f:
+                    stat, table = os.fstat(f.fileno()), pq.ParquetFile(f).read(use_threads=False)
+            except FileNotFoundError:  # folded meanwhile by a process the lock did not hold back: its file has it
+                continue
+            read.append((p, stat))
+            tables.append(table)
+            names += [p.name] * table.num_rows
+        if not tables:
+            return None
+        table = read_once(pa.concat_tables(tables, promote_options="permissive"), names)
+        table = table.take(pc.sort_indices(table, [("trial", "ascending")]))
+        generation = 1 + max((_precedence(p.name)[1] for p, _ in read), default=0)
+        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+        host = re.sub(r"[^A-Za-z0-9_-]+", "_", socket.gethostname())
+        out = trials_dir / f"{_SAFE.sub('_', study)}.compacted-{generation:06d}-{stamp}-{host}-{os.getpid()}.parquet"
+        tmp = out.with_name(f".{out.name}.tmp")
+        pq.write_table(table, tmp, compression="zstd")
+        _fsync(tmp)
+        os.replace(tmp, out)
+        _fsync(trials_dir)  # the new file is durable before any row's other copy goes
+        for p, stat in read:
+            with contextlib.suppress(FileNotFoundError):
+                now = os.stat(p)
+                if (now.st_ino, now.st_size, now.st_mtime_ns) == (stat.st_ino, stat.st_size, stat.st_mtime_ns):
+                    os.unlink(p)
+        return out
+
+
+def compact_all(results: Path | str) -> list[Path]:
+    """Compact every study under a results folder (or its trials folder): results of sweeps that ended before
+    compaction existed, or were killed. Safe while sweeps still run on them."""
+    trials = Path(results) / "trials" if (Path(results) / "trials").is_dir() else Path(results)
+    studies = sorted({s for p in trial_files(trials) if (s := study_of(p.name)) is not None})
+    return [out for s in studies if (out := compact(trials, s)) is not None]
 
 
 def column_types(param_types: dict[str, type]) -> dict[str, pa.DataType]:
@@ -161,13 +319,39 @@ _ROW_FIELDS = {"study", "trial", "status", "reason", "message", "workload", "pre
                "ended_at", "wall_s", "baseline", "confirm_of"}
 
 
-def read_outcome(path: Path) -> TrialOutcome | None:
+def _compacted_row(trials_dir: Path, study: str, trial: int, columns: list[str] | None = None) -> dict | None:
+    """The row of (study, trial) in the study's compacted files (the one that counts first). Looks again while the
+    set of compacted files changes (another process compacting), so a row moving between files is not missed."""
+    wanted = (pc.field("study") == study) & (pc.field("trial") == trial)
+    seen: list[Path] | None = None
+    while (files := compacted_files(trials_dir, study)) != seen:
+        seen = files
+        try:
+            for p in files:
+                table = pq.read_table(p, columns=columns, filters=wanted)
+                if table.num_rows:
+                    return table.to_pylist()[0]
+        except FileNotFoundError:
+            continue
+    return None
+
+
+def has_trial(trials_dir: Path, study: str, trial: int) -> bool:
+    """Whether a row of the trial is stored: its own file, or a compacted file of the study."""
+    return (trial_path(trials_dir, study, trial).exists()
+            or _compacted_row(trials_dir, study, trial, ["trial"]) is not None)
+
+
+def read_trial_outcome(trials_dir: Path, study: str, trial: int) -> TrialOutcome | None:
     """The outcome a trial's own row records (None if it has no row): the task's word beats a launcher's."""
     from sweeper.outcome import Status
 
-    if not Path(path).exists():
+    try:
+        row: dict | None = pq.read_table(trial_path(trials_dir, study, trial)).to_pylist()[0]
+    except FileNotFoundError:
+        row = _compacted_row(trials_dir, study, trial)
+    if row is None:
         return None
-    row = pq.read_table(path).to_pylist()[0]
     metrics = {k: v for k, v in row.items()
                if k not in _ROW_FIELDS and not k.startswith(("knob.", "param.")) and v is not None}
     started, ended = row.get("started_at"), row.get("ended_at")

@@ -59,6 +59,9 @@ class SweepImpl:
         if int(c.get("n_trials", 10)) < 1:
             raise ConfigError("hydra.sweeper.n_trials", f"must be >= 1, got {c.get('n_trials')}",
                               "give the number of trials this command should add")
+        if c.get("timeout_s") is not None and float(c["timeout_s"]) <= 0:
+            raise ConfigError("hydra.sweeper.timeout_s", f"must be > 0 seconds, got {c['timeout_s']}",
+                              "give the time after which no new trial starts, or null for no limit")
         plain = config_plain(self.config)
         parsed = OverridesParser.create().parse_overrides(arguments)
         self.cfg = trial_config(plain, gpu.device_info(), [o.input_line for o in parsed if not o.is_sweep_override()])
@@ -130,6 +133,8 @@ class SweepImpl:
             from sweeper.cli import fail
 
             fail(e)
+        limit = self.conf.get("timeout_s")
+        self.deadline = time.time() + float(limit) if limit else None
         self._recover_interrupted()
         target = st.update_target(self.study, int(self.conf.get("n_trials", 10)))
         self._enqueue_baseline()
@@ -138,13 +143,13 @@ class SweepImpl:
         with progress, st.Heartbeat(self.storage) as heartbeat:
             results = self._run_until(target, progress, heartbeat)
             k = int(self.conf.get("confirm_top_k") or 0)
-            if k > 0 and self.stopped != "failures":
+            if k > 0 and self.stopped not in ("failures", "timeout"):
                 self.stopped = None
                 extra = self._enqueue_confirmations(k)
                 progress.extend(extra)
                 results += self._run_until(self._counted() + extra, progress, heartbeat, confirming=True)
         progress.summary(self.study)
-        jobs.refresh_report_cache(self.trials_dir.parent)
+        jobs.compact_and_refresh(self.trials_dir.parent, self.study_name)  # none of this sweep's trials runs now
         if self.stopped == "failures":
             raise SystemExit(1)
         return results
@@ -186,8 +191,7 @@ class SweepImpl:
                     outcome = jobs.outcome_of(ret)
                     if outcome.status is Status.FAILED and outcome.reason.startswith(("exception:", "launcher:")):
                         # The job failed around the task (launcher, logging); if the trial wrote its row, it ran.
-                        path = store.trial_path(self.trials_dir, self.study_name, trial.number)
-                        outcome = store.read_outcome(path) or outcome
+                        outcome = store.read_trial_outcome(self.trials_dir, self.study_name, trial.number) or outcome
                     st.tell(self.study, trial, outcome, self.objectives)
                     heartbeat.discard(trial._trial_id)
                     self._record(trial.number, values, outcome, only_if_missing=True)
@@ -230,7 +234,7 @@ class SweepImpl:
         if st.heartbeat_enabled(self.storage):
             optuna.storages.fail_stale_trials(self.study)
         for t in self.study.get_trials(deepcopy=False, states=(TrialState.FAIL,)):
-            if not st.is_interrupted(t) or store.trial_path(self.trials_dir, self.study_name, t.number).exists():
+            if not st.is_interrupted(t) or store.has_trial(self.trials_dir, self.study_name, t.number):
                 continue
             now = time.time()
             outcome = TrialOutcome(Status.FAILED, "interrupted", "the sweeper running this trial died",
@@ -267,6 +271,12 @@ class SweepImpl:
 
     def _ask_one(self, target: int, progress: SweepProgress, confirming: bool) -> Any:
         """Ask one trial; returns (trial, values) to launch, None if it was settled without launching, or _STOP."""
+        if self.deadline is not None and time.time() >= self.deadline:
+            if not self.stopped:
+                progress.note(f"time limit: hydra.sweeper.timeout_s={self.conf.get('timeout_s')} reached; "
+                              "running trials finish, no new one starts (run the command again to continue)")
+            self.stopped = "timeout"
+            return _STOP
         sampler = self.study.sampler
         waiting = self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
         if not waiting and isinstance(sampler, optuna.samplers.GridSampler) and sampler.is_exhausted(self.study):
@@ -347,7 +357,7 @@ class SweepImpl:
     def _record(self, number: int, values: dict[str, Any], outcome: TrialOutcome, only_if_missing: bool = False) -> None:
         """The Parquet row for a trial the task could not write itself (never launched, or its job crashed)."""
         path = store.trial_path(self.trials_dir, self.study_name, number)
-        if only_if_missing and path.exists():
+        if only_if_missing and store.has_trial(self.trials_dir, self.study_name, number):
             return
         cfg = json.loads(json.dumps(self.cfg, default=str))
         for key, value in {**self.space.fixed, **values}.items():

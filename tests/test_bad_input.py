@@ -37,6 +37,13 @@ CASES = [
      "`hydra.sweeper.sampler`: 'bayes' is not a sampler; use one of: tpe, random, grid, gp, nsgaii, qmc"),
     (["+workload=matmul", "-m", "hydra.sweeper.n_trials=0"],
      "`hydra.sweeper.n_trials`: must be >= 1, got 0; give the number of trials this command should add"),
+    (["+workload=matmul", "-m", "hydra.sweeper.timeout_s=0"],
+     "`hydra.sweeper.timeout_s`: must be > 0 seconds, got 0.0; give the time after which no new trial starts, "
+     "or null for no limit"),
+    (["+workload=resnet50", "-m", 'hydra.sweeper.params={knobs.num_workers:"choice(0,2)"}'],
+     "`hydra.sweeper.params`: `hydra.sweeper.params=` can only replace entries the workload already has, not add "
+     "`knobs.num_workers`; add entries with `++hydra.sweeper.params={...}`, or sweep a knob directly: "
+     "knobs.num_workers='choice(...)'"),
     (["+workload=matmul", "device=tpu"], "`device`: 'tpu' is not a device; use auto, cpu, cuda or cuda:N"),
     (["+workload=matmul", "preset=huge"],
      "`preset`: 'huge' is not a preset of workload 'matmul'; use auto, none or one of: tiny"),

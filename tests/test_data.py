@@ -176,6 +176,8 @@ def test_prefetch_factor_reaches_the_loader_only_with_workers(tmp_path: Path) ->
     pipe = pipeline(tmp_path, num_workers=1, prefetch_factor=3)
     try:
         assert pipe.loader.prefetch_factor == 3 and pipe.loader.num_workers == 1
+        # forked from the trial process, not started through a forkserver that would import torch again
+        assert pipe.loader.multiprocessing_context.get_start_method() == "fork"
         assert pipe.next()[0].shape == (4, 3, 16, 16)
     finally:
         pipe.close()
@@ -256,6 +258,26 @@ def test_jpeg_training_step_runs_end_to_end(tmp_path: Path) -> None:
     m = work.extra_metrics()
     assert m["data_corpus_images"] == 16 and m["data_decode_device"] == "cpu"
     assert (tmp_path / "data" / "jpeg-48x40-16" / data.MANIFEST).is_file(), "cached under <results_dir>/data"
+
+
+def test_warmup_drains_what_the_workers_prefetched(tmp_path: Path) -> None:
+    """With workers, warm-up runs past the loader's buffer (workers x prefetch_factor batches) before timing."""
+    from sweeper.measure import measure
+
+    cfg = resnet_cfg(tmp_path, num_workers=2, prefetch_factor=3, grad_accum_steps=2)
+    cfg["workload"]["epoch_images"] = 1000
+    work = resnet50.build(cfg, CPU)
+    try:
+        assert work.buffered_steps == 3, "6 batches held ready, 2 micro-batches per step"
+        m = measure(work, CPU, warmup_steps=1, steps=2)
+    finally:
+        work.close()
+    assert m["warmup_steps"] == 5 and m["steps_measured"] == 2
+    work = resnet50.build(resnet_cfg(tmp_path), CPU)  # no workers: nothing buffered, warm-up as configured
+    try:
+        assert work.buffered_steps == 0 and measure(work, CPU, warmup_steps=1, steps=1)["warmup_steps"] == 1
+    finally:
+        work.close()
 
 
 def test_cli_jpeg_trial_writes_a_row_with_data_wait(results: Path) -> None:

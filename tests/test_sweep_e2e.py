@@ -104,3 +104,15 @@ def test_grid_stops_when_exhausted(results: Path) -> None:
     assert not keys.astype(str).duplicated().any()
     dup = df[df["status"] == "skipped"]
     assert dup["reason"].str.startswith("duplicate:").all()
+
+
+def test_timeout_stops_launching_and_a_rerun_continues(results: Path) -> None:
+    """hydra.sweeper.timeout_s: no new trial after the limit, running ones finish, exit 0; the same command
+    without the limit finishes the study's target (a nightly job can time-box a sweep and resume it)."""
+    args = ["+workload=matmul", "-m", "hydra.sweeper.n_trials=30", "hydra.sweeper.repeat=true"]
+    first = run_cli([*args, "hydra.sweeper.timeout_s=1.5"], results, check=True)
+    assert "hydra.sweeper.timeout_s=1.5 reached" in first.stdout + first.stderr
+    done = rows(results)
+    assert 1 <= len(done) < 30 and (done["status"] == "complete").all(), "the running trial finished and landed"
+    run_cli(args, results, check=True)
+    assert list(rows(results)["trial"]) == list(range(30))

@@ -24,6 +24,10 @@ class Workload:
     extra_metrics: Callable[[], dict[str, Any]] = dict  # read once after the measured window
     close: Callable[[], None] = lambda: None
     precision: str = "fp32"  # which peak FLOP/s the MFU is taken against
+    # Steps' worth of input the pipeline may hold ready before the measured window (DataLoader workers x
+    # prefetch_factor): warm-up runs at least this many steps more, so the window does not time batches that were
+    # prepared while the model started.
+    buffered_steps: int = 0
 
 
 @dataclasses.dataclass(frozen=True)

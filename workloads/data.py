@@ -268,6 +268,11 @@ class Pipeline:
         workers = int(knobs.get("num_workers") or 0)
         per_worker: dict[str, Any] = {}
         if workers > 0:
+            # Fork the workers from this process, as a training script on Linux does. A trial process comes from
+            # the sweeper's forkserver, so multiprocessing's default there is "forkserver": each trial would start
+            # a fresh server that imports torch again before its first worker runs (first batch 140 s on the H200
+            # with 14 workers, 3 s on the CI machine with 2). Workers never touch CUDA: cuda decoding happens here.
+            per_worker["multiprocessing_context"] = "fork"
             per_worker["persistent_workers"] = bool(knobs.get("persistent_workers", False))
             if knobs.get("prefetch_factor") is not None:
                 per_worker["prefetch_factor"] = int(knobs["prefetch_factor"])
@@ -275,6 +280,8 @@ class Pipeline:
         self.loader = DataLoader(self.dataset, batch_size=batch_size, sampler=sampler, drop_last=True,
                                  num_workers=workers, pin_memory=bool(knobs.get("pin_memory", False)),
                                  collate_fn=collate_bytes if on_device else None, **per_worker)
+        # Batches the loader can hold ready: each worker keeps prefetch_factor (torch's default 2) in flight.
+        self.buffered_batches = workers * int(per_worker.get("prefetch_factor", 2)) if workers else 0
         self.epochs = 0  # loader restarts so far
         self._it: Any = None
 

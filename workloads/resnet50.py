@@ -56,13 +56,16 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
     if ac != "off":
         common.checkpoint_blocks(model, STAGES if ac == "all" else STAGES[: int(ac)])
     model = parallel.wrap(model, cfg.get("distributed"), device, blocks=[getattr(model, n) for n in STAGES])
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9,
+    # Goyal et al.'s linear scaling rule: lr 0.1 per 256 images of effective batch (tiny batches stay finite).
+    lr = 0.1 * bs * int(knobs.get("grad_accum_steps", 1) or 1) / 256
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9,
                           **common.optimizer_kwargs(knobs.get("optimizer_impl", "foreach"), device))
     train = common.TrainStep(model, F.cross_entropy, opt, knobs, device)
     accum = train.accum
 
     close = lambda: None  # noqa: E731
     extra = dict
+    buffered = 0
     if p.get("data", "synthetic") == "synthetic":
         x = torch.randn(bs, 3, size, size, device=device).contiguous(memory_format=fmt)
         y = torch.randint(0, classes, (bs,), device=device)
@@ -75,9 +78,11 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
                              cache_root=f"{cfg['results_dir']}/data", num_classes=classes)
         next_batch = lambda: [pipe.next() for _ in range(accum)]  # noqa: E731
         close, extra = pipe.close, pipe.metrics
+        buffered = -(-pipe.buffered_batches // accum)
     else:
         raise ValueError(f"workload.data must be 'synthetic' or 'jpeg', got {p['data']!r}")
 
     return Workload(step=train, next_batch=next_batch, samples_per_step=bs * accum,
                     flops_per_step=flops_per_sample(size, classes) * bs * accum, throughput_unit="samples/s",
-                    precision=knobs.get("precision", "fp32"), close=close, extra_metrics=extra)
+                    precision=knobs.get("precision", "fp32"), close=close, extra_metrics=extra,
+                    buffered_steps=buffered)

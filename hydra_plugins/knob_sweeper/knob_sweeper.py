@@ -36,6 +36,8 @@ class KnobSweeperConf:
     n_trials: int = 10
     # Trials run at once when trial.resources is unset (each slot takes the next trial as soon as it is free).
     n_jobs: int = 1
+    # Seconds after which no new trial starts (running ones finish; a later run continues); null = no limit.
+    timeout_s: Optional[float] = None
     # tpe (default), random, grid, gp, nsgaii, qmc.
     sampler: str = "tpe"
     seed: Optional[int] = None

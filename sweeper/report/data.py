@@ -3,8 +3,11 @@
 Parsing a Parquet footer costs about a millisecond per file, which is most of a report over 10,000 one-row
 files. So the rows read once are kept in ``<results>/.report-cache/rows.parquet`` with each file's name, size and
 modification time; a later report reads only files that are new or changed (a re-written trial replaces its
-file, so its size or mtime changes). The cache is an optimisation only: if it cannot be written (a read-only
-copy of the results), the report reads every file, and ``use_cache=False`` ignores it.
+file, so its size or mtime changes). Files that vanished because a compaction folded them into a compacted file
+(``sweeper.store.compact``) just lose their cached rows; any other removal or change re-reads everything.
+The cache holds every file's rows; each (study, trial) is read once on the way out (``store.read_once``).
+The cache is an optimisation only: if it cannot be written (a read-only copy of the results), the report reads
+every file, and ``use_cache=False`` ignores it.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sweeper.store import read_results, trial_files
+from sweeper.store import is_compacted, read_once, read_results, retry_vanished, study_of, trial_files
 
 CACHE_DIR = ".report-cache"
 _FILE, _SIZE, _MTIME = "_cache_file", "_cache_size", "_cache_mtime_ns"
@@ -49,11 +52,22 @@ def _read_files(paths: list[Path], stats: dict[str, os.stat_result]) -> pa.Table
             .append_column(_SIZE, pa.array(sizes, pa.int64())).append_column(_MTIME, pa.array(mtimes, pa.int64())))
 
 
+def _folded(gone: set[str], stats: dict[str, os.stat_result]) -> bool:
+    """Whether every file that left the cache vanished from a study that has a compacted file now: a compaction
+    folded it in, so its rows and columns are in that file."""
+    compacted = {study_of(n) for n in stats if is_compacted(n)}
+    return all(n not in stats and study_of(n) in compacted for n in gone)
+
+
 def read_rows(results: Path | str, use_cache: bool = True) -> pd.DataFrame:
     """Every trial row under ``results`` (a results folder, its ``trials/`` folder, or one Parquet file)."""
     results = Path(results)
     if results.is_file() or not use_cache:
         return read_results(results)
+    return retry_vanished(lambda: _read_cached(results))
+
+
+def _read_cached(results: Path) -> pd.DataFrame:
     trials = _trials_dir(results)
     files = trial_files(trials)
     if not files:
@@ -70,13 +84,16 @@ def read_rows(results: Path | str, use_cache: bool = True) -> pd.DataFrame:
     changed = True
     if cached is not None and _FILE in cached.column_names:
         names = cached.column(_FILE).to_pylist()
-        sizes = cached.column(_SIZE).to_pylist()
-        mtimes = cached.column(_MTIME).to_pylist()
-        if all(n in stats and stats[n].st_size == s and stats[n].st_mtime_ns == m
-               for n, s, m in zip(names, sizes, mtimes)):
-            fresh, changed = set(names), False
+        seen = dict(zip(names, zip(cached.column(_SIZE).to_pylist(), cached.column(_MTIME).to_pylist())))
+        fresh = {n for n, (size, mtime) in seen.items()
+                 if n in stats and stats[n].st_size == size and stats[n].st_mtime_ns == mtime}
+        gone = set(seen) - fresh
+        if not gone:
+            changed = False
+        elif _folded(gone, stats):
+            cached = cached.filter(pa.array([n in fresh for n in names]))
         else:  # a file was rewritten or removed (rare): read everything again, so no stale column survives
-            cached = None
+            cached, fresh = None, set()
     else:
         cached = None
     new = _read_files([p for p in files if p.name not in fresh], stats)
@@ -90,6 +107,7 @@ def read_rows(results: Path | str, use_cache: bool = True) -> pd.DataFrame:
         table, changed = _read_files(files, stats), True
     if new is not None or changed:
         _write_cache(cache_file, table)
+    table = read_once(table, table.column(_FILE).to_pylist())
     return table.drop_columns([_FILE, _SIZE, _MTIME]).to_pandas()
 
 
