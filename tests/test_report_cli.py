@@ -109,6 +109,21 @@ def test_compare_two_fingerprints(tmp_path: Path) -> None:
     assert re.search(r"Best on cpu_cores=1 \(.+\) on cpu_cores=2: rank \d+ of 12", md)
 
 
+def test_compare_gpu_generations(tmp_path: Path) -> None:
+    """Rows recorded on an H200 and the same grid on this CPU: --compare gpu sets them side by side."""
+    results = copy(tmp_path, "gpu")
+    run_cli([str(results), "--compare", "gpu"], module="sweeper.report", check=True)
+    md = (results / "report.md").read_text()
+    assert "## Comparison by gpu" in md and "| NVIDIA H200 | gpu | 12 | 12 |" in md
+    assert re.search(r"\| cpu:[^|]+ \| cpu \| 12 \| 12 \|", md)
+    assert re.search(r"cpu:[^|]+ vs NVIDIA H200, 12 common configurations", md)
+    assert "Spearman rank correlation over 12 common configurations" in md
+    # mfu is given where the peak is known (the H200) and '-' where it is not (a CPU), never a made-up peak
+    h200 = next(line for line in md.splitlines() if line.startswith("| NVIDIA H200 | gpu |"))
+    cpu = next(line for line in md.splitlines() if re.match(r"\| cpu:[^|]+ \| cpu \|", line))
+    assert re.search(r"\| 0\.0\d+ \|", h200) and "| - | - |" in cpu
+
+
 def test_html_and_markdown_escape_names_from_configs(tmp_path: Path) -> None:
     results = copy(tmp_path, "failed")
     run_cli([str(results)], module="sweeper.report", check=True)
