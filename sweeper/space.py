@@ -41,6 +41,9 @@ class SearchSpace:
     fixed: dict[str, Any]
     conditions: dict[str, str]
     constraints: list[str]
+    # Knobs whose condition reads no swept knob and is false for this run (e.g. data knobs on synthetic data):
+    # fixed to null and out of the sampled space (a grid does not multiply by them), typed by their choices.
+    inactive: dict[str, BaseDistribution] = dataclasses.field(default_factory=dict)
 
     def grid(self) -> dict[str, list[Any]]:
         """The discrete values of every parameter, for Optuna's GridSampler."""
@@ -71,7 +74,7 @@ class SearchSpace:
 
 def value_types(space: SearchSpace | dict[str, Any]) -> dict[str, type]:
     """Python type of each parameter's values (bool, int, float or str), keyed by dotted config key."""
-    dists = space.params if isinstance(space, SearchSpace) else space
+    dists = {**space.inactive, **space.params} if isinstance(space, SearchSpace) else space
     out: dict[str, type] = {}
     for name, dist in dists.items():
         if isinstance(dist, CategoricalDistribution):
@@ -160,6 +163,13 @@ def build_space(
             dists[key] = parsed
         else:
             fixed[key] = parsed
+    conditions = dict(conditions)
+    for key in [k for k in conditions if k in fixed]:
+        if fixed[key] is None:  # pinned to null: inactive whatever its condition says
+            del conditions[key]
+        else:  # a pinned knob keeps its condition: a one-value choice, null when the condition fails
+            dists[key] = CategoricalDistribution([fixed.pop(key)])
+            _check_types(key, dists[key], defaults[key])
     for key, expr in conditions.items():
         if key not in dists:
             raise ConfigError(f"hydra.sweeper.conditions.{key}", "names a knob that is not in the search space",
@@ -168,7 +178,19 @@ def build_space(
     for i, expr in enumerate(constraints):
         _check_expression(f"hydra.sweeper.constraints[{i}]", expr, defaults)
     order = _dependency_order(dists, conditions)
-    return SearchSpace({k: dists[k] for k in order}, fixed, dict(conditions), list(constraints))
+    inactive: dict[str, BaseDistribution] = {}
+    for key in order:
+        if key in conditions and not _names(conditions[key]) & (dists.keys() - inactive.keys()):
+            try:
+                holds = evaluate(conditions[key], {**defaults, **fixed})
+            except TypeError:  # e.g. a comparison with a knob that is itself inactive (null): decided per trial
+                continue
+            if not holds:
+                inactive[key] = dists[key]
+                fixed[key] = None
+                del conditions[key]
+    return SearchSpace({k: dists[k] for k in order if k not in inactive}, fixed, dict(conditions), list(constraints),
+                       inactive)
 
 
 def _check_known(key: str, defaults: Mapping[str, Any]) -> None:

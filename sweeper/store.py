@@ -91,6 +91,9 @@ _NULLABLE_TYPES: dict[str, pa.DataType] = {
     "knob.distributed.nproc": pa.int64(), "knob.distributed.replicate_degree": pa.int64(),
     "knob.distributed.param_dtype": pa.string(), "knob.distributed.reduce_dtype": pa.string(),
     "confirm_of": pa.int64(), "baseline": pa.bool_(),
+    # data knobs, null on synthetic data or without workers: one type whatever a sweep's space says
+    "knob.num_workers": pa.int64(), "knob.prefetch_factor": pa.int64(), "knob.pin_memory": pa.bool_(),
+    "knob.non_blocking": pa.bool_(), "knob.persistent_workers": pa.bool_(), "knob.decode_device": pa.string(),
 }
 _FLOAT_METRICS = {"peak_mem_bytes", "peak_mem_reserved_bytes", "gpu_mem_bytes"}
 

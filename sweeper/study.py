@@ -139,7 +139,8 @@ def is_counted(t: FrozenTrial) -> bool:
 
 
 def counted(study: optuna.Study) -> int:
-    return sum(1 for t in study.get_trials(deepcopy=False) if is_counted(t))
+    """Counted trials asked so far: an enqueued one (the baseline, a confirmation) counts once it is asked."""
+    return sum(1 for t in study.get_trials(deepcopy=False) if is_counted(t) and t.state != TrialState.WAITING)
 
 
 def failures(study: optuna.Study) -> int:

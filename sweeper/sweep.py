@@ -84,7 +84,9 @@ class SweepImpl:
         self._check_objectives()
         results_dir = Path(self.cfg["results_dir"])
         self.trials_dir = results_dir / "trials"
-        self.study_name = c.get("study_name") or (self.workload + (f"-{self.cfg['preset']}" if self.cfg["preset"] else ""))
+        data = self.cfg["workload"].get("data")  # resnet50-jpeg(-tiny): synthetic and JPEG trials never share a study
+        self.study_name = c.get("study_name") or (self.workload + (f"-{data}" if data not in (None, "synthetic") else "")
+                                                  + (f"-{self.cfg['preset']}" if self.cfg["preset"] else ""))
         self.storage_url = st.storage_url(c.get("storage"), results_dir)
         self.storage = st.make_storage(self.storage_url, c.get("heartbeat_interval"), c.get("grace_period"))
         sampler = st.make_sampler(str(c.get("sampler", "tpe")), c.get("seed"), self.space)
@@ -340,7 +342,7 @@ class SweepImpl:
 
     def _is_baseline(self, values: dict[str, Any]) -> bool:
         """This configuration is the workload's defaults (what a user gets without tuning)."""
-        return all(values.get(k) == self.defaults.get(k) for k in self.space.params)
+        return all(values.get(k) is None or values.get(k) == self.defaults.get(k) for k in self.space.params)
 
     def _run_job(self, trial: optuna.Trial, values: dict[str, Any], slot: Slot, job_idx: int) -> Any:
         """Launch one trial through Hydra's launcher (runs in a worker thread; returns JobReturn or the error)."""

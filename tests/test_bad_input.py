@@ -40,10 +40,10 @@ CASES = [
     (["+workload=matmul", "-m", "hydra.sweeper.timeout_s=0"],
      "`hydra.sweeper.timeout_s`: must be > 0 seconds, got 0.0; give the time after which no new trial starts, "
      "or null for no limit"),
-    (["+workload=resnet50", "-m", 'hydra.sweeper.params={knobs.num_workers:"choice(0,2)"}'],
+    (["+workload=resnet50", "-m", 'hydra.sweeper.params={knobs.persistent_workers:"choice(false,true)"}'],
      "`hydra.sweeper.params`: `hydra.sweeper.params=` can only replace entries the workload already has, not add "
-     "`knobs.num_workers`; add entries with `++hydra.sweeper.params={...}`, or sweep a knob directly: "
-     "knobs.num_workers='choice(...)'"),
+     "`knobs.persistent_workers`; add entries with `++hydra.sweeper.params={...}`, or sweep a knob directly: "
+     "knobs.persistent_workers='choice(...)'"),
     (["+workload=matmul", "device=tpu"], "`device`: 'tpu' is not a device; use auto, cpu, cuda or cuda:N"),
     (["+workload=matmul", "preset=huge"],
      "`preset`: 'huge' is not a preset of workload 'matmul'; use auto, none or one of: tiny"),

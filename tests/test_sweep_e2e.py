@@ -116,3 +116,24 @@ def test_timeout_stops_launching_and_a_rerun_continues(results: Path) -> None:
     assert 1 <= len(done) < 30 and (done["status"] == "complete").all(), "the running trial finished and landed"
     run_cli(args, results, check=True)
     assert list(rows(results)["trial"]) == list(range(30))
+
+
+def test_one_trial_on_a_new_study_measures_the_baseline(results: Path) -> None:
+    run_cli(["+workload=matmul", "-m", "hydra.sweeper.n_trials=1"], results, check=True)
+    df = rows(results)
+    assert len(df) == 1 and df["baseline"].all() and (df["status"] == "complete").all()
+
+
+def test_confirm_top_k_re_measures_the_best(results: Path) -> None:
+    run_cli(["+workload=matmul", "-m", "hydra.sweeper.n_trials=4", "hydra.sweeper.repeat=true",
+             "hydra.sweeper.confirm_top_k=2", "hydra.sweeper.seed=0"], results, check=True)
+    df = rows(results)
+    assert len(df) == 6 and list(df["trial"]) == list(range(6)), "4 trials, then exactly 2 confirmations"
+    first, confirms = df.iloc[:4], df.iloc[4:]
+    assert confirms["confirm_of"].notna().all() and first["confirm_of"].isna().all()
+    best = first[first["status"] == "complete"].nlargest(2, "throughput")["trial"]
+    assert set(confirms["confirm_of"].astype(int)) == set(best)
+    for _, r in confirms.iterrows():  # the same configuration, measured again
+        orig = first[first["trial"] == r["confirm_of"]].iloc[0]
+        assert (r["knob.dtype"], r["knob.transpose_a"]) == (orig["knob.dtype"], orig["knob.transpose_a"])
+        assert r["status"] == "complete"

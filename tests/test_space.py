@@ -1,0 +1,51 @@
+"""The parsed search space: a pinned knob keeps its declared condition."""
+
+from __future__ import annotations
+
+import optuna
+from optuna.distributions import CategoricalDistribution
+
+from sweeper.space import build_space
+from sweeper.study import make_sampler, sample
+
+
+def test_a_pinned_knob_keeps_its_condition() -> None:
+    defaults = {"workload.data": "jpeg", "knobs.num_workers": 0, "knobs.pin_memory": False}
+    conditions = {"knobs.pin_memory": "workload.data == 'jpeg' and knobs.num_workers > 0"}
+    space = build_space({"knobs.num_workers": "choice(0, 4)", "knobs.pin_memory": "true"}, conditions, [], defaults)
+    assert space.params["knobs.pin_memory"] == CategoricalDistribution([True]) and not space.fixed
+    study = optuna.create_study(sampler=make_sampler("grid", 0, space))  # the sweeper's grid sampler
+    seen = set()
+    for _ in range(2):
+        trial = study.ask()
+        values = sample(trial, space, defaults)
+        study.tell(trial, 1.0)
+        seen.add((values["knobs.num_workers"], values["knobs.pin_memory"]))
+    assert seen == {(0, None), (4, True)}, "pinned true with workers, inactive (null) without"
+
+
+def test_a_knob_pinned_to_null_needs_no_condition() -> None:
+    defaults = {"knobs.num_workers": 0, "knobs.prefetch_factor": None}
+    space = build_space({"knobs.num_workers": "choice(0, 4)", "knobs.prefetch_factor": "null"},
+                        {"knobs.prefetch_factor": "knobs.num_workers > 0"}, [], defaults)
+    assert space.fixed == {"knobs.prefetch_factor": None} and "knobs.prefetch_factor" not in space.conditions
+
+
+def test_a_condition_false_for_the_whole_run_takes_the_knob_out_of_the_grid() -> None:
+    """Data knobs on synthetic data: null for every trial, so a grid does not multiply by their choices; their
+    column types still come from the choices (rows of both data sources stay readable together)."""
+    from sweeper.space import value_types
+
+    params = {"knobs.precision": "choice(fp32, bf16)", "knobs.num_workers": "choice(0, 4)",
+              "knobs.prefetch_factor": "choice(2, 4)"}
+    conditions = {"knobs.num_workers": "workload.data == 'jpeg'",
+                  "knobs.prefetch_factor": "workload.data == 'jpeg' and knobs.num_workers > 0"}
+    defaults = {"workload.data": "synthetic", "knobs.precision": "fp32", "knobs.num_workers": 0,
+                "knobs.prefetch_factor": None}
+    space = build_space(params, conditions, [], defaults)
+    assert list(space.params) == ["knobs.precision"] and space.size() == 2
+    assert space.fixed == {"knobs.num_workers": None, "knobs.prefetch_factor": None}
+    assert value_types(space) == {"knobs.precision": str, "knobs.num_workers": int, "knobs.prefetch_factor": int}
+    jpeg = build_space(params, conditions, [], {**defaults, "workload.data": "jpeg"})
+    assert list(jpeg.params) == ["knobs.precision", "knobs.num_workers", "knobs.prefetch_factor"]
+    assert jpeg.conditions == conditions
