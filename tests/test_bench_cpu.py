@@ -37,3 +37,17 @@ def test_landscape_record_export_and_sampler_replay(tmp_path: Path) -> None:
     for cols in lines.values():
         assert 1 <= float(cols[1]) <= 13  # median configurations measured, at most the grid (+1 = missed)
     assert (tmp_path / "landscape.samplers.csv").exists()
+
+
+def test_gpu_validation_script_smoke(tmp_path: Path) -> None:
+    """bench/gpu_validate.py --smoke: every stage the GPU job relies on runs on the CPU at tiny sizes."""
+    import json
+
+    _run("bench/gpu_validate.py", str(tmp_path), "--smoke", "--stages", "matmul,accuracy,jpeg", timeout=400)
+    rows = [json.loads(line) for line in (tmp_path / "gpu_validate.jsonl").read_text().splitlines()]
+    assert not [r for r in rows if r["name"] == "stage-error"], rows
+    jpeg = [r for r in rows if r["stage"] == "jpeg"]
+    assert len(jpeg) == 4 and all(r["status"] == "complete" for r in jpeg)
+    assert {r["warmup_steps"] for r in jpeg} == {1, 10}, "warm-up drains the workers' prefetched batches"
+    assert (tmp_path / "jpeg-report.md").read_text().startswith("# Sweep report")
+    assert any(r["stage"] == "accuracy" and r["harness_ms"] > 0 for r in rows)
