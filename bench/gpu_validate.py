@@ -160,7 +160,8 @@ def stage_oom(b: Bench) -> None:
 
 
 def stage_jpeg(b: Bench) -> None:
-    """A real sweep on the JPEG pipeline: num_workers {0, 14} x pin_memory x decode_device, then its report.
+    """A real sweep on the JPEG pipeline: num_workers {0, 14} x pin_memory x decode_device (x transfer_dtype with
+    cpu decode), then its report.
 
     The naive configuration (the workload's defaults: decode in the training process) must show a high
     data_wait_frac and low gpu_util; the tuned one must bring data_wait_frac near 0 at the model's speed, and the
@@ -170,7 +171,7 @@ def stage_jpeg(b: Bench) -> None:
     fixed = {"precision": "bf16", "memory_format": "channels_last", "compile": "'off'", "cudnn_benchmark": "true",
              "optimizer_impl": "foreach" if b.smoke else "fused", "batch_size": 2 if b.smoke else 256}
     cmd = [sys.executable, "-m", "sweeper", "+workload=resnet50", "workload.data=jpeg", "-m",
-           "hydra.sweeper.sampler=grid", "hydra.sweeper.study_name=jpeg", "hydra.sweeper.n_trials=8",
+           "hydra.sweeper.sampler=grid", "hydra.sweeper.study_name=jpeg", "hydra.sweeper.n_trials=12",
            f"results_dir={b.results}", "preset=" + ("tiny" if b.smoke else "none"),
            "++hydra.sweeper.params={" + ",".join(f"knobs.{k}:{v}" for k, v in fixed.items())
            + f',knobs.num_workers:"choice(0,{workers})",knobs.prefetch_factor:"choice(4)",'
@@ -184,7 +185,8 @@ def stage_jpeg(b: Bench) -> None:
 
     df = pd.read_parquet(b.results / "trials")
     for _, r in df[df["study"] == "jpeg"].sort_values("trial").iterrows():
-        b.record("jpeg", f"workers{r['knob.num_workers']}-pin{r['knob.pin_memory']}-{r['knob.decode_device']}",
+        b.record("jpeg", f"workers{r['knob.num_workers']}-pin{r['knob.pin_memory']}-{r['knob.decode_device']}"
+                 f"-{r.get('knob.transfer_dtype') or 'bytes'}",
                  status=r["status"],
                  throughput=r["throughput"], data_wait_frac=r["data_wait_frac"],
                  gpu_util_mean=r.get("gpu_util_mean"), gpu_util_p10=r.get("gpu_util_p10"),

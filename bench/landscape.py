@@ -38,7 +38,8 @@ GPU = {
                "knobs.batch_size": "choice(128,256)", "knobs.num_workers": "choice(0,3,6,10,14)",
                "knobs.prefetch_factor": "choice(2,4)", "knobs.pin_memory": "choice(false,true)",
                "knobs.compile": "off", "knobs.cudnn_benchmark": "false", "knobs.optimizer_impl": "fused",
-               "knobs.non_blocking": "true", "knobs.decode_device": "cpu"},
+               "knobs.non_blocking": "true", "knobs.decode_device": "cpu",
+               "knobs.transfer_dtype": "float32"},
     "conditions": {"knobs.prefetch_factor": "knobs.num_workers > 0"},
 }
 SMOKE = {

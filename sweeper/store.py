@@ -93,7 +93,7 @@ _NULLABLE_TYPES: dict[str, pa.DataType] = {
     "confirm_of": pa.int64(), "baseline": pa.bool_(),
     # data knobs, null on synthetic data or without workers: one type whatever a sweep's space says
     "knob.num_workers": pa.int64(), "knob.prefetch_factor": pa.int64(), "knob.pin_memory": pa.bool_(),
-    "knob.non_blocking": pa.bool_(), "knob.persistent_workers": pa.bool_(), "knob.decode_device": pa.string(),
+    "knob.non_blocking": pa.bool_(), "knob.persistent_workers": pa.bool_(), "knob.decode_device": pa.string(), "knob.transfer_dtype": pa.string(),
 }
 _FLOAT_METRICS = {"peak_mem_bytes", "peak_mem_reserved_bytes", "gpu_mem_bytes"}
 

@@ -47,7 +47,8 @@ def test_gpu_validation_script_smoke(tmp_path: Path) -> None:
     rows = [json.loads(line) for line in (tmp_path / "gpu_validate.jsonl").read_text().splitlines()]
     assert not [r for r in rows if r["name"] == "stage-error"], rows
     jpeg = [r for r in rows if r["stage"] == "jpeg"]
-    assert len(jpeg) == 4 and all(r["status"] == "complete" for r in jpeg)
+    assert len(jpeg) == 8 and all(r["status"] == "complete" for r in jpeg), "workers x pin x transfer_dtype"
+    assert {r["name"].rsplit("-", 1)[1] for r in jpeg} == {"float32", "uint8"}
     assert {r["warmup_steps"] for r in jpeg} == {1, 10}, "warm-up drains the workers' prefetched batches"
     assert (tmp_path / "jpeg-report.md").read_text().startswith("# Sweep report")
     assert any(r["stage"] == "accuracy" and r["harness_ms"] > 0 for r in rows)

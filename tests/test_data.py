@@ -260,6 +260,27 @@ def test_jpeg_training_step_runs_end_to_end(tmp_path: Path) -> None:
     assert (tmp_path / "data" / "jpeg-48x40-16" / data.MANIFEST).is_file(), "cached under <results_dir>/data"
 
 
+def test_uint8_transfer_copies_a_quarter_of_the_bytes_and_normalizes_the_same(tmp_path: Path) -> None:
+    """transfer_dtype=uint8: the loader's batch is the uint8 crops (a quarter of the bytes); normalized after the
+    copy they are the float32 images the workers would have produced (same crops: same seed)."""
+    out = {}
+    for transfer in ("float32", "uint8"):
+        pipe = pipeline(tmp_path, transfer_dtype=transfer)
+        try:
+            torch.manual_seed(7)
+            out[transfer] = pipe._next_host()[0], pipe.next()[0]
+        finally:
+            pipe.close()
+    (host32, _), (host8, dev8) = out["float32"], out["uint8"]
+    assert host32.dtype == torch.float32 and host8.dtype == torch.uint8
+    assert host8.nbytes * 4 == host32.nbytes
+    mean, std = torch.tensor(data.MEAN).view(1, 3, 1, 1) * 255, torch.tensor(data.STD).view(1, 3, 1, 1) * 255
+    assert torch.allclose((host8.float() - mean) / std, host32, atol=1e-5)
+    assert dev8.dtype == torch.float32 and dev8.shape == host32.shape and dev8.abs().max() < 3
+    with pytest.raises(ValueError, match="transfer_dtype"):
+        pipeline(tmp_path, transfer_dtype="fp8")
+
+
 def test_warmup_drains_what_the_workers_prefetched(tmp_path: Path) -> None:
     """With workers, warm-up runs past the loader's buffer (workers x prefetch_factor batches) before timing."""
     from sweeper.measure import measure

@@ -36,6 +36,7 @@ from workloads.base import DeviceInfo
 MEAN = (0.485, 0.456, 0.406)  # ImageNet channel statistics, on the 0..1 scale
 STD = (0.229, 0.224, 0.225)
 DECODE_DEVICES = ("cpu", "cuda")
+TRANSFER_DTYPES = ("float32", "uint8")
 EXTENSIONS = (".jpg", ".jpeg")
 CORPUS_CLASSES = 10  # class subfolders of the generated corpus
 CORPUS_QUALITY = 90
@@ -52,6 +53,9 @@ def knob_conflict(knobs: dict[str, Any], device_kind: str) -> str | None:
         return f"knobs.decode_device must be one of {DECODE_DEVICES}, got {decode!r}"
     if decode == "cuda" and device_kind != "cuda":
         return "knobs.decode_device=cuda decodes JPEGs on a GPU, but this trial runs on the CPU; use decode_device=cpu"
+    transfer = knobs.get("transfer_dtype") or "float32"
+    if transfer not in TRANSFER_DTYPES:
+        return f"knobs.transfer_dtype must be one of {TRANSFER_DTYPES}, got {transfer!r}"
     workers = knobs.get("num_workers") or 0
     if int(workers) < 0:
         return f"knobs.num_workers must be >= 0, got {workers}"
@@ -144,13 +148,17 @@ def ensure_corpus(path: Path, images: int, width: int, height: int) -> str:
 
 
 class DecodeAugment:
-    """JPEG bytes -> RGB uint8 -> RandomResizedCrop(size) -> RandomHorizontalFlip -> normalized float32 (3, S, S)."""
+    """JPEG bytes -> RGB uint8 -> RandomResizedCrop(size) -> RandomHorizontalFlip -> normalized float32 (3, S, S),
+    or the uint8 crop itself with ``normalize=False`` (``transfer_dtype: uint8``: normalized after the copy)."""
 
-    def __init__(self, image_size: int) -> None:
+    def __init__(self, image_size: int, normalize: bool = True) -> None:
         self.augment = v2.Compose([v2.RandomResizedCrop(image_size, antialias=True), v2.RandomHorizontalFlip()])
+        self.normalize = normalize
 
     def __call__(self, data: torch.Tensor) -> torch.Tensor:
         img = self.augment(decode_jpeg(data, mode=ImageReadMode.RGB))  # crop and resize on uint8: 4x less memory
+        if not self.normalize:
+            return img
         return v2.functional.normalize(v2.functional.to_dtype(img, torch.float32, scale=True), MEAN, STD)
 
 
@@ -246,6 +254,12 @@ class Pipeline:
         self.device, self.memory_format = device, memory_format
         self.non_blocking = bool(knobs.get("non_blocking", False))
         self.decode_device = str(knobs.get("decode_device", "cpu"))
+        # uint8: workers hand over the uint8 crops (a quarter of the bytes to copy) and normalization runs on the
+        # trial's device after the copy; float32: workers normalize, the float32 batch crosses to the device.
+        self.transfer_uint8 = self.decode_device == "cpu" and knobs.get("transfer_dtype") == "uint8"
+        if self.transfer_uint8:
+            self.mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1) * 255
+            self.std = torch.tensor(STD, device=device).view(1, 3, 1, 1) * 255
         t0 = time.perf_counter()
         if p.get("root"):
             self.root, self.corpus_state, source = Path(p["root"]).expanduser().resolve(), "user", "workload.root"
@@ -255,7 +269,8 @@ class Pipeline:
                                               int(p.get("corpus_width", 500)), int(p.get("corpus_height", 375)))
         self.corpus_s = time.perf_counter() - t0
         on_device = self.decode_device == "cuda"
-        self.dataset = _dataset(self.root, None if on_device else DecodeAugment(image_size), source)
+        self.dataset = _dataset(self.root, None if on_device else DecodeAugment(image_size, not self.transfer_uint8),
+                                source)
         epoch = int(p.get("epoch_images") or len(self.dataset))
         if epoch < batch_size:
             raise ValueError(f"an epoch of {epoch} images ({source}: {len(self.dataset)}) holds no full batch of "
@@ -302,6 +317,8 @@ class Pipeline:
             images = self.device_decode(unpack_bytes(data, len(labels)))
         else:
             images = data.to(self.device, non_blocking=self.non_blocking)
+            if self.transfer_uint8:
+                images = (images.float() - self.mean) / self.std
         images = images.contiguous(memory_format=self.memory_format)
         return images, labels.to(self.device, non_blocking=self.non_blocking)
 
