@@ -19,6 +19,7 @@ import fcntl
 import os
 import re
 import socket
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -167,15 +168,17 @@ def read_results(results: Path | str) -> "Any":
     return table.to_pandas() if table.num_columns else pd.DataFrame()
 
 
-def retry_vanished(read: Callable[[], _T]) -> _T:
-    """``read()``, up to five times: a file listed by one attempt can vanish before it is read (a compaction
-    folded it into a new file, which the next attempt lists)."""
-    for _ in range(4):
+def retry_vanished(read: Callable[[], _T], patience_s: float = 30.0) -> _T:
+    """``read()``, again while files vanish under it: a file listed by one attempt can be gone before it is read
+    (a compaction folded it into a new file, which the next attempt lists). Gives up after ``patience_s``."""
+    deadline = time.monotonic() + patience_s
+    while True:
         try:
             return read()
         except FileNotFoundError:
-            pass
-    return read()
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
 
 
 # ---------------------------------------------------------------------------------------------------- compaction
