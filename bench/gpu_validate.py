@@ -283,10 +283,9 @@ def _run_logged(b: Bench, name: str, cmd: list[str], timeout: float) -> subproce
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     try:
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired as e:
-        proc = subprocess.CompletedProcess(cmd, 124, e.stdout or "", e.stderr or "")
-        proc.stdout = proc.stdout if isinstance(proc.stdout, str) else proc.stdout.decode(errors="replace")
-        proc.stderr = proc.stderr if isinstance(proc.stderr, str) else proc.stderr.decode(errors="replace")
+    except subprocess.TimeoutExpired as e:  # the output so far: bytes on POSIX even with text=True
+        text = "".join(x.decode(errors="replace") if isinstance(x, bytes) else x for x in (e.stdout, e.stderr) if x)
+        proc = subprocess.CompletedProcess(cmd, 124, text, "")
     (b.out / "logs" / f"{name}.log").write_text(proc.stdout + proc.stderr)
     print("\n".join((proc.stdout + proc.stderr).splitlines()[-15:])[-3000:], flush=True)
     b.record(name, "run", exit_code=proc.returncode, wall_s=time.time() - t0)

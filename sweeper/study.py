@@ -236,10 +236,10 @@ def update_target(study: optuna.Study, n_trials: int) -> int:
     run twice gives 2 x n_trials trials, a killed sweep re-run finishes its n_trials, and several processes
     started on one study together run n_trials.
     """
-    trials = [t for t in study.get_trials(deepcopy=False) if is_counted(t)]
+    done = counted(study)
     target = study.user_attrs.get(TARGET_KEY)
-    if target is None or len(trials) >= int(target):
-        target = len(trials) + n_trials
+    if target is None or done >= int(target):
+        target = done + n_trials
         study.set_user_attr(TARGET_KEY, target)
     return int(target)
 

@@ -181,6 +181,17 @@ def unpack_bytes(packed: torch.Tensor, count: int) -> list[torch.Tensor]:
     return list(torch.split(packed[8 * count:], lengths))
 
 
+class Normalize:
+    """Float images on the 0..255 scale -> normalized with the ImageNet mean/std, in place, on ``device``."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1) * 255
+        self.std = torch.tensor(STD, device=device).view(1, 3, 1, 1) * 255
+
+    def __call__(self, batch: torch.Tensor) -> torch.Tensor:
+        return batch.sub_(self.mean).div_(self.std)
+
+
 class DeviceDecode:
     """A batch of JPEG byte tensors -> normalized float32 (N, 3, S, S) on ``device``, decoded and augmented there.
 
@@ -195,8 +206,7 @@ class DeviceDecode:
     def __init__(self, image_size: int, device: torch.device) -> None:
         self.size, self.device = image_size, device
         self.scale, self.ratio = (0.08, 1.0), (3 / 4, 4 / 3)
-        self.mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1) * 255
-        self.std = torch.tensor(STD, device=device).view(1, 3, 1, 1) * 255
+        self.normalize = Normalize(device)
         self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
 
     def __call__(self, data: list[torch.Tensor]) -> torch.Tensor:
@@ -223,7 +233,7 @@ class DeviceDecode:
         if flip.any():
             idx = flip.nonzero().flatten().to(self.device)
             batch[idx] = batch[idx].flip(-1)
-        return batch.sub_(self.mean).div_(self.std)
+        return self.normalize(batch)
 
 
 # ---------------------------------------------------------------- the pipeline
@@ -257,9 +267,7 @@ class Pipeline:
         # uint8: workers hand over the uint8 crops (a quarter of the bytes to copy) and normalization runs on the
         # trial's device after the copy; float32: workers normalize, the float32 batch crosses to the device.
         self.transfer_uint8 = self.decode_device == "cpu" and knobs.get("transfer_dtype") == "uint8"
-        if self.transfer_uint8:
-            self.mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1) * 255
-            self.std = torch.tensor(STD, device=device).view(1, 3, 1, 1) * 255
+        self.normalize = Normalize(device) if self.transfer_uint8 else None
         t0 = time.perf_counter()
         if p.get("root"):
             self.root, self.corpus_state, source = Path(p["root"]).expanduser().resolve(), "user", "workload.root"
@@ -317,8 +325,8 @@ class Pipeline:
             images = self.device_decode(unpack_bytes(data, len(labels)))
         else:
             images = data.to(self.device, non_blocking=self.non_blocking)
-            if self.transfer_uint8:
-                images = (images.float() - self.mean) / self.std
+            if self.normalize is not None:
+                images = self.normalize(images.float())
         images = images.contiguous(memory_format=self.memory_format)
         return images, labels.to(self.device, non_blocking=self.non_blocking)
 
