@@ -9,6 +9,7 @@ Stages, in priority order (a time-limited GPU job can end mid-way; what finished
   oom          a real CLI sweep over batch sizes that do not fit in fp32: OOM trials infeasible, the rest ranked
   compile      resnet50 bf16+channels_last+torch.compile
   jpeg         resnet50 on the JPEG pipeline: naive (num_workers=0) vs tuned data knobs
+  jpeg_tuned   the tuned JPEG pipeline (12/14 workers x transfer_dtype) vs the same model on synthetic data
   accuracy     the tool's step time vs do_bench (matmul shapes) and Timer.blocked_autorange (training steps)
   repeat       one configuration in 5 separate trials: coefficient of variation
   overhead     bench/overhead.py with matmul on this device
@@ -159,6 +160,38 @@ def stage_oom(b: Bench) -> None:
     b.record("oom", "sweep", exit_code=proc.returncode, wall_s=time.time() - t0)
 
 
+JPEG_FIXED = {"precision": "bf16", "memory_format": "channels_last", "compile": "'off'", "cudnn_benchmark": "true",
+              "optimizer_impl": "fused", "batch_size": 256, "non_blocking": "true"}
+
+
+def _jpeg_sweep(b: Bench, study: str, space: dict[str, str], n_trials: int) -> None:
+    """A grid sweep of ``space`` (knob -> choice) on resnet50's JPEG pipeline, its rows logged, then its report."""
+    fixed = {**JPEG_FIXED, **({"optimizer_impl": "foreach", "batch_size": 2} if b.smoke else {})}
+    params = {**{f"knobs.{k}": v for k, v in fixed.items()}, **{f"knobs.{k}": f'"{v}"' for k, v in space.items()}}
+    cmd = [sys.executable, "-m", "sweeper", "+workload=resnet50", "workload.data=jpeg", "-m",
+           "hydra.sweeper.sampler=grid", f"hydra.sweeper.study_name={study}", f"hydra.sweeper.n_trials={n_trials}",
+           f"results_dir={b.results}", "preset=" + ("tiny" if b.smoke else "none"),
+           "++hydra.sweeper.params={" + ",".join(f"{k}:{v}" for k, v in params.items()) + "}",
+           '++hydra.sweeper.conditions={knobs.prefetch_factor:"knobs.num_workers > 0",'
+           'knobs.transfer_dtype:"knobs.decode_device == \'cpu\'"}']
+    if not b.smoke:
+        cmd += ["measure.steps=10", "measure.min_time_s=3.0"]
+    _run_logged(b, f"{study}-sweep", cmd, 400)
+    import pandas as pd
+
+    df = pd.read_parquet(b.results / "trials")
+    for _, r in df[df["study"] == study].sort_values("trial").iterrows():
+        b.record(study, f"workers{r['knob.num_workers']}-pin{r['knob.pin_memory']}-{r['knob.decode_device']}"
+                 f"-{r.get('knob.transfer_dtype') or 'bytes'}",
+                 status=r["status"], reason=r.get("reason"),
+                 throughput=r["throughput"], data_wait_frac=r["data_wait_frac"],
+                 gpu_util_mean=r.get("gpu_util_mean"), gpu_util_p10=r.get("gpu_util_p10"),
+                 warmup_steps=r.get("warmup_steps"))
+    report = [sys.executable, "-m", "sweeper.report", str(b.results), "--study", study,
+              "--out", str(b.out / f"{study}-report.md"), "--html", str(b.out / f"{study}-report.html")]
+    _run_logged(b, f"{study}-report", report, 120)
+
+
 def stage_jpeg(b: Bench) -> None:
     """A real sweep on the JPEG pipeline: num_workers {0, 14} x pin_memory x decode_device (x transfer_dtype with
     cpu decode), then its report.
@@ -167,33 +200,20 @@ def stage_jpeg(b: Bench) -> None:
     data_wait_frac and low gpu_util; the tuned one must bring data_wait_frac near 0 at the model's speed, and the
     report must name the knobs that did it (speed-up over the baseline, importance).
     """
-    workers = 2 if b.smoke else 14
-    fixed = {"precision": "bf16", "memory_format": "channels_last", "compile": "'off'", "cudnn_benchmark": "true",
-             "optimizer_impl": "foreach" if b.smoke else "fused", "batch_size": 2 if b.smoke else 256}
-    cmd = [sys.executable, "-m", "sweeper", "+workload=resnet50", "workload.data=jpeg", "-m",
-           "hydra.sweeper.sampler=grid", "hydra.sweeper.study_name=jpeg", "hydra.sweeper.n_trials=12",
-           f"results_dir={b.results}", "preset=" + ("tiny" if b.smoke else "none"),
-           "++hydra.sweeper.params={" + ",".join(f"knobs.{k}:{v}" for k, v in fixed.items())
-           + f',knobs.num_workers:"choice(0,{workers})",knobs.prefetch_factor:"choice(4)",'
-           'knobs.pin_memory:"choice(false,true)",knobs.non_blocking:true,'
-           'knobs.decode_device:' + ('cpu' if b.smoke else '"choice(cpu,cuda)"') + '}',
-           '++hydra.sweeper.conditions={knobs.prefetch_factor:"knobs.num_workers > 0"}']
-    if not b.smoke:
-        cmd += ["measure.steps=10", "measure.min_time_s=3.0"]
-    _run_logged(b, "jpeg-sweep", cmd, 400)
-    import pandas as pd
+    _jpeg_sweep(b, "jpeg", {"num_workers": f"choice(0,{2 if b.smoke else 14})", "prefetch_factor": "choice(4)",
+                            "pin_memory": "choice(false,true)",
+                            "decode_device": "choice(cpu)" if b.smoke else "choice(cpu,cuda)",
+                            "transfer_dtype": "choice(float32,uint8)"}, 12)
 
-    df = pd.read_parquet(b.results / "trials")
-    for _, r in df[df["study"] == "jpeg"].sort_values("trial").iterrows():
-        b.record("jpeg", f"workers{r['knob.num_workers']}-pin{r['knob.pin_memory']}-{r['knob.decode_device']}"
-                 f"-{r.get('knob.transfer_dtype') or 'bytes'}",
-                 status=r["status"],
-                 throughput=r["throughput"], data_wait_frac=r["data_wait_frac"],
-                 gpu_util_mean=r.get("gpu_util_mean"), gpu_util_p10=r.get("gpu_util_p10"),
-                 warmup_steps=r.get("warmup_steps"))
-    report = [sys.executable, "-m", "sweeper.report", str(b.results), "--study", "jpeg",
-              "--out", str(b.out / "jpeg-report.md"), "--html", str(b.out / "jpeg-report.html")]
-    _run_logged(b, "jpeg-report", report, 120)
+
+def stage_jpeg_tuned(b: Bench) -> None:
+    """The tuned JPEG pipeline against the model's own speed: the same model knobs on synthetic data (tensors
+    already on the device), then CPU decode with pin_memory and prefetch 4 at two worker counts x transfer_dtype."""
+    synthetic = [f"knobs.{k}={v}" for k, v in JPEG_FIXED.items()]
+    b.tool("jpeg_tuned", "synthetic", "resnet50", synthetic if not b.smoke else [])
+    workers = "choice(1,2)" if b.smoke else "choice(12,14)"
+    _jpeg_sweep(b, "jpeg_tuned", {"num_workers": workers, "prefetch_factor": "choice(4)", "pin_memory": "choice(true)",
+                                  "decode_device": "choice(cpu)", "transfer_dtype": "choice(float32,uint8)"}, 4)
 
 
 def _autorange_ms(cfg: dict[str, Any], warmup: int, min_run_time: float) -> tuple[float, int]:
@@ -317,7 +337,8 @@ def stage_fixture(b: Bench) -> None:
 
 
 STAGES = {"matmul": stage_matmul, "transformer": stage_transformer, "resnet": stage_resnet, "oom": stage_oom,
-          "compile": stage_compile, "jpeg": stage_jpeg, "accuracy": stage_accuracy, "repeat": stage_repeat,
+          "compile": stage_compile, "jpeg": stage_jpeg, "jpeg_tuned": stage_jpeg_tuned, "accuracy": stage_accuracy,
+          "repeat": stage_repeat,
           "overhead": stage_overhead, "distributed": stage_distributed, "fixture": stage_fixture}
 
 

@@ -1,7 +1,9 @@
 """Record a full grid of a knob space with the tool's own grid sampler, then export it as a small landscape file.
 
     python bench/landscape.py record RESULTS_DIR [--chunk N]     # run (or continue) the grid sweep
-    python bench/landscape.py export RESULTS_DIR OUT.parquet     # one row per configuration + the space
+    python bench/landscape.py seed RESULTS_DIR EARLIER.parquet   # a new study starts from an earlier export
+    python bench/landscape.py export RESULTS_DIR OUT.parquet [--also EARLIER.parquet]
+                                                                  # one row per configuration + the space
     python bench/landscape.py ... --smoke                         # matmul's tiny grid on the CPU (checks the script)
 
 The GPU landscape is ResNet-50 on the JPEG pipeline: precision x memory_format x batch_size x num_workers x
@@ -10,6 +12,9 @@ pinned off, see GPU below). ``record`` is one
 ``python -m sweeper ... -m`` with the grid sampler on the study ``landscape``; run it again (same RESULTS_DIR) to
 append the next chunk: the study resumes, and the sweep stops by itself when the grid is exhausted.
 ``export`` writes what ``bench/sampler_efficiency.py`` replays; the search space travels in the file's metadata.
+``seed`` carries configurations measured by an earlier record (whose study database is gone, e.g. on a machine that
+was given back) into a new study as finished grid points, so ``record`` measures only the rest; ``export --also``
+puts their rows back next to the new ones.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # hydra_plugins/ (the sweeper's config) for seed's compose
 STUDY = "landscape"
 
 # compile is pinned off and cudnn_benchmark false (the workload's defaults): on the H200 a compiled ResNet-50 step
@@ -33,7 +39,8 @@ STUDY = "landscape"
 # sweep (``python -m sweeper +workload=resnet50 -m``) still sweeps both.
 GPU = {
     "workload": "resnet50",
-    "fixed": ["workload.data=jpeg", "measure.warmup_steps=3", "measure.steps=3", "measure.min_time_s=1.5"],
+    "fixed": ["workload.data=jpeg", "preset=none", "measure.warmup_steps=3", "measure.steps=3",
+              "measure.min_time_s=1.5"],
     "params": {"knobs.precision": "choice(fp32,bf16)", "knobs.memory_format": "choice(contiguous,channels_last)",
                "knobs.batch_size": "choice(128,256)", "knobs.num_workers": "choice(0,3,6,10,14)",
                "knobs.prefetch_factor": "choice(2,4)", "knobs.pin_memory": "choice(false,true)",
@@ -57,21 +64,86 @@ def _dict_override(key: str, d: dict[str, str]) -> str:
     return f"{key}={{" + ",".join(f'{k}:"{v}"' for k, v in d.items()) + "}"
 
 
+def _overrides(spec: dict, results: Path) -> list[str]:
+    return [f"+workload={spec['workload']}", "hydra.sweeper.sampler=grid", f"hydra.sweeper.study_name={STUDY}",
+            f"results_dir={results}", _dict_override("++hydra.sweeper.params", spec["params"]),
+            _dict_override("++hydra.sweeper.conditions", spec["conditions"]), *spec["fixed"]]
+
+
 def record(spec: dict, results: Path, chunk: int, timeout_s: float | None) -> int:
-    cmd = [sys.executable, "-m", "sweeper", f"+workload={spec['workload']}", "-m", "hydra.sweeper.sampler=grid",
-           f"hydra.sweeper.study_name={STUDY}", f"hydra.sweeper.n_trials={chunk}", f"results_dir={results}",
-           f"hydra.sweeper.timeout_s={timeout_s if timeout_s else 'null'}",
-           _dict_override("++hydra.sweeper.params", spec["params"]),
-           _dict_override("++hydra.sweeper.conditions", spec["conditions"]), *spec["fixed"]]
+    cmd = [sys.executable, "-m", "sweeper", "-m", *_overrides(spec, results), f"hydra.sweeper.n_trials={chunk}",
+           f"hydra.sweeper.timeout_s={timeout_s if timeout_s else 'null'}"]
     return subprocess.run(cmd, cwd=ROOT).returncode
 
 
-def export(spec: dict, results: Path, out: Path) -> pd.DataFrame:
+def _earlier(spec: dict, path: Path) -> pd.DataFrame:
+    """An earlier export's rows, with the knobs this spec pins (absent from older files) filled in."""
+    df = pd.read_parquet(path)
+    for key, value in spec["params"].items():
+        col = f"knob.{key.split('.', 1)[1]}"
+        if col not in df and "(" not in value:
+            df[col] = {"true": True, "false": False}.get(value, value)
+    return df
+
+
+def seed(spec: dict, results: Path, earlier: Path) -> int:
+    """Add an earlier export's configurations to a new ``landscape`` study as finished grid points.
+
+    Each becomes a COMPLETE trial with the grid id and search space Optuna's GridSampler records, and the
+    ``config_key``/``status`` the sweep's duplicate check reads: the grid sampler counts it as visited, and a later
+    ask that lands on it again is answered from it without running (a duplicate). Returns how many were added.
+    """
+    import optuna
+    from hydra import compose, initialize_config_dir
+    from optuna.trial import TrialState, create_trial
+
+    from sweeper import study as st
+    from sweeper.jobs import resolve_space
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        config = compose("config", overrides=_overrides(spec, results), return_hydra_config=True)
+    # The space exactly as ``record``'s sweep resolves it (knobs pinned under a condition stay one-value choices):
+    # the same config keys for the duplicate check, the same grid for the sampler.
+    _cfg, space, _defaults, _fixed = resolve_space(config, config.hydra.sweeper, list(config.hydra.overrides.task))
+    sampler = st.make_sampler("grid", None, space)  # the sweep's own: same seed, so the same grid ids
+    storage = st.make_storage(st.storage_url(None, results))
+    study = optuna.create_study(study_name=STUDY, storage=storage, sampler=sampler, direction="maximize",
+                                load_if_exists=True)
+    if study.get_trials(deepcopy=False):
+        raise SystemExit(f"study {STUDY!r} in {results} already has trials: seed only a new one")
+    grid, names = sampler._all_grids, sampler._param_names  # noqa: SLF001 - the ids the sampler itself assigns
+    added = 0
+    for _, row in _earlier(spec, earlier).iterrows():
+        if row["status"] != "complete":
+            continue
+        values: dict = {}
+        for name, dist in space.params.items():
+            v = row[f"knob.{name.split('.', 1)[1]}"]
+            values[name] = None if pd.isna(v) else next(c for c in dist.choices if c == v)
+        ids = [i for i, g in enumerate(grid)
+               if all(values[n] is None or g[j] == values[n] for j, n in enumerate(names))]
+        key = json.dumps(values, sort_keys=True, default=str)
+        for gid in ids:  # an inactive knob (prefetch_factor without workers) covers all of its grid points
+            study.add_trial(create_trial(
+                state=TrialState.COMPLETE, value=float(row["throughput"]),
+                params={n: v for n, v in values.items() if v is not None},
+                distributions={n: space.params[n] for n, v in values.items() if v is not None},
+                user_attrs={"config_key": key, "status": "complete", "throughput": float(row["throughput"]),
+                            "seeded_from": earlier.name},
+                system_attrs={"grid_id": gid, "search_space": sampler._search_space}))  # noqa: SLF001
+        added += 1
+    print(f"seeded {added} configurations from {earlier} into study {STUDY!r} ({results})")
+    return added
+
+
+def export(spec: dict, results: Path, out: Path, also: Path | None = None) -> pd.DataFrame:
     """One row per distinct configuration (duplicates of the grid collapse onto the measured one)."""
     from sweeper.report.data import read_rows
 
     df = read_rows(results)
     df = df[(df["study"] == STUDY) & df["status"].isin(["complete", "infeasible"])]
+    if also is not None:  # seeded configurations: their rows live in the earlier file
+        df = pd.concat([_earlier(spec, also), df], ignore_index=True)
     cols = [f"knob.{k.split('.', 1)[1]}" for k in spec["params"] if k.startswith("knobs.")]
     keep = cols + ["status", "throughput", "throughput_unit", "peak_mem_bytes", "data_wait_frac", "gpu_util_mean",
                    "mfu", "gpu_name", "torch_version", "started_at"]
@@ -84,6 +156,8 @@ def export(spec: dict, results: Path, out: Path) -> pd.DataFrame:
         defaults = {k: row[f"knob.{k.split('.', 1)[1]}"] for k in spec["params"]
                     if "(" in spec["params"][k] and pd.notna(row[f"knob.{k.split('.', 1)[1]}"])}
         defaults = {k: v.item() if hasattr(v, "item") else v for k, v in defaults.items()}
+    elif also is not None:  # the baseline was measured by the earlier record
+        defaults = json.loads(pq.read_schema(also).metadata[b"knob_sweeper"]).get("defaults") or {}
     meta = {"params": spec["params"], "conditions": spec["conditions"], "workload": spec["workload"],
             "defaults": defaults}
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"knob_sweeper": json.dumps(meta).encode()})
@@ -95,20 +169,24 @@ def export(spec: dict, results: Path, out: Path) -> pd.DataFrame:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("action", choices=["record", "export"])
+    p.add_argument("action", choices=["record", "seed", "export"])
     p.add_argument("results", type=Path)
     p.add_argument("out", type=Path, nargs="?")
     p.add_argument("--chunk", type=int, default=1000, help="trials this call adds (the grid stops it anyway)")
     p.add_argument("--timeout-s", type=float, default=None,
                    help="start no new trial after this many seconds (run record again to continue)")
+    p.add_argument("--also", type=Path, help="export: an earlier export whose rows were seeded into this study")
     p.add_argument("--smoke", action="store_true")
     args = p.parse_args()
     spec = SMOKE if args.smoke else GPU
     if args.action == "record":
         sys.exit(record(spec, args.results, args.chunk, args.timeout_s))
     if args.out is None:
-        p.error("export needs OUT.parquet")
-    export(spec, args.results, args.out)
+        p.error(f"{args.action} needs a Parquet file")
+    if args.action == "seed":
+        seed(spec, args.results, args.out)
+        return
+    export(spec, args.results, args.out, args.also)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,9 @@ Each replayed study is built exactly as a sweep builds it: the same parsed searc
 metadata), the same sampler factory and settings (``sweeper.study.make_sampler``), the same define-by-run
 sampling with conditions (``sweeper.study.sample``) and the same telling (``sweeper.study.tell``: OOM as a violated
 constraint, a repeated configuration answered with its earlier value at no cost, as the sweeper does). The cost
-counted is the number of distinct configurations measured. ``default`` is the sweeper's default (TPE, with the
-workload's defaults measured first when they are in the space).
+counted is the number of distinct configurations measured. ``default`` is what a new study of the sweeper does:
+the workload's defaults first (when they are in the space), then the workload's ``hydra.sweeper.starts`` (its
+known-good recipe, the part of it inside the recorded space), then TPE. ``tpe`` is TPE alone.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 import optuna
 import pandas as pd
 import pyarrow.parquet as pq
+from omegaconf import OmegaConf
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -40,8 +42,9 @@ def _plain(v: Any) -> Any:
     return v.item() if hasattr(v, "item") else v
 
 
-def load(path: Path) -> tuple[SearchSpace, dict[tuple, float | None], dict[str, Any]]:
-    """The space, {configuration: throughput (None = out of memory)} and the defaults used as baseline."""
+def load(path: Path) -> tuple[SearchSpace, dict[tuple, float | None], list[dict[str, Any]]]:
+    """The space, {configuration: throughput (None = out of memory)} and what a new study measures first: the
+    defaults (the baseline) and the workload's starts, each restricted to the recorded space."""
     table = pq.read_table(path)
     meta = json.loads(table.schema.metadata[b"knob_sweeper"])
     df = table.to_pandas()
@@ -52,17 +55,25 @@ def load(path: Path) -> tuple[SearchSpace, dict[tuple, float | None], dict[str, 
     for _, row in df.iterrows():
         key = tuple(_plain(row[knob_cols[k]]) for k in space.params)
         lookup[key] = float(row["throughput"]) if row["status"] == "complete" else None
-    return space, lookup, meta.get("defaults") or {}
+    first = [meta["defaults"]] if meta.get("defaults") else []
+    conf = ROOT / "conf" / "workload" / f"{meta['workload']}.yaml"
+    starts = OmegaConf.to_container(OmegaConf.load(conf)).get("hydra", {}).get("sweeper", {}).get("starts") or []
+    for start in starts:
+        fixed, _outside = space.fix(start, defaults)
+        if fixed and fixed not in first:
+            first.append(fixed)
+    return space, lookup, first
 
 
 def replay(name: str, seed: int, space: SearchSpace, lookup: dict[tuple, float | None], target: float,
-           baseline: dict[str, Any] | None, budget: int) -> int | None:
+           first: list[dict[str, Any]], budget: int) -> int | None:
     """Measured configurations until one reaches ``target`` (None if the budget of asks runs out)."""
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
     sampler = st.make_sampler("tpe" if name == "default" else name, seed, space)
     study = optuna.create_study(direction="maximize", sampler=sampler)
-    if name == "default" and baseline:
-        study.enqueue_trial(baseline)
+    if name == "default":
+        for params in first:
+            study.enqueue_trial(params)
     seen: dict[tuple, float | None] = {}
     for _ in range(budget):
         trial = study.ask()
@@ -92,16 +103,17 @@ def main() -> None:
     p.add_argument("--samplers", default="default,tpe,random,gp")
     p.add_argument("--within", type=float, default=0.03, help="fraction below the grid's best that counts")
     args = p.parse_args()
-    space, lookup, baseline = load(args.landscape)
+    space, lookup, first = load(args.landscape)
     best = max(v for v in lookup.values() if v is not None)
     target = (1 - args.within) * best
     size = len(lookup)
     print(f"landscape {args.landscape.name}: {size} configurations, best {best:.4g}, target >= {target:.4g}")
+    print(f"default measures first: {first}")
     print(f"{'sampler':<10} {'median':>8} {'% of grid':>10} {'p90':>6} {'missed':>7}")
     warnings.simplefilter("ignore")
     rows = []
     for name in args.samplers.split(","):
-        counts = [replay(name, seed, space, lookup, target, baseline, budget=20 * size) for seed in range(args.seeds)]
+        counts = [replay(name, seed, space, lookup, target, first, budget=20 * size) for seed in range(args.seeds)]
         hits = sorted(c for c in counts if c is not None)
         missed = len(counts) - len(hits)
         med = statistics.median(hits + [size + 1] * missed) if counts else math.nan

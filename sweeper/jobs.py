@@ -1,15 +1,115 @@
-"""Small pieces around Hydra's side of a sweep: job returns, command-line overrides, the report cache."""
+"""Hydra's side of a sweep: the space a command resolves to, thread-safe launching, job returns, the report cache."""
 
 from __future__ import annotations
 
+import functools
 import logging
+import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from omegaconf import DictConfig
+
+from sweeper import gpu
+from sweeper.config import plain as config_plain, preset_params, trial_config
 from sweeper.outcome import Status, TrialOutcome
+from sweeper.space import SearchSpace, build_space, flatten
 
 log = logging.getLogger(__name__)
+
+
+def resolve_space(config: DictConfig, conf: Mapping[str, Any], arguments: list[str]
+                  ) -> tuple[dict[str, Any], SearchSpace, dict[str, Any], list[str]]:
+    """What a sweep samples, from Hydra's composed ``config``, the sweeper's ``conf`` and the command's
+    ``arguments``: the trial config of the defaults, the search space, the defaults as flat dotted keys, and the
+    plain (non-sweep) overrides every trial gets. The space is the workload's, then its preset's, then what the
+    command line wrote (``hydra.sweeper.params=...`` and ``key=choice(...)``)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(arguments)
+    cfg = trial_config(config_plain(config), gpu.device_info(), [o.input_line for o in parsed
+                                                                 if not o.is_sweep_override()])
+    params = dict(conf.get("params") or {})
+    params.update(preset_params(cfg))
+    params.update(command_line_params(list(config.hydra.overrides.hydra)))  # the user's beats the preset's
+    fixed_args: list[str] = []
+    for override in parsed:
+        if override.is_sweep_override():
+            params[override.get_key_element().lstrip("+~")] = override.input_line.split("=", 1)[1]
+        else:
+            fixed_args.append(override.input_line)
+    defaults = flatten({k: v for k, v in cfg.items() if k in ("knobs", "workload", "measure", "data", "distributed")})
+    space = build_space(params, dict(conf.get("conditions") or {}), list(conf.get("constraints") or []), defaults)
+    return cfg, space, defaults, fixed_args
+
+
+# Hydra's launchers are written for one launch at a time; the sweep launches from several slot threads. Two parts
+# are not thread safe: composing a job's config (ConfigLoader.load_sweep_config re-initializes the shared config
+# repository's search path) and, in-process, run_job's set-up and tear-down of process-wide singletons
+# (HydraConfig, JobRuntime, logging). A trial once failed with `launcher:AssertionError` while two started at once.
+# Both are serialized; the trial itself (the task) runs outside the lock, so trials still overlap.
+_COMPOSE_LOCK = threading.Lock()
+_JOB_LOCK = threading.Lock()
+_holds_job_lock = threading.local()
+
+
+class _UnlockedTask:
+    """The task function as launchers call it: under the in-process launcher, the sweep thread holds ``_JOB_LOCK``
+    through Hydra's job bookkeeping and this releases it while the trial runs. Elsewhere (a joblib worker, a SLURM
+    job) the flag is unset and it only calls the task. Picklable: the locks are module globals, not state."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, cfg: DictConfig) -> Any:
+        if not getattr(_holds_job_lock, "value", False):
+            return self.fn(cfg)
+        _JOB_LOCK.release()
+        try:
+            return self.fn(cfg)
+        finally:
+            _JOB_LOCK.acquire()
+
+
+class _Serialized:
+    """``fn`` called under ``_COMPOSE_LOCK``. A module-level class, not a closure: launchers that pickle Hydra's
+    context to other processes (joblib) pickle this with it, and the lock, a module global, stays behind."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        with _COMPOSE_LOCK:
+            return self.fn(*args, **kwargs)
+
+
+def thread_safe_launcher(hydra_context: Any, task_function: Any, config: DictConfig) -> Any:
+    """Hydra's configured launcher, made safe to call from several slot threads (see ``_COMPOSE_LOCK``)."""
+    from hydra._internal.core_plugins.basic_launcher import BasicLauncher
+    from hydra.core.plugins import Plugins
+
+    loader = hydra_context.config_loader
+    if not isinstance(loader.load_sweep_config, _Serialized):
+        loader.load_sweep_config = _Serialized(loader.load_sweep_config)
+    launcher = Plugins.instance().instantiate_launcher(
+        hydra_context=hydra_context, task_function=_UnlockedTask(task_function), config=config)
+    launcher.knob_sweeper_in_process = isinstance(launcher, BasicLauncher)
+    return launcher
+
+
+def launch_one(launcher: Any, overrides: list[str], job_idx: int) -> Any:
+    """One job through ``launcher`` (from ``thread_safe_launcher``); returns its JobReturn."""
+    if not launcher.knob_sweeper_in_process:
+        return launcher.launch([overrides], initial_job_idx=job_idx)[0]
+    with _JOB_LOCK:  # released by _UnlockedTask while the trial runs
+        _holds_job_lock.value = True
+        try:
+            return launcher.launch([overrides], initial_job_idx=job_idx)[0]
+        finally:
+            _holds_job_lock.value = False
 
 
 def compact_and_refresh(results_dir: Path, study: str) -> None:
@@ -39,14 +139,6 @@ def command_line_params(hydra_overrides: list[str]) -> dict[str, Any]:
         if key == "hydra.sweeper.params" and isinstance(override.value(), dict):
             out.update(override.value())
     return out
-
-
-def within(dist: Any, value: Any) -> bool:
-    from optuna.distributions import CategoricalDistribution
-
-    if isinstance(dist, CategoricalDistribution):
-        return value in dist.choices
-    return isinstance(value, (int, float)) and dist.low <= value <= dist.high
 
 
 def outcome_of(ret: Any) -> TrialOutcome:

@@ -61,6 +61,19 @@ class SearchSpace:
                 )
         return out
 
+    def fix(self, values: Mapping[str, Any], defaults: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """What ``values`` (e.g. a recipe to measure first) fixes of the sampled knobs: those the space samples,
+        active under their condition (given ``values`` over ``defaults``), with a value inside the space. Second:
+        the sampled knobs whose value lies outside the space (the sampler picks those)."""
+        ns = {**defaults, **self.fixed, **values}
+        kept, outside = {}, {}
+        for name, value in values.items():
+            dist, cond = self.params.get(name), self.conditions.get(name)
+            if dist is None or (cond is not None and not evaluate(cond, ns)):
+                continue
+            (kept if contains(dist, value) else outside)[name] = value
+        return kept, outside
+
     def size(self) -> int | None:
         """Number of distinct configurations (None when continuous), ignoring conditions."""
         try:
@@ -70,6 +83,12 @@ class SearchSpace:
             return n
         except ConfigError:
             return None
+
+
+def contains(dist: BaseDistribution, value: Any) -> bool:
+    if isinstance(dist, CategoricalDistribution):
+        return value in dist.choices
+    return isinstance(value, (int, float)) and dist.low <= value <= dist.high
 
 
 def value_types(space: SearchSpace | dict[str, Any]) -> dict[str, type]:

@@ -78,8 +78,8 @@ def make_sampler(name: str, seed: int | None, space: SearchSpace) -> optuna.samp
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "grid":
         return _GridSampler(space.grid(), seed=seed)
-    if name == "gp":
-        return optuna.samplers.GPSampler(seed=seed)
+    if name == "gp":  # conditional knobs are sampled independently by design: no warning per trial
+        return optuna.samplers.GPSampler(seed=seed, warn_independent_sampling=False)
     if name == "nsgaii":
         return optuna.samplers.NSGAIISampler(seed=seed)
     if name == "qmc":

@@ -10,22 +10,22 @@ import json
 import logging
 import time
 import warnings
+from collections.abc import Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
 import optuna
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 from optuna.trial import TrialState
 
 from sweeper import gpu, jobs, store, study as st
-from sweeper.config import plain as config_plain, preset_params, trial_config
 from sweeper.errors import ConfigError
 from sweeper.outcome import Status, TrialOutcome
 from sweeper.progress import SweepProgress
 from sweeper.prune import make_pruner
 from sweeper.slots import Slot, make_slots, slot_overrides
-from sweeper.space import SearchSpace, build_space, evaluate, flatten, override_string, value_types
+from sweeper.space import contains, evaluate, override_string, value_types
 
 log = logging.getLogger(__name__)
 KNOWN_METRICS = (
@@ -44,17 +44,12 @@ class SweepImpl:
         self.job_idx = 0
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
-        from hydra.core.plugins import Plugins
-
         self.config = config
-        self.launcher = Plugins.instance().instantiate_launcher(
-            hydra_context=hydra_context, task_function=task_function, config=config)
+        self.launcher = jobs.thread_safe_launcher(hydra_context, task_function, config)
 
     # ------------------------------------------------------------------ setup of one sweep
 
     def _prepare(self, arguments: list[str]) -> None:
-        from hydra.core.override_parser.overrides_parser import OverridesParser
-
         c = self.conf
         if int(c.get("n_trials", 10)) < 1:
             raise ConfigError("hydra.sweeper.n_trials", f"must be >= 1, got {c.get('n_trials')}",
@@ -62,24 +57,9 @@ class SweepImpl:
         if c.get("timeout_s") is not None and float(c["timeout_s"]) <= 0:
             raise ConfigError("hydra.sweeper.timeout_s", f"must be > 0 seconds, got {c['timeout_s']}",
                               "give the time after which no new trial starts, or null for no limit")
-        plain = config_plain(self.config)
-        parsed = OverridesParser.create().parse_overrides(arguments)
-        self.cfg = trial_config(plain, gpu.device_info(), [o.input_line for o in parsed if not o.is_sweep_override()])
+        self.cfg, self.space, self.defaults, self.fixed_args = jobs.resolve_space(self.config, c, arguments)
         self.workload = self.cfg["workload"]["name"]
-        params = dict(c.get("params") or {})
-        params.update(preset_params(self.cfg))
-        params.update(jobs.command_line_params(list(self.config.hydra.overrides.hydra)))  # what the user wrote beats the preset's space
-        self.fixed_args: list[str] = []
-        for override in OverridesParser.create().parse_overrides(arguments):
-            key = override.get_key_element()
-            if override.is_sweep_override():
-                params[key.lstrip("+~")] = override.input_line.split("=", 1)[1]
-            else:
-                self.fixed_args.append(override.input_line)
-        defaults = flatten({k: v for k, v in self.cfg.items() if k in ("knobs", "workload", "measure", "data", "distributed")})
-        self.space: SearchSpace = build_space(params, dict(c.get("conditions") or {}),
-                                              list(c.get("constraints") or []), defaults)
-        self.defaults = defaults
+        self.starts = self._parse_starts()
         self.objectives = [(str(o["metric"]), str(o.get("direction", "maximize"))) for o in c["objectives"]]
         self._check_objectives()
         results_dir = Path(self.cfg["results_dir"])
@@ -139,7 +119,7 @@ class SweepImpl:
         self.deadline = time.time() + float(limit) if limit else None
         self._recover_interrupted()
         target = st.update_target(self.study, int(self.conf.get("n_trials", 10)))
-        self._enqueue_baseline()
+        self._enqueue_first()
         finished = sum(1 for t in self.study.get_trials(deepcopy=False) if st.is_counted(t) and t.state.is_finished())
         progress = SweepProgress(self.study_name, target, self.objectives, finished)
         with progress, st.Heartbeat(self.storage) as heartbeat:
@@ -244,22 +224,61 @@ class SweepImpl:
             self._record(t.number, t.params, outcome, only_if_missing=True)
             log.warning("trial %d was interrupted (its sweeper died); marked failed", t.number)
 
-    def _enqueue_baseline(self) -> None:
-        """A new study measures the workload's defaults first: the baseline the report compares against."""
-        if not self.conf.get("baseline_first", True) or self.study.trials or not self.space.params:
-            return
-        if isinstance(self.study.sampler, optuna.samplers.GridSampler):
-            return  # the grid holds the defaults already when they are in the space
+    def _enqueue_first(self) -> None:
+        """A new study measures the workload's defaults first (the baseline the report compares against), then the
+        declared ``starts`` (known-good recipes), before the sampler's own choices."""
+        if self.study.trials or not self.space.params or isinstance(self.study.sampler, optuna.samplers.GridSampler):
+            return  # the grid holds every configuration anyway
+        enqueued: list[dict[str, Any]] = []
+        if self.conf.get("baseline_first", True):
+            baseline = self._baseline_params()
+            if baseline is not None:
+                enqueued.append(baseline)
+        for params in self.starts:
+            if params and params not in enqueued:
+                enqueued.append(params)
+        for params in enqueued:
+            self.study.enqueue_trial(params)
+
+    def _parse_starts(self) -> list[dict[str, Any]]:
+        starts = self.conf.get("starts") or []
+        if isinstance(starts, (DictConfig, ListConfig)):
+            starts = OmegaConf.to_container(starts, resolve=True)
+        if not isinstance(starts, list):
+            raise ConfigError("hydra.sweeper.starts", f"must be a list of configurations, got {starts!r}",
+                              "write it as [{knobs.precision: bf16, knobs.num_workers: 8}]")
+        return [self._start_params(i, start) for i, start in enumerate(starts)]
+
+    def _start_params(self, index: int, start: Any) -> dict[str, Any]:
+        """One ``starts`` entry as the sampled knobs it fixes: keys the space does not sample (pinned, inactive under
+        their condition) and values outside the space are left to the sampler."""
+        key = f"hydra.sweeper.starts[{index}]"
+        if not isinstance(start, Mapping):
+            raise ConfigError(key, f"must be a mapping of config keys to values, got {start!r}",
+                              "write it as {knobs.precision: bf16, knobs.num_workers: 8}")
+        for name in start:
+            if name not in self.defaults:
+                import difflib
+
+                close = difflib.get_close_matches(str(name), list(self.defaults), n=1)
+                raise ConfigError(f"{key}.{name}", "is not a key of this workload's config",
+                                  f"did you mean `{close[0]}`?" if close else "use dotted keys such as knobs.batch_size")
+        params, outside = self.space.fix(start, self.defaults)
+        for name, value in outside.items():
+            log.info("%s.%s=%r is outside its search space: left to the sampler", key, name, value)
+        return params
+
+    def _baseline_params(self) -> dict[str, Any] | None:
         params = {}
         for name, dist in self.space.params.items():
             value = self.defaults.get(name)
             if value is None:
                 continue  # inactive under its condition: not sampled
-            if not jobs.within(dist, value):
+            if not contains(dist, value):
                 log.info("no baseline trial: the default %s=%r is outside its search space", name, value)
-                return
+                return None
             params[name] = value
-        self.study.enqueue_trial(params)
+        return params
 
     def _enqueue_confirmations(self, k: int) -> int:
         """Re-measure the k best configurations (repeats give the report a noise estimate)."""
@@ -352,7 +371,7 @@ class SweepImpl:
         context = json.dumps(ctx, separators=(",", ":"), default=str)
         overrides = overrides + [override_string("trial.context", context)]
         try:
-            return self.launcher.launch([overrides], initial_job_idx=job_idx)[0]
+            return jobs.launch_one(self.launcher, overrides, job_idx)
         except Exception as e:  # noqa: BLE001 - a launcher error fails this trial, not the sweep
             return e
 

@@ -47,6 +47,11 @@ CASES = [
     (["+workload=matmul", "device=tpu"], "`device`: 'tpu' is not a device; use auto, cpu, cuda or cuda:N"),
     (["+workload=matmul", "preset=huge"],
      "`preset`: 'huge' is not a preset of workload 'matmul'; use auto, none or one of: tiny"),
+    (["+workload=matmul", "-m", "hydra.sweeper.starts=[{knobs.dtyp:bf16}]"],
+     "`hydra.sweeper.starts[0].knobs.dtyp`: is not a key of this workload's config; did you mean `knobs.dtype`?"),
+    (["+workload=matmul", "-m", "hydra.sweeper.starts=[bf16]"],
+     "`hydra.sweeper.starts[0]`: must be a mapping of config keys to values, got 'bf16'; write it as "
+     "{knobs.precision: bf16, knobs.num_workers: 8}"),
     (["+workload=matmul", "-m", "+hydra.sweeper.conditions={knobs.dtype:'knobs.dtyp == 1'}"],
      "`hydra.sweeper.conditions.knobs.dtype`: refers to `knobs.dtyp`, which is not a key of this workload's "
      "config; did you mean `knobs.dtype`?"),

@@ -39,6 +39,33 @@ def test_landscape_record_export_and_sampler_replay(tmp_path: Path) -> None:
     assert (tmp_path / "landscape.samplers.csv").exists()
 
 
+def test_landscape_seeded_from_an_earlier_export_measures_only_the_rest(tmp_path: Path) -> None:
+    """A record whose study database is lost continues from its export: seeded points are not measured again."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    part, full = tmp_path / "part.parquet", tmp_path / "full.parquet"
+    _run("bench/landscape.py", "record", str(first), "--smoke", "--chunk", "8")
+    _run("bench/landscape.py", "export", str(first), str(part), "--smoke")
+    earlier = pq.read_table(part).num_rows
+    assert 1 <= earlier < 12
+    assert f"seeded {earlier} configurations" in _run("bench/landscape.py", "seed", str(second), str(part), "--smoke")
+    _run("bench/landscape.py", "record", str(second), "--smoke")
+    rows = pd.read_parquet(second / "trials")
+    assert (rows["status"] == "complete").sum() == 12 - earlier, "only the configurations not measured before run"
+    _run("bench/landscape.py", "export", str(second), str(full), "--smoke", "--also", str(part))
+    land = pq.read_table(full).to_pandas()
+    assert len(land) == 12 and land["throughput"].notna().all()
+
+
+def test_time_to_tuned_runs_a_default_sweep_and_times_it_against_the_landscape(tmp_path: Path) -> None:
+    """The checked-in H200 landscape's best is far beyond a tiny CPU sweep: the script must say it was not reached."""
+    land = ROOT / "bench" / "data" / "landscape-resnet50-jpeg-h200.parquet"
+    out = _run("bench/time_to_tuned.py", "run", str(tmp_path / "r"), str(land), "--timeout-s", "120",
+               "preset=tiny", "hydra.sweeper.n_trials=2")
+    table = [ln.split() for ln in out.splitlines() if ln.split() and ln.split()[0].isdigit()]
+    assert [int(r[0]) for r in table] == [0, 1], out
+    assert "did not reach 95% of the grid's best" in out
+
+
 def test_gpu_validation_script_smoke(tmp_path: Path) -> None:
     """bench/gpu_validate.py --smoke: every stage the GPU job relies on runs on the CPU at tiny sizes."""
     import json

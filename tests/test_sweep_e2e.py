@@ -124,6 +124,26 @@ def test_one_trial_on_a_new_study_measures_the_baseline(results: Path) -> None:
     assert len(df) == 1 and df["baseline"].all() and (df["status"] == "complete").all()
 
 
+def test_starts_are_measured_after_the_baseline_then_the_sampler_takes_over(results: Path) -> None:
+    """hydra.sweeper.starts: a recipe runs right after the baseline. Its keys the space does not sample (inactive
+    under a condition: fp16_reduced_precision with bf16) or values outside the space are left to the sampler."""
+    start = "[{knobs.dtype:bf16,knobs.transpose_a:true,knobs.fp16_reduced_precision:false,knobs.transpose_b:maybe}]"
+    run_cli(["+workload=matmul", "-m", "hydra.sweeper.n_trials=3", "hydra.sweeper.seed=0",
+             f"hydra.sweeper.starts={start}"], results, check=True)
+    df = rows(results)
+    assert list(df["trial"]) == [0, 1, 2]
+    assert df["baseline"].tolist()[0] and not df["baseline"].tolist()[1]
+    recipe = df.iloc[1]
+    assert (recipe["knob.dtype"], recipe["knob.transpose_a"]) == ("bf16", True)
+    assert pd.isna(recipe["knob.fp16_reduced_precision"]), "inactive with bf16: not fixed by the start"
+    assert recipe["knob.transpose_b"] in (True, False), "outside the space: the sampler picked it"
+    # A second command on the same study does not measure the starts again.
+    run_cli(["+workload=matmul", "-m", "hydra.sweeper.n_trials=1", f"hydra.sweeper.starts={start}"], results,
+            check=True)
+    study = optuna.load_study(study_name="matmul-tiny", storage=f"sqlite:///{results / 'optuna.db'}")
+    assert sum(1 for t in study.trials if t.system_attrs.get("fixed_params")) == 2, "baseline + the one start"
+
+
 def test_confirm_top_k_re_measures_the_best(results: Path) -> None:
     run_cli(["+workload=matmul", "-m", "hydra.sweeper.n_trials=4", "hydra.sweeper.repeat=true",
              "hydra.sweeper.confirm_top_k=2", "hydra.sweeper.seed=0"], results, check=True)

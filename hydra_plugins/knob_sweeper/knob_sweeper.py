@@ -59,6 +59,9 @@ class KnobSweeperConf:
     confirm_top_k: int = 0
     # A new study measures the workload's default knobs first (the report's baseline for speed-ups).
     baseline_first: bool = True
+    # Then these configurations ({dotted key: value}, e.g. a known-good recipe), before the sampler's own choices.
+    # Keys the space does not sample, or values outside it, are left to the sampler. Not used by the grid sampler.
+    starts: List[Any] = field(default_factory=list)
     # Measure a configuration again even when the study already has its result.
     repeat: bool = False
     # RDB heartbeat (seconds) so trials of a dead node are failed; null = off.
