@@ -164,9 +164,17 @@ JPEG_FIXED = {"precision": "bf16", "memory_format": "channels_last", "compile": 
               "optimizer_impl": "fused", "batch_size": 256, "non_blocking": "true"}
 
 
+def _jpeg_fixed(b: Bench) -> dict[str, Any]:
+    return {**JPEG_FIXED, **({"optimizer_impl": "foreach", "batch_size": 2} if b.smoke else {})}
+
+
+def _jpeg_measure(b: Bench) -> list[str]:
+    return [] if b.smoke else ["measure.steps=10", "measure.min_time_s=3.0"]
+
+
 def _jpeg_sweep(b: Bench, study: str, space: dict[str, str], n_trials: int) -> None:
     """A grid sweep of ``space`` (knob -> choice) on resnet50's JPEG pipeline, its rows logged, then its report."""
-    fixed = {**JPEG_FIXED, **({"optimizer_impl": "foreach", "batch_size": 2} if b.smoke else {})}
+    fixed = _jpeg_fixed(b)
     params = {**{f"knobs.{k}": v for k, v in fixed.items()}, **{f"knobs.{k}": f'"{v}"' for k, v in space.items()}}
     cmd = [sys.executable, "-m", "sweeper", "+workload=resnet50", "workload.data=jpeg", "-m",
            "hydra.sweeper.sampler=grid", f"hydra.sweeper.study_name={study}", f"hydra.sweeper.n_trials={n_trials}",
@@ -174,9 +182,7 @@ def _jpeg_sweep(b: Bench, study: str, space: dict[str, str], n_trials: int) -> N
            "++hydra.sweeper.params={" + ",".join(f"{k}:{v}" for k, v in params.items()) + "}",
            '++hydra.sweeper.conditions={knobs.prefetch_factor:"knobs.num_workers > 0",'
            'knobs.transfer_dtype:"knobs.decode_device == \'cpu\'"}']
-    if not b.smoke:
-        cmd += ["measure.steps=10", "measure.min_time_s=3.0"]
-    _run_logged(b, f"{study}-sweep", cmd, 400)
+    _run_logged(b, f"{study}-sweep", cmd + _jpeg_measure(b), 400)
     import pandas as pd
 
     df = pd.read_parquet(b.results / "trials")
@@ -209,8 +215,8 @@ def stage_jpeg(b: Bench) -> None:
 def stage_jpeg_tuned(b: Bench) -> None:
     """The tuned JPEG pipeline against the model's own speed: the same model knobs on synthetic data (tensors
     already on the device), then CPU decode with pin_memory and prefetch 4 at two worker counts x transfer_dtype."""
-    synthetic = [f"knobs.{k}={v}" for k, v in JPEG_FIXED.items()]
-    b.tool("jpeg_tuned", "synthetic", "resnet50", synthetic if not b.smoke else [])
+    synthetic = [f"knobs.{k}={v}" for k, v in _jpeg_fixed(b).items()]
+    b.tool("jpeg_tuned", "synthetic", "resnet50", synthetic + _jpeg_measure(b))
     workers = "choice(1,2)" if b.smoke else "choice(12,14)"
     _jpeg_sweep(b, "jpeg_tuned", {"num_workers": workers, "prefetch_factor": "choice(4)", "pin_memory": "choice(true)",
                                   "decode_device": "choice(cpu)", "transfer_dtype": "choice(float32,uint8)"}, 4)

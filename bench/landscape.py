@@ -87,7 +87,8 @@ def _earlier(spec: dict, path: Path) -> pd.DataFrame:
 
 
 def seed(spec: dict, results: Path, earlier: Path) -> int:
-    """Add an earlier export's configurations to a new ``landscape`` study as finished grid points.
+    """Add an earlier export's measured configurations (status complete) to a new ``landscape`` study as finished
+    grid points (an earlier out-of-memory row is not carried: ``record`` measures it again).
 
     Each becomes a COMPLETE trial with the grid id and search space Optuna's GridSampler records, and the
     ``config_key``/``status`` the sweep's duplicate check reads: the grid sampler counts it as visited, and a later
@@ -105,7 +106,7 @@ def seed(spec: dict, results: Path, earlier: Path) -> int:
     # The space exactly as ``record``'s sweep resolves it (knobs pinned under a condition stay one-value choices):
     # the same config keys for the duplicate check, the same grid for the sampler.
     _cfg, space, _defaults, _fixed = resolve_space(config, config.hydra.sweeper, list(config.hydra.overrides.task))
-    sampler = st.make_sampler("grid", None, space)  # the sweep's own: same seed, so the same grid ids
+    sampler = st.make_sampler("grid", None, space)  # the sweep's own, with the same (default) seed
     storage = st.make_storage(st.storage_url(None, results))
     study = optuna.create_study(study_name=STUDY, storage=storage, sampler=sampler, direction="maximize",
                                 load_if_exists=True)
@@ -119,7 +120,9 @@ def seed(spec: dict, results: Path, earlier: Path) -> int:
         values: dict = {}
         for name, dist in space.params.items():
             v = row[f"knob.{name.split('.', 1)[1]}"]
-            values[name] = None if pd.isna(v) else next(c for c in dist.choices if c == v)
+            values[name] = None if pd.isna(v) else next((c for c in dist.choices if c == v), v)
+            if values[name] is not None and values[name] not in dist.choices:
+                raise SystemExit(f"{earlier}: {name}={v!r} is not in the space {spec['params'][name]}")
         ids = [i for i, g in enumerate(grid)
                if all(values[n] is None or g[j] == values[n] for j, n in enumerate(names))]
         key = json.dumps(values, sort_keys=True, default=str)
@@ -158,8 +161,12 @@ def export(spec: dict, results: Path, out: Path, also: Path | None = None) -> pd
         defaults = {k: v.item() if hasattr(v, "item") else v for k, v in defaults.items()}
     elif also is not None:  # the baseline was measured by the earlier record
         defaults = json.loads(pq.read_schema(also).metadata[b"knob_sweeper"]).get("defaults") or {}
+    from omegaconf import OmegaConf
+
+    conf = OmegaConf.load(ROOT / "conf" / "workload" / f"{spec['workload']}.yaml")
+    starts = OmegaConf.to_container(conf).get("hydra", {}).get("sweeper", {}).get("starts") or []
     meta = {"params": spec["params"], "conditions": spec["conditions"], "workload": spec["workload"],
-            "defaults": defaults}
+            "defaults": defaults, "starts": starts}  # what a new study of this workload measures first
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"knob_sweeper": json.dumps(meta).encode()})
     out.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, out)

@@ -56,8 +56,10 @@ def load(path: Path) -> tuple[SearchSpace, dict[tuple, float | None], list[dict[
         key = tuple(_plain(row[knob_cols[k]]) for k in space.params)
         lookup[key] = float(row["throughput"]) if row["status"] == "complete" else None
     first = [meta["defaults"]] if meta.get("defaults") else []
-    conf = ROOT / "conf" / "workload" / f"{meta['workload']}.yaml"
-    starts = OmegaConf.to_container(OmegaConf.load(conf)).get("hydra", {}).get("sweeper", {}).get("starts") or []
+    starts = meta.get("starts")
+    if starts is None:  # exported before the file carried them: the workload's current ones
+        conf = ROOT / "conf" / "workload" / f"{meta['workload']}.yaml"
+        starts = OmegaConf.to_container(OmegaConf.load(conf)).get("hydra", {}).get("sweeper", {}).get("starts") or []
     for start in starts:
         fixed, _outside = space.fix(start, defaults)
         if fixed and fixed not in first:

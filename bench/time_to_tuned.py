@@ -24,12 +24,19 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 
 def analyse(results: Path, landscape: Path, started: float, within: float = 0.95) -> float | None:
     """Print the table; return the seconds from the command's start to the first trial at ``within`` x best."""
+    from sweeper.report.data import read_rows
+
     best = float(pd.read_parquet(landscape)["throughput"].max())
-    df = pd.read_parquet(results / "trials").sort_values("ended_at")
+    df = read_rows(results)
+    df = df[df["started_at"] >= pd.Timestamp(started, unit="s", tz="UTC")].sort_values("ended_at")  # this command's
+    if df.empty:
+        print(f"no trial of {results} started after the command did: nothing to time")
+        return None
     print(f"landscape best {best:.0f}; target {within:.0%} of it = {within * best:.0f}")
     print(f"{'trial':>5} {'ended s':>8} {'status':<9} {'throughput':>10} {'best so far':>11} {'of grid best':>12}")
     so_far, reached = 0.0, None
@@ -62,7 +69,8 @@ def main() -> None:
         started = time.time()
         cmd = [sys.executable, "-m", "sweeper", f"+workload={workload}", "workload.data=jpeg", "-m",
                f"results_dir={args.results}", f"hydra.sweeper.timeout_s={args.timeout_s}", *args.overrides]
-        subprocess.run(cmd, cwd=ROOT, check=False)
+        if subprocess.run(cmd, cwd=ROOT, check=False).returncode != 0:
+            print("the sweep exited with an error; timing the trials it finished")
     else:
         if not args.started:
             p.error("analyse needs --started")

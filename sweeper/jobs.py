@@ -45,11 +45,13 @@ def resolve_space(config: DictConfig, conf: Mapping[str, Any], arguments: list[s
     return cfg, space, defaults, fixed_args
 
 
-# Hydra's launchers are written for one launch at a time; the sweep launches from several slot threads. Two parts
+# Hydra's launchers are written for one launch at a time; the sweep launches from several slot threads. Two steps
 # are not thread safe: composing a job's config (ConfigLoader.load_sweep_config re-initializes the shared config
-# repository's search path) and, in-process, run_job's set-up and tear-down of process-wide singletons
-# (HydraConfig, JobRuntime, logging). A trial once failed with `launcher:AssertionError` while two started at once.
-# Both are serialized; the trial itself (the task) runs outside the lock, so trials still overlap.
+# repository's search path) and, in-process, run_job's set-up and tear-down of process-wide state (HydraConfig,
+# JobRuntime, logging, working directory, environment). A trial once failed with `launcher:AssertionError` while two
+# started at once. Both steps are serialized; the trial itself (the task) runs outside the lock, so trials overlap.
+# What run_job restores afterwards may then be another job's state: the task reads nothing of it (trial.context),
+# and the sweep refuses hydra.job.chdir / env_set with trials at once in-process.
 _COMPOSE_LOCK = threading.Lock()
 _JOB_LOCK = threading.Lock()
 _holds_job_lock = threading.local()

@@ -61,18 +61,26 @@ class SearchSpace:
                 )
         return out
 
-    def fix(self, values: Mapping[str, Any], defaults: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        """What ``values`` (e.g. a recipe to measure first) fixes of the sampled knobs: those the space samples,
-        active under their condition (given ``values`` over ``defaults``), with a value inside the space. Second:
-        the sampled knobs whose value lies outside the space (the sampler picks those)."""
-        ns = {**defaults, **self.fixed, **values}
-        kept, outside = {}, {}
-        for name, value in values.items():
-            dist, cond = self.params.get(name), self.conditions.get(name)
-            if dist is None or (cond is not None and not evaluate(cond, ns)):
+    def fix(self, values: Mapping[str, Any], defaults: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+        """What ``values`` (e.g. a recipe to measure first) fixes of the sampled knobs, in dependency order: a knob
+        is fixed when the space samples it, its condition holds (given the defaults, the pinned values and what is
+        fixed so far) and its value is one the space can give. Second: {key: why} for the keys of ``values`` not
+        fixed (the sampler picks those knobs, or nothing samples them)."""
+        ns = {**defaults, **self.fixed}
+        kept: dict[str, Any] = {}
+        dropped = {k: "pinned, not sampled" if k in self.fixed else "not in the search space"
+                   for k in values if k not in self.params}
+        for name, dist in self.params.items():
+            if name not in values:
                 continue
-            (kept if contains(dist, value) else outside)[name] = value
-        return kept, outside
+            cond = self.conditions.get(name)
+            if cond is not None and not evaluate(cond, ns):
+                dropped[name] = f"inactive ({cond} does not hold)"
+            elif not contains(dist, values[name]):
+                dropped[name] = f"{values[name]!r} is outside its search space"
+            else:
+                kept[name] = ns[name] = values[name]
+        return kept, dropped
 
     def size(self) -> int | None:
         """Number of distinct configurations (None when continuous), ignoring conditions."""
@@ -86,9 +94,19 @@ class SearchSpace:
 
 
 def contains(dist: BaseDistribution, value: Any) -> bool:
+    """Whether the distribution can give ``value``: one of the choices (a bool matches only a bool), or a number
+    within the bounds and on the step."""
     if isinstance(dist, CategoricalDistribution):
-        return value in dist.choices
-    return isinstance(value, (int, float)) and dist.low <= value <= dist.high
+        return any(isinstance(c, bool) == isinstance(value, bool) and c == value for c in dist.choices)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not dist.low <= value <= dist.high:
+        return False
+    if isinstance(dist, IntDistribution) and value != int(value):
+        return False
+    step = getattr(dist, "step", None)
+    if step is None or getattr(dist, "log", False):
+        return True
+    offset = (value - dist.low) / step
+    return abs(offset - round(offset)) < 1e-9
 
 
 def value_types(space: SearchSpace | dict[str, Any]) -> dict[str, type]:

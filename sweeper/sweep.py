@@ -60,6 +60,14 @@ class SweepImpl:
         self.cfg, self.space, self.defaults, self.fixed_args = jobs.resolve_space(self.config, c, arguments)
         self.workload = self.cfg["workload"]["name"]
         self.starts = self._parse_starts()
+        self.slots = make_slots(self.cfg["trial"].get("resources"), int(c.get("n_jobs") or 1), gpu.device_info().count)
+        job = self.config.hydra.job
+        if len(self.slots) > 1 and getattr(self.launcher, "knob_sweeper_in_process", False):
+            for key in ("chdir", "env_set"):  # process-wide: trials running at once would share one
+                if job.get(key):
+                    raise ConfigError(f"hydra.job.{key}", "is process-wide, and trials run at once in the sweeper's "
+                                      "process", "turn it off (trial environment variables go in `env:`), or run "
+                                      "one trial at a time")
         self.objectives = [(str(o["metric"]), str(o.get("direction", "maximize"))) for o in c["objectives"]]
         self._check_objectives()
         results_dir = Path(self.cfg["results_dir"])
@@ -77,7 +85,6 @@ class SweepImpl:
         except ValueError as e:
             raise ConfigError("hydra.sweeper.objectives", str(e).splitlines()[0],
                               "use the study's original objectives or a new hydra.sweeper.study_name") from None
-        self.slots = make_slots(self.cfg["trial"].get("resources"), int(c.get("n_jobs") or 1), gpu.device_info().count)
         self.max_failures = c.get("max_failures")
         self.max_failure_rate = c.get("max_failure_rate")
         pruner = c.get("pruner") or {"type": "none"}
@@ -234,13 +241,15 @@ class SweepImpl:
             baseline = self._baseline_params()
             if baseline is not None:
                 enqueued.append(baseline)
-        for params in self.starts:
+        for key, params, dropped in self.starts:
+            for name, why in dropped.items():
+                log.info("%s.%s is not fixed by the start: %s", key, name, why)
             if params and params not in enqueued:
                 enqueued.append(params)
-        for params in enqueued:
-            self.study.enqueue_trial(params)
+        for params in enqueued:  # several sweepers starting one new study together queue each once
+            self.study.enqueue_trial(params, skip_if_exists=True)
 
-    def _parse_starts(self) -> list[dict[str, Any]]:
+    def _parse_starts(self) -> list[tuple[str, dict[str, Any], dict[str, str]]]:
         starts = self.conf.get("starts") or []
         if isinstance(starts, (DictConfig, ListConfig)):
             starts = OmegaConf.to_container(starts, resolve=True)
@@ -249,9 +258,9 @@ class SweepImpl:
                               "write it as [{knobs.precision: bf16, knobs.num_workers: 8}]")
         return [self._start_params(i, start) for i, start in enumerate(starts)]
 
-    def _start_params(self, index: int, start: Any) -> dict[str, Any]:
-        """One ``starts`` entry as the sampled knobs it fixes: keys the space does not sample (pinned, inactive under
-        their condition) and values outside the space are left to the sampler."""
+    def _start_params(self, index: int, start: Any) -> tuple[str, dict[str, Any], dict[str, str]]:
+        """One ``starts`` entry: its config key, the sampled knobs it fixes, and {key: why} for those it does not
+        (pinned, inactive under their condition, outside the space: see ``SearchSpace.fix``)."""
         key = f"hydra.sweeper.starts[{index}]"
         if not isinstance(start, Mapping):
             raise ConfigError(key, f"must be a mapping of config keys to values, got {start!r}",
@@ -263,10 +272,8 @@ class SweepImpl:
                 close = difflib.get_close_matches(str(name), list(self.defaults), n=1)
                 raise ConfigError(f"{key}.{name}", "is not a key of this workload's config",
                                   f"did you mean `{close[0]}`?" if close else "use dotted keys such as knobs.batch_size")
-        params, outside = self.space.fix(start, self.defaults)
-        for name, value in outside.items():
-            log.info("%s.%s=%r is outside its search space: left to the sampler", key, name, value)
-        return params
+        params, dropped = self.space.fix(start, self.defaults)
+        return key, params, dropped
 
     def _baseline_params(self) -> dict[str, Any] | None:
         params = {}

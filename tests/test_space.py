@@ -49,3 +49,32 @@ def test_a_condition_false_for_the_whole_run_takes_the_knob_out_of_the_grid() ->
     jpeg = build_space(params, conditions, [], {**defaults, "workload.data": "jpeg"})
     assert list(jpeg.params) == ["knobs.precision", "knobs.num_workers", "knobs.prefetch_factor"]
     assert jpeg.conditions == conditions
+
+
+def test_contains_respects_types_and_steps() -> None:
+    from optuna.distributions import IntDistribution
+
+    from sweeper.space import contains
+
+    assert contains(CategoricalDistribution([False, True]), True)
+    assert not contains(CategoricalDistribution([False, True]), 1), "1 == True, but 1 is not a choice here"
+    assert not contains(CategoricalDistribution([0, 1]), True)
+    steps = IntDistribution(64, 256, step=64)
+    assert contains(steps, 192) and not contains(steps, 100) and not contains(steps, 320)
+    assert not contains(IntDistribution(1, 8), 2.5)
+
+
+def test_a_start_fixes_knobs_in_dependency_order() -> None:
+    """What a start fixes: a knob outside the space does not switch on the knobs that depend on it."""
+    defaults = {"knobs.num_workers": 0, "knobs.prefetch_factor": None, "knobs.compile": "off", "knobs.precision": "fp32"}
+    space = build_space({"knobs.num_workers": "choice(0, 2)", "knobs.prefetch_factor": "choice(2, 4)",
+                         "knobs.precision": "choice(fp32, bf16)", "knobs.compile": "off"},
+                        {"knobs.prefetch_factor": "knobs.num_workers > 0"}, [], defaults)
+    recipe = {"knobs.prefetch_factor": 4, "knobs.num_workers": 14, "knobs.precision": "bf16", "knobs.compile": "default"}
+    kept, dropped = space.fix(recipe, defaults)
+    assert kept == {"knobs.precision": "bf16"}
+    assert set(dropped) == {"knobs.num_workers", "knobs.prefetch_factor", "knobs.compile"}
+    assert "outside" in dropped["knobs.num_workers"] and "inactive" in dropped["knobs.prefetch_factor"]
+    assert "pinned" in dropped["knobs.compile"]
+    kept, _ = space.fix({**recipe, "knobs.num_workers": 2}, defaults)
+    assert kept == {"knobs.num_workers": 2, "knobs.prefetch_factor": 4, "knobs.precision": "bf16"}
