@@ -1,7 +1,7 @@
 """Time to a tuned configuration: a default sweep against a recorded landscape's best.
 
     python bench/time_to_tuned.py run RESULTS_DIR LANDSCAPE.parquet [--timeout-s 600] [OVERRIDE ...]
-    python bench/time_to_tuned.py analyse RESULTS_DIR LANDSCAPE.parquet --started 2026-11-29T13:11:39Z
+    python bench/time_to_tuned.py analyse RESULTS_DIR|ROWS.parquet LANDSCAPE.parquet --started 2026-11-29T13:11:39Z
 
 ``run`` starts ``python -m sweeper +workload=<the landscape's workload> workload.data=jpeg -m`` with the defaults
 (n_trials, measurement, sampler, starts), stopped from starting new trials after ``--timeout-s``, then analyses.
@@ -32,7 +32,7 @@ def analyse(results: Path, landscape: Path, started: float, within: float = 0.95
     from sweeper.report.data import read_rows
 
     best = float(pd.read_parquet(landscape)["throughput"].max())
-    df = read_rows(results)
+    df = read_rows(results) if results.is_dir() else pd.read_parquet(results)  # a results folder, or saved rows
     df = df[df["started_at"] >= pd.Timestamp(started, unit="s", tz="UTC")].sort_values("ended_at")  # this command's
     if df.empty:
         print(f"no trial of {results} started after the command did: nothing to time")

@@ -14,6 +14,7 @@ from omegaconf import DictConfig
 
 from sweeper import gpu
 from sweeper.config import plain as config_plain, preset_params, trial_config
+from sweeper.errors import ConfigError
 from sweeper.outcome import Status, TrialOutcome
 from sweeper.space import SearchSpace, build_space, flatten
 
@@ -90,21 +91,36 @@ class _Serialized:
 
 def thread_safe_launcher(hydra_context: Any, task_function: Any, config: DictConfig) -> Any:
     """Hydra's configured launcher, made safe to call from several slot threads (see ``_COMPOSE_LOCK``)."""
-    from hydra._internal.core_plugins.basic_launcher import BasicLauncher
     from hydra.core.plugins import Plugins
 
     loader = hydra_context.config_loader
     if not isinstance(loader.load_sweep_config, _Serialized):
         loader.load_sweep_config = _Serialized(loader.load_sweep_config)
-    launcher = Plugins.instance().instantiate_launcher(
+    return Plugins.instance().instantiate_launcher(
         hydra_context=hydra_context, task_function=_UnlockedTask(task_function), config=config)
-    launcher.knob_sweeper_in_process = isinstance(launcher, BasicLauncher)
-    return launcher
+
+
+def in_process(launcher: Any) -> bool:
+    """Whether ``launcher`` runs the task in the sweeper's own process (Hydra's basic launcher)."""
+    from hydra._internal.core_plugins.basic_launcher import BasicLauncher
+
+    return isinstance(launcher, BasicLauncher)
+
+
+def check_concurrent(launcher: Any, config: DictConfig, slots: int) -> None:
+    """Trials at once in the sweeper's process share its working directory and environment: Hydra settings that
+    change those per job (``hydra.job.chdir``, ``hydra.job.env_set``) are bad input there."""
+    if slots < 2 or not in_process(launcher):
+        return
+    for key in ("chdir", "env_set"):
+        if config.hydra.job.get(key):
+            raise ConfigError(f"hydra.job.{key}", "is process-wide, and trials run at once in the sweeper's process",
+                              "turn it off (trial environment variables go in `env:`), or run one trial at a time")
 
 
 def launch_one(launcher: Any, overrides: list[str], job_idx: int) -> Any:
     """One job through ``launcher`` (from ``thread_safe_launcher``); returns its JobReturn."""
-    if not launcher.knob_sweeper_in_process:
+    if not in_process(launcher):
         return launcher.launch([overrides], initial_job_idx=job_idx)[0]
     with _JOB_LOCK:  # released by _UnlockedTask while the trial runs
         _holds_job_lock.value = True

@@ -193,7 +193,7 @@ def build_space(
     dists: dict[str, BaseDistribution] = {}
     fixed: dict[str, Any] = {}
     for key, text in params.items():
-        _check_known(key, defaults)
+        check_known(key, defaults)
         parsed = parse_param(key, text)
         if isinstance(parsed, BaseDistribution):
             _check_types(key, parsed, defaults[key])
@@ -230,14 +230,15 @@ def build_space(
                        inactive)
 
 
-def _check_known(key: str, defaults: Mapping[str, Any]) -> None:
+def check_known(key: str, defaults: Mapping[str, Any], where: str | None = None) -> None:
+    """A one-line error unless ``key`` is a config key; ``where`` names the setting that wrote it (default: key)."""
     if key in defaults:
         return
     import difflib
 
     close = difflib.get_close_matches(key, list(defaults), n=1)
     hint = f"did you mean `{close[0]}`?" if close else "known keys: " + ", ".join(sorted(k for k in defaults if k.startswith("knobs.")))
-    raise ConfigError(key, "is not a key of this workload's config", hint)
+    raise ConfigError(where or key, "is not a key of this workload's config", hint)
 
 
 def _check_types(key: str, dist: BaseDistribution, default: Any) -> None:
@@ -314,7 +315,7 @@ def _check_expression(key: str, expr: str, defaults: Mapping[str, Any]) -> None:
     for name in top_level:
         if name not in defaults:
             try:
-                _check_known(name, defaults)
+                check_known(name, defaults)
             except ConfigError as e:
                 raise ConfigError(key, f"refers to `{name}`, which {e.problem}", e.fix) from None
 

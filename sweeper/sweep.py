@@ -25,7 +25,7 @@ from sweeper.outcome import Status, TrialOutcome
 from sweeper.progress import SweepProgress
 from sweeper.prune import make_pruner
 from sweeper.slots import Slot, make_slots, slot_overrides
-from sweeper.space import contains, evaluate, override_string, value_types
+from sweeper.space import check_known, contains, evaluate, override_string, value_types
 
 log = logging.getLogger(__name__)
 KNOWN_METRICS = (
@@ -61,13 +61,7 @@ class SweepImpl:
         self.workload = self.cfg["workload"]["name"]
         self.starts = self._parse_starts()
         self.slots = make_slots(self.cfg["trial"].get("resources"), int(c.get("n_jobs") or 1), gpu.device_info().count)
-        job = self.config.hydra.job
-        if len(self.slots) > 1 and getattr(self.launcher, "knob_sweeper_in_process", False):
-            for key in ("chdir", "env_set"):  # process-wide: trials running at once would share one
-                if job.get(key):
-                    raise ConfigError(f"hydra.job.{key}", "is process-wide, and trials run at once in the sweeper's "
-                                      "process", "turn it off (trial environment variables go in `env:`), or run "
-                                      "one trial at a time")
+        jobs.check_concurrent(self.launcher, self.config, len(self.slots))
         self.objectives = [(str(o["metric"]), str(o.get("direction", "maximize"))) for o in c["objectives"]]
         self._check_objectives()
         results_dir = Path(self.cfg["results_dir"])
@@ -266,12 +260,7 @@ class SweepImpl:
             raise ConfigError(key, f"must be a mapping of config keys to values, got {start!r}",
                               "write it as {knobs.precision: bf16, knobs.num_workers: 8}")
         for name in start:
-            if name not in self.defaults:
-                import difflib
-
-                close = difflib.get_close_matches(str(name), list(self.defaults), n=1)
-                raise ConfigError(f"{key}.{name}", "is not a key of this workload's config",
-                                  f"did you mean `{close[0]}`?" if close else "use dotted keys such as knobs.batch_size")
+            check_known(str(name), self.defaults, where=f"{key}.{name}")
         params, dropped = self.space.fix(start, self.defaults)
         return key, params, dropped
 
