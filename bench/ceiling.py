@@ -99,7 +99,7 @@ def curve(rows: pd.DataFrame, started: float) -> list[tuple[float, float]]:
     for _, r in done.sort_values("t").iterrows():
         if r["throughput"] > best:
             best = float(r["throughput"])
-            points.append((round(float(r["t"]), 1), round(best, 1)))
+            points.append((round(float(r["t"]), 1), best))
     return points
 
 
@@ -166,7 +166,7 @@ def main() -> None:
           f"; 95 % of final best at {summary.get('t_95_of_final')} s; reference level at "
           f"{summary.get('t_reached_reference')} s; statuses {summary['statuses']}")
     for t, v in points:
-        print(f"  {t:7.1f} s  {v:9.1f}")
+        print(f"  {t:7.1f} s  {v:10.4g}")
 
 
 if __name__ == "__main__":
