@@ -72,17 +72,19 @@ class _GridSampler(optuna.samplers.GridSampler):
 
 
 def make_sampler(name: str, seed: int | None, space: SearchSpace, expensive: Mapping[str, Any] | None = None,
-                 defaults: Mapping[str, Any] | None = None) -> optuna.samplers.BaseSampler:
+                 defaults: Mapping[str, Any] | None = None, budget_s: float | None = None,
+                 ) -> optuna.samplers.BaseSampler:
     """Sampler by name. OOM trials reach tpe, gp and nsgaii as violated constraints (``Trial.set_constraint``).
 
     ``staged`` (the default) is cost-aware: the knobs of ``expensive`` ({key: its cheap value}) are held cheap
-    while TPE screens the others, then the best screened configurations are promoted (see ``sweeper.staged``).
+    while TPE screens the others (for at most half of ``budget_s``, the sweep's seconds), then the best screened
+    configurations are promoted (see ``sweeper.staged``).
     """
     check_expensive(expensive or {}, space, defaults or {})
     if name == "staged":
         from sweeper.staged import StagedSampler
 
-        return StagedSampler(_tpe(seed, **STAGED_TPE), space, expensive or {}, defaults)
+        return StagedSampler(_tpe(seed, **STAGED_TPE), space, expensive or {}, defaults, budget_s=budget_s)
     if name == "tpe":
         return _tpe(seed)
     if name == "random":

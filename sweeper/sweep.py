@@ -73,7 +73,8 @@ class SweepImpl:
         self.storage_url = st.storage_url(c.get("storage"), results_dir)
         self.storage = st.make_storage(self.storage_url, c.get("heartbeat_interval"), c.get("grace_period"))
         expensive = OmegaConf.to_container(c["expensive"]) if isinstance(c.get("expensive"), DictConfig) else c.get("expensive")
-        sampler = st.make_sampler(str(c.get("sampler", "staged")), c.get("seed"), self.space, expensive or {}, self.defaults)
+        sampler = st.make_sampler(str(c.get("sampler", "staged")), c.get("seed"), self.space, expensive or {},
+                                  self.defaults, c.get("timeout_s"))
         try:
             self.study = optuna.create_study(
                 study_name=self.study_name, storage=self.storage, sampler=sampler, load_if_exists=True,

@@ -110,3 +110,16 @@ def test_without_an_expensive_knob_in_the_space_it_is_its_base_sampler() -> None
             study.tell(trial, speed(v["knobs.level"], v["knobs.batch"], "off"))
         picks.append([t.params for t in study.trials])
     assert picks[0] == picks[1]
+
+
+def test_screening_ends_at_half_of_the_time_budget() -> None:
+    """With hydra.sweeper.timeout_s=10, screened trials of 2 s each end the screen after 3 (6 s >= 5 s), long
+    before min_screen and patience would."""
+    space = build_space(PARAMS, {}, [], DEFAULTS)
+    sampler = st.make_sampler("staged", 0, space, EXPENSIVE, DEFAULTS, budget_s=10.0)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    for level in (1, 2):
+        _add(study, level, "off", float(level), 2.0, "screen")
+    assert sampler.next_plan(study) == ("screen", EXPENSIVE)
+    _add(study, 3, "off", 3.0, 2.0, "screen")
+    assert sampler.next_plan(study) == ("promote", {"knobs.level": 3, "knobs.batch": 1, "knobs.compile": "default"})
