@@ -115,8 +115,8 @@ def main() -> None:
     a.add_argument("--hand", default="bf16:256,bf16:512,fp16:512")
     a.add_argument("--hand-seconds", type=float, default=3.0)
     a.add_argument("--smoke", action="store_true", help="CPU: no hand loops, tiny sweep (checks the script)")
-    a.add_argument("extra", nargs="*", help="more overrides for the sweep")
-    args = a.parse_args()
+    args, more = a.parse_known_args()  # the rest: Hydra overrides for the sweep (trial.timeout_s=200 ...)
+    args.extra = more
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     results = out / "results"
