@@ -98,8 +98,8 @@ def seed(spec: dict, results: Path, earlier: Path) -> int:
     from hydra import compose, initialize_config_dir
     from optuna.trial import TrialState, create_trial
 
-    from sweeper import study as st
-    from sweeper.jobs import resolve_space
+    from sweeper.sweep import study as st
+    from sweeper.sweep.launch import resolve_space
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         config = compose("config", overrides=_overrides(spec, results), return_hydra_config=True)

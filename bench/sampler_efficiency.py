@@ -4,8 +4,8 @@ within 3 % of the grid's best, median over seeds.
     python bench/sampler_efficiency.py bench/data/landscape-h200.parquet [--seeds 20] [--samplers tpe,random,gp]
 
 Each replayed study is built exactly as a sweep builds it: the same parsed search space (from the file's
-metadata), the same sampler factory and settings (``sweeper.study.make_sampler``), the same define-by-run
-sampling with conditions (``sweeper.study.sample``) and the same telling (``sweeper.study.tell``: OOM as a violated
+metadata), the same sampler factory and settings (``sweeper.sweep.study.make_sampler``), the same define-by-run
+sampling with conditions (``sweeper.sweep.study.sample``) and the same telling (``sweeper.sweep.study.tell``: OOM as a violated
 constraint, a repeated configuration answered with its earlier value at no cost, as the sweeper does). The cost
 counted is the number of distinct configurations measured. ``default`` is what a new study of the sweeper does:
 the workload's defaults first (when they are in the space), then the workload's ``hydra.sweeper.starts`` (its
@@ -31,9 +31,9 @@ from omegaconf import OmegaConf
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sweeper import study as st  # noqa: E402
-from sweeper.outcome import Status, TrialOutcome  # noqa: E402
-from sweeper.space import SearchSpace, build_space  # noqa: E402
+from sweeper.sweep import study as st  # noqa: E402
+from sweeper.results.outcome import Status, TrialOutcome  # noqa: E402
+from sweeper.sweep.space import SearchSpace, build_space  # noqa: E402
 
 
 def _plain(v: Any) -> Any:

@@ -20,7 +20,7 @@ import torch
 import torch.distributed.fsdp  # noqa: F401  (imported once here, not in each forked rank)
 
 from conftest import ROOT, run_cli
-from sweeper.outcome import Status, TrialOutcome
+from sweeper.results.outcome import Status, TrialOutcome
 from workloads import parallel
 from workloads.base import DeviceInfo
 
@@ -29,7 +29,7 @@ def trial_cfg(*overrides: str) -> dict[str, Any]:
     """The trial config the CLI would build for these overrides (Hydra compose + preset, on the CPU)."""
     from hydra import compose, initialize_config_dir
 
-    from sweeper.config import plain, trial_config
+    from sweeper.sweep.config import plain, trial_config
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=list(overrides))
@@ -39,7 +39,7 @@ def trial_cfg(*overrides: str) -> dict[str, Any]:
 def run_trial(tmp_path: Path, *overrides: str, timeout_s: float = 90, env: dict[str, str] | None = None
               ) -> tuple[TrialOutcome, float]:
     """Run one isolated trial (the real runner); returns its outcome and its wall time in seconds."""
-    from sweeper.runner import run_isolated
+    from sweeper.trial.isolate import run_isolated
 
     cfg = trial_cfg(*overrides, f"results_dir={tmp_path / 'results'}")
     cfg["env"] = {**cfg.get("env", {}), **(env or {})}
@@ -138,7 +138,7 @@ def _params_sharded_after_forward(sharding: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("sharding, resharded", [("FULL_SHARD", True), ("SHARD_GRAD_OP", False)])
 def test_reshard_after_forward_is_what_the_layers_do(sharding: str, resharded: bool) -> None:
-    from sweeper.distributed import launch
+    from sweeper.trial.ranks import launch
 
     saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)}
     try:  # the launcher's agent (this test process) installs its own handlers

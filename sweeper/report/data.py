@@ -4,7 +4,7 @@ Parsing a Parquet footer costs about a millisecond per file, which is most of a 
 files. So the rows read once are kept in ``<results>/.report-cache/rows.parquet`` with each file's name, size and
 modification time; a later report reads only files that are new or changed (a re-written trial replaces its
 file, so its size or mtime changes). Files that vanished because a compaction folded them into a compacted file
-(``sweeper.store.compact``) just lose their cached rows; any other removal or change re-reads everything.
+(``sweeper.results.store.compact``) just lose their cached rows; any other removal or change re-reads everything.
 The cache holds every file's rows; each (study, trial) is read once on the way out (``store.read_once``).
 The cache is an optimisation only: if it cannot be written (a read-only copy of the results), the report reads
 every file, and ``use_cache=False`` ignores it.
@@ -22,7 +22,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sweeper.store import is_compacted, read_once, read_results, retry_vanished, study_of, trial_files
+from sweeper.results.store import is_compacted, read_once, read_results, retry_vanished, study_of, trial_files
 
 CACHE_DIR = ".report-cache"
 _FILE, _SIZE, _MTIME = "_cache_file", "_cache_size", "_cache_mtime_ns"

@@ -17,11 +17,12 @@ import pyarrow as pa
 from omegaconf import DictConfig, OmegaConf
 from optuna.distributions import BaseDistribution
 
-from sweeper import gpu, store
-from sweeper.config import plain as config_plain, preset_params, trial_config
+from sweeper.results import store
+from sweeper.sweep.config import plain as config_plain, preset_params, trial_config
 from sweeper.errors import ConfigError
-from sweeper.outcome import Status, TrialOutcome
-from sweeper.space import parse_param, value_types
+from sweeper.trial import gpu
+from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.sweep.space import parse_param, value_types
 import workloads
 from workloads.base import DeviceInfo
 
@@ -70,13 +71,13 @@ def run_trial(cfg: DictConfig) -> dict[str, Any]:
         now = time.time()
         outcome = TrialOutcome(Status.SKIPPED, f"invalid:{reason}", reason, started_at=now, ended_at=now)
     elif tcfg["trial"].get("isolate", True):
-        from sweeper.prune import reporter
-        from sweeper.runner import run_isolated
+        from sweeper.sweep.prune import reporter
+        from sweeper.trial.isolate import run_isolated
 
         outcome = run_isolated(tcfg, float(tcfg["trial"]["timeout_s"]), Path(ctx["log_dir"]) / "trial.log",
                                on_report=reporter(ctx))
     else:
-        from sweeper.trial import run_here
+        from sweeper.trial.child import run_here
 
         outcome = run_here(tcfg)
     objectives = [tuple(o.split(":", 1)) for o in ctx["objectives"]]

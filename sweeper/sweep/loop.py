@@ -19,13 +19,15 @@ import optuna
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from optuna.trial import TrialState
 
-from sweeper import gpu, jobs, store, study as st
+from sweeper.results import store
+from sweeper.sweep import launch as jobs, study as st
+from sweeper.trial import gpu
 from sweeper.errors import ConfigError
-from sweeper.outcome import Status, TrialOutcome
-from sweeper.progress import SweepProgress
-from sweeper.prune import make_pruner
-from sweeper.slots import Slot, make_slots, slot_overrides
-from sweeper.space import check_known, contains, evaluate, override_string, value_types
+from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.sweep.progress import SweepProgress
+from sweeper.sweep.prune import make_pruner
+from sweeper.sweep.slots import Slot, make_slots, slot_overrides
+from sweeper.sweep.space import check_known, contains, evaluate, override_string, value_types
 
 log = logging.getLogger(__name__)
 KNOWN_METRICS = (
@@ -113,7 +115,7 @@ class SweepImpl:
         try:
             self._prepare(arguments)
         except ConfigError as e:
-            from sweeper.cli import fail
+            from sweeper.sweep.cli import fail
 
             fail(e)
         limit = self.conf.get("timeout_s")

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from sweeper.gpu import UtilizationSampler, peak_tflops
+from sweeper.trial.gpu import UtilizationSampler, peak_tflops
 from workloads.base import Workload
 
 

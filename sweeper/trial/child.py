@@ -16,9 +16,9 @@ from typing import Any
 import torch
 import torchvision  # noqa: F401  (preloaded for the workloads)
 
-from sweeper.fingerprint import fingerprint
-from sweeper.measure import NonFiniteLoss, measure
-from sweeper.outcome import Status, TrialOutcome
+from sweeper.trial.fingerprint import fingerprint
+from sweeper.trial.measure import NonFiniteLoss, measure
+from sweeper.results.outcome import Status, TrialOutcome
 import workloads
 
 
@@ -33,9 +33,9 @@ class PruneRequested(Exception):
 def execute(cfg: dict[str, Any], report=None) -> dict[str, Any]:
     """Build and measure the configured workload; returns the flat metrics dict (fingerprint included)."""
     if (cfg.get("distributed") or {}).get("strategy", "none") != "none" and not torch.distributed.is_initialized():
-        from sweeper import distributed  # start N ranks (this process is their agent); each runs execute again
+        from sweeper.trial import ranks  # start N ranks (this process is their agent); each runs execute again
 
-        return distributed.execute(cfg)
+        return ranks.execute(cfg)
     t0 = time.perf_counter()
     device = torch.device(cfg["device"])
     if device.type == "cuda":

@@ -1,4 +1,4 @@
-"""Run one trial in an isolated child process: timeout, signals, outcome. The parent side of ``sweeper.trial``.
+"""Run one trial in an isolated child process: timeout, signals, outcome. The parent side of ``sweeper.trial.child``.
 
 Children come from a ``multiprocessing`` forkserver that has imported torch (not CUDA), so CUDA state,
 allocator fragmentation, compile caches and crashes stay inside one trial while the start costs milliseconds
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sweeper.outcome import Status, TrialOutcome
+from sweeper.results.outcome import Status, TrialOutcome
 
 _CONTEXT: Any = None
 
@@ -28,7 +28,7 @@ def _context() -> Any:
             # unknown to plain multiprocessing there.
             mp.set_start_method("forkserver", force=True)
         ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["sweeper.trial"])
+        ctx.set_forkserver_preload(["sweeper.trial.child"])
         _CONTEXT = ctx
     return _CONTEXT
 
@@ -103,6 +103,6 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
 
 
 def _child_entry(cfg: dict[str, Any], conn: Any, log_path: str) -> None:
-    from sweeper.trial import child_main
+    from sweeper.trial.child import child_main
 
     child_main(cfg, conn, log_path)

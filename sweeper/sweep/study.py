@@ -15,8 +15,8 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, Floa
 from optuna.trial import FrozenTrial, TrialState
 
 from sweeper.errors import ConfigError
-from sweeper.outcome import Status, TrialOutcome
-from sweeper.space import SearchSpace
+from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.sweep.space import SearchSpace
 
 SAMPLERS = ("tpe", "random", "grid", "gp", "nsgaii", "qmc")
 TARGET_KEY = "knob_sweeper:target"  # study user attr: how many counted trials the current sweep aims for
@@ -99,7 +99,7 @@ def suggest(trial: optuna.Trial, name: str, dist: BaseDistribution) -> Any:
 
 def sample(trial: optuna.Trial, space: SearchSpace, defaults: dict[str, Any]) -> dict[str, Any]:
     """Define-by-run sampling of ``space``: a knob whose condition does not hold is not sampled (None)."""
-    from sweeper.space import evaluate
+    from sweeper.sweep.space import evaluate
 
     ns = {**defaults, **space.fixed}
     values: dict[str, Any] = {}

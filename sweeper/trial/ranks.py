@@ -1,10 +1,10 @@
 """One trial spanning N ranks: the isolated trial process is the launcher's agent, each rank builds and measures.
 
-``execute(cfg)`` runs in the trial process (``sweeper.trial.execute`` hands over when ``distributed.strategy``
+``execute(cfg)`` runs in the trial process (``sweeper.trial.child.execute`` hands over when ``distributed.strategy``
 is not ``none``). It starts ``nproc`` ranks with PyTorch's own launcher (``elastic_launch``, the API behind
 ``torchrun``): c10d rendezvous on a free localhost port, no restarts. Each rank initialises the process group
 (NCCL on GPU, gloo on CPU, with ``distributed.timeout_s`` as the collective timeout) and then runs the
-single-process trial, ``sweeper.trial.execute``, on its own device: the same build and measurement. The
+single-process trial, ``sweeper.trial.child.execute``, on its own device: the same build and measurement. The
 workload's ``build`` wraps the model through ``workloads.parallel.wrap``; it is reached through this module's
 :func:`build` (as ``workload.module``), which also profiles a few more steps for ``comm_frac`` and reads the
 wrapped module's settings back. The agent merges the ranks' metrics into one row.
@@ -12,7 +12,7 @@ wrapped module's settings back. The agent merges the ranks' metrics into one row
 Ending together: ranks are forked or spawned by the agent, so they stay in the trial's process group (the
 runner's timeout kills them with it); each rank dies with its parent (PR_SET_PDEATHSIG) and on SIGTERM
 (default action, so a rank blocked in a collective ends at once). When a rank fails, the launcher's monitor
-stops the others and the agent re-raises that rank's exception, which ``sweeper.trial.classify`` classifies
+stops the others and the agent re-raises that rank's exception, which ``sweeper.trial.child.classify`` classifies
 (an OOM on one rank -> infeasible/oom). A rank that died without raising (signal, ``os._exit``) becomes
 ``RankExited``.
 
@@ -179,7 +179,7 @@ def _rebuild(rec: dict[str, Any], world: int) -> BaseException:
             exc = None
     if exc is None:
         if rec["type"] == "NonFiniteLoss":
-            from sweeper.measure import NonFiniteLoss
+            from sweeper.trial.measure import NonFiniteLoss
 
             exc = NonFiniteLoss(rec["message"], rec.get("metrics") or {})
         else:
@@ -196,7 +196,7 @@ def _rebuild(rec: dict[str, Any], world: int) -> BaseException:
 
 def _rank_main(cfg: dict[str, Any], run_dir: str) -> dict[str, Any]:
     """Entry point of each rank (started by the launcher); returns this rank's metrics."""
-    from sweeper.trial import _die_with_parent
+    from sweeper.trial.child import _die_with_parent
 
     _die_with_parent()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the launcher's stop must end a rank stuck in C++ at once
@@ -210,14 +210,14 @@ def _rank_main(cfg: dict[str, Any], run_dir: str) -> dict[str, Any]:
 
 
 def _run_rank(cfg: dict[str, Any], rank: int, world: int, local_rank: int) -> dict[str, Any]:
-    """Process group up, then the single-process trial (``sweeper.trial.execute``) on this rank's device.
+    """Process group up, then the single-process trial (``sweeper.trial.child.execute``) on this rank's device.
 
     The workload is built through :func:`build` below (``workload.module``), which adds what only a rank
     does: the check that the model was wrapped, the comm profile and the wrapped module's settings.
     """
     import torch.distributed as dist
 
-    from sweeper.trial import execute
+    from sweeper.trial.child import execute
 
     started_at = time.time()
     s = parallel.settings(cfg.get("distributed"))

@@ -12,11 +12,11 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from sweeper import gpu
-from sweeper.config import plain as config_plain, preset_params, trial_config
+from sweeper.trial import gpu
+from sweeper.sweep.config import plain as config_plain, preset_params, trial_config
 from sweeper.errors import ConfigError
-from sweeper.outcome import Status, TrialOutcome
-from sweeper.space import SearchSpace, build_space, flatten
+from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.sweep.space import SearchSpace, build_space, flatten
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ def launch_one(launcher: Any, overrides: list[str], job_idx: int) -> Any:
 def compact_and_refresh(results_dir: Path, study: str) -> None:
     """At a sweep's end: fold the study's per-trial files into one (``store.compact``: a later report parses one
     file, not one per trial), then this sweep's rows into the report's read cache. Neither may fail the sweep."""
-    from sweeper import store
+    from sweeper.results import store
 
     try:
         store.compact(results_dir / "trials", study)
