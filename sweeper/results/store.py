@@ -30,7 +30,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from sweeper.results.outcome import TrialOutcome
-from sweeper.sweep.space import flatten
+from sweeper.results.keys import flatten
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 # A study's files: per-trial ``<study>.<trial>.parquet`` and compacted ``<study>.compacted-<gen>-<tag>.parquet``

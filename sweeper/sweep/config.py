@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from sweeper.errors import ConfigError
+from sweeper.results.keys import set_dotted
 from workloads.base import DeviceInfo
 
 _MERGED_BY_PRESET = ("workload", "knobs", "measure", "trial")
@@ -61,11 +62,7 @@ def _reapply(cfg: dict[str, Any], overrides: list[str]) -> None:
         if (override.is_delete() or override.is_sweep_override() or "." not in key  # "+workload=x" is a group
                 or key.split(".", 1)[0] not in _MERGED_BY_PRESET):
             continue
-        *parents, leaf = key.split(".")
-        node = cfg
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = override.value()
+        set_dotted(cfg, key, override.value())
 
 
 def trial_config(plain: dict[str, Any], info: DeviceInfo, overrides: list[str] = ()) -> dict[str, Any]:

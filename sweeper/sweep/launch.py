@@ -16,7 +16,8 @@ from sweeper.trial import gpu
 from sweeper.sweep.config import plain as config_plain, preset_params, trial_config
 from sweeper.errors import ConfigError
 from sweeper.results.outcome import Status, TrialOutcome
-from sweeper.sweep.space import SearchSpace, build_space, flatten
+from sweeper.results.keys import flatten
+from sweeper.sweep.space import SearchSpace, build_space
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +141,7 @@ def compact_and_refresh(results_dir: Path, study: str) -> None:
     except Exception as e:  # noqa: BLE001 - every row stays readable, compacted or not
         log.warning("study %s not compacted: %s", study, e)
     try:
-        from sweeper.report.data import read_rows
+        from sweeper.results.read import read_rows
 
         read_rows(results_dir)
     except Exception as e:  # noqa: BLE001 - a cache must never fail a sweep

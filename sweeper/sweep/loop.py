@@ -27,7 +27,8 @@ from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.sweep.progress import SweepProgress
 from sweeper.sweep.prune import make_pruner
 from sweeper.sweep.slots import Slot, make_slots, slot_overrides
-from sweeper.sweep.space import check_known, contains, evaluate, override_string, value_types
+from sweeper.results.keys import override_string, set_dotted
+from sweeper.sweep.space import check_known, contains, evaluate, value_types
 
 log = logging.getLogger(__name__)
 KNOWN_METRICS = (
@@ -380,11 +381,7 @@ class SweepImpl:
             return
         cfg = json.loads(json.dumps(self.cfg, default=str))
         for key, value in {**self.space.fixed, **values}.items():
-            *parents, leaf = key.split(".")
-            target = cfg
-            for part in parents:
-                target = target.setdefault(part, {})
-            target[leaf] = value
+            set_dotted(cfg, key, value)
         row = store.make_row(outcome, study=self.study_name, trial=number, cfg=cfg, objectives=self.objectives)
         row["baseline"] = self._is_baseline(values)
         store.write_row(path, row, store.column_types(value_types(self.space)))

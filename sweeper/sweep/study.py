@@ -17,6 +17,7 @@ from optuna.trial import FrozenTrial, TrialState
 from sweeper.errors import ConfigError
 from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.sweep.space import SearchSpace
+from sweeper.trial.proc import pid_alive
 
 SAMPLERS = ("tpe", "random", "grid", "gp", "nsgaii", "qmc")
 TARGET_KEY = "knob_sweeper:target"  # study user attr: how many counted trials the current sweep aims for
@@ -116,16 +117,6 @@ def owner_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _pid_alive(pid: int) -> bool:
-    """Whether a process runs (a killed one not yet reaped by its parent, a zombie, counts as dead)."""
-    import psutil
-
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
 def is_interrupted(t: FrozenTrial) -> bool:
     """Its sweeper died while it ran: marked so by us, or failed by Optuna's stale-heartbeat check (never told)."""
     if t.user_attrs.get(REASON_KEY) == "interrupted":
@@ -175,7 +166,7 @@ def orphaned_running(study: optuna.Study) -> list[FrozenTrial]:
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         owner = str(t.user_attrs.get(OWNER_KEY, ""))
         h, _, pid = owner.rpartition(":")
-        if h == host and pid.isdigit() and not _pid_alive(int(pid)) and int(pid) != os.getpid():
+        if h == host and pid.isdigit() and not pid_alive(int(pid)) and int(pid) != os.getpid():
             out.append(t)
     return out
 

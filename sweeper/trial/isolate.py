@@ -8,7 +8,6 @@ instead of a fresh interpreter's seconds. The child runs in its own process grou
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 import signal
 import time
 from collections.abc import Callable
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.trial.proc import kill_group
 
 _CONTEXT: Any = None
 
@@ -31,14 +31,6 @@ def _context() -> Any:
         ctx.set_forkserver_preload(["sweeper.trial.child"])
         _CONTEXT = ctx
     return _CONTEXT
-
-
-def _kill_group(pid: int) -> None:
-    for target in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
-        try:
-            target()
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def _log_tail(path: Path, n: int = 12) -> str:
@@ -70,7 +62,7 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
         while message is None:
             remaining = deadline - time.time()
             if remaining <= 0:
-                _kill_group(proc.pid)
+                kill_group(proc.pid)
                 proc.join()
                 return TrialOutcome(Status.FAILED, "timeout",
                                     f"no result after {timeout_s:g} s (trial.timeout_s); process group killed",
@@ -88,7 +80,7 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
                 break
         proc.join(timeout=30)
     finally:
-        _kill_group(proc.pid)  # reap stragglers (DataLoader workers) in the trial's group
+        kill_group(proc.pid)  # reap stragglers (DataLoader workers) in the trial's group
         parent.close()
     if message is not None:
         return TrialOutcome.from_dict(message[1])

@@ -4,7 +4,7 @@
 is not ``none``). It starts ``nproc`` ranks with PyTorch's own launcher (``elastic_launch``, the API behind
 ``torchrun``): c10d rendezvous on a free localhost port, no restarts. Each rank initialises the process group
 (NCCL on GPU, gloo on CPU, with ``distributed.timeout_s`` as the collective timeout) and then runs the
-single-process trial, ``sweeper.trial.child.execute``, on its own device: the same build and measurement. The
+single-process trial, ``sweeper.trial.local.execute``, on its own device: the same build and measurement. The
 workload's ``build`` wraps the model through ``workloads.parallel.wrap``; it is reached through this module's
 :func:`build` (as ``workload.module``), which also profiles a few more steps for ``comm_frac`` and reads the
 wrapped module's settings back. The agent merges the ranks' metrics into one row.
@@ -51,6 +51,8 @@ from typing import Any
 
 import torch
 
+from sweeper.trial import local
+from sweeper.trial.proc import die_with_parent, pid_alive
 from workloads import parallel
 
 # NVLink multicast (NVLS) off for NCCL, symmetric memory and NVSHMEM: on shared multi-GPU hosts a program using
@@ -129,19 +131,9 @@ def _run_dir() -> Path:
     tmp = Path(tempfile.gettempdir())
     for old in tmp.glob("sweeper-dist-*-*"):
         pid = old.name.split("-")[2]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             shutil.rmtree(old, ignore_errors=True)
     return Path(tempfile.mkdtemp(prefix=f"sweeper-dist-{os.getpid()}-"))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _root_cause(err: Any, run_dir: Path, world: int) -> BaseException:
@@ -196,9 +188,7 @@ def _rebuild(rec: dict[str, Any], world: int) -> BaseException:
 
 def _rank_main(cfg: dict[str, Any], run_dir: str) -> dict[str, Any]:
     """Entry point of each rank (started by the launcher); returns this rank's metrics."""
-    from sweeper.trial.child import _die_with_parent
-
-    _die_with_parent()
+    die_with_parent()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the launcher's stop must end a rank stuck in C++ at once
     rank = int(os.environ["RANK"])
     _write_pid(rank)
@@ -210,14 +200,12 @@ def _rank_main(cfg: dict[str, Any], run_dir: str) -> dict[str, Any]:
 
 
 def _run_rank(cfg: dict[str, Any], rank: int, world: int, local_rank: int) -> dict[str, Any]:
-    """Process group up, then the single-process trial (``sweeper.trial.child.execute``) on this rank's device.
+    """Process group up, then the single-process trial (``sweeper.trial.local.execute``) on this rank's device.
 
     The workload is built through :func:`build` below (``workload.module``), which adds what only a rank
     does: the check that the model was wrapped, the comm profile and the wrapped module's settings.
     """
     import torch.distributed as dist
-
-    from sweeper.trial.child import execute
 
     started_at = time.time()
     s = parallel.settings(cfg.get("distributed"))
@@ -231,7 +219,7 @@ def _run_rank(cfg: dict[str, Any], rank: int, world: int, local_rank: int) -> di
     dist.init_process_group(backend, timeout=dt.timedelta(seconds=float(s.timeout_s)),
                             device_id=device if device.type == "cuda" else None)
     wl = {**cfg["workload"], "module": __name__, "inner_module": cfg["workload"].get("module")}
-    metrics = execute({**cfg, "device": str(device), "cpu_threads": int(threads), "workload": wl})
+    metrics = local.execute({**cfg, "device": str(device), "cpu_threads": int(threads), "workload": wl})
     metrics.update(rank=rank, world_size=world, rank_started_at=started_at)
     dist.destroy_process_group()
     return metrics
