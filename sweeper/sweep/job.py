@@ -22,6 +22,7 @@ from sweeper.sweep.config import plain as config_plain, preset_params, trial_con
 from sweeper.errors import ConfigError
 from sweeper.trial import gpu
 from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.sweep import schema
 from sweeper.sweep.space import parse_param, value_types
 import workloads
 from workloads.base import DeviceInfo
@@ -62,6 +63,7 @@ def run_trial(cfg: DictConfig) -> dict[str, Any]:
         from hydra.core.hydra_config import HydraConfig
 
         tcfg = trial_config(config_plain(cfg), info, list(HydraConfig.get().overrides.task))
+        schema.validate(tcfg)  # a single run: checked here, before it starts (a sweep checked it before its first)
         ctx = _single_run_context(tcfg)
     wl = tcfg["workload"]
     module = workloads.load(wl["name"], wl.get("module"))

@@ -24,6 +24,7 @@ from sweeper.sweep import launch as jobs, study as st
 from sweeper.trial import gpu
 from sweeper.errors import ConfigError
 from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.sweep import schema
 from sweeper.sweep.progress import SweepProgress
 from sweeper.sweep.prune import make_pruner
 from sweeper.sweep.slots import Slot, make_slots, slot_overrides
@@ -61,6 +62,7 @@ class SweepImpl:
             raise ConfigError("hydra.sweeper.timeout_s", f"must be > 0 seconds, got {c['timeout_s']}",
                               "give the time after which no new trial starts, or null for no limit")
         self.cfg, self.space, self.defaults, self.fixed_args = jobs.resolve_space(self.config, c, arguments)
+        schema.validate(self.cfg)  # measure, trial, distributed: once, before the first trial
         self.workload = self.cfg["workload"]["name"]
         self.starts = self._parse_starts()
         self.slots = make_slots(self.cfg["trial"].get("resources"), int(c.get("n_jobs") or 1), gpu.device_info().count)
