@@ -31,7 +31,7 @@ from omegaconf import OmegaConf
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sweeper.sweep import study as st  # noqa: E402
+from sweeper.sweep import study as studies  # noqa: E402
 from sweeper.results.outcome import Status, TrialOutcome  # noqa: E402
 from sweeper.sweep.space import SearchSpace, build_space  # noqa: E402
 
@@ -71,7 +71,7 @@ def replay(name: str, seed: int, space: SearchSpace, lookup: dict[tuple, float |
            first: list[dict[str, Any]], budget: int) -> int | None:
     """Measured configurations until one reaches ``target`` (None if the budget of asks runs out)."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    sampler = st.make_sampler("tpe" if name == "default" else name, seed, space)
+    sampler = studies.make_sampler("tpe" if name == "default" else name, seed, space)
     study = optuna.create_study(direction="maximize", sampler=sampler)
     if name == "default":
         for params in first:
@@ -79,10 +79,10 @@ def replay(name: str, seed: int, space: SearchSpace, lookup: dict[tuple, float |
     seen: dict[tuple, float | None] = {}
     for _ in range(budget):
         trial = study.ask()
-        values = st.sample(trial, space, {})
+        values = studies.sample(trial, space, {})
         key = tuple(values[k] for k in space.params)
         if key not in lookup:  # outside the recorded grid (a continuous sampler between grid points)
-            st.tell(study, trial, TrialOutcome(Status.FAILED, "not-recorded"), [("throughput", "maximize")])
+            studies.tell(study, trial, TrialOutcome(Status.FAILED, "not-recorded"), [("throughput", "maximize")])
             continue
         value = lookup[key]
         if key in seen:
@@ -92,7 +92,7 @@ def replay(name: str, seed: int, space: SearchSpace, lookup: dict[tuple, float |
         else:
             outcome = TrialOutcome(Status.COMPLETE, metrics={"throughput": value})
         seen[key] = value
-        st.tell(study, trial, outcome, [("throughput", "maximize")])
+        studies.tell(study, trial, outcome, [("throughput", "maximize")])
         if value is not None and value >= target:
             return len(seen)
     return None

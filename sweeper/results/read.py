@@ -36,11 +36,11 @@ def _read_files(paths: list[Path], stats: dict[str, os.stat_result]) -> pa.Table
     tables, names, sizes, mtimes = [], [], [], []
     for p in paths:
         t = pq.ParquetFile(p).read(use_threads=False)
-        st = stats[p.name]
+        stat = stats[p.name]
         tables.append(t)
         names += [p.name] * t.num_rows
-        sizes += [st.st_size] * t.num_rows
-        mtimes += [st.st_mtime_ns] * t.num_rows
+        sizes += [stat.st_size] * t.num_rows
+        mtimes += [stat.st_mtime_ns] * t.num_rows
     if not tables:
         return None
     table = pa.concat_tables(tables, promote_options="permissive").combine_chunks()

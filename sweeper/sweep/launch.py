@@ -13,7 +13,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from sweeper.trial import gpu
-from sweeper.sweep.config import plain as config_plain, preset_params, trial_config
+from sweeper.sweep.config import as_dict, preset_params, trial_config
 from sweeper.errors import ConfigError
 from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.results.keys import flatten
@@ -31,7 +31,7 @@ def resolve_space(config: DictConfig, conf: Mapping[str, Any], arguments: list[s
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     parsed = OverridesParser.create().parse_overrides(arguments)
-    cfg = trial_config(config_plain(config), gpu.device_info(), [o.input_line for o in parsed
+    cfg = trial_config(as_dict(config), gpu.device_info(), [o.input_line for o in parsed
                                                                  if not o.is_sweep_override()])
     params = dict(conf.get("params") or {})
     params.update(preset_params(cfg))

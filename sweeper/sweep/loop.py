@@ -10,107 +10,45 @@ import json
 import logging
 import time
 import warnings
-from collections.abc import Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
 import optuna
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig
 from optuna.trial import TrialState
 
-from sweeper.results import store
-from sweeper.sweep import launch as jobs, study as st
-from sweeper.trial import gpu
 from sweeper.errors import ConfigError
-from sweeper.results.outcome import Status, TrialOutcome
-from sweeper.sweep import schema
-from sweeper.sweep.progress import SweepProgress
-from sweeper.sweep.prune import make_pruner
-from sweeper.sweep.slots import Slot, make_slots, slot_overrides
+from sweeper.results import store
 from sweeper.results.keys import override_string, set_dotted
-from sweeper.sweep.space import check_known, contains, evaluate, value_types
+from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.sweep import launch
+from sweeper.sweep import study as studies
+from sweeper.sweep.plan import SweepPlan, prepare
+from sweeper.sweep.progress import SweepProgress
+from sweeper.sweep.slots import Slot, slot_overrides
+from sweeper.sweep.space import contains, evaluate, value_types
 
 log = logging.getLogger(__name__)
-KNOWN_METRICS = (
-    "throughput", "peak_mem_bytes", "peak_mem_reserved_bytes", "step_ms_p50", "step_ms_p10", "step_ms_p90",
-    "step_ms_mean", "step_cv", "data_wait_frac", "achieved_tflops", "mfu", "gpu_util_mean", "gpu_util_p10",
-    "first_step_s", "setup_s", "compile_s", "measured_s",
-    "world_size", "step_ms_p50_rank_min", "comm_frac", "comm_ms_per_step", "launch_s",
-)
-
-
 class SweepImpl:
     def __init__(self, **conf: Any) -> None:
         self.conf = conf
         self.config: DictConfig | None = None
+        self.plan: SweepPlan | None = None  # set by _prepare (see sweeper.sweep.plan)
         self.launcher: Any = None
         self.job_idx = 0
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
         self.config = config
-        self.launcher = jobs.thread_safe_launcher(hydra_context, task_function, config)
+        self.launcher = launch.thread_safe_launcher(hydra_context, task_function, config)
 
     # ------------------------------------------------------------------ setup of one sweep
 
     def _prepare(self, arguments: list[str]) -> None:
-        c = self.conf
-        if int(c.get("n_trials", 10)) < 1:
-            raise ConfigError("hydra.sweeper.n_trials", f"must be >= 1, got {c.get('n_trials')}",
-                              "give the number of trials this command should add")
-        if c.get("timeout_s") is not None and float(c["timeout_s"]) <= 0:
-            raise ConfigError("hydra.sweeper.timeout_s", f"must be > 0 seconds, got {c['timeout_s']}",
-                              "give the time after which no new trial starts, or null for no limit")
-        self.cfg, self.space, self.defaults, self.fixed_args = jobs.resolve_space(self.config, c, arguments)
-        schema.validate(self.cfg)  # measure, trial, distributed: once, before the first trial
-        self.workload = self.cfg["workload"]["name"]
-        self.starts = self._parse_starts()
-        self.slots = make_slots(self.cfg["trial"].get("resources"), int(c.get("n_jobs") or 1), gpu.device_info().count)
-        jobs.check_concurrent(self.launcher, self.config, len(self.slots))
-        self.objectives = [(str(o["metric"]), str(o.get("direction", "maximize"))) for o in c["objectives"]]
-        self._check_objectives()
-        results_dir = Path(self.cfg["results_dir"])
-        self.trials_dir = results_dir / "trials"
-        data = self.cfg["workload"].get("data")  # resnet50-jpeg(-tiny): synthetic and JPEG trials never share a study
-        self.study_name = c.get("study_name") or (self.workload + (f"-{data}" if data not in (None, "synthetic") else "")
-                                                  + (f"-{self.cfg['preset']}" if self.cfg["preset"] else ""))
-        self.storage_url = st.storage_url(c.get("storage"), results_dir)
-        self.storage = st.make_storage(self.storage_url, c.get("heartbeat_interval"), c.get("grace_period"))
-        sampler = st.make_sampler(str(c.get("sampler", "tpe")), c.get("seed"), self.space)
-        try:
-            self.study = optuna.create_study(
-                study_name=self.study_name, storage=self.storage, sampler=sampler, load_if_exists=True,
-                directions=[d for _m, d in self.objectives])
-        except ValueError as e:
-            raise ConfigError("hydra.sweeper.objectives", str(e).splitlines()[0],
-                              "use the study's original objectives or a new hydra.sweeper.study_name") from None
-        self.max_failures = c.get("max_failures")
-        self.max_failure_rate = c.get("max_failure_rate")
-        pruner = c.get("pruner") or {"type": "none"}
-        self.pruner_conf = OmegaConf.to_container(pruner) if isinstance(pruner, DictConfig) else dict(pruner)
-        make_pruner(self.pruner_conf)  # validates
-        if self.pruner_conf.get("type", "none") != "none" and self.objectives != [("throughput", "maximize")]:
-            raise ConfigError("hydra.sweeper.pruner.type", "pruning needs the single objective throughput:maximize",
-                              "set hydra.sweeper.pruner.type=none for this study")
+        self.plan = prepare(self.conf, self.config, self.launcher, arguments)
         self.stopped: str | None = None
         self.last_recovery = 0.0
         self.recover_every_s = 1.0
-
-    def _check_objectives(self) -> None:
-        import workloads
-
-        module = workloads.load(self.workload, self.cfg["workload"].get("module"))
-        known = set(KNOWN_METRICS) | set(getattr(module, "METRICS", ()))
-        if not self.objectives:
-            raise ConfigError("hydra.sweeper.objectives", "is empty", "name at least one metric, e.g. throughput")
-        for i, (metric, direction) in enumerate(self.objectives):
-            if metric not in known:
-                raise ConfigError(f"hydra.sweeper.objectives[{i}].metric",
-                                  f"{metric!r} is not a metric workload {self.workload!r} produces",
-                                  f"use one of: {', '.join(sorted(known))}")
-            if direction not in ("maximize", "minimize"):
-                raise ConfigError(f"hydra.sweeper.objectives[{i}].direction", f"{direction!r} is not a direction",
-                                  "use maximize or minimize")
 
     # ------------------------------------------------------------------ the loop
 
@@ -124,11 +62,11 @@ class SweepImpl:
         limit = self.conf.get("timeout_s")
         self.deadline = time.time() + float(limit) if limit else None
         self._recover_interrupted()
-        target = st.update_target(self.study, int(self.conf.get("n_trials", 10)))
+        target = studies.update_target(self.plan.study, int(self.conf.get("n_trials", 10)))
         self._enqueue_first()
-        finished = sum(1 for t in self.study.get_trials(deepcopy=False) if st.is_counted(t) and t.state.is_finished())
-        progress = SweepProgress(self.study_name, target, self.objectives, finished)
-        with progress, st.Heartbeat(self.storage) as heartbeat:
+        finished = sum(1 for t in self.plan.study.get_trials(deepcopy=False) if studies.is_counted(t) and t.state.is_finished())
+        progress = SweepProgress(self.plan.study_name, target, self.plan.objectives, finished)
+        with progress, studies.Heartbeat(self.plan.storage) as heartbeat:
             results = self._run_until(target, progress, heartbeat)
             k = int(self.conf.get("confirm_top_k") or 0)
             if k > 0 and self.stopped not in ("failures", "timeout"):
@@ -136,19 +74,19 @@ class SweepImpl:
                 extra = self._enqueue_confirmations(k)
                 progress.extend(extra)
                 results += self._run_until(self._counted() + extra, progress, heartbeat, confirming=True)
-        progress.summary(self.study)
-        jobs.compact_and_refresh(self.trials_dir.parent, self.study_name)  # none of this sweep's trials runs now
+        progress.summary(self.plan.study)
+        launch.compact_and_refresh(self.plan.trials_dir.parent, self.plan.study_name)  # none of this sweep's trials runs now
         if self.stopped == "failures":
             raise SystemExit(1)
         return results
 
-    def _run_until(self, target: int, progress: SweepProgress, heartbeat: st.Heartbeat,
+    def _run_until(self, target: int, progress: SweepProgress, heartbeat: studies.Heartbeat,
                    confirming: bool = False) -> list[Any]:
         """Keep every slot busy until the study holds ``target`` counted trials: no batch barrier."""
-        free = list(self.slots)
+        free = list(self.plan.slots)
         running: dict[Future, tuple[optuna.Trial, dict[str, Any], Slot]] = {}
         results: list[Any] = []
-        with ThreadPoolExecutor(max_workers=len(self.slots), thread_name_prefix="trial") as pool:
+        with ThreadPoolExecutor(max_workers=len(self.plan.slots), thread_name_prefix="trial") as pool:
             while True:
                 if time.time() - self.last_recovery >= self.recover_every_s:
                     self._recover_interrupted()  # trials of another process that died (dead pid, stale heartbeat)
@@ -176,11 +114,11 @@ class SweepImpl:
                     trial, values, slot = running.pop(fut)
                     ret = fut.result()
                     results.append(ret)
-                    outcome = jobs.outcome_of(ret)
+                    outcome = launch.outcome_of(ret)
                     if outcome.status is Status.FAILED and outcome.reason.startswith(("exception:", "launcher:")):
                         # The job failed around the task (launcher, logging); if the trial wrote its row, it ran.
-                        outcome = store.read_trial_outcome(self.trials_dir, self.study_name, trial.number) or outcome
-                    st.tell(self.study, trial, outcome, self.objectives)
+                        outcome = store.read_trial_outcome(self.plan.trials_dir, self.plan.study_name, trial.number) or outcome
+                    studies.tell(self.plan.study, trial, outcome, self.plan.objectives)
                     heartbeat.discard(trial._trial_id)
                     self._record(trial.number, values, outcome, only_if_missing=True)
                     progress.trial_done(trial.number, outcome, values)
@@ -192,20 +130,20 @@ class SweepImpl:
                     self.stopped = "failures"
 
     def _counted(self) -> int:
-        return st.counted(self.study)
+        return studies.counted(self.plan.study)
 
     def _failures(self) -> int:
-        return st.failures(self.study)
+        return studies.failures(self.plan.study)
 
     def _budget_text(self) -> str:
-        return ", ".join(f"{k}={v}" for k, v in (("max_failures", self.max_failures),
-                                                  ("max_failure_rate", self.max_failure_rate)) if v is not None)
+        return ", ".join(f"{k}={v}" for k, v in (("max_failures", self.plan.max_failures),
+                                                  ("max_failure_rate", self.plan.max_failure_rate)) if v is not None)
 
     def _failure_budget_spent(self) -> bool:
-        return st.failure_budget_spent(self.study, self.max_failures, self.max_failure_rate)
+        return studies.failure_budget_spent(self.plan.study, self.plan.max_failures, self.plan.max_failure_rate)
 
     def _others_running(self) -> bool:
-        return st.others_running(self.study, self.storage)
+        return studies.others_running(self.plan.study, self.plan.storage)
 
     def _recover_interrupted(self) -> None:
         """Trials whose sweeper died (dead pid on this host, or a stale heartbeat): FAIL (interrupted) + a row.
@@ -213,16 +151,16 @@ class SweepImpl:
         Several live processes may do this for the same trial at once; each step tolerates losing that race.
         """
         self.last_recovery = time.time()
-        for t in st.orphaned_running(self.study):
+        for t in studies.orphaned_running(self.plan.study):
             try:
-                self.storage.set_trial_user_attr(t._trial_id, st.REASON_KEY, "interrupted")
-                self.storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+                self.plan.storage.set_trial_user_attr(t._trial_id, studies.REASON_KEY, "interrupted")
+                self.plan.storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
             except optuna.exceptions.UpdateFinishedTrialError:
                 pass  # another process recovered it first
-        if st.heartbeat_enabled(self.storage):
-            optuna.storages.fail_stale_trials(self.study)
-        for t in self.study.get_trials(deepcopy=False, states=(TrialState.FAIL,)):
-            if not st.is_interrupted(t) or store.has_trial(self.trials_dir, self.study_name, t.number):
+        if studies.heartbeat_enabled(self.plan.storage):
+            optuna.storages.fail_stale_trials(self.plan.study)
+        for t in self.plan.study.get_trials(deepcopy=False, states=(TrialState.FAIL,)):
+            if not studies.is_interrupted(t) or store.has_trial(self.plan.trials_dir, self.plan.study_name, t.number):
                 continue
             now = time.time()
             outcome = TrialOutcome(Status.FAILED, "interrupted", "the sweeper running this trial died",
@@ -233,46 +171,25 @@ class SweepImpl:
     def _enqueue_first(self) -> None:
         """A new study measures the workload's defaults first (the baseline the report compares against), then the
         declared ``starts`` (known-good recipes), before the sampler's own choices."""
-        if self.study.trials or not self.space.params or isinstance(self.study.sampler, optuna.samplers.GridSampler):
+        if self.plan.study.trials or not self.plan.space.params or isinstance(self.plan.study.sampler, optuna.samplers.GridSampler):
             return  # the grid holds every configuration anyway
         enqueued: list[dict[str, Any]] = []
         if self.conf.get("baseline_first", True):
             baseline = self._baseline_params()
             if baseline is not None:
                 enqueued.append(baseline)
-        for key, params, dropped in self.starts:
+        for key, params, dropped in self.plan.starts:
             for name, why in dropped.items():
                 log.info("%s.%s is not fixed by the start: %s", key, name, why)
             if params and params not in enqueued:
                 enqueued.append(params)
         for params in enqueued:  # several sweepers starting one new study together queue each once
-            self.study.enqueue_trial(params, skip_if_exists=True)
-
-    def _parse_starts(self) -> list[tuple[str, dict[str, Any], dict[str, str]]]:
-        starts = self.conf.get("starts") or []
-        if isinstance(starts, (DictConfig, ListConfig)):
-            starts = OmegaConf.to_container(starts, resolve=True)
-        if not isinstance(starts, list):
-            raise ConfigError("hydra.sweeper.starts", f"must be a list of configurations, got {starts!r}",
-                              "write it as [{knobs.precision: bf16, knobs.num_workers: 8}]")
-        return [self._start_params(i, start) for i, start in enumerate(starts)]
-
-    def _start_params(self, index: int, start: Any) -> tuple[str, dict[str, Any], dict[str, str]]:
-        """One ``starts`` entry: its config key, the sampled knobs it fixes, and {key: why} for those it does not
-        (pinned, inactive under their condition, outside the space: see ``SearchSpace.fix``)."""
-        key = f"hydra.sweeper.starts[{index}]"
-        if not isinstance(start, Mapping):
-            raise ConfigError(key, f"must be a mapping of config keys to values, got {start!r}",
-                              "write it as {knobs.precision: bf16, knobs.num_workers: 8}")
-        for name in start:
-            check_known(str(name), self.defaults, where=f"{key}.{name}")
-        params, dropped = self.space.fix(start, self.defaults)
-        return key, params, dropped
+            self.plan.study.enqueue_trial(params, skip_if_exists=True)
 
     def _baseline_params(self) -> dict[str, Any] | None:
         params = {}
-        for name, dist in self.space.params.items():
-            value = self.defaults.get(name)
+        for name, dist in self.plan.space.params.items():
+            value = self.plan.defaults.get(name)
             if value is None:
                 continue  # inactive under its condition: not sampled
             if not contains(dist, value):
@@ -283,12 +200,12 @@ class SweepImpl:
 
     def _enqueue_confirmations(self, k: int) -> int:
         """Re-measure the k best configurations (repeats give the report a noise estimate)."""
-        best = [t for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        best = [t for t in self.plan.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
                 if t.user_attrs.get("status") == "complete"]
-        metric, direction = self.objectives[0]
+        metric, direction = self.plan.objectives[0]
         best.sort(key=lambda t: t.values[0], reverse=direction == "maximize")
         for t in best[:k]:
-            self.study.enqueue_trial(t.params, user_attrs={"confirm_of": t.number})
+            self.plan.study.enqueue_trial(t.params, user_attrs={"confirm_of": t.number})
         return min(k, len(best))
 
     def _ask_one(self, target: int, progress: SweepProgress, confirming: bool) -> Any:
@@ -299,48 +216,48 @@ class SweepImpl:
                               "running trials finish, no new one starts (run the command again to continue)")
             self.stopped = "timeout"
             return _STOP
-        sampler = self.study.sampler
-        waiting = self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
-        if not waiting and isinstance(sampler, optuna.samplers.GridSampler) and sampler.is_exhausted(self.study):
+        sampler = self.plan.study.sampler
+        waiting = self.plan.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+        if not waiting and isinstance(sampler, optuna.samplers.GridSampler) and sampler.is_exhausted(self.plan.study):
             if not self.stopped:
                 progress.note("grid exhausted: every configuration of the space has been tried")
             self.stopped = "grid"
             return _STOP
-        with warnings.catch_warnings():  # the heartbeat of ask/tell trials is recorded by st.Heartbeat
+        with warnings.catch_warnings():  # the heartbeat of ask/tell trials is recorded by studies.Heartbeat
             warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
-            trial = self.study.ask()
-        trial.set_user_attr(st.OWNER_KEY, st.owner_id())
+            trial = self.plan.study.ask()
+        trial.set_user_attr(studies.OWNER_KEY, studies.owner_id())
         if self._is_surplus(trial, target):
-            trial.set_user_attr(st.REASON_KEY, "surplus")
-            self.study.tell(trial, state=TrialState.FAIL)
+            trial.set_user_attr(studies.REASON_KEY, "surplus")
+            self.plan.study.tell(trial, state=TrialState.FAIL)
             return _STOP
         values, outcome = self._sample(trial, repeat=confirming or "confirm_of" in trial.user_attrs)
         if outcome is None:
             return trial, values
         outcome.started_at = outcome.ended_at = time.time()  # settled before launch: costs no time
-        st.tell(self.study, trial, outcome, self.objectives)
+        studies.tell(self.plan.study, trial, outcome, self.plan.objectives)
         self._record(trial.number, values, outcome)
         progress.trial_done(trial.number, outcome, values)
         return None
 
     def _is_surplus(self, trial: optuna.Trial, target: int) -> bool:
         """Another process on the same study got there first: this ask would exceed the target."""
-        earlier = [t for t in self.study.get_trials(deepcopy=False)
-                   if t.number < trial.number and st.is_counted(t)]
+        earlier = [t for t in self.plan.study.get_trials(deepcopy=False)
+                   if t.number < trial.number and studies.is_counted(t)]
         return len(earlier) >= target
 
     def _sample(self, trial: optuna.Trial, repeat: bool = False) -> tuple[dict[str, Any], TrialOutcome | None]:
         """Define-by-run sampling with declared conditions; then constraints and duplicate checks."""
-        values = st.sample(trial, self.space, self.defaults)
-        ns = {**self.defaults, **self.space.fixed, **values}
-        for expr in self.space.constraints:
+        values = studies.sample(trial, self.plan.space, self.plan.defaults)
+        ns = {**self.plan.defaults, **self.plan.space.fixed, **values}
+        for expr in self.plan.space.constraints:
             if not evaluate(expr, ns):
                 return values, TrialOutcome(Status.SKIPPED, f"invalid:{expr}", f"constraint does not hold: {expr}")
         key = json.dumps(values, sort_keys=True, default=str)
         trial.set_user_attr("config_key", key)
         if repeat or self.conf.get("repeat", False):
             return values, None
-        for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        for t in self.plan.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
             if t.user_attrs.get("config_key") == key and t.user_attrs.get("status") == "complete":
                 metrics = {k: v for k, v in t.user_attrs.items() if k not in _NOT_METRICS}
                 return values, TrialOutcome(Status.SKIPPED, f"duplicate:{t.number}",
@@ -350,44 +267,44 @@ class SweepImpl:
 
     def _context(self, trial: optuna.Trial, values: dict[str, Any], job_idx: int) -> dict[str, Any]:
         """What the task needs to know of the sweep, passed as one override (no Hydra singletons: thread safe)."""
-        types = store.column_types(value_types(self.space))
+        types = store.column_types(value_types(self.plan.space))
         return {
-            "study": self.study_name, "number": trial.number, "storage": self.storage_url,
-            "objectives": [f"{m}:{d}" for m, d in self.objectives],
+            "study": self.plan.study_name, "number": trial.number, "storage": self.plan.storage_url,
+            "objectives": [f"{m}:{d}" for m, d in self.plan.objectives],
             "log_dir": str(Path(str(self.config.hydra.sweep.dir)) / str(job_idx)),
             "column_types": {c: str(t) for c, t in types.items()},
-            "pruner": dict(self.pruner_conf), "baseline": self._is_baseline(values),
+            "pruner": dict(self.plan.pruner_conf), "baseline": self._is_baseline(values),
             "confirm_of": trial.user_attrs.get("confirm_of"),
         }
 
     def _is_baseline(self, values: dict[str, Any]) -> bool:
         """This configuration is the workload's defaults (what a user gets without tuning)."""
-        return all(values.get(k) is None or values.get(k) == self.defaults.get(k) for k in self.space.params)
+        return all(values.get(k) is None or values.get(k) == self.plan.defaults.get(k) for k in self.plan.space.params)
 
     def _run_job(self, trial: optuna.Trial, values: dict[str, Any], slot: Slot, job_idx: int) -> Any:
         """Launch one trial through Hydra's launcher (runs in a worker thread; returns JobReturn or the error)."""
-        sampled = [override_string(k, v) for k, v in {**self.space.fixed, **values}.items()]
-        overrides = self.fixed_args + sampled + slot_overrides(slot)
-        ctx = {**self._context(trial, values, job_idx), "overrides": overrides}
-        context = json.dumps(ctx, separators=(",", ":"), default=str)
-        overrides = overrides + [override_string("trial.context", context)]
+        sampled = [override_string(k, v) for k, v in {**self.plan.space.fixed, **values}.items()]
+        overrides = self.plan.fixed_args + sampled + slot_overrides(slot)
+        context = {**self._context(trial, values, job_idx), "overrides": overrides}
+        context_json = json.dumps(context, separators=(",", ":"), default=str)
+        overrides = overrides + [override_string("trial.context", context_json)]
         try:
-            return jobs.launch_one(self.launcher, overrides, job_idx)
+            return launch.launch_one(self.launcher, overrides, job_idx)
         except Exception as e:  # noqa: BLE001 - a launcher error fails this trial, not the sweep
             return e
 
     def _record(self, number: int, values: dict[str, Any], outcome: TrialOutcome, only_if_missing: bool = False) -> None:
         """The Parquet row for a trial the task could not write itself (never launched, or its job crashed)."""
-        path = store.trial_path(self.trials_dir, self.study_name, number)
-        if only_if_missing and store.has_trial(self.trials_dir, self.study_name, number):
+        path = store.trial_path(self.plan.trials_dir, self.plan.study_name, number)
+        if only_if_missing and store.has_trial(self.plan.trials_dir, self.plan.study_name, number):
             return
-        cfg = json.loads(json.dumps(self.cfg, default=str))
-        for key, value in {**self.space.fixed, **values}.items():
+        cfg = json.loads(json.dumps(self.plan.cfg, default=str))
+        for key, value in {**self.plan.space.fixed, **values}.items():
             set_dotted(cfg, key, value)
-        row = store.make_row(outcome, study=self.study_name, trial=number, cfg=cfg, objectives=self.objectives)
+        row = store.make_row(outcome, study=self.plan.study_name, trial=number, cfg=cfg, objectives=self.plan.objectives)
         row["baseline"] = self._is_baseline(values)
-        store.write_row(path, row, store.column_types(value_types(self.space)))
+        store.write_row(path, row, store.column_types(value_types(self.plan.space)))
 
 
 _STOP = object()
-_NOT_METRICS = ("config_key", st.OWNER_KEY, "status", "confirm_of", st.REASON_KEY)
+_NOT_METRICS = ("config_key", studies.OWNER_KEY, "status", "confirm_of", studies.REASON_KEY)

@@ -27,9 +27,9 @@ def _context() -> Any:
             # Inside a joblib (loky) worker: children inherit the parent's start method by name, and "loky" is
             # unknown to plain multiprocessing there.
             mp.set_start_method("forkserver", force=True)
-        ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["sweeper.trial.child"])
-        _CONTEXT = ctx
+        mp_context = mp.get_context("forkserver")
+        mp_context.set_forkserver_preload(["sweeper.trial.child"])
+        _CONTEXT = mp_context
     return _CONTEXT
 
 
@@ -49,11 +49,11 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
 
     ``on_report(step, value) -> prune?`` answers the child's intermediate reports (for pruning).
     """
-    ctx = _context()
-    parent, child = ctx.Pipe(duplex=True)
+    mp_context = _context()
+    parent, child = mp_context.Pipe(duplex=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    proc = ctx.Process(target=_child_entry, args=(cfg, child, str(log_path)), daemon=False)
+    proc = mp_context.Process(target=_child_entry, args=(cfg, child, str(log_path)), daemon=False)
     proc.start()
     child.close()
     deadline = started + timeout_s

@@ -23,10 +23,7 @@ measured window) during which a collective was running: union of NCCL kernel int
 collective intervals on CPU. Overlapped communication counts, so it is an upper bound on exposed comm time.
 Pruning does not apply: ranks do not report intermediate values.
 
-Test hooks (environment variables, for tests only): ``SWEEPER_TEST_RANK_FAULT="<rank>:<kind>[@<step>]"`` makes
-that rank fail at its ``step``-th training step (default 3), kind ``raise`` (ValueError), ``oom`` (a real
-allocation far beyond memory), ``exit`` (``os._exit(7)``) or ``hang`` (sleeps); ``SWEEPER_TEST_PID_DIR=<dir>``
-makes each rank write ``rank<r>.json`` with its pid, parent pid and process group.
+Failures are tested with a workload that plants them on one rank (``tests/faultload/rank_faults.py``).
 """
 
 from __future__ import annotations
@@ -34,7 +31,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import importlib
-import json
 import os
 import pickle
 import shutil
@@ -190,7 +186,6 @@ def _rank_main(cfg: dict[str, Any], run_dir: str) -> dict[str, Any]:
     die_with_parent()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the launcher's stop must end a rank stuck in C++ at once
     rank = int(os.environ["RANK"])
-    _write_pid(rank)
     try:
         return _run_rank(cfg, rank, int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"]))
     except BaseException as exc:
@@ -234,7 +229,6 @@ def build(cfg: dict[str, Any], device: torch.device) -> Any:
     if model is None:
         raise RuntimeError(f"workload {wl['name']!r} does not support distributed.strategy="
                            f"{cfg['distributed']['strategy']}: its build never calls workloads.parallel.wrap")
-    work.step = _with_planted_fault(work.step, int(os.environ["RANK"]), device)
     steps = int(parallel.settings(cfg.get("distributed")).comm_profile_steps)
     inner_extra = work.extra_metrics
 
@@ -255,7 +249,7 @@ def _rank_device(requested: str, local_rank: int, world: int) -> torch.device:
     return torch.device("cuda", local_rank)
 
 
-# ---------------------------------------------------------------- failure records and test hooks
+# ---------------------------------------------------------------- failure records
 
 def _write_failure(run_dir: Path, rank: int, exc: BaseException) -> None:
     """What the agent needs to re-raise this rank's exception (written before the rank exits)."""
@@ -272,38 +266,3 @@ def _write_failure(run_dir: Path, rank: int, exc: BaseException) -> None:
     with open(tmp, "wb") as f:
         pickle.dump(rec, f)
     os.replace(tmp, run_dir / f"failure.{rank}.pkl")
-
-
-def _write_pid(rank: int) -> None:
-    d = os.environ.get("SWEEPER_TEST_PID_DIR")
-    if d:
-        info = {"pid": os.getpid(), "ppid": os.getppid(), "pgid": os.getpgid(0)}
-        Path(d, f"rank{rank}.json").write_text(json.dumps(info))
-
-
-def _with_planted_fault(step: Callable, rank: int, device: torch.device) -> Callable:
-    """``step`` itself, or (test hook ``SWEEPER_TEST_RANK_FAULT``) a step that fails on one rank."""
-    spec = os.environ.get("SWEEPER_TEST_RANK_FAULT", "")
-    if not spec:
-        return step
-    who, _, rest = spec.partition(":")
-    kind, _, at = rest.partition("@")
-    if int(who) != rank:
-        return step
-    at_step = int(at or 3)
-    calls = [0]
-
-    def faulty(batch: Any) -> Any:
-        calls[0] += 1
-        if calls[0] == at_step:
-            if kind == "raise":
-                raise ValueError(f"planted fault on rank {rank} at step {at_step}")
-            if kind == "oom":
-                torch.empty(2**50, dtype=torch.uint8, device=device)  # 1 PiB: a real allocator failure
-            if kind == "exit":
-                os._exit(7)
-            if kind == "hang":
-                time.sleep(3600)
-        return step(batch)
-
-    return faulty
