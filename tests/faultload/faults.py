@@ -3,11 +3,17 @@
 ``knobs.fault`` picks what happens at measured step ``knobs.fault_step``: ``none`` (a good trial, its speed set by
 ``knobs.work``), ``oom`` (a real allocation far beyond memory), ``nan`` (the loss really becomes NaN), ``raise``,
 ``segfault`` (a real invalid read), ``abort``, ``sigkill`` (what the kernel's OOM killer does), ``hang``, ``exit``.
+
+Planted regressions for the nightly gate (``plant:``; not knobs, so not part of a configuration's identity, like a
+slower torch build): a good step multiplies ``workload.reps`` times; ``plant.slowdown: 0.1`` adds
+``reps * 0.1 / 0.9`` more multiplications of the same size, so throughput really drops to 0.9x. ``plant.noise: 0.2``
+makes every trial's work per step 1.2x or 0.8x (even / odd trial numbers): a noisy night, unchanged on average.
 """
 
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import signal
 import time
@@ -22,11 +28,14 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
     knobs = cfg["knobs"]
     fault, at = knobs["fault"], int(knobs["fault_step"])
     n = int(knobs["work"])
+    reps = _reps(cfg)
     a = torch.randn(n, n, device=device)
     count = [0]
 
     def step(_batch: Any) -> torch.Tensor:
         count[0] += 1
+        for _ in range(reps - 1):
+            a @ a
         loss = (a @ a).mean()
         if count[0] >= at:
             if fault == "oom":
@@ -47,4 +56,21 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
                 os._exit(3)
         return loss
 
-    return Workload(step=step, samples_per_step=1.0, flops_per_step=2.0 * n**3)
+    return Workload(step=step, samples_per_step=1.0, flops_per_step=2.0 * n**3 * reps)
+
+
+def _reps(cfg: dict[str, Any]) -> int:
+    """Multiplications per step: ``workload.reps`` with the planted slowdown and noise applied."""
+    base = int(cfg["workload"].get("reps") or 1)
+    plant = cfg.get("plant") or {}
+    slowdown, noise = float(plant.get("slowdown") or 0.0), float(plant.get("noise") or 0.0)
+    if not 0 <= slowdown < 1 or not 0 <= noise < 1:
+        raise ValueError(f"plant.slowdown={slowdown} and plant.noise={noise} must lie in [0, 1)")
+    if noise:
+        number = json.loads((cfg.get("trial") or {}).get("context") or "{}").get("number") or 0
+        base = round(base * (1 + noise if number % 2 == 0 else 1 - noise))
+    extra = round(base * slowdown / (1 - slowdown))
+    if slowdown and abs(base / (base + extra) - (1 - slowdown)) > 0.005:
+        raise ValueError(f"plant.slowdown={slowdown} is not a whole number of extra multiplications with "
+                         f"workload.reps={base}; raise workload.reps (e.g. 100)")
+    return base + extra

@@ -1,0 +1,104 @@
+"""The nightly gate on nights measured for real (the faults workload's planted slowdown): per-configuration ratios
+with intervals from repeats, nights as studies, mixed sizes refused, the trend one point per study."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import run_cli
+from faultload.nights import measure_nights, night_config
+from sweeper.report.__main__ import main
+from sweeper.report.data import load
+from sweeper.report.nightly import nightly, select, trend
+
+DAY = "2026-11-30"
+SHORT = ["knobs.fault=none", "knobs.work=32", "workload.reps=36", "measure.warmup_steps=3", "measure.steps=10",
+         "measure.min_time_s=0.1", "measure.max_steps=1000000"]
+
+
+@pytest.fixture(scope="module")
+def day(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Six studies of one configuration started on one day (three trials each), then a seventh at another size."""
+    results = tmp_path_factory.mktemp("day") / "results"
+    measure_nights(results, {f"n{i}": {} for i in range(1, 7)}, 3, night_config(SHORT), day=DAY)
+    measure_nights(results, {"bigger": {}}, 3, night_config([*SHORT, "workload.reps=72"]))
+    return results
+
+
+def test_six_studies_of_one_day_are_six_nights(day: Path) -> None:
+    df = load(day)
+    t = trend(df[df["study"] != "bigger"])
+    assert t["night"].tolist() == [f"n{i}" for i in range(1, 7)], "one point per study, in the order they ran"
+    assert (t["trials"] == 3).all() and (t["lo"] < t["best"]).all() and (t["best"] < t["hi"]).all()
+    assert select(df, DAY, None) == ("n6", "bigger"), "a date means that day's last study"
+    assert select(df, "latest", None) == ("n6", "bigger")
+    assert select(df, "latest", ["n4"]) == ("n3", "n4")
+    assert select(df, "n2", ["n5"]) == ("n2", "n5")
+
+
+def test_date_without_a_later_study_says_so(day: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main([str(day), "--baseline", "2001-01-01"]) == 2
+    assert "no study started on that date" in capsys.readouterr().err
+    assert main([str(day), "--baseline", "bigger"]) == 2
+    err = capsys.readouterr().err
+    assert "no study started after the baseline (bigger)" in err and len(err.strip().splitlines()) == 1
+
+
+def test_mixed_sizes_say_the_parameters_differ_and_do_not_gate(day: Path) -> None:
+    proc = run_cli([str(day), "--baseline", "n6", "--study", "bigger", "--fail-on-regression", "5%", "--top", "5"],
+                   module="sweeper.report")
+    # 72 multiplications per step against 36: half the throughput, and still no verdict on it.
+    assert proc.returncode == 0, proc.stderr
+    assert "not gated: faults: the workload parameters differ" in proc.stderr
+    md = (day / "report.md").read_text()
+    assert "The workload parameters differ between the nights (reps: 36 in the baseline, 72 tonight)" in md
+    assert "| regression |" not in md and "not compared: the workload parameters differ" in md
+
+
+def test_same_nights_compare_per_configuration_with_repeats(day: Path) -> None:
+    df = load(day)
+    n = nightly(df, "n5", ["n6"], 0.05, 50, with_plots=False)
+    assert not n.regressions and not n.not_gated
+    table = next(b for b in n.blocks if getattr(b, "title", "").startswith("Configurations measured both nights"))
+    (row,) = table.rows
+    assert row[4] == "3 + 3" and row[5] in ("unchanged within noise", "faster", "slower, within the 5% threshold")
+
+
+def _gate(df: pd.DataFrame, base: str, tonight: str, threshold: float = 0.05) -> bool:
+    return bool(nightly(df, base, [tonight], threshold, 10, with_plots=False).regressions)
+
+
+NIGHT = ["knobs.fault=none", "knobs.work=32", "workload.reps=36", "measure.warmup_steps=5", "measure.steps=20",
+         "measure.min_time_s=0.3", "measure.max_steps=1000000"]
+
+
+@pytest.mark.slow
+def test_planted_regressions_against_a_5_percent_gate(tmp_path: Path) -> None:
+    """20 repeated nights, each with five repeats of one configuration per study, trials interleaved: a night 10 %
+    slower is flagged in at least 19 of 20, an unchanged one in at most 1 of 20; 2 % (below the threshold) and a
+    noisy but unchanged night (work per step 1.3x / 0.7x from trial to trial) are never flagged."""
+    results = tmp_path / "results"
+    cfg = night_config(NIGHT)
+    plan = {"base": {}, "same": {}, "slow10": {"slowdown": 0.1}, "slow2": {"slowdown": 0.02}, "noisy": {"noise": 0.3}}
+    counts = {k: 0 for k in plan if k != "base"}
+    for night in range(20):
+        measure_nights(results, {f"{k}-{night:02d}": v for k, v in plan.items()}, 5, cfg)
+    df = load(results, use_cache=False)
+    for night in range(20):
+        for k in counts:
+            counts[k] += _gate(df, f"base-{night:02d}", f"{k}-{night:02d}")
+    print(f"flagged of 20 nights: {counts}")
+    if os.environ.get("NIGHTLY_COUNTS"):
+        Path(os.environ["NIGHTLY_COUNTS"]).write_text(repr(counts))
+    assert counts["slow10"] >= 19 and counts["same"] <= 1, counts
+    assert counts["slow2"] == 0 and counts["noisy"] == 0, counts
+    flagged = next(n for n in range(20) if _gate(df, f"base-{n:02d}", f"slow10-{n:02d}"))
+    proc = run_cli([str(results), "--baseline", f"base-{flagged:02d}", "--study", f"slow10-{flagged:02d}",
+                    "--fail-on-regression", "5%", "--top", "3"], module="sweeper.report")
+    assert proc.returncode == 3, proc.stderr
+    assert re.search(r"faults .*: 0\.\d+x \(0\.\d+.0\.\d+\) of the baseline, below 0\.95 \(5 \+ 5 trials\)", proc.stderr)
