@@ -11,6 +11,7 @@ import math
 import resource
 import statistics
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -122,6 +123,10 @@ def measure(work: Workload, device: torch.device, warmup_steps: int, steps: int,
             report(tick, done * work.samples_per_step / elapsed)
     sync()
     wall = time.perf_counter() - start
+    capped = bool(min_time_s) and wall < min_time_s and done >= limit
+    if capped:  # the window asked for was not measured: say so in the row (window_capped) and the trial's log
+        warnings.warn(f"measure.max_steps={limit} stopped the window at {wall:.3g} s, before measure.min_time_s="
+                      f"{min_time_s:g} s; raise measure.max_steps", stacklevel=2)
     util = sampler.stop() if sampler else {}
     step_s = step_times()
     step_sorted = sorted(step_s)
@@ -154,6 +159,7 @@ def measure(work: Workload, device: torch.device, warmup_steps: int, steps: int,
         "peak_tflops": peak,
         "mfu": achieved / peak if peak and not math.isnan(peak) else math.nan,
         "loss_finite": loss_finite,
+        "window_capped": capped,
     }
     if cuda:
         metrics["peak_mem_bytes"] = torch.cuda.max_memory_allocated(device)

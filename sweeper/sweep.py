@@ -24,7 +24,7 @@ from sweeper.errors import ConfigError
 from sweeper.outcome import Status, TrialOutcome
 from sweeper.progress import SweepProgress
 from sweeper.prune import make_pruner
-from sweeper.slots import Slot, make_slots, slot_overrides
+from sweeper.slots import NodeSlots, Slot, make_slots, slot_overrides
 from sweeper.space import check_known, contains, evaluate, override_string, value_types
 
 log = logging.getLogger(__name__)
@@ -62,6 +62,8 @@ class SweepImpl:
         self.starts = self._parse_starts()
         self.slots = make_slots(self.cfg["trial"].get("resources"), int(c.get("n_jobs") or 1), gpu.device_info().count)
         jobs.check_concurrent(self.launcher, self.config, len(self.slots))
+        lock_dir = self.cfg["trial"].get("lock_dir") or Path(self.cfg["results_dir"]) / ".locks"
+        self.node = NodeSlots(lock_dir, self.slots, gpu.device_info().count)  # slots held across processes
         self.objectives = [(str(o["metric"]), str(o.get("direction", "maximize"))) for o in c["objectives"]]
         self._check_objectives()
         results_dir = Path(self.cfg["results_dir"])
@@ -147,14 +149,20 @@ class SweepImpl:
             while True:
                 if time.time() - self.last_recovery >= self.recover_every_s:
                     self._recover_interrupted()  # trials of another process that died (dead pid, stale heartbeat)
+                blocked = False
                 while free and not self.stopped and self._counted() < target:
-                    item = self._ask_one(target, progress, confirming)
-                    if item is None:
-                        continue
-                    if item is _STOP:
+                    slot = self.node.take(free)
+                    if slot is None:  # another sweeper on this node runs trials on these cores / GPUs
+                        blocked = True
                         break
+                    item = self._ask_one(target, progress, confirming)
+                    if item is None or item is _STOP:
+                        self.node.release(slot)
+                        free.insert(0, slot)
+                        if item is _STOP:
+                            break
+                        continue
                     trial, values = item
-                    slot = free.pop(0)
                     heartbeat.add(trial._trial_id)
                     fut = pool.submit(self._run_job, trial, values, slot, self.job_idx)
                     self.job_idx += 1
@@ -164,9 +172,10 @@ class SweepImpl:
                     self._recover_interrupted()
                     if self.stopped or self._counted() >= target and not self._others_running():
                         return results
-                    time.sleep(self.recover_every_s if self._counted() >= target else 0)
+                    time.sleep(self.recover_every_s if self._counted() >= target else 0.05 if blocked else 0)
                     continue
-                done, _ = wait(list(running), return_when=FIRST_COMPLETED, timeout=self.recover_every_s)
+                done, _ = wait(list(running), return_when=FIRST_COMPLETED,
+                               timeout=0.05 if blocked else self.recover_every_s)
                 for fut in done:
                     trial, values, slot = running.pop(fut)
                     ret = fut.result()
@@ -179,6 +188,7 @@ class SweepImpl:
                     heartbeat.discard(trial._trial_id)
                     self._record(trial.number, values, outcome, only_if_missing=True)
                     progress.trial_done(trial.number, outcome, values)
+                    self.node.release(slot)
                     free.append(slot)
                 if self._failure_budget_spent():
                     if not self.stopped:

@@ -9,6 +9,7 @@ runs trials from several threads at once.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -21,9 +22,12 @@ from sweeper import gpu, store
 from sweeper.config import plain as config_plain, preset_params, trial_config
 from sweeper.errors import ConfigError
 from sweeper.outcome import Status, TrialOutcome
+from sweeper.slots import Occupancy, trial_units
 from sweeper.space import parse_param, value_types
 import workloads
 from workloads.base import DeviceInfo
+
+log = logging.getLogger(__name__)
 
 
 def _single_run_context(tcfg: dict[str, Any]) -> dict[str, Any]:
@@ -50,6 +54,24 @@ def _arrow_types(names: dict[str, str]) -> dict[str, pa.DataType]:
     return {col: pa.type_for_alias(name) for col, name in names.items()}
 
 
+def _run_recorded(tcfg: dict[str, Any], ctx: dict[str, Any]) -> tuple[TrialOutcome, list[str]]:
+    """Run the trial, isolated or here, noting it in the node's occupancy record; returns its outcome and the
+    other trials that ran on its cores or GPUs meanwhile (``slots.Occupancy``)."""
+    lock_dir = tcfg["trial"].get("lock_dir") or Path(tcfg["results_dir"]) / ".locks"
+    with Occupancy(lock_dir, trial_units(tcfg), ctx["study"], ctx["number"]) as occupancy:
+        if tcfg["trial"].get("isolate", True):
+            from sweeper.prune import reporter
+            from sweeper.runner import run_isolated
+
+            outcome = run_isolated(tcfg, float(tcfg["trial"]["timeout_s"]), Path(ctx["log_dir"]) / "trial.log",
+                                   on_report=reporter(ctx))
+        else:
+            from sweeper.trial import run_here
+
+            outcome = run_here(tcfg)
+        return outcome, occupancy.shared_with(time.time())
+
+
 def run_trial(cfg: DictConfig) -> dict[str, Any]:
     """Run the trial described by ``cfg``; returns the outcome as a dict (never raises for a trial's failure)."""
     info = gpu.device_info()
@@ -69,20 +91,18 @@ def run_trial(cfg: DictConfig) -> dict[str, Any]:
     if reason:
         now = time.time()
         outcome = TrialOutcome(Status.SKIPPED, f"invalid:{reason}", reason, started_at=now, ended_at=now)
-    elif tcfg["trial"].get("isolate", True):
-        from sweeper.prune import reporter
-        from sweeper.runner import run_isolated
-
-        outcome = run_isolated(tcfg, float(tcfg["trial"]["timeout_s"]), Path(ctx["log_dir"]) / "trial.log",
-                               on_report=reporter(ctx))
     else:
-        from sweeper.trial import run_here
-
-        outcome = run_here(tcfg)
+        outcome, shared = _run_recorded(tcfg, ctx)
+    if outcome.metrics.get("window_capped"):
+        log.warning("trial %s: measure.max_steps stopped the window at %.3g s, before measure.min_time_s=%s s; "
+                    "raise measure.max_steps (preset=nightly does)", ctx["number"],
+                    outcome.metrics.get("measured_s", 0.0), tcfg["measure"].get("min_time_s"))
     objectives = [tuple(o.split(":", 1)) for o in ctx["objectives"]]
     row = store.make_row(outcome, study=ctx["study"], trial=ctx["number"], cfg=tcfg, objectives=objectives)
     row["baseline"] = bool(ctx.get("baseline", False))
     row["confirm_of"] = ctx.get("confirm_of")
+    if not reason:
+        row["node_shared"], row["node_shared_with"] = bool(shared), ",".join(shared)
     path = store.trial_path(Path(tcfg["results_dir"]) / "trials", ctx["study"], ctx["number"])
     store.write_row(path, row, {**_arrow_types(ctx.get("column_types") or {}), "confirm_of": pa.int64()})
     return outcome.to_dict()
