@@ -269,9 +269,9 @@ def trend(df: pd.DataFrame) -> pd.DataFrame:
     start = dict(zip(*nights(df)[["study", "start"]].T.to_numpy()))
     out = []
     for (workload, study), rows in df.groupby(["workload", df["study"].astype(str)], sort=False):
+        if rows.index.intersection(ok.index).empty:
+            continue  # nothing measured to the end that night
         good, _normed, keys, _swept = configurations(rows)
-        if good.empty:
-            continue
         best = rank_configs(aggregate(good, keys)).iloc[0]
         out.append([workload, study, start.get(study), best["value"], best["lo"], best["hi"], int(best["n"]),
                     unit_of(rows)])
