@@ -106,6 +106,12 @@ class NodeSlots:
         self.dir = node_dir(lock_dir)
         self.units = {s.index: slot_units(s, len(slots), n_gpus) for s in slots}
         self.held: dict[int, list[int]] = {}
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            os.close(os.open(self.dir / "trials.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666))
+        except OSError as e:
+            raise ConfigError("trial.lock_dir", f"{str(lock_dir)!r} cannot hold the node's slot locks ({e.strerror})",
+                              "give a writable folder, the same for every sweeper on the node") from None
 
     def take(self, free: list[Slot]) -> Slot | None:
         """The first of ``free`` whose every core and GPU could be locked now (removed from ``free``), or None."""
@@ -122,8 +128,6 @@ class NodeSlots:
             os.close(fd)  # closing the file drops its lock
 
     def _lock(self, units: list[str]) -> list[int] | None:
-        if units:
-            self.dir.mkdir(parents=True, exist_ok=True)
         fds: list[int] = []
         for unit in sorted(units):
             fd = os.open(self.dir / f"{unit}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)

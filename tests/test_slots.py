@@ -35,6 +35,10 @@ def test_three_sweepers_on_one_node_never_share_a_core(results: Path, kind: str)
             pytest.fail("KNOB_SWEEPER_PG_URL is unset in CI: .ci/run must start PostgreSQL")
         pytest.skip("no PostgreSQL here (set KNOB_SWEEPER_PG_URL, as .ci/run does)")
     url = f"journal://{results}/optuna.journal" if kind == "journal" else PG_URL
+    if kind == "postgres":  # Optuna's tables, created once: three processes creating them at once collide
+        from sweeper.study import make_storage
+
+        make_storage(url)
     study = f"slots-{kind}-{uuid.uuid4().hex[:8]}"
     # Each process alone would run two trials at once (one per core); three of them would run six on two cores.
     args = [*FAULTS, *GOOD, "-m", "hydra.sweeper.n_trials=9", f"hydra.sweeper.study_name={study}",
@@ -105,3 +109,13 @@ def test_occupancy_names_the_trials_that_shared_a_core(tmp_path: Path) -> None:
         assert a.shared_with(a.start + 10) == ["c#3"]
     with Occupancy(tmp_path, ["cpu-0"], "d", 4) as d:
         assert d.shared_with(d.start + 1) == [], "trials that ended before it started are not counted"
+
+
+def test_an_unusable_lock_dir_is_bad_input(results: Path, tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    proc = run_cli([*FAULTS, *GOOD, "-m", f"trial.lock_dir={tmp_path / 'a-file'}"], results)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: `trial.lock_dir`: "), proc.stderr
+    assert lines[0].endswith("give a writable folder, the same for every sweeper on the node")
+    assert not (results / "trials").exists(), "before any trial"
