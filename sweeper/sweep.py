@@ -62,8 +62,7 @@ class SweepImpl:
         self.starts = self._parse_starts()
         self.slots = make_slots(self.cfg["trial"].get("resources"), int(c.get("n_jobs") or 1), gpu.device_info().count)
         jobs.check_concurrent(self.launcher, self.config, len(self.slots))
-        lock_dir = self.cfg["trial"].get("lock_dir") or Path(self.cfg["results_dir"]) / ".locks"
-        self.node = NodeSlots(lock_dir, self.slots, gpu.device_info().count)  # slots held across processes
+        self.node = NodeSlots(self.cfg["trial"]["lock_dir"], self.slots, gpu.device_info().count)  # node-wide
         self.objectives = [(str(o["metric"]), str(o.get("direction", "maximize"))) for o in c["objectives"]]
         self._check_objectives()
         results_dir = Path(self.cfg["results_dir"])
@@ -172,10 +171,10 @@ class SweepImpl:
                     self._recover_interrupted()
                     if self.stopped or self._counted() >= target and not self._others_running():
                         return results
-                    time.sleep(self.recover_every_s if self._counted() >= target else 0.05 if blocked else 0)
+                    time.sleep(self.recover_every_s if self._counted() >= target else 0.2 if blocked else 0)
                     continue
-                done, _ = wait(list(running), return_when=FIRST_COMPLETED,
-                               timeout=0.05 if blocked else self.recover_every_s)
+                poll = 0.2 if blocked else self.recover_every_s  # a blocked slot may be free again soon
+                done, _ = wait(list(running), return_when=FIRST_COMPLETED, timeout=poll)
                 for fut in done:
                     trial, values, slot = running.pop(fut)
                     ret = fut.result()

@@ -248,8 +248,8 @@ def _bests(b: pd.DataFrame, t: pd.DataFrame, names: dict[str, str], unit: str, p
 def _warnings(rows: pd.DataFrame) -> list[Block]:
     """Rows whose measurement cannot be trusted for a gate: a window cut short, a device shared."""
     out: list[Block] = []
-    for col, what in (("window_capped", "measured windows shorter than measure.min_time_s because "
-                                        "measure.max_steps stopped them (raise max_steps or use preset=nightly)"),
+    for col, what in (("window_capped", ("measured windows shorter than measure.min_time_s because "
+                                         "measure.max_steps stopped them (raise max_steps or use preset=nightly)")),
                       ("node_shared", "measured while another trial ran on the same device (node_shared)")):
         if col in rows:
             hit = rows[col].astype(object).map(lambda v: v is True or v is np.True_)
