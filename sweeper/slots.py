@@ -102,10 +102,14 @@ class NodeSlots:
     killed sweeper never leaves a slot taken. Two sweepers with overlapping slots (even of different shapes) thus
     never run trials on the same core or GPU at once; each waits for the other's trial to end."""
 
+    YIELD_S = 1.0  # a released slot is left this long to a process waiting for it (it polls every 0.2 s)
+
     def __init__(self, lock_dir: str | os.PathLike, slots: list[Slot], n_gpus: int) -> None:
         self.dir = node_dir(lock_dir)
         self.units = {s.index: slot_units(s, len(slots), n_gpus) for s in slots}
-        self.held: dict[int, list[int]] = {}
+        self.held: dict[int, list[int]] = {}  # slot index -> open lock files
+        self.waiting: dict[int, list[int]] = {}  # slot index -> shared locks saying this process waits for it
+        self.released: dict[int, float] = {}  # slot index -> when this process last released it
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             os.close(os.open(self.dir / "trials.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666))
@@ -114,25 +118,47 @@ class NodeSlots:
                               "give a writable folder, the same for every sweeper on the node") from None
 
     def take(self, free: list[Slot]) -> Slot | None:
-        """The first of ``free`` whose every core and GPU could be locked now (removed from ``free``), or None."""
+        """The first of ``free`` whose every core and GPU could be locked now (removed from ``free``), or None.
+
+        Turns are fair: a sweeper that could not take a slot says so with a shared lock on ``<unit>.wait``, and a
+        sweeper that just released that slot leaves it to the waiter for ``YIELD_S`` instead of taking it again."""
         for slot in free:
-            fds = self._lock(self.units[slot.index])
+            units = self.units[slot.index]
+            if time.monotonic() - self.released.get(slot.index, -1e9) < self.YIELD_S and self._others_wait(units):
+                continue
+            fds = self._lock(units, fcntl.LOCK_EX)
             if fds is not None:
                 free.remove(slot)
                 self.held[slot.index] = fds
+                self._close(self.waiting.pop(slot.index, []))
                 return slot
+            if slot.index not in self.waiting:
+                marks = self._lock([f"{u}.wait" for u in units], fcntl.LOCK_SH)  # None: a releaser is looking
+                if marks is not None:
+                    self.waiting[slot.index] = marks
         return None
 
     def release(self, slot: Slot) -> None:
-        for fd in self.held.pop(slot.index, []):
-            os.close(fd)  # closing the file drops its lock
+        self._close(self.held.pop(slot.index, []))  # closing the files drops their locks
+        self.released[slot.index] = time.monotonic()
 
-    def _lock(self, units: list[str]) -> list[int] | None:
+    def _others_wait(self, units: list[str]) -> bool:
+        fds = self._lock([f"{u}.wait" for u in units], fcntl.LOCK_EX)
+        self._close(fds or [])
+        return fds is None
+
+    @staticmethod
+    def _close(fds: list[int]) -> None:
+        for fd in fds:
+            os.close(fd)
+
+    def _lock(self, units: list[str], mode: int) -> list[int] | None:
+        """``mode`` locks on every unit's file, or none (None) when one is held by another process."""
         fds: list[int] = []
         for unit in sorted(units):
             fd = os.open(self.dir / f"{unit}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, mode | fcntl.LOCK_NB)
             except BlockingIOError:
                 os.close(fd)
                 for held in fds:

@@ -98,7 +98,10 @@ def test_a_slot_is_held_until_released_or_its_process_dies(tmp_path: Path) -> No
         holder.wait()
     assert theirs.take([slots[1]]) == slots[1]
     mine.release(slots[0])
+    assert mine.take([slots[0]]) is None, "released with the other sweeper waiting: its turn"
     assert theirs.take([slots[0]]) == slots[0]
+    theirs.release(slots[0])
+    assert theirs.take([slots[0]]) == slots[0], "nobody waits: taken again at once"
 
 
 def test_occupancy_names_the_trials_that_shared_a_core(tmp_path: Path) -> None:
