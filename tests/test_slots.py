@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT, run_cli
-from sweeper.slots import NodeSlots, Occupancy, Slot
+from sweeper.sweep.slots import NodeSlots, Occupancy, Slot
 
 FAULTS = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=faults"]
 GOOD = ["knobs.fault=none", "hydra.sweeper.params={knobs.fault:none,knobs.work:'range(8,600)'}"]

@@ -18,9 +18,9 @@ from typing import Any
 
 from hydra import compose, initialize_config_dir
 
-from sweeper import store
-from sweeper.config import plain, trial_config
-from sweeper.runner import run_isolated
+from sweeper.results import store
+from sweeper.sweep.config import as_dict, trial_config
+from sweeper.trial.isolate import run_isolated
 from workloads.base import DeviceInfo
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +32,7 @@ def night_config(overrides: list[str]) -> dict[str, Any]:
             "cpu_threads=1", "trial.timeout_s=600", *overrides]
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         cfg = compose("config", overrides=args)
-    return trial_config(plain(cfg), DeviceInfo(kind="cpu"), args)
+    return trial_config(as_dict(cfg), DeviceInfo(kind="cpu"), args)
 
 
 def measure_nights(results: Path, nights: dict[str, dict[str, Any]], repeats: int, cfg: dict[str, Any],

@@ -18,12 +18,14 @@ import pyarrow as pa
 from omegaconf import DictConfig, OmegaConf
 from optuna.distributions import BaseDistribution
 
-from sweeper import gpu, store
-from sweeper.config import plain as config_plain, preset_params, trial_config
+from sweeper.results import store
+from sweeper.sweep.config import as_dict, preset_params, trial_config
 from sweeper.errors import ConfigError
-from sweeper.outcome import Status, TrialOutcome
-from sweeper.slots import Occupancy, trial_units
-from sweeper.space import parse_param, value_types
+from sweeper.trial import gpu
+from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.sweep import schema
+from sweeper.sweep.slots import Occupancy, node_lock_dir, trial_units
+from sweeper.sweep.space import parse_param, value_types
 import workloads
 from workloads.base import DeviceInfo
 
@@ -54,19 +56,18 @@ def _arrow_types(names: dict[str, str]) -> dict[str, pa.DataType]:
     return {col: pa.type_for_alias(name) for col, name in names.items()}
 
 
-def _run_recorded(tcfg: dict[str, Any], ctx: dict[str, Any]) -> tuple[TrialOutcome, list[str]]:
+def _run_recorded(tcfg: dict[str, Any], context: dict[str, Any]) -> tuple[TrialOutcome, list[str]]:
     """Run the trial, isolated or here, noting it in the node's occupancy record; returns its outcome and the
     other trials that ran on its cores or GPUs meanwhile (``slots.Occupancy``)."""
-    lock_dir = tcfg["trial"].get("lock_dir") or Path(tcfg["results_dir"]) / ".locks"
-    with Occupancy(lock_dir, trial_units(tcfg), ctx["study"], ctx["number"]) as occupancy:
+    with Occupancy(node_lock_dir(tcfg), trial_units(tcfg), context["study"], context["number"]) as occupancy:
         if tcfg["trial"].get("isolate", True):
-            from sweeper.prune import reporter
-            from sweeper.runner import run_isolated
+            from sweeper.sweep.prune import reporter
+            from sweeper.trial.isolate import run_isolated
 
-            outcome = run_isolated(tcfg, float(tcfg["trial"]["timeout_s"]), Path(ctx["log_dir"]) / "trial.log",
-                                   on_report=reporter(ctx))
+            outcome = run_isolated(tcfg, float(tcfg["trial"]["timeout_s"]), Path(context["log_dir"]) / "trial.log",
+                                   on_report=reporter(context))
         else:
-            from sweeper.trial import run_here
+            from sweeper.trial.child import run_here
 
             outcome = run_here(tcfg)
         return outcome, occupancy.shared_with(time.time())
@@ -77,13 +78,14 @@ def run_trial(cfg: DictConfig) -> dict[str, Any]:
     info = gpu.device_info()
     raw = OmegaConf.select(cfg, "trial.context")
     if raw:
-        ctx = json.loads(raw)
-        tcfg = trial_config(config_plain(cfg), info, ctx.get("overrides") or [])
+        context = json.loads(raw)
+        tcfg = trial_config(as_dict(cfg), info, context.get("overrides") or [])
     else:
         from hydra.core.hydra_config import HydraConfig
 
-        tcfg = trial_config(config_plain(cfg), info, list(HydraConfig.get().overrides.task))
-        ctx = _single_run_context(tcfg)
+        tcfg = trial_config(as_dict(cfg), info, list(HydraConfig.get().overrides.task))
+        schema.validate(tcfg)  # a single run: checked here, before it starts (a sweep checked it before its first)
+        context = _single_run_context(tcfg)
     wl = tcfg["workload"]
     module = workloads.load(wl["name"], wl.get("module"))
     target = info if tcfg["device"].startswith("cuda") else DeviceInfo(kind="cpu")  # what the trial will run on
@@ -92,17 +94,17 @@ def run_trial(cfg: DictConfig) -> dict[str, Any]:
         now = time.time()
         outcome = TrialOutcome(Status.SKIPPED, f"invalid:{reason}", reason, started_at=now, ended_at=now)
     else:
-        outcome, shared = _run_recorded(tcfg, ctx)
+        outcome, shared = _run_recorded(tcfg, context)
     if outcome.metrics.get("window_capped"):
         log.warning("trial %s: measure.max_steps stopped the window at %.3g s, before measure.min_time_s=%s s; "
-                    "raise measure.max_steps (preset=nightly does)", ctx["number"],
+                    "raise measure.max_steps (preset=nightly does)", context["number"],
                     outcome.metrics.get("measured_s", 0.0), tcfg["measure"].get("min_time_s"))
-    objectives = [tuple(o.split(":", 1)) for o in ctx["objectives"]]
-    row = store.make_row(outcome, study=ctx["study"], trial=ctx["number"], cfg=tcfg, objectives=objectives)
-    row["baseline"] = bool(ctx.get("baseline", False))
-    row["confirm_of"] = ctx.get("confirm_of")
+    objectives = [tuple(o.split(":", 1)) for o in context["objectives"]]
+    row = store.make_row(outcome, study=context["study"], trial=context["number"], cfg=tcfg, objectives=objectives)
+    row["baseline"] = bool(context.get("baseline", False))
+    row["confirm_of"] = context.get("confirm_of")
     if not reason:
         row["node_shared"], row["node_shared_with"] = bool(shared), ",".join(shared)
-    path = store.trial_path(Path(tcfg["results_dir"]) / "trials", ctx["study"], ctx["number"])
-    store.write_row(path, row, {**_arrow_types(ctx.get("column_types") or {}), "confirm_of": pa.int64()})
+    path = store.trial_path(Path(tcfg["results_dir"]) / "trials", context["study"], context["number"])
+    store.write_row(path, row, {**_arrow_types(context.get("column_types") or {}), "confirm_of": pa.int64()})
     return outcome.to_dict()

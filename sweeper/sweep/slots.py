@@ -91,6 +91,11 @@ def slot_units(slot: Slot, n_slots: int, n_gpus: int) -> list[str]:
     return [f"cpu-{c}" for c in slot.cpus or ()] + [f"gpu-{t}" for t in slot.gpus or ()]
 
 
+def node_lock_dir(cfg: dict[str, Any]) -> Path:
+    """``trial.lock_dir``, else ``<results_dir>/.locks``."""
+    return Path(cfg["trial"].get("lock_dir") or Path(cfg["results_dir"]) / ".locks")
+
+
 def node_dir(lock_dir: str | os.PathLike) -> Path:
     """``<lock_dir>/<hostname>``: a results folder on a shared filesystem couples no two nodes."""
     return Path(lock_dir) / _SAFE.sub("_", socket.gethostname())
@@ -247,6 +252,6 @@ def trial_units(cfg: dict[str, Any]) -> list[str]:
 
 
 def _gpu_count() -> int:
-    from sweeper import gpu
+    from sweeper.trial import gpu
 
     return gpu.device_info().count
