@@ -86,7 +86,7 @@ def test_a_slot_is_held_until_released_or_its_process_dies(tmp_path: Path) -> No
     assert mine.take(free) == slots[0] and free == [slots[1]]
     assert theirs.take([slots[0]]) is None, "core 0 is held by the other sweeper"
     # Another process holding core 1 until it is killed: the kernel drops its lock.
-    code = ("import sys, time; sys.path.insert(0, %r); from sweeper.slots import NodeSlots, Slot; "
+    code = ("import sys, time; sys.path.insert(0, %r); from sweeper.sweep.slots import NodeSlots, Slot; "
             "n = NodeSlots(%r, [Slot(1, None, (1,))], 0); assert n.take([Slot(1, None, (1,))]); print('held', "
             "flush=True); time.sleep(60)" % (str(ROOT), str(tmp_path)))
     holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
