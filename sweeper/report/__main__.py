@@ -1,4 +1,4 @@
-"""``python -m sweeper.report [results] [--workload W] [--study S] [--compare COL] [--baseline STUDY|DATE]
+"""``python -m sweeper.report [results] [--workload W] [--study S] [--compare COL] [--baseline STUDY|latest|DATE]
 [--fail-on-regression PCT] [--html PATH] [--out PATH]``
 
 Prints the report to the terminal and writes ``report.md`` and ``report.html`` into the results folder.
@@ -28,7 +28,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--study", action="append", help="only this study (repeat for several); with --baseline: "
                                                       "tonight's study")
     p.add_argument("--compare", metavar="COL", help="compare fingerprints: gpu, torch_version, hostname, or any column")
-    p.add_argument("--baseline", metavar="STUDY|DATE", help="nightly: compare with this study or date YYYY-MM-DD")
+    p.add_argument("--baseline", metavar="STUDY|latest|DATE",
+                   help="nightly: compare tonight's study with this study, the latest before it, or the last study "
+                        "of a date YYYY-MM-DD")
     p.add_argument("--fail-on-regression", metavar="PCT",
                    help="with --baseline: exit 3 when something regressed beyond noise by at least PCT (e.g. 5%%)")
     p.add_argument("--html", metavar="PATH", help="HTML file to write (default: <results>/report.html)")
@@ -60,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     if not results.exists():
         return _fail(f"error: `results`: {results} does not exist; pass the folder a sweep wrote (default: results)")
     if args.fail_on_regression is not None and not args.baseline:
-        return _fail("error: `--fail-on-regression` needs `--baseline STUDY|DATE` to compare with")
+        return _fail("error: `--fail-on-regression` needs `--baseline STUDY|latest|DATE` to compare with")
     if args.importance == "fanova" and not has_sklearn():
         return _fail("error: `--importance fanova` needs scikit-learn; pip install scikit-learn, or use ped-anova")
     if args.top < 1:
@@ -98,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     html_path.write_text(to_html(report.blocks, f"Sweep report: {results}", limit=max(200, args.top)),
                          encoding="utf-8")
     print(f"report written to {md_path} and {html_path}")
+    if threshold is not None and report.not_gated:
+        print("not gated: " + "; ".join(report.not_gated), file=sys.stderr)
     if threshold is not None and report.regressions:
         print(f"regression beyond noise and {threshold:.0%}: " + "; ".join(report.regressions), file=sys.stderr)
         return EXIT_REGRESSION

@@ -110,12 +110,6 @@ def unit_of(df: pd.DataFrame) -> str:
     return str(units.iloc[0]) if len(units) else ""
 
 
-def night_of(df: pd.DataFrame) -> pd.Series:
-    """The night of each row: the UTC date (YYYY-MM-DD) it started."""
-    started = pd.to_datetime(df["started_at"], utc=True, errors="coerce")
-    return started.dt.strftime("%Y-%m-%d").fillna("unknown")
-
-
 def fingerprint_label(df: pd.DataFrame, column: str) -> pd.Series:
     """The comparison label of each row: ``gpu`` is the GPU name, or ``cpu:<cpu_model>`` for CPU rows."""
     if column == "gpu":

@@ -91,14 +91,20 @@ class SweepImpl:
             while True:
                 if time.time() - self.last_recovery >= self.recover_every_s:
                     self._recover_interrupted()  # trials of another process that died (dead pid, stale heartbeat)
+                blocked = False
                 while free and not self.stopped and self._counted() < target:
-                    item = self._ask_one(target, progress, confirming)
-                    if item is None:
-                        continue
-                    if item is _STOP:
+                    slot = self.plan.node.take(free)
+                    if slot is None:  # another sweeper on this node runs trials on these cores / GPUs
+                        blocked = True
                         break
+                    item = self._ask_one(target, progress, confirming)
+                    if item is None or item is _STOP:
+                        self.plan.node.release(slot)
+                        free.insert(0, slot)
+                        if item is _STOP:
+                            break
+                        continue
                     trial, values = item
-                    slot = free.pop(0)
                     heartbeat.add(trial._trial_id)
                     fut = pool.submit(self._run_job, trial, values, slot, self.job_idx)
                     self.job_idx += 1
@@ -108,9 +114,10 @@ class SweepImpl:
                     self._recover_interrupted()
                     if self.stopped or self._counted() >= target and not self._others_running():
                         return results
-                    time.sleep(self.recover_every_s if self._counted() >= target else 0)
+                    time.sleep(self.recover_every_s if self._counted() >= target else 0.2 if blocked else 0)
                     continue
-                done, _ = wait(list(running), return_when=FIRST_COMPLETED, timeout=self.recover_every_s)
+                poll = 0.2 if blocked else self.recover_every_s  # a blocked slot may be free again soon
+                done, _ = wait(list(running), return_when=FIRST_COMPLETED, timeout=poll)
                 for fut in done:
                     trial, values, slot = running.pop(fut)
                     ret = fut.result()
@@ -123,6 +130,7 @@ class SweepImpl:
                     heartbeat.discard(trial._trial_id)
                     self._record(trial.number, values, outcome, only_if_missing=True)
                     progress.trial_done(trial.number, outcome, values)
+                    self.plan.node.release(slot)
                     free.append(slot)
                 if self._failure_budget_spent():
                     if not self.stopped:

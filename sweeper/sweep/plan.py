@@ -19,7 +19,7 @@ from sweeper.errors import ConfigError
 from sweeper.sweep import launch, schema, warm
 from sweeper.sweep import study as studies
 from sweeper.sweep.prune import make_pruner
-from sweeper.sweep.slots import Slot, make_slots
+from sweeper.sweep.slots import NodeSlots, Slot, make_slots, node_lock_dir
 from sweeper.sweep.space import SearchSpace, check_known
 from sweeper.trial import gpu
 
@@ -43,6 +43,7 @@ class SweepPlan:
     workload: str  # the workload's name
     starts: list[Start]  # hydra.sweeper.starts, checked against the space
     slots: list[Slot]  # trials at once on this node, each with its GPUs and cores
+    node: NodeSlots  # the slots' cores and GPUs, locked across every sweeper process on the node
     objectives: list[tuple[str, str]]  # (metric, maximize | minimize)
     trials_dir: Path  # <results_dir>/trials: one Parquet file per trial
     study_name: str
@@ -71,6 +72,7 @@ def prepare(conf: Mapping[str, Any], config: DictConfig, launcher: Any, argument
     starts = _parse_starts(c, space, defaults)
     slots = make_slots(cfg["trial"].get("resources"), int(c.get("n_jobs") or 1), gpu.device_info().count)
     launch.check_concurrent(launcher, config, len(slots))
+    node = NodeSlots(node_lock_dir(cfg), slots, gpu.device_info().count)
     objectives = [(str(o["metric"]), str(o.get("direction", "maximize"))) for o in c["objectives"]]
     _check_objectives(objectives, workload, cfg["workload"].get("module"))
     results_dir = Path(cfg["results_dir"])
@@ -102,7 +104,7 @@ def prepare(conf: Mapping[str, Any], config: DictConfig, launcher: Any, argument
         raise ConfigError("hydra.sweeper.pruner.type", "pruning needs the single objective throughput:maximize",
                           "set hydra.sweeper.pruner.type=none for this study")
     return SweepPlan(cfg=cfg, space=space, defaults=defaults, fixed_args=fixed_args, workload=workload,
-                     starts=starts, slots=slots, objectives=objectives, trials_dir=results_dir / "trials",
+                     starts=starts, slots=slots, node=node, objectives=objectives, trials_dir=results_dir / "trials",
                      study_name=study_name, storage_url=storage_url, storage=storage, study=study,
                      max_failures=c.get("max_failures"), max_failure_rate=c.get("max_failure_rate"),
                      pruner_conf=pruner_conf, workload_key=workload_key, warm_sources=warm_sources)
