@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -85,7 +86,26 @@ class SweepProgress:
                            f"{saved}; study {study.study_name!r} has {len(study.trials)} trials")
 
 
-def print_single(result: dict[str, Any]) -> None:
+def announce_single(cfg: Any) -> None:
+    """Before a single run (no ``-m``): what runs, with which knobs, and where its row and log go (stderr)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from sweeper import gpu
+    from sweeper.config import plain, trial_config
+
+    try:
+        tcfg = trial_config(plain(cfg), gpu.device_info(), list(HydraConfig.get().overrides.task))
+    except Exception:  # noqa: BLE001 - bad input is reported by the run itself, with its key
+        return
+    knobs = " ".join(f"{k}={_fmt(v)}" for k, v in (tcfg.get("knobs") or {}).items())
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    console.print(f"running {escape(tcfg['workload']['name'])} on {tcfg['device']}"
+                  f"{' (preset ' + tcfg['preset'] + ')' if tcfg['preset'] else ''}: {escape(knobs)}")
+    console.print(f"row -> {escape(str(Path(tcfg['results_dir']) / 'trials'))}/, "
+                  f"log -> {escape(HydraConfig.get().runtime.output_dir)}/")
+
+
+def print_single(result: dict[str, Any], cfg: Any = None) -> None:
     """The result of a single run (no sweep), as a small table on stdout."""
     from rich.table import Table
 
@@ -98,8 +118,16 @@ def print_single(result: dict[str, Any]) -> None:
                 "peak_mem_bytes", "data_wait_frac", "gpu_util_mean", "achieved_tflops", "mfu", "first_step_s",
                 "setup_s", "compile_s"):
         if key in m:
-            table.add_row(key, _fmt(m[key]))
+            table.add_row(key, metric_text(key, m[key]))
     console = Console()
     console.print(table)
     if outcome.message:
         console.print(escape(outcome.message))
+
+
+def metric_text(key: str, value: Any) -> str:
+    """A metric for a person: NaN is blank, except where a word says why (no peak FLOP/s, no NVML sample)."""
+    if isinstance(value, float) and math.isnan(value):
+        return {"mfu": "n/a (no peak FLOP/s for this device)", "gpu_util_mean": "n/a (no GPU sampled)",
+                "achieved_tflops": "n/a"}.get(key, "")
+    return _fmt(value)

@@ -20,6 +20,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from optuna.trial import TrialState
 
 from sweeper import gpu, jobs, store, study as st
+from sweeper.config import load_workload
 from sweeper.errors import ConfigError
 from sweeper.outcome import Status, TrialOutcome
 from sweeper.progress import SweepProgress
@@ -92,9 +93,7 @@ class SweepImpl:
         self.recover_every_s = 1.0
 
     def _check_objectives(self) -> None:
-        import workloads
-
-        module = workloads.load(self.workload, self.cfg["workload"].get("module"))
+        module = load_workload(self.cfg["workload"])
         known = set(KNOWN_METRICS) | set(getattr(module, "METRICS", ()))
         if not self.objectives:
             raise ConfigError("hydra.sweeper.objectives", "is empty", "name at least one metric, e.g. throughput")

@@ -18,11 +18,10 @@ from omegaconf import DictConfig, OmegaConf
 from optuna.distributions import BaseDistribution
 
 from sweeper import gpu, store
-from sweeper.config import plain as config_plain, preset_params, trial_config
+from sweeper.config import load_workload, plain as config_plain, preset_params, trial_config
 from sweeper.errors import ConfigError
 from sweeper.outcome import Status, TrialOutcome
 from sweeper.space import parse_param, value_types
-import workloads
 from workloads.base import DeviceInfo
 
 
@@ -63,7 +62,7 @@ def run_trial(cfg: DictConfig) -> dict[str, Any]:
         tcfg = trial_config(config_plain(cfg), info, list(HydraConfig.get().overrides.task))
         ctx = _single_run_context(tcfg)
     wl = tcfg["workload"]
-    module = workloads.load(wl["name"], wl.get("module"))
+    module = load_workload(wl)
     target = info if tcfg["device"].startswith("cuda") else DeviceInfo(kind="cpu")  # what the trial will run on
     reason = module.check(tcfg, target) if hasattr(module, "check") else None
     if reason:
