@@ -134,8 +134,10 @@ def is_interrupted(t: FrozenTrial) -> bool:
 
 
 def is_counted(t: FrozenTrial) -> bool:
-    """Trials that count toward the target: everything except interrupted runs and surplus asks."""
-    return t.user_attrs.get(REASON_KEY) != "surplus" and not is_interrupted(t)
+    """Trials that count toward the target: everything except interrupted runs, surplus asks and duplicates
+    (``n_trials`` means new measurements; a duplicate reuses another trial's)."""
+    reason = str(t.user_attrs.get(REASON_KEY, ""))
+    return reason != "surplus" and not reason.startswith("duplicate:") and not is_interrupted(t)
 
 
 def counted(study: optuna.Study) -> int:
@@ -252,8 +254,7 @@ def tell(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome, object
     trial.set_user_attr("status", outcome.status.value)
     if outcome.reason:
         trial.set_user_attr(REASON_KEY, outcome.reason)
-    if outcome.status is Status.COMPLETE or outcome.reason.startswith("duplicate:"):
-        # A duplicate reuses the earlier measurement: the sampler is told the same values again.
+    if outcome.status is Status.COMPLETE:
         values = outcome.objective_values(objectives)
         if values is not None:
             trial.set_constraint(CONSTRAINT_KEY, 0.0)
@@ -267,6 +268,7 @@ def tell(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome, object
         trial.set_constraint(CONSTRAINT_KEY, 1.0)
         study.tell(trial, values)
     elif outcome.status in (Status.PRUNED, Status.SKIPPED):
+        # A duplicate too: PRUNED, not a second COMPLETE copy of one measurement (importance, the dashboard).
         study.tell(trial, state=TrialState.PRUNED)
     else:
         study.tell(trial, state=TrialState.FAIL)

@@ -19,11 +19,11 @@ import optuna
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from optuna.trial import TrialState
 
-from sweeper import gpu, jobs, store, study as st
+from sweeper import dedup, gpu, jobs, store, study as st
 from sweeper.config import load_workload
 from sweeper.errors import ConfigError
 from sweeper.outcome import Status, TrialOutcome
-from sweeper.progress import SweepProgress
+from sweeper.progress import SweepProgress, log_launches_to
 from sweeper.prune import make_pruner
 from sweeper.slots import Slot, make_slots, slot_overrides
 from sweeper.space import check_known, contains, evaluate, override_string, value_types
@@ -42,7 +42,6 @@ class SweepImpl:
         self.conf = conf
         self.config: DictConfig | None = None
         self.launcher: Any = None
-        self.job_idx = 0
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
         self.config = config
@@ -80,6 +79,12 @@ class SweepImpl:
         except ValueError as e:
             raise ConfigError("hydra.sweeper.objectives", str(e).splitlines()[0],
                               "use the study's original objectives or a new hydra.sweeper.study_name") from None
+        with warnings.catch_warnings():  # optuna-dashboard shows "throughput", not "Objective 0"
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            self.study.set_metric_names([m for m, _d in self.objectives])
+        self.valid_keys = dedup.valid_keys(self.space, self.defaults)  # None: too large or continuous
+        self.waits = dedup.Waiting()  # trials whose configuration another trial is measuring right now
+        self.duplicates_in_a_row = 0
         self.max_failures = c.get("max_failures")
         self.max_failure_rate = c.get("max_failure_rate")
         pruner = c.get("pruner") or {"type": "none"}
@@ -121,7 +126,8 @@ class SweepImpl:
         target = st.update_target(self.study, int(self.conf.get("n_trials", 10)))
         self._enqueue_first()
         finished = sum(1 for t in self.study.get_trials(deepcopy=False) if st.is_counted(t) and t.state.is_finished())
-        progress = SweepProgress(self.study_name, target, self.objectives, finished)
+        progress = SweepProgress(self.study_name, target, self.objectives, finished, self.defaults, self.study)
+        log_launches_to(Path(str(self.config.hydra.sweep.dir)) / "sweep.log")
         with progress, st.Heartbeat(self.storage) as heartbeat:
             results = self._run_until(target, progress, heartbeat)
             k = int(self.conf.get("confirm_top_k") or 0)
@@ -146,8 +152,10 @@ class SweepImpl:
             while True:
                 if time.time() - self.last_recovery >= self.recover_every_s:
                     self._recover_interrupted()  # trials of another process that died (dead pid, stale heartbeat)
-                while free and not self.stopped and self._counted() < target:
-                    item = self._ask_one(target, progress, confirming)
+                for trial, values, earlier in self.waits.poll(self.study):
+                    self._settle(trial, values, dedup.reuse(earlier), progress)
+                while free and not self.stopped and (self.waits.ready or self._counted() < target):
+                    item = self.waits.ready.pop(0) if self.waits.ready else self._ask_one(target, progress, confirming)
                     if item is None:
                         continue
                     if item is _STOP:
@@ -155,13 +163,14 @@ class SweepImpl:
                     trial, values = item
                     slot = free.pop(0)
                     heartbeat.add(trial._trial_id)
-                    fut = pool.submit(self._run_job, trial, values, slot, self.job_idx)
-                    self.job_idx += 1
+                    fut = pool.submit(self._run_job, trial, values, slot, trial.number)
                     running[fut] = (trial, values, slot)
                 if not running:
                     # Nothing of ours runs. Trials of other processes may still end interrupted and free places.
                     self._recover_interrupted()
-                    if self.stopped or self._counted() >= target and not self._others_running():
+                    if self.stopped:
+                        self.waits.give_up(self.study, st.REASON_KEY)
+                    if self.stopped or (self._counted() >= target and not self._others_running() and not self.waits):
                         return results
                     time.sleep(self.recover_every_s if self._counted() >= target else 0)
                     continue
@@ -177,7 +186,9 @@ class SweepImpl:
                     st.tell(self.study, trial, outcome, self.objectives)
                     heartbeat.discard(trial._trial_id)
                     self._record(trial.number, values, outcome, only_if_missing=True)
-                    progress.trial_done(trial.number, outcome, values)
+                    progress.trial_done(trial.number, outcome, values, self.study)
+                    if outcome.status is not Status.SKIPPED:
+                        self.duplicates_in_a_row = 0
                     free.append(slot)
                 if self._failure_budget_spent():
                     if not self.stopped:
@@ -311,11 +322,35 @@ class SweepImpl:
         values, outcome = self._sample(trial, repeat=confirming or "confirm_of" in trial.user_attrs)
         if outcome is None:
             return trial, values
+        if outcome is _WAIT:
+            self.waits.add(trial, values)
+            progress.note(f"trial {trial.number} waits: trial {trial.user_attrs.get(dedup.WAITS_KEY)} is measuring "
+                          "the same configuration")
+            return None
+        self._settle(trial, values, outcome, progress)
+        return None
+
+    def _settle(self, trial: optuna.Trial, values: dict[str, Any], outcome: TrialOutcome,
+                progress: SweepProgress) -> None:
+        """A trial decided without launching (constraint, duplicate): told, recorded, shown; an exhausted space
+        stops the sweep (duplicates do not count toward n_trials, so the sampler would be asked forever)."""
         outcome.started_at = outcome.ended_at = time.time()  # settled before launch: costs no time
         st.tell(self.study, trial, outcome, self.objectives)
         self._record(trial.number, values, outcome)
-        progress.trial_done(trial.number, outcome, values)
-        return None
+        progress.trial_done(trial.number, outcome, values, self.study)
+        if not outcome.reason.startswith("duplicate:"):
+            return
+        self.duplicates_in_a_row += 1
+        if self.stopped:
+            return
+        if dedup.exhausted(self.study, self.valid_keys):
+            progress.note(f"space exhausted: all {len(self.valid_keys)} configurations of the search space are "
+                          "measured; widen the space (or hydra.sweeper.repeat=true to measure again)")
+            self.stopped = "exhausted"
+        elif self.duplicates_in_a_row >= _MAX_DUPLICATES_IN_A_ROW:
+            progress.note(f"stopping: the sampler proposed {self.duplicates_in_a_row} measured configurations in a "
+                          "row; the space looks exhausted (widen it, or try another sampler)")
+            self.stopped = "exhausted"
 
     def _is_surplus(self, trial: optuna.Trial, target: int) -> bool:
         """Another process on the same study got there first: this ask would exceed the target."""
@@ -330,17 +365,17 @@ class SweepImpl:
         for expr in self.space.constraints:
             if not evaluate(expr, ns):
                 return values, TrialOutcome(Status.SKIPPED, f"invalid:{expr}", f"constraint does not hold: {expr}")
-        key = json.dumps(values, sort_keys=True, default=str)
-        trial.set_user_attr("config_key", key)
+        key = dedup.config_key(values)
+        trial.set_user_attr(dedup.KEY, key)
         if repeat or self.conf.get("repeat", False):
             return values, None
-        for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-            if t.user_attrs.get("config_key") == key and t.user_attrs.get("status") == "complete":
-                metrics = {k: v for k, v in t.user_attrs.items() if k not in _NOT_METRICS}
-                return values, TrialOutcome(Status.SKIPPED, f"duplicate:{t.number}",
-                                            f"same configuration as trial {t.number}; its result is reused",
-                                            metrics=metrics)
-        return values, None
+        found = dedup.find(self.study, key, trial.number)
+        if found is None:
+            return values, None
+        if found[0] == "running":  # another slot or sweeper measures it now: wait for its result
+            trial.set_user_attr(dedup.WAITS_KEY, found[1].number)
+            return values, _WAIT
+        return values, dedup.reuse(found[1])
 
     def _context(self, trial: optuna.Trial, values: dict[str, Any], job_idx: int) -> dict[str, Any]:
         """What the task needs to know of the sweep, passed as one override (no Hydra singletons: thread safe)."""
@@ -388,4 +423,5 @@ class SweepImpl:
 
 
 _STOP = object()
-_NOT_METRICS = ("config_key", st.OWNER_KEY, "status", "confirm_of", st.REASON_KEY)
+_WAIT: Any = object()
+_MAX_DUPLICATES_IN_A_ROW = 100
