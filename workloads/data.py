@@ -348,3 +348,19 @@ class Pipeline:
             "data_decode_device": self.decode_device,
             "data_epochs": self.epochs,
         }
+
+
+# ---------------------------------------------------------------- recipe snippets
+# How each data knob reads in a training script (``python -m sweeper.report RESULTS --recipe``): knob -> value ->
+# lines, beside the pipeline that applies them. The DataLoader arguments are gathered into one call by the recipe.
+
+RECIPE_LOADER_ARGS = ("num_workers", "prefetch_factor", "pin_memory", "persistent_workers")
+RECIPE: dict[str, Any] = {
+    "non_blocking": lambda v: ["x = x.to('cuda', non_blocking=True); y = y.to('cuda', non_blocking=True)"] if v else [],
+    "decode_device": lambda v: ["# DataLoader workers only read file bytes; decode on the GPU:",
+                                "images = torchvision.io.decode_jpeg(list_of_bytes, device='cuda')"]
+    if v == "cuda" else [],
+    "transfer_dtype": lambda v: ["# workers return uint8 crops; normalize after the copy to the GPU:",
+                                 "x = x.to('cuda', non_blocking=True).float().div_(255).sub_(mean).div_(std)"]
+    if v == "uint8" else [],
+}

@@ -46,7 +46,15 @@ class Plot:
     figure: dict[str, Any]  # a Plotly figure spec: {"data": [...], "layout": {...}}
 
 
-Block = Union[Heading, Para, Table, Plot]
+@dataclass
+class Contents:
+    """Links to the page's sections (its level-2 headings), drawn by the HTML renderer; the terminal and Markdown
+    have the summary table next to it instead."""
+
+    title: str = "Contents"
+
+
+Block = Union[Heading, Para, Table, Plot, Contents]
 
 
 def num(value: Any, digits: int = 4) -> str:
