@@ -34,7 +34,8 @@ class Table:
     note: str = ""
     marks: list[str] = field(default_factory=list)  # per row: "" | "best" | "baseline" | "bad"
     more: int = 0  # rows left out
-    brief: list[int] = field(default_factory=list)  # columns the terminal shows (all when empty)
+    brief: list[int] = field(default_factory=list)  # columns the terminal shows (all when empty), most important first
+    page: list[int] = field(default_factory=list)  # columns the HTML page shows (all when empty); Markdown has all
 
     def alignment(self) -> str:
         return self.align or ("ll" + "r" * max(0, len(self.header) - 2))

@@ -22,9 +22,9 @@ _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1500px;color:#222;
 padding:0 16px}
 h1{font-size:1.6em}h2{border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:2em}
-table{border-collapse:collapse;margin:8px 0 4px;font-size:13px}caption{text-align:left;font-weight:600;padding:4px 0}
-th,td{border:1px solid #ddd;padding:3px 6px;vertical-align:top}th{background:#f5f5f5;font-weight:600}
-td.r{text-align:right;white-space:nowrap}td.l{min-width:4em;max-width:26em;overflow-wrap:normal;word-break:keep-all}
+table{border-collapse:collapse;margin:8px 0 4px;font-size:12.5px}caption{text-align:left;font-weight:600;padding:4px 0}
+th,td{border:1px solid #ddd;padding:2px 5px;vertical-align:top}th{background:#f5f5f5;font-weight:600;min-width:2.5em}
+td.r{text-align:right;white-space:nowrap}td.l{max-width:24em;overflow-wrap:normal;word-break:keep-all}
 nav.toc{background:#fafafa;border:1px solid #e5e5e5;padding:6px 14px;margin:12px 0;font-size:14px}
 nav.toc ol{margin:4px 0;padding-left:22px}
 tr.best td{background:#eef9ee}tr.baseline td{background:#fff6dd}tr.bad td{background:#fde8e8}
@@ -82,12 +82,13 @@ def _sanitize(obj: Any) -> Any:
 
 def _table(t: Table, limit: int) -> str:
     e = html.escape
+    cols = t.page or list(range(len(t.header)))  # a table too wide for a 1,400-px window leaves columns to the .md
     align = t.alignment()
-    head = "".join(f"<th>{e(h)}</th>" for h in t.header)
+    head = "".join(f"<th>{e(t.header[i])}</th>" for i in cols)
     body = []
     marks = t.marks or [""] * len(t.rows)
     for row, mark in zip(t.rows[:limit], marks):
-        cells = "".join(f'<td class="{a}">{e(c)}</td>' for c, a in zip(row, align))
+        cells = "".join(f'<td class="{align[i]}">{e(row[i])}</td>' for i in cols)
         body.append(f'<tr class="{e(mark)}">{cells}</tr>' if mark else f"<tr>{cells}</tr>")
     hidden = t.more + max(0, len(t.rows) - limit)
     more = f'<p class="note">… {hidden} more rows not shown.</p>' if hidden else ""

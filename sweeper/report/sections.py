@@ -88,7 +88,8 @@ def ranking(a: Analysis, limit: int) -> Table:
             f"launch-bound if GPU util < {LAUNCH_UTIL:.0f}%; memory-bound if busy below that MFU; n/a without "
             f"GPU counters.")
     return Table("Ranking by throughput", header, rows, align="rllrrrrrrllrrrrrl" + "l" * len(knobs), note=note,
-                 marks=marks, more=max(0, len(c) - limit), brief=[0, 2, 3, 6, 4, 7, 10, 1, 9, 5])
+                 marks=marks, more=max(0, len(c) - limit), brief=[0, 2, 3, 6, 4, 7, 10, 1, 9, 5],
+                 page=list(range(len(header) - len(knobs))))  # the label names the configuration; .md has a column per knob
 
 
 def _rank(value: object) -> str:
