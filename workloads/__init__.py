@@ -29,9 +29,17 @@ __all__ = ["DeviceInfo", "Workload", "available", "load"]
 
 
 def available() -> list[str]:
-    """Names of the workloads offered to users (modules of this package not starting with ``_``)."""
-    skip = {"base", "common", "data", "parallel"}
-    return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_") and m.name not in skip)
+    """Names of the workloads offered to users: modules of this package (not starting with ``_``) that define
+    ``build``. Read from the source, not imported (helpers such as ``common`` or ``decode`` are not workloads)."""
+    names = []
+    for m in pkgutil.iter_modules(__path__):
+        path = os.path.join(os.path.dirname(__file__), f"{m.name}.py")
+        if m.name.startswith("_") or m.ispkg or not os.path.isfile(path):
+            continue
+        with open(path, encoding="utf-8") as f:
+            if "\ndef build(" in f.read():
+                names.append(m.name)
+    return sorted(names)
 
 
 def load(name: str, module: str | None = None) -> ModuleType:
