@@ -78,12 +78,20 @@ def valid_keys(space: SearchSpace, defaults: dict[str, Any]) -> set[str] | None:
     return keys
 
 
+def settled(t: FrozenTrial) -> bool:
+    """The configuration's answer is known: measured, out of memory, or not runnable on this device (a failed
+    trial is not: its configuration may be asked again)."""
+    status = t.user_attrs.get("status")
+    return measured(t) or status == "infeasible" or (status == "skipped" and not is_duplicate(t))
+
+
 def exhausted(study: optuna.Study, keys: set[str] | None) -> bool:
-    """Every valid configuration of the space has a measured result in the study."""
+    """Every valid configuration of the space has its answer in the study."""
     if not keys:
         return False
-    done = {t.user_attrs.get(KEY) for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-            if measured(t)}
+    done = {t.user_attrs.get(KEY) for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,
+                                                                                      TrialState.PRUNED))
+            if settled(t)}
     return keys <= done
 
 

@@ -87,7 +87,8 @@ class SweepProgress:
             detail = f"same as trial {outcome.reason.split(':', 1)[1]} (not measured again)"
         else:
             detail = outcome.reason or ""
-        changed = {k: v for k, v in values.items() if v is not None and (k not in self.baseline or v != self.baseline[k])}
+        changed = {k: v for k, v in values.items()
+                   if v is not None and (k not in self.baseline or v != self.baseline[k])}  # inactive: None
         knobs = " ".join(f"{_short(k)}={_fmt(v)}" for k, v in changed.items()) if changed else "(the defaults)"
         return (f"trial {number:>3} [{_STYLE[outcome.status]}]{outcome.status.value:<10}[/] "
                 f"{escape(detail)}  {escape(knobs)}")

@@ -345,7 +345,8 @@ class SweepImpl:
             return
         if dedup.exhausted(self.study, self.valid_keys):
             progress.note(f"space exhausted: all {len(self.valid_keys)} configurations of the search space are "
-                          "measured; widen the space (or hydra.sweeper.repeat=true to measure again)")
+                          "measured (or cannot run here); widen the space (or hydra.sweeper.repeat=true to "
+                          "measure again)")
             self.stopped = "exhausted"
         elif self.duplicates_in_a_row >= _MAX_DUPLICATES_IN_A_ROW:
             progress.note(f"stopping: the sampler proposed {self.duplicates_in_a_row} measured configurations in a "
