@@ -95,10 +95,11 @@ def exhausted(study: optuna.Study, keys: set[str] | None) -> bool:
     return keys <= done
 
 
-def reuse(t: FrozenTrial) -> TrialOutcome:
-    """The outcome of a trial whose configuration ``t`` measured: skipped, with ``t``'s metrics."""
-    bookkeeping = (KEY, WAITS_KEY, OWNER_KEY, REASON_KEY, "status", "confirm_of")
-    metrics = {k: v for k, v in t.user_attrs.items() if k not in bookkeeping}
+def reuse(t: FrozenTrial, bookkeeping: tuple[str, ...] = (OWNER_KEY, REASON_KEY, "status", "confirm_of")
+          ) -> TrialOutcome:
+    """The outcome of a trial whose configuration ``t`` measured: skipped, with ``t``'s metrics (its user
+    attributes but the ``bookkeeping`` ones)."""
+    metrics = {k: v for k, v in t.user_attrs.items() if k not in (KEY, WAITS_KEY, *bookkeeping)}
     return TrialOutcome(Status.SKIPPED, f"duplicate:{t.number}",
                         f"same configuration as trial {t.number}; its result is reused", metrics=metrics)
 
