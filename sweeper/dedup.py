@@ -22,7 +22,7 @@ from sweeper.study import OWNER_KEY, REASON_KEY
 
 KEY = "config_key"  # trial user attr: the sampled values, canonical JSON
 WAITS_KEY = "waits_for"  # trial user attr: the running trial this one waits for (-1: no longer waiting)
-MAX_ENUMERATED = 50_000  # spaces larger than this are not enumerated (never called exhausted)
+MAX_ENUMERATED = 5_000  # spaces larger than this are not enumerated (~1 s on a 2-core machine; never exhausted)
 
 
 def config_key(values: dict[str, Any]) -> str:

@@ -85,7 +85,7 @@ class SweepImpl:
         with warnings.catch_warnings():  # optuna-dashboard shows "throughput", not "Objective 0"
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             self.study.set_metric_names([m for m, _d in self.objectives])
-        self.valid_keys = dedup.valid_keys(self.space, self.defaults)  # None: too large or continuous
+        self.valid_keys: Any = _UNKNOWN  # the space's configurations, enumerated at the first duplicate
         self.waits = dedup.Waiting()  # trials whose configuration another trial is measuring right now
         self.duplicates_in_a_row = 0
         if not self.study.trials:
@@ -353,6 +353,8 @@ class SweepImpl:
         self.duplicates_in_a_row += 1
         if self.stopped:
             return
+        if self.valid_keys is _UNKNOWN:
+            self.valid_keys = dedup.valid_keys(self.space, self.defaults)  # None: too large or continuous
         if dedup.exhausted(self.study, self.valid_keys):
             progress.note(f"space exhausted: all {len(self.valid_keys)} configurations of the search space are "
                           "measured (or cannot run here); widen the space (or hydra.sweeper.repeat=true to "
@@ -435,5 +437,6 @@ class SweepImpl:
 
 _STOP = object()
 _WAIT: Any = object()
+_UNKNOWN = object()
 _MAX_DUPLICATES_IN_A_ROW = 100
 _NOT_METRICS = (st.OWNER_KEY, "status", "confirm_of", st.REASON_KEY, st.COST_KEY, warm.FROM_KEY)
