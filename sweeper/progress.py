@@ -128,6 +128,15 @@ _LAUNCHER_LOGGERS = ("hydra._internal.core_plugins", "hydra_plugins.hydra_joblib
                      "hydra_plugins.hydra_submitit_launcher", "hydra_plugins.hydra_ray_launcher")
 
 
+def _mask_passwords(record: Any) -> bool:
+    """A URL's password (``postgresql://user:secret@host``) never reaches the log file: ``user:***@``."""
+    import re
+
+    record.msg = re.sub(r"(://[^:/@\s'\"]+:)[^@\s'\"]+@", r"\1***@", record.getMessage())
+    record.args = None
+    return True
+
+
 def log_launches_to(path: Path) -> None:
     """Send the launchers' per-job lines to ``path`` (the sweep's log file) instead of the console."""
     import logging
@@ -135,6 +144,7 @@ def log_launches_to(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(path)
     handler.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"))
+    handler.addFilter(_mask_passwords)
     for name in _LAUNCHER_LOGGERS:
         logger = logging.getLogger(name)
         logger.handlers = [h for h in logger.handlers if not isinstance(h, logging.FileHandler)] + [handler]

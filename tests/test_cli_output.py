@@ -77,3 +77,18 @@ def test_own_workload_errors_are_one_line(tmp_path: Path) -> None:
         err = proc.stderr.strip().splitlines()
         assert proc.returncode == 2, proc.stderr[-2000:]
         assert len(err) == 1 and err[0].startswith(f"error: {key}"), proc.stderr[-2000:]
+
+
+def test_launch_log_masks_passwords(tmp_path: Path) -> None:
+    import logging
+
+    from sweeper.progress import log_launches_to
+
+    log_launches_to(tmp_path / "sweep.log")
+    logger = logging.getLogger("hydra._internal.core_plugins.basic_launcher")
+    logger.info("#0 : trial.context='{\"storage\":\"postgresql://knob:s3cret@db:5432/x\"}' %s", "postgresql://a:b@c/d")
+    for h in logger.handlers:
+        h.flush()
+    text = (tmp_path / "sweep.log").read_text()
+    assert "s3cret" not in text and ":b@" not in text
+    assert "postgresql://knob:***@db:5432/x" in text and "postgresql://a:***@c/d" in text
