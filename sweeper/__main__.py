@@ -53,7 +53,7 @@ def task(cfg: DictConfig) -> dict:
     if single:
         from sweeper.progress import print_single
 
-        print_single(result, cfg)
+        print_single(result)
         if result["status"] in ("failed", "infeasible"):
             raise SystemExit(1)
     return result

@@ -171,7 +171,7 @@ def announce_single(cfg: Any) -> None:
                   f"log -> {escape(HydraConfig.get().runtime.output_dir)}/")
 
 
-def print_single(result: dict[str, Any], cfg: Any = None) -> None:
+def print_single(result: dict[str, Any]) -> None:
     """The result of a single run (no sweep), as a small table on stdout."""
     from rich.table import Table
 
