@@ -31,7 +31,7 @@ def _import_own_workloads() -> None:
 _import_own_workloads()
 
 from sweeper.errors import ConfigError  # noqa: E402 - after the workloads import above, on purpose
-from sweeper.outcome import Status, TrialOutcome  # noqa: E402
-from sweeper.store import read_results  # noqa: E402
+from sweeper.results.outcome import Status, TrialOutcome  # noqa: E402
+from sweeper.results.store import read_results  # noqa: E402
 
 __all__ = ["ConfigError", "Status", "TrialOutcome", "read_results"]

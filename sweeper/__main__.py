@@ -38,11 +38,11 @@ def task(cfg: DictConfig) -> dict:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from sweeper.task import run_trial
+    from sweeper.sweep.job import run_trial
 
     single = HydraConfig.get().mode == RunMode.RUN
     if single:
-        from sweeper.progress import announce_single
+        from sweeper.sweep.progress import announce_single
 
         announce_single(cfg)
     try:
@@ -51,7 +51,7 @@ def task(cfg: DictConfig) -> dict:
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
     if single:
-        from sweeper.progress import print_single
+        from sweeper.sweep.progress import print_single
 
         print_single(result)
         if result["status"] in ("failed", "infeasible"):
@@ -60,7 +60,7 @@ def task(cfg: DictConfig) -> dict:
 
 
 def main() -> None:
-    from sweeper.cli import preflight, show_job
+    from sweeper.sweep.cli import preflight, show_job
 
     register_plugin()
     # Hydra's argparse rejects overrides after a flag; `+workload=x -m n_trials=6` is natural, so flags go first.

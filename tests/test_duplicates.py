@@ -14,17 +14,17 @@ import pandas as pd
 from optuna.trial import TrialState
 
 from conftest import ROOT, run_cli
-from sweeper import dedup
-from sweeper.outcome import Status, TrialOutcome
-from sweeper.progress import SweepProgress
-from sweeper.space import build_space
+from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.sweep import dedup
+from sweeper.sweep.progress import SweepProgress
+from sweeper.sweep.space import build_space
 
 FAULTS = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=faults", "knobs.fault=none", "trial.timeout_s=300"]
 ONE_CONFIG = "hydra.sweeper.params={knobs.fault:none,knobs.work:'choice(16)'}"
 
 
 def _study(results: Path, name: str, url: str | None = None) -> optuna.Study:
-    from sweeper.study import make_storage
+    from sweeper.sweep.study import make_storage
 
     return optuna.load_study(study_name=name, storage=make_storage(url or f"sqlite:///{results / 'optuna.db'}"))
 

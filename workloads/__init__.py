@@ -11,6 +11,9 @@ Modules are found by name (``workloads.<name>``), or by ``workload.module`` for 
 elsewhere: a user's own model (``examples/``), the fault-injection workload of the tests. ``workload.module`` is
 a module name importable from the folder the command runs in, or a path to a ``.py`` file.
 Nothing here imports Optuna or Hydra.
+
+Runs in the trial process (``build``: in the isolated trial or each of its ranks) and in the Hydra job
+(``check``, before a trial starts). The bottom layer: nothing here imports from ``sweeper``.
 """
 
 from __future__ import annotations

@@ -16,9 +16,9 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from sweeper.outcome import Status, TrialOutcome
-from sweeper.space import SearchSpace, evaluate
-from sweeper.study import OWNER_KEY, REASON_KEY
+from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.sweep.attrs import OWNER_KEY, REASON_KEY
+from sweeper.sweep.space import SearchSpace, evaluate
 
 KEY = "config_key"  # trial user attr: the sampled values, canonical JSON
 WAITS_KEY = "waits_for"  # trial user attr: the running trial this one waits for (-1: no longer waiting)

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from sweeper.outcome import Status, TrialOutcome
+from sweeper.results.outcome import Status, TrialOutcome
 
 _STYLE = {Status.COMPLETE: "green", Status.FAILED: "red", Status.INFEASIBLE: "yellow", Status.PRUNED: "cyan",
           Status.SKIPPED: "dim"}
@@ -156,8 +156,8 @@ def announce_single(cfg: Any) -> None:
     """Before a single run (no ``-m``): what runs, with which knobs, and where its row and log go (stderr)."""
     from hydra.core.hydra_config import HydraConfig
 
-    from sweeper import gpu
-    from sweeper.config import plain, trial_config
+    from sweeper.sweep.config import as_dict as plain, trial_config
+    from sweeper.trial import gpu
 
     try:
         tcfg = trial_config(plain(cfg), gpu.device_info(), list(HydraConfig.get().overrides.task))

@@ -125,7 +125,7 @@ def _keys_without_bad(conf_dir: str, overrides: list[str]) -> list[str]:
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
 
-    from sweeper.space import flatten
+    from sweeper.results.keys import flatten
 
     groups = [o for o in overrides if o.lstrip("+").split("=", 1)[0] in ("workload", "hydra.searchpath")]
     GlobalHydra.instance().clear()
@@ -154,9 +154,9 @@ def show_job(argv: list[str], conf_dir: str) -> None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
 
-    from sweeper import gpu
-    from sweeper.config import plain, preset_params, trial_config
-    from sweeper.jobs import command_line_params
+    from sweeper.sweep.config import as_dict as plain, preset_params, trial_config
+    from sweeper.sweep.launch import command_line_params
+    from sweeper.trial import gpu
 
     args = [a for a in argv if "=" in a and not a.startswith("-")]
     parsed = OverridesParser.create().parse_overrides(args)
