@@ -19,6 +19,7 @@ from sweeper.outcome import Status, TrialOutcome
 from sweeper.space import SearchSpace
 
 SAMPLERS = ("tpe", "random", "grid", "gp", "nsgaii", "qmc")
+STUDY_ID_KEY = "knob_sweeper:study_id"  # study user attr: a random id, telling apart studies of one name
 TARGET_KEY = "knob_sweeper:target"  # study user attr: how many counted trials the current sweep aims for
 OWNER_KEY = "owner"  # trial user attr: host:pid of the sweeper that asked it
 REASON_KEY = "reason"
@@ -110,6 +111,19 @@ def sample(trial: optuna.Trial, space: SearchSpace, defaults: dict[str, Any]) ->
             continue
         values[name] = ns[name] = suggest(trial, name, dist)
     return values
+
+
+def study_id(study: optuna.Study) -> str:
+    """The study's id: random, stored with the study, so rows of two storages that use one study name (two
+    machines) keep apart when their results are merged. Processes sharing the storage share it."""
+    import uuid
+
+    sid = study.user_attrs.get(STUDY_ID_KEY)
+    if not sid:
+        study.set_user_attr(STUDY_ID_KEY, uuid.uuid4().hex[:12])
+        # Two processes creating one study at once: both read back the value that was stored last.
+        sid = optuna.load_study(study_name=study.study_name, storage=study._storage).user_attrs[STUDY_ID_KEY]
+    return str(sid)
 
 
 def owner_id() -> str:

@@ -26,6 +26,7 @@ from sweeper.progress import SweepProgress
 from sweeper.prune import make_pruner
 from sweeper.slots import Slot, make_slots, slot_overrides
 from sweeper.space import check_known, contains, evaluate, override_string, value_types
+from sweeper.task import encode_context
 
 log = logging.getLogger(__name__)
 KNOWN_METRICS = (
@@ -79,6 +80,7 @@ class SweepImpl:
         except ValueError as e:
             raise ConfigError("hydra.sweeper.objectives", str(e).splitlines()[0],
                               "use the study's original objectives or a new hydra.sweeper.study_name") from None
+        self.study_id = st.study_id(self.study)
         self.max_failures = c.get("max_failures")
         self.max_failure_rate = c.get("max_failure_rate")
         pruner = c.get("pruner") or {"type": "none"}
@@ -132,7 +134,7 @@ class SweepImpl:
                 progress.extend(extra)
                 results += self._run_until(self._counted() + extra, progress, heartbeat, confirming=True)
         progress.summary(self.study)
-        jobs.compact_and_refresh(self.trials_dir.parent, self.study_name)  # none of this sweep's trials runs now
+        jobs.compact_and_refresh(self.trials_dir.parent, self.study_name, self.study_id)  # none of this sweep's trials runs now
         if self.stopped == "failures":
             raise SystemExit(1)
         return results
@@ -174,7 +176,7 @@ class SweepImpl:
                     outcome = jobs.outcome_of(ret)
                     if outcome.status is Status.FAILED and outcome.reason.startswith(("exception:", "launcher:")):
                         # The job failed around the task (launcher, logging); if the trial wrote its row, it ran.
-                        outcome = store.read_trial_outcome(self.trials_dir, self.study_name, trial.number) or outcome
+                        outcome = store.read_trial_outcome(self.trials_dir, self.study_name, trial.number, self.study_id) or outcome
                     st.tell(self.study, trial, outcome, self.objectives)
                     heartbeat.discard(trial._trial_id)
                     self._record(trial.number, values, outcome, only_if_missing=True)
@@ -217,7 +219,7 @@ class SweepImpl:
         if st.heartbeat_enabled(self.storage):
             optuna.storages.fail_stale_trials(self.study)
         for t in self.study.get_trials(deepcopy=False, states=(TrialState.FAIL,)):
-            if not st.is_interrupted(t) or store.has_trial(self.trials_dir, self.study_name, t.number):
+            if not st.is_interrupted(t) or store.has_trial(self.trials_dir, self.study_name, t.number, self.study_id):
                 continue
             now = time.time()
             outcome = TrialOutcome(Status.FAILED, "interrupted", "the sweeper running this trial died",
@@ -347,7 +349,7 @@ class SweepImpl:
         """What the task needs to know of the sweep, passed as one override (no Hydra singletons: thread safe)."""
         types = store.column_types(value_types(self.space))
         return {
-            "study": self.study_name, "number": trial.number, "storage": self.storage_url,
+            "study": self.study_name, "study_id": self.study_id, "number": trial.number, "storage": self.storage_url,
             "objectives": [f"{m}:{d}" for m, d in self.objectives],
             "log_dir": str(Path(str(self.config.hydra.sweep.dir)) / str(job_idx)),
             "column_types": {c: str(t) for c, t in types.items()},
@@ -364,8 +366,7 @@ class SweepImpl:
         sampled = [override_string(k, v) for k, v in {**self.space.fixed, **values}.items()]
         overrides = self.fixed_args + sampled + slot_overrides(slot)
         ctx = {**self._context(trial, values, job_idx), "overrides": overrides}
-        context = json.dumps(ctx, separators=(",", ":"), default=str)
-        overrides = overrides + [override_string("trial.context", context)]
+        overrides = overrides + [f"trial.context={encode_context(ctx)}"]
         try:
             return jobs.launch_one(self.launcher, overrides, job_idx)
         except Exception as e:  # noqa: BLE001 - a launcher error fails this trial, not the sweep
@@ -373,8 +374,8 @@ class SweepImpl:
 
     def _record(self, number: int, values: dict[str, Any], outcome: TrialOutcome, only_if_missing: bool = False) -> None:
         """The Parquet row for a trial the task could not write itself (never launched, or its job crashed)."""
-        path = store.trial_path(self.trials_dir, self.study_name, number)
-        if only_if_missing and store.has_trial(self.trials_dir, self.study_name, number):
+        path = store.trial_path(self.trials_dir, self.study_name, number, self.study_id)
+        if only_if_missing and store.has_trial(self.trials_dir, self.study_name, number, self.study_id):
             return
         cfg = json.loads(json.dumps(self.cfg, default=str))
         for key, value in {**self.space.fixed, **values}.items():
@@ -383,7 +384,8 @@ class SweepImpl:
             for part in parents:
                 target = target.setdefault(part, {})
             target[leaf] = value
-        row = store.make_row(outcome, study=self.study_name, trial=number, cfg=cfg, objectives=self.objectives)
+        row = store.make_row(outcome, study=self.study_name, trial=number, cfg=cfg, objectives=self.objectives,
+                             study_id=self.study_id)
         row["baseline"] = self._is_baseline(values)
         store.write_row(path, row, store.column_types(value_types(self.space)))
 
