@@ -20,12 +20,13 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from optuna.trial import TrialState
 
 from sweeper import gpu, jobs, store, study as st
+from sweeper.config import check_results_dir, check_sweeper
 from sweeper.errors import ConfigError
 from sweeper.outcome import Status, TrialOutcome
 from sweeper.progress import SweepProgress
 from sweeper.prune import make_pruner
 from sweeper.slots import Slot, make_slots, slot_overrides
-from sweeper.space import check_known, contains, evaluate, override_string, value_types
+from sweeper.space import ExpressionError, check_known, contains, evaluate, override_string, value_types
 from sweeper.task import encode_context
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,9 @@ class SweepImpl:
         if c.get("timeout_s") is not None and float(c["timeout_s"]) <= 0:
             raise ConfigError("hydra.sweeper.timeout_s", f"must be > 0 seconds, got {c['timeout_s']}",
                               "give the time after which no new trial starts, or null for no limit")
+        check_sweeper(c)
         self.cfg, self.space, self.defaults, self.fixed_args = jobs.resolve_space(self.config, c, arguments)
+        check_results_dir(self.cfg["results_dir"])
         self.workload = self.cfg["workload"]["name"]
         self.starts = self._parse_starts()
         self.slots = make_slots(self.cfg["trial"].get("resources"), int(c.get("n_jobs") or 1), gpu.device_info().count)
@@ -328,11 +331,14 @@ class SweepImpl:
 
     def _sample(self, trial: optuna.Trial, repeat: bool = False) -> tuple[dict[str, Any], TrialOutcome | None]:
         """Define-by-run sampling with declared conditions; then constraints and duplicate checks."""
-        values = st.sample(trial, self.space, self.defaults)
-        ns = {**self.defaults, **self.space.fixed, **values}
-        for expr in self.space.constraints:
-            if not evaluate(expr, ns):
-                return values, TrialOutcome(Status.SKIPPED, f"invalid:{expr}", f"constraint does not hold: {expr}")
+        try:
+            values = st.sample(trial, self.space, self.defaults)
+            ns = {**self.defaults, **self.space.fixed, **values}
+            for expr in self.space.constraints:
+                if not evaluate(expr, ns):
+                    return values, TrialOutcome(Status.SKIPPED, f"invalid:{expr}", f"constraint does not hold: {expr}")
+        except ExpressionError as e:  # e.g. a division by a sampled zero: this configuration is not launched
+            return dict(trial.params), TrialOutcome(Status.SKIPPED, f"invalid:{e}", f"an expression failed: {e}")
         key = json.dumps(values, sort_keys=True, default=str)
         trial.set_user_attr("config_key", key)
         if repeat or self.conf.get("repeat", False):
