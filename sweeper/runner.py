@@ -10,6 +10,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,20 @@ from typing import Any
 from sweeper.outcome import Status, TrialOutcome
 
 _CONTEXT: Any = None
+# Trial processes running now (pid -> None), so an interrupted sweep can end them at once (``interrupt_all``).
+_LIVE: dict[int, None] = {}
+_LIVE_LOCK = threading.Lock()
+INTERRUPTED = threading.Event()
+
+
+def interrupt_all() -> None:
+    """Ctrl-C or SIGTERM of the sweeper: every running trial's process group is killed now; their outcome is
+    ``failed (interrupted)``, not the signal that ended them."""
+    INTERRUPTED.set()
+    with _LIVE_LOCK:
+        pids = list(_LIVE)
+    for pid in pids:
+        _kill_group(pid)
 
 
 def _context() -> Any:
@@ -62,8 +77,18 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
     log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.time()
     proc = ctx.Process(target=_child_entry, args=(cfg, child, str(log_path)), daemon=False)
-    proc.start()
+    # SIGINT blocked while starting: the forkserver (started by the first trial) and, through it, every trial
+    # process inherit the mask, so a terminal's Ctrl-C reaches only the sweeper, which ends trials itself.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        proc.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     child.close()
+    with _LIVE_LOCK:
+        _LIVE[proc.pid] = None
+    if INTERRUPTED.is_set():  # the sweep was interrupted while this trial was being launched
+        _kill_group(proc.pid)
     deadline = started + timeout_s
     message = None
     try:
@@ -90,8 +115,13 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
     finally:
         _kill_group(proc.pid)  # reap stragglers (DataLoader workers) in the trial's group
         parent.close()
+        with _LIVE_LOCK:
+            _LIVE.pop(proc.pid, None)
     if message is not None:
         return TrialOutcome.from_dict(message[1])
+    if INTERRUPTED.is_set():
+        return TrialOutcome(Status.FAILED, "interrupted", "the sweep was interrupted (Ctrl-C or SIGTERM) while "
+                            "this trial ran; the same command runs it again", started_at=started, ended_at=time.time())
     code = proc.exitcode
     tail = _log_tail(log_path)
     if code is not None and code < 0:

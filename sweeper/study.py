@@ -27,8 +27,11 @@ CONSTRAINT_KEY = "fits_in_memory"  # Optuna constraint: <= 0 feasible, > 0 viola
 
 
 def storage_url(url: str | None, results_dir: Path) -> str:
+    """The storage URL to open (a masked password put back, see ``sweeper.secrets``); default: SQLite file."""
+    from sweeper.secrets import reveal
+
     if url:
-        return str(url)
+        return str(reveal(str(url)))
     results_dir.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{(results_dir / 'optuna.db').resolve()}"
 
@@ -52,8 +55,10 @@ def make_storage(url: str, heartbeat_interval: int | None = None, grace_period: 
             kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}
         return optuna.storages.RDBStorage(url, **kwargs)
     except Exception as e:  # noqa: BLE001 - any connection failure is bad input here
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-        raise ConfigError("hydra.sweeper.storage", f"cannot open {url!r} ({first})",
+        from sweeper.secrets import mask, scrub
+
+        first = scrub((str(e).strip().splitlines() or [type(e).__name__])[0][:200])
+        raise ConfigError("hydra.sweeper.storage", f"cannot open {mask(url)!r} ({first})",
                           "check the URL, that the server runs and the database exists "
                           "(default: leave it null for a SQLite file under results/)") from None
 
@@ -86,6 +91,19 @@ def make_sampler(name: str, seed: int | None, space: SearchSpace) -> optuna.samp
     if name == "qmc":
         return optuna.samplers.QMCSampler(seed=seed)
     raise ConfigError("hydra.sweeper.sampler", f"{name!r} is not a sampler", f"use one of: {', '.join(SAMPLERS)}")
+
+
+def resumed_sampler(study: optuna.Study, name: str, seed: int | None, space: SearchSpace) -> Any:
+    """The study's sampler for this command. With a fixed seed, a study that already has trials gets a seed
+    derived from (seed, its trial count): the same command run again continues with new configurations instead of
+    replaying its first samples (which would all be duplicates). Reproducible: the same history gives the same
+    seed. QMC keeps its seed: its sequence already continues from the study's trial count."""
+    n = len(study.get_trials(deepcopy=False))
+    if seed is None or n == 0 or name == "qmc":
+        return study.sampler
+    import numpy as np
+
+    return make_sampler(name, int(np.random.SeedSequence([int(seed), n]).generate_state(1)[0]), space)
 
 
 def suggest(trial: optuna.Trial, name: str, dist: BaseDistribution) -> Any:
