@@ -142,7 +142,7 @@ def check_value(key: str, value: Any, declared: Any) -> None:
     if not ok:
         example = {"bool": "true or false", "int": "an integer", "float": "a number"}.get(_type_name(declared),
                                                                                         "a string")
-        raise ConfigError(key, f"{value!r} is a {_type_name(value)} but the workload declares {_article(declared)}"
+        raise ConfigError(key, f"{value!r} is {_article(value)} but the workload declares {_article(declared)}"
                                f" (default {declared!r})", f"give {example}, e.g. {key}={_example(declared)}")
 
 
