@@ -6,14 +6,11 @@ Configurations that break a declared constraint, or that were already measured, 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import signal
-import sys
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
@@ -22,7 +19,7 @@ import optuna
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from optuna.trial import TrialState
 
-from sweeper import gpu, jobs, runner, store, study as st
+from sweeper import gpu, jobs, recovery, store, study as st
 from sweeper.config import check_results_dir, check_sweeper
 from sweeper.errors import ConfigError
 from sweeper.secrets import mask
@@ -42,7 +39,7 @@ KNOWN_METRICS = (
 )
 
 
-class SweepImpl:
+class SweepImpl(recovery.Recovery):
     def __init__(self, **conf: Any) -> None:
         self.conf = conf
         self.config: DictConfig | None = None
@@ -126,27 +123,7 @@ class SweepImpl:
             from sweeper.cli import fail
 
             fail(e)
-        logging.raiseExceptions = False  # a log line that cannot be written (full disk) is dropped, not a traceback
-        previous = signal.signal(signal.SIGTERM, _terminate) if _main_thread() else None
-        try:
-            return self._sweep()
-        except KeyboardInterrupt as e:
-            name = "SIGTERM" if isinstance(e, Terminated) else "Ctrl-C"
-            print(f"interrupted ({name}): running trials were stopped and recorded as interrupted; run the same "
-                  "command again to resume", file=sys.stderr)
-            raise SystemExit(143 if isinstance(e, Terminated) else 130) from None
-        except store.DiskFull as e:
-            print(f"error: {e}; free space and run the same command again to resume", file=sys.stderr)
-            raise SystemExit(1) from None
-        except Exception as e:  # noqa: BLE001 - the study's own database on a full disk (SQLite)
-            if "database or disk is full" not in str(e):
-                raise
-            print(f"error: no space left writing the study's database ({mask(self.storage_url)}); free space and "
-                  "run the same command again to resume", file=sys.stderr)
-            raise SystemExit(1) from None
-        finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
+        return recovery.guarded(self._sweep, self.storage_url)
 
     def _sweep(self) -> list[Any]:
         limit = self.conf.get("timeout_s")
@@ -204,7 +181,7 @@ class SweepImpl:
                 for fut in done:
                     trial, values, slot = running[fut]
                     ret = fut.result()
-                    _raise_if_disk_full(ret)  # the trial stays in `running`: settled as interrupted
+                    recovery.raise_if_disk_full(ret)  # the trial stays in `running`: settled as interrupted
                     running.pop(fut)
                     results.append(ret)
                     outcome = jobs.outcome_of(ret)
@@ -222,37 +199,6 @@ class SweepImpl:
                                       f"({self._budget_text()}); the workload itself looks broken")
                     self.stopped = "failures"
 
-    @contextlib.contextmanager
-    def _interruptible(self, running: dict[Future, tuple[optuna.Trial, dict[str, Any], Slot]]) -> Iterator[None]:
-        """Ctrl-C, SIGTERM or a full disk while trials run: their process groups are killed at once (the pool's
-        threads then return within a second), and each running trial is recorded, in the study and in Parquet,
-        as interrupted (run again by the same command) or, if it ended just before, as what its row says."""
-        try:
-            yield
-        except (KeyboardInterrupt, store.DiskFull):
-            runner.interrupt_all()
-            wait(list(running), timeout=30)
-            for trial, values, _slot in list(running.values()):
-                self._settle_interrupted(trial, values)
-            raise
-
-    def _settle_interrupted(self, trial: optuna.Trial, values: dict[str, Any]) -> None:
-        now = time.time()
-        outcome = store.read_trial_outcome(self.trials_dir, self.study_name, trial.number, self.study_id)
-        try:
-            if outcome is None or outcome.reason == "interrupted":
-                self.storage.set_trial_user_attr(trial._trial_id, st.REASON_KEY, "interrupted")
-                self.storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
-                outcome = TrialOutcome(Status.FAILED, "interrupted", "the sweep was interrupted while this trial "
-                                       "ran; the same command runs it again", started_at=now, ended_at=now)
-            else:
-                st.tell(self.study, trial, outcome, self.objectives)
-            self._record(trial.number, values, outcome, only_if_missing=True)
-        except (optuna.exceptions.UpdateFinishedTrialError, RuntimeError, ValueError):
-            pass  # told already
-        except OSError as e:  # a full disk: the next run of the command settles it (see _recover_interrupted)
-            log.warning("trial %d not recorded: %s", trial.number, e)
-
     def _counted(self) -> int:
         return st.counted(self.study)
 
@@ -268,46 +214,6 @@ class SweepImpl:
 
     def _others_running(self) -> bool:
         return st.others_running(self.study, self.storage)
-
-    def _recover_interrupted(self) -> None:
-        """Trials whose sweeper died (dead pid on this host, or a stale heartbeat): FAIL (interrupted) + a row.
-
-        Several live processes may do this for the same trial at once; each step tolerates losing that race.
-        """
-        self.last_recovery = time.time()
-        for t in st.orphaned_running(self.study):
-            self._settle_orphan(t)
-        if st.heartbeat_enabled(self.storage):
-            optuna.storages.fail_stale_trials(self.study)
-        for t in self.study.get_trials(deepcopy=False, states=(TrialState.FAIL,)):
-            if not st.is_interrupted(t):
-                continue
-            row = store.read_trial_outcome(self.trials_dir, self.study_name, t.number, self.study_id)
-            if row is not None and row.reason == "interrupted":
-                continue
-            # No row, or a row the study was never told (its heartbeat went stale first): one truth, interrupted.
-            now = time.time()
-            outcome = TrialOutcome(Status.FAILED, "interrupted", "the sweeper running this trial died" + (
-                f" after the trial ended {row.status.value} (kept below); the study failed it, so it runs again"
-                if row else ""), metrics=row.metrics if row else {},
-                started_at=t.datetime_start.timestamp() if t.datetime_start else now, ended_at=now)
-            self._record(t.number, t.params, outcome)
-            log.warning("trial %d was interrupted (its sweeper died); marked failed", t.number)
-
-    def _settle_orphan(self, t: Any) -> None:
-        """A RUNNING trial whose sweeper died: if its row was written (the sweeper died between the row and the
-        tell), the study is told what the row says; otherwise it is FAIL (interrupted) and will be run again."""
-        try:
-            outcome = store.read_trial_outcome(self.trials_dir, self.study_name, t.number, self.study_id)
-            if outcome is not None and outcome.reason != "interrupted":
-                st.tell(self.study, optuna.trial.Trial(self.study, t._trial_id), outcome, self.objectives)
-                log.warning("trial %d: its sweeper died after writing its row; the study is told %s",
-                            t.number, outcome.status.value)
-                return
-            self.storage.set_trial_user_attr(t._trial_id, st.REASON_KEY, "interrupted")
-            self.storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
-        except (optuna.exceptions.UpdateFinishedTrialError, RuntimeError, ValueError):
-            pass  # another process recovered it first
 
     def _enqueue_first(self) -> None:
         """A new study measures the workload's defaults first (the baseline the report compares against), then the
@@ -477,27 +383,4 @@ class SweepImpl:
 
 
 _STOP = object()
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, handled like Ctrl-C (exit 143 instead of 130)."""
-
-
-def _terminate(signum: int, frame: Any) -> None:
-    raise Terminated()
-
-
-def _raise_if_disk_full(ret: Any) -> None:
-    """A job that failed for lack of disk space (its row, Hydra's files): the sweep stops (``store.DiskFull``)."""
-    exc = ret if isinstance(ret, BaseException) else getattr(ret, "_return_value", None)
-    if isinstance(exc, store.DiskFull):
-        raise exc
-    if isinstance(exc, BaseException) and store.is_disk_full(exc):
-        raise store.DiskFull(getattr(exc, "filename", None) or "the results folder", exc)
-
-
-def _main_thread() -> bool:
-    import threading
-
-    return threading.current_thread() is threading.main_thread()
 _NOT_METRICS = ("config_key", st.OWNER_KEY, "status", "confirm_of", st.REASON_KEY)
