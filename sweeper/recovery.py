@@ -41,12 +41,15 @@ def _terminate(signum: int, frame: Any) -> None:
     raise Terminated()
 
 
-def guarded(run: Callable[[], Any], storage_url: str) -> Any:
-    """``run()`` with SIGTERM handled like Ctrl-C; an interrupt or a full disk ends in one line and an exit code."""
+def guarded(run: Callable[[], Any], storage_url: str, forkserver: bool = False) -> Any:
+    """``run()`` with SIGTERM handled like Ctrl-C; an interrupt or a full disk ends in one line and an exit code.
+    ``forkserver``: trials run in this process's forkserver, started here so that Ctrl-C does not reach it."""
     logging.raiseExceptions = False  # a log line that cannot be written (full disk) is dropped, not a traceback
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminate) if main else None
     try:
+        if forkserver and main:
+            runner.start_forkserver()
         return run()
     except KeyboardInterrupt as e:
         name = "SIGTERM" if isinstance(e, Terminated) else "Ctrl-C"
@@ -67,13 +70,13 @@ def guarded(run: Callable[[], Any], storage_url: str) -> Any:
             signal.signal(signal.SIGTERM, previous)
 
 
-def raise_if_disk_full(ret: Any) -> None:
-    """A job that failed for lack of disk space (its row, Hydra's files): the sweep stops (``store.DiskFull``)."""
+def raise_if_disk_full(ret: Any, folder: Any) -> None:
+    """A job that failed for lack of disk space (its row, Hydra's files under ``folder``): the sweep stops."""
     exc = ret if isinstance(ret, BaseException) else getattr(ret, "_return_value", None)
     if isinstance(exc, store.DiskFull):
         raise exc
     if isinstance(exc, BaseException) and store.is_disk_full(exc):
-        raise store.DiskFull(getattr(exc, "filename", None) or "the results folder", exc)
+        raise store.DiskFull(getattr(exc, "filename", None) or folder, exc)
 
 
 class Recovery:

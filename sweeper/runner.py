@@ -25,6 +25,20 @@ _LIVE_LOCK = threading.Lock()
 INTERRUPTED = threading.Event()
 
 
+def start_forkserver() -> None:
+    """Start the forkserver now, from the main thread, with SIGINT ignored: it (while it imports torch) and every
+    trial process forked from it inherit that, so a terminal's Ctrl-C reaches only the sweeper, which ends the
+    trials itself (``interrupt_all``) and records them."""
+    import multiprocessing.forkserver as forkserver
+
+    _context()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def interrupt_all() -> None:
     """Ctrl-C or SIGTERM of the sweeper: every running trial's process group is killed now; their outcome is
     ``failed (interrupted)``, not the signal that ended them."""
@@ -77,13 +91,7 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
     log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.time()
     proc = ctx.Process(target=_child_entry, args=(cfg, child, str(log_path)), daemon=False)
-    # SIGINT blocked while starting: the forkserver (started by the first trial) and, through it, every trial
-    # process inherit the mask, so a terminal's Ctrl-C reaches only the sweeper, which ends trials itself.
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        proc.start()
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    proc.start()
     child.close()
     with _LIVE_LOCK:
         _LIVE[proc.pid] = None

@@ -146,11 +146,16 @@ class DiskFull(OSError):
         super().__init__(cause.errno, f"no space left writing {path} ({os.strerror(cause.errno or 0)})")
         self.path = str(path)
 
+    def __str__(self) -> str:
+        return str(self.strerror)
+
 
 def _array(key: str, value: Any, hint: pa.DataType | None) -> pa.Array:
     """One cell as an Arrow array of the column's type when the value fits it, else of the value's own type."""
     if key in _FLOAT_METRICS and isinstance(value, (int, float)) and not isinstance(value, bool):
         value = float(value)
+    if isinstance(value, float) and value != value and hint is not None and not pa.types.is_floating(hint):
+        value = None  # NaN (pandas' missing value) in a column of another type: missing
     if hint == pa.string() and isinstance(value, (bool, int, float)):  # e.g. 2 in choice(off, all, 2): text
         value = ("true" if value else "false") if isinstance(value, bool) else str(value)
     if hint is not None and (value is None or not (isinstance(value, str) and hint != pa.string())):

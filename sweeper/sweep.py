@@ -123,7 +123,8 @@ class SweepImpl(recovery.Recovery):
             from sweeper.cli import fail
 
             fail(e)
-        return recovery.guarded(self._sweep, self.storage_url)
+        isolated = jobs.in_process(self.launcher) and self.cfg["trial"].get("isolate", True)
+        return recovery.guarded(self._sweep, self.storage_url, forkserver=isolated)
 
     def _sweep(self) -> list[Any]:
         limit = self.conf.get("timeout_s")
@@ -181,7 +182,7 @@ class SweepImpl(recovery.Recovery):
                 for fut in done:
                     trial, values, slot = running[fut]
                     ret = fut.result()
-                    recovery.raise_if_disk_full(ret)  # the trial stays in `running`: settled as interrupted
+                    recovery.raise_if_disk_full(ret, self.trials_dir.parent)  # the trial stays in `running`: settled as interrupted
                     running.pop(fut)
                     results.append(ret)
                     outcome = jobs.outcome_of(ret)

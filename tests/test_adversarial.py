@@ -23,8 +23,9 @@ from sweeper import store
 from sweeper.space import build_space
 
 FAULTS = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=faults"]
+# trial.timeout_s: the first trial starts the forkserver (imports torch), which takes long on a loaded machine.
 QUICK = [*FAULTS, "-m", "hydra.sweeper.params={knobs.fault:none,knobs.work:'range(8,1000)'}",
-         "hydra.sweeper.sampler=random"]
+         "hydra.sweeper.sampler=random", "trial.timeout_s=300"]
 
 
 def _one_line_exit_2(proc: subprocess.CompletedProcess, expected_start: str, results: Path) -> None:
@@ -112,7 +113,7 @@ def test_expression_error_at_sampling_time_skips_the_configuration(tmp_path: Pat
     results = tmp_path / "results"
     proc = run_cli([*FAULTS, "-m", "hydra.sweeper.params={knobs.fault:none,knobs.work:'choice(0,16)'}",
                     "hydra.sweeper.sampler=grid", "+hydra.sweeper.constraints=['100 / knobs.work > 1']",
-                    "hydra.sweeper.n_trials=2"], results, timeout=300)
+                    "hydra.sweeper.n_trials=2", "trial.timeout_s=300"], results, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     df = store.read_results(results).set_index("knob.work")
     assert df.loc[0, "status"] == "skipped" and df.loc[0, "reason"].startswith("invalid:ZeroDivisionError")
@@ -212,7 +213,8 @@ def test_study_file_names_are_injective_and_visible() -> None:
 def test_any_study_name_and_quotes_reach_the_trial_intact(tmp_path: Path, study: str) -> None:
     results = tmp_path / 'res"ults'
     proc = run_cli([*FAULTS, "-m", f"hydra.sweeper.study_name='{study}'", "hydra.sweeper.n_trials=1",
-                    "hydra.sweeper.params={knobs.fault:none,knobs.work:16}", f"results_dir='{results}'"],
+                    "hydra.sweeper.params={knobs.fault:none,knobs.work:16}", f"results_dir='{results}'",
+                    "trial.timeout_s=300"],
                    timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     files = store.trial_files(results / "trials")
@@ -270,7 +272,8 @@ def test_storage_password_is_never_printed_or_written(tmp_path: Path) -> None:
                     f"hydra.sweeper.storage={url}", "hydra.sweeper.pruner.type=median"], results, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert password not in proc.stdout + proc.stderr
-    assert "knob_secret:***@" in (results / "multirun").rglob("multirun.yaml").__next__().read_text()
+    saved = [p.read_text() for p in (results / "multirun").rglob("*.yaml")]
+    assert saved and any("knob_secret:***@" in text for text in saved)
     for path in results.rglob("*"):
         if path.is_file():
             assert password.encode() not in path.read_bytes(), path
@@ -376,7 +379,7 @@ def test_row_written_before_the_crash_is_told_on_resume(tmp_path: Path) -> None:
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     trial = study.ask()
     trial.set_user_attr("owner", f"{os.uname().nodename}:{int(dead.stdout)}")
-    row = store.read_results(results).iloc[0].to_dict()
+    row = store.read_table(store.trial_files(results / "trials")).to_pylist()[0]
     row.update(trial=trial.number, throughput=123.0)
     store.write_row(store.trial_path(results / "trials", "faults", trial.number, sid), row)
     run_cli([*QUICK, "hydra.sweeper.n_trials=1", "hydra.sweeper.seed=0"], results, check=True, timeout=300)
@@ -397,3 +400,34 @@ def test_seeded_command_run_again_samples_new_configurations(tmp_path: Path) -> 
     assert len(df) == 8
     assert not (df["reason"].fillna("").str.startswith("duplicate:")).any(), df[["trial", "knob.work", "reason"]]
     assert df["knob.work"].nunique() == 8
+
+
+# ---------------------------------------------------------------------------------------------------- the report's input
+
+def test_report_rejects_rows_that_are_not_trial_rows(tmp_path: Path) -> None:
+    trials = tmp_path / "r" / "trials"
+    trials.mkdir(parents=True)
+    pq.write_table(pa.table({"x": [1, 2], "throughput": [1.0, 2.0]}), trials / "other.parquet")
+    proc = run_cli([str(tmp_path / "r")], module="sweeper.report", timeout=120)
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        f"error: `results`: the rows under {tmp_path / 'r'} have no study, status, workload, started_at column; they "
+        "are not trial rows of this tool (pass the folder a sweep wrote)"), proc.stderr[-2000:]
+
+
+def test_report_on_a_read_only_results_folder(tmp_path: Path) -> None:
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4M", "tmpfs", str(ro)]).returncode != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    try:
+        shutil.copytree(Path(__file__).parent / "fixtures" / "report" / "single", ro / "results")
+        assert subprocess.run(["mount", "-o", "remount,ro", str(ro)]).returncode == 0
+        proc = run_cli([str(ro / "results")], module="sweeper.report", timeout=300)
+        assert proc.returncode == 2, proc.stderr[-2000:]
+        assert proc.stderr.strip() == (f"error: `--out`: cannot write {ro / 'results' / 'report.md'} (Read-only file "
+                                       "system); pass --out PATH in a folder you can write"), proc.stderr[-2000:]
+        proc = run_cli([str(ro / "results"), "--out", str(tmp_path / "r.md"), "--html", str(tmp_path / "r.html")],
+                       module="sweeper.report", timeout=300)
+        assert proc.returncode == 0 and (tmp_path / "r.md").is_file(), proc.stderr[-2000:]
+    finally:
+        subprocess.run(["umount", str(ro)])

@@ -12,6 +12,7 @@ every file, and ``use_cache=False`` ignores it.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from pathlib import Path
@@ -24,9 +25,11 @@ import pyarrow.parquet as pq
 
 from sweeper.store import concat, is_compacted, read_file, read_once, read_results, retry_vanished, study_of, trial_files
 
+log = logging.getLogger("sweeper.report")
 CACHE_DIR = ".report-cache"
 _FILE, _SIZE, _MTIME = "_cache_file", "_cache_size", "_cache_mtime_ns"
 CONFIG_PREFIXES = ("knob.", "param.")
+REQUIRED = ("study", "status", "workload", "started_at")  # what every trial row has; the report needs them
 
 
 # ---------------------------------------------------------------------------------------------------- reading
@@ -131,8 +134,12 @@ def load(results: Path | str, workload: str | None = None, studies: list[str] | 
          use_cache: bool = True) -> pd.DataFrame:
     """The rows of ``results``, optionally only one workload and some studies."""
     df = read_rows(results, use_cache)
-    if df.empty:
+    if df.empty or any(c not in df.columns for c in REQUIRED):
         return df
+    bad = df["status"].isna() | df["workload"].isna()
+    if bad.any():  # rows of some other table copied into the folder: not trial rows
+        log.warning("skipped %d rows without status or workload (not trial rows of this tool)", int(bad.sum()))
+        df = df[~bad]
     if workload:
         df = df[df["workload"] == workload]
     if studies:
