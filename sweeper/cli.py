@@ -113,7 +113,7 @@ def _check_values(cfg: object, overrides: list[str]) -> None:
     from hydra import compose
     from omegaconf import OmegaConf
 
-    from sweeper.config import check_results_dir, check_settings, check_values
+    from sweeper.config import check_enumerations, check_results_dir, check_settings, check_values
     from sweeper.space import flatten
 
     full = OmegaConf.to_container(cfg, resolve=False)
@@ -126,6 +126,8 @@ def _check_values(cfg: object, overrides: list[str]) -> None:
                                                                   resolve=False).items()
                         if k in ("knobs", "distributed", "workload")})
     check_values({k: v for k, v in flat.items() if k in given}, declared)
+    wl = full.get("workload") or {}
+    check_enumerations({k: v for k, v in flat.items() if k in given}, str(wl.get("name")), wl.get("module"))
     resolved = OmegaConf.to_container(cfg, resolve=True)
     check_settings(resolved)
     check_results_dir(str(resolved.get("results_dir") or "results"))

@@ -234,3 +234,20 @@ def check_sweeper(conf: Any) -> None:
             continue
         if isinstance(value, bool) or not ok(value):
             raise ConfigError(f"hydra.sweeper.{key}", f"must be {what}, got {value!r}", fix)
+
+
+def check_enumerations(values: dict[str, Any], workload: str, module: str | None = None) -> None:
+    """String knobs take only the values the workload declares it can run (``KNOB_VALUES`` in its module):
+    ``knobs.dtype=fp64`` is bad input before launch, not a failed trial. ``values``: dotted keys -> a value, or
+    a list of values (a sweep's choices)."""
+    import workloads
+
+    declared = getattr(workloads.load(workload, module), "KNOB_VALUES", {}) or {}
+    for key, given in values.items():
+        name = key[len("knobs."):] if key.startswith("knobs.") else None
+        if name not in declared:
+            continue
+        for value in given if isinstance(given, (list, tuple)) else [given]:
+            if value is not None and value not in declared[name]:
+                raise ConfigError(key, f"{value!r} is not a value workload {workload!r} can run",
+                                  f"use one of: {', '.join(map(str, declared[name]))}")

@@ -20,7 +20,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from optuna.trial import TrialState
 
 from sweeper import gpu, jobs, recovery, store, study as st
-from sweeper.config import check_results_dir, check_sweeper
+from sweeper.config import check_enumerations, check_results_dir, check_sweeper
 from sweeper.errors import ConfigError
 from sweeper.secrets import mask
 from sweeper.outcome import Status, TrialOutcome
@@ -69,6 +69,8 @@ class SweepImpl(recovery.Recovery):
         jobs.check_concurrent(self.launcher, self.config, len(self.slots))
         self.objectives = [(str(o["metric"]), str(o.get("direction", "maximize"))) for o in c["objectives"]]
         self._check_objectives()
+        check_enumerations({k: list(getattr(d, "choices", ())) for k, d in self.space.params.items()}, self.workload,
+                           self.cfg["workload"].get("module"))
         results_dir = Path(self.cfg["results_dir"])
         self.trials_dir = results_dir / "trials"
         data = self.cfg["workload"].get("data")  # resnet50-jpeg(-tiny): synthetic and JPEG trials never share a study

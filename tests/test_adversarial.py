@@ -63,6 +63,10 @@ BAD = [
     (["+workload=matmul", "-m", "knobs.dtype=choice()"], "`knobs.dtype`: cannot parse 'choice()'"),
     (["+workload=matmul", "-m", "knobs.dtype=choice(fp32"], "`knobs.dtype`: cannot parse 'choice(fp32'"),
     (["+workload=matmul", "knobs.dtype="], "`knobs.dtype`: is empty"),
+    (["+workload=matmul", "knobs.dtype=fp64"], "`knobs.dtype`: 'fp64' is not a value workload 'matmul' can run; use "
+     "one of: fp32, tf32, fp16, bf16"),
+    (["+workload=resnet50", "-m", "knobs.compile=choice(off,turbo)"], "`knobs.compile`: 'turbo' is not a value"),
+    (["+workload=transformer_block", "knobs.sdpa_backend=fastest"], "`knobs.sdpa_backend`: 'fastest' is not a value"),
     (["+workload=matmul", "-m", "knobs.dtype="], "`knobs.dtype`: is empty"),
     # item 8: expressions that would fail or cost without bound at evaluation time
     (["+workload=matmul", "-m", "+hydra.sweeper.constraints=['workload.m / 0 > 1']"],
