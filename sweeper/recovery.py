@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 import sys
 import threading
@@ -55,7 +56,12 @@ def guarded(run: Callable[[], Any], storage_url: str, forkserver: bool = False) 
         name = "SIGTERM" if isinstance(e, Terminated) else "Ctrl-C"
         print(f"interrupted ({name}): running trials were stopped and recorded as interrupted; run the same "
               "command again to resume", file=sys.stderr)
-        raise SystemExit(143 if isinstance(e, Terminated) else 130) from None
+        # Everything is recorded (the study's writes are committed, rows renamed into place). The interpreter's
+        # own teardown of torch, Hydra and the rest takes 3-10 s on a loaded machine: the user asked to stop now.
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(143 if isinstance(e, Terminated) else 130)
     except store.DiskFull as e:
         print(f"error: {e}; free space and run the same command again to resume", file=sys.stderr)
         raise SystemExit(1) from None
@@ -124,10 +130,12 @@ class Recovery:
             self._settle_orphan(t)
         if st.heartbeat_enabled(self.storage):
             optuna.storages.fail_stale_trials(self.study)
+        settled = self.__dict__.setdefault("_settled_interrupted", set())  # rows checked once per process
         for t in self.study.get_trials(deepcopy=False, states=(TrialState.FAIL,)):
-            if not st.is_interrupted(t):
+            if t.number in settled or not st.is_interrupted(t):
                 continue
             row = store.read_trial_outcome(self.trials_dir, self.study_name, t.number, self.study_id)
+            settled.add(t.number)
             if row is not None and row.reason == "interrupted":
                 continue
             # No row, or a row the study was never told (its heartbeat went stale first): one truth, interrupted.

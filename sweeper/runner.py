@@ -31,12 +31,15 @@ def start_forkserver() -> None:
     trials itself (``interrupt_all``) and records them."""
     import multiprocessing.forkserver as forkserver
 
-    _context()
+    ctx = _context()
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         forkserver.ensure_running()
     finally:
         signal.signal(signal.SIGINT, previous)
+    probe = ctx.Process(target=os.getpid)  # returns once the forkserver has imported torch: no trial waits on it
+    probe.start()
+    probe.join()
 
 
 def interrupt_all() -> None:
