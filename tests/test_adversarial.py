@@ -19,8 +19,8 @@ import pytest
 from optuna.trial import TrialState
 
 from conftest import ROOT, run_cli
-from sweeper import store
-from sweeper.space import build_space
+from sweeper.results import store
+from sweeper.sweep.space import build_space
 
 FAULTS = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=faults"]
 # trial.timeout_s: the first trial starts the forkserver (imports torch), which takes long on a loaded machine.

@@ -27,9 +27,11 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from sweeper import runner, store, study as st
-from sweeper.outcome import Status, TrialOutcome
-from sweeper.secrets import mask
+from sweeper.results import store
+from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.sweep import study as studies
+from sweeper.sweep.secrets import mask
+from sweeper.trial import isolate as runner
 
 log = logging.getLogger("sweeper.sweep")
 
@@ -104,15 +106,15 @@ class Recovery:
 
     def _settle_interrupted(self, trial: optuna.Trial, values: dict[str, Any]) -> None:
         now = time.time()
-        outcome = store.read_trial_outcome(self.trials_dir, self.study_name, trial.number, self.study_id)
+        outcome = store.read_trial_outcome(self.plan.trials_dir, self.plan.study_name, trial.number, self.plan.study_id)
         try:
             if outcome is None or outcome.reason == "interrupted":
-                self.storage.set_trial_user_attr(trial._trial_id, st.REASON_KEY, "interrupted")
-                self.storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+                self.plan.storage.set_trial_user_attr(trial._trial_id, studies.REASON_KEY, "interrupted")
+                self.plan.storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
                 outcome = TrialOutcome(Status.FAILED, "interrupted", "the sweep was interrupted while this trial "
                                        "ran; the same command runs it again", started_at=now, ended_at=now)
             else:
-                st.tell(self.study, trial, outcome, self.objectives)
+                studies.tell(self.plan.study, trial, outcome, self.plan.objectives)
             self._record(trial.number, values, outcome, only_if_missing=True)
         except (optuna.exceptions.UpdateFinishedTrialError, RuntimeError, ValueError):
             pass  # told already
@@ -126,15 +128,15 @@ class Recovery:
         Several live processes may do this for the same trial at once; each step tolerates losing that race.
         """
         self.last_recovery = time.time()
-        for t in st.orphaned_running(self.study):
+        for t in studies.orphaned_running(self.plan.study):
             self._settle_orphan(t)
-        if st.heartbeat_enabled(self.storage):
-            optuna.storages.fail_stale_trials(self.study)
+        if studies.heartbeat_enabled(self.plan.storage):
+            optuna.storages.fail_stale_trials(self.plan.study)
         settled = self.__dict__.setdefault("_settled_interrupted", set())  # rows checked once per process
-        for t in self.study.get_trials(deepcopy=False, states=(TrialState.FAIL,)):
-            if t.number in settled or not st.is_interrupted(t):
+        for t in self.plan.study.get_trials(deepcopy=False, states=(TrialState.FAIL,)):
+            if t.number in settled or not studies.is_interrupted(t):
                 continue
-            row = store.read_trial_outcome(self.trials_dir, self.study_name, t.number, self.study_id)
+            row = store.read_trial_outcome(self.plan.trials_dir, self.plan.study_name, t.number, self.plan.study_id)
             settled.add(t.number)
             if row is not None and row.reason == "interrupted":
                 continue
@@ -151,13 +153,13 @@ class Recovery:
         """A RUNNING trial whose sweeper died: if its row was written (the sweeper died between the row and the
         tell), the study is told what the row says; otherwise it is FAIL (interrupted) and will be run again."""
         try:
-            outcome = store.read_trial_outcome(self.trials_dir, self.study_name, t.number, self.study_id)
+            outcome = store.read_trial_outcome(self.plan.trials_dir, self.plan.study_name, t.number, self.plan.study_id)
             if outcome is not None and outcome.reason != "interrupted":
-                st.tell(self.study, optuna.trial.Trial(self.study, t._trial_id), outcome, self.objectives)
+                studies.tell(self.plan.study, optuna.trial.Trial(self.plan.study, t._trial_id), outcome, self.plan.objectives)
                 log.warning("trial %d: its sweeper died after writing its row; the study is told %s",
                             t.number, outcome.status.value)
                 return
-            self.storage.set_trial_user_attr(t._trial_id, st.REASON_KEY, "interrupted")
-            self.storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+            self.plan.storage.set_trial_user_attr(t._trial_id, studies.REASON_KEY, "interrupted")
+            self.plan.storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
         except (optuna.exceptions.UpdateFinishedTrialError, RuntimeError, ValueError):
             pass  # another process recovered it first

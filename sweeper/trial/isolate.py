@@ -1,4 +1,4 @@
-"""Run one trial in an isolated child process: timeout, signals, outcome. The parent side of ``sweeper.trial``.
+"""Run one trial in an isolated child process: timeout, signals, outcome. The parent side of ``sweeper.trial.child``.
 
 Children come from a ``multiprocessing`` forkserver that has imported torch (not CUDA), so CUDA state,
 allocator fragmentation, compile caches and crashes stay inside one trial while the start costs milliseconds
@@ -16,7 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sweeper.outcome import Status, TrialOutcome
+from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.trial.proc import kill_group
 
 _CONTEXT: Any = None
 # Trial processes running now (pid -> None), so an interrupted sweep can end them at once (``interrupt_all``).
@@ -49,7 +50,7 @@ def interrupt_all() -> None:
     with _LIVE_LOCK:
         pids = list(_LIVE)
     for pid in pids:
-        _kill_group(pid)
+        kill_group(pid)
 
 
 def _context() -> Any:
@@ -59,18 +60,10 @@ def _context() -> Any:
             # Inside a joblib (loky) worker: children inherit the parent's start method by name, and "loky" is
             # unknown to plain multiprocessing there.
             mp.set_start_method("forkserver", force=True)
-        ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["sweeper.trial"])
-        _CONTEXT = ctx
+        mp_context = mp.get_context("forkserver")
+        mp_context.set_forkserver_preload(["sweeper.trial.child"])
+        _CONTEXT = mp_context
     return _CONTEXT
-
-
-def _kill_group(pid: int) -> None:
-    for target in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
-        try:
-            target()
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def _log_tail(path: Path, n: int = 12) -> str:
@@ -89,24 +82,24 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
 
     ``on_report(step, value) -> prune?`` answers the child's intermediate reports (for pruning).
     """
-    ctx = _context()
-    parent, child = ctx.Pipe(duplex=True)
+    mp_context = _context()
+    parent, child = mp_context.Pipe(duplex=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    proc = ctx.Process(target=_child_entry, args=(cfg, child, str(log_path)), daemon=False)
+    proc = mp_context.Process(target=_child_entry, args=(cfg, child, str(log_path)), daemon=False)
     proc.start()
     child.close()
     with _LIVE_LOCK:
         _LIVE[proc.pid] = None
     if INTERRUPTED.is_set():  # the sweep was interrupted while this trial was being launched
-        _kill_group(proc.pid)
+        kill_group(proc.pid)
     deadline = started + timeout_s
     message = None
     try:
         while message is None:
             remaining = deadline - time.time()
             if remaining <= 0:
-                _kill_group(proc.pid)
+                kill_group(proc.pid)
                 proc.join()
                 return TrialOutcome(Status.FAILED, "timeout",
                                     f"no result after {timeout_s:g} s (trial.timeout_s); process group killed",
@@ -124,7 +117,7 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
                 break
         proc.join(timeout=30)
     finally:
-        _kill_group(proc.pid)  # reap stragglers (DataLoader workers) in the trial's group
+        kill_group(proc.pid)  # reap stragglers (DataLoader workers) in the trial's group
         parent.close()
         with _LIVE_LOCK:
             _LIVE.pop(proc.pid, None)
@@ -144,6 +137,6 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
 
 
 def _child_entry(cfg: dict[str, Any], conn: Any, log_path: str) -> None:
-    from sweeper.trial import child_main
+    from sweeper.trial.child import child_main
 
     child_main(cfg, conn, log_path)

@@ -417,28 +417,3 @@ def _evaluate(expr: str, values: Mapping[str, Any]) -> Any:
         raise ValueError(f"unsupported expression node {type(node).__name__}")
 
     return ev(ast.parse(str(expr), mode="eval"))
-
-
-def flatten(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested mapping -> {dotted.key: leaf value}."""
-    out: dict[str, Any] = {}
-    for k, v in cfg.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, Mapping) and v:
-            out.update(flatten(v, key + "."))
-        else:
-            out[key] = v
-    return out
-
-
-def override_string(key: str, value: Any) -> str:
-    """A Hydra command-line override that sets ``key`` to exactly ``value``."""
-    if value is None:
-        return f"{key}=null"
-    if isinstance(value, bool):
-        return f"{key}={'true' if value else 'false'}"
-    if isinstance(value, (int, float)):
-        return f"{key}={value!r}"
-    # Hydra's quoted strings: only backslashes before a quote or the closing quote are escapes (doubled here).
-    escaped = re.sub(r"(\\+)(?='|$)", lambda m: m.group(1) * 2, str(value)).replace("'", "\\'")
-    return f"{key}='{escaped}'"

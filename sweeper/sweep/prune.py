@@ -40,9 +40,9 @@ def reporter(context: dict[str, Any]) -> Callable[[int, float], bool] | None:
     pruner_conf = context.get("pruner") or {}
     if (pruner_conf.get("type") or "none") == "none" or context.get("number") is None:
         return None
-    from sweeper.study import make_storage
+    from sweeper.sweep.study import make_storage
 
-    from sweeper.secrets import reveal
+    from sweeper.sweep.secrets import reveal
 
     storage = make_storage(reveal(context["storage"]))
     study = optuna.load_study(study_name=context["study"], storage=storage, pruner=make_pruner(pruner_conf))

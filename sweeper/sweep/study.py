@@ -16,22 +16,20 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, Floa
 from optuna.trial import FrozenTrial, TrialState
 
 from sweeper.errors import ConfigError
-from sweeper.outcome import Status, TrialOutcome
-from sweeper.space import SearchSpace, contains
+from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.sweep.space import SearchSpace, contains
+from sweeper.trial.proc import pid_alive
 
 SAMPLERS = ("staged", "tpe", "random", "grid", "gp", "nsgaii", "qmc")
 STUDY_ID_KEY = "knob_sweeper:study_id"  # study user attr: a random id, telling apart studies of one name
 TARGET_KEY = "knob_sweeper:target"  # study user attr: how many counted trials the current sweep aims for
-OWNER_KEY = "owner"  # trial user attr: host:pid of the sweeper that asked it
-REASON_KEY = "reason"
-COST_KEY = "wall_s"  # trial user attr: its wall time in seconds (the Parquet column of that name)
-WARM_KEY = "warm_start_from"  # trial user attr of a trial added from an earlier study (sweeper.warm)
+from sweeper.sweep.attrs import COST_KEY, OWNER_KEY, REASON_KEY, WARM_KEY  # noqa: F401 (re-exported)
 CONSTRAINT_KEY = "fits_in_memory"  # Optuna constraint: <= 0 feasible, > 0 violated (OOM)
 
 
 def storage_url(url: str | None, results_dir: Path) -> str:
-    """The storage URL to open (a masked password put back, see ``sweeper.secrets``); default: SQLite file."""
-    from sweeper.secrets import reveal
+    """The storage URL to open (a masked password put back, see ``sweeper.sweep.secrets``); default: SQLite file."""
+    from sweeper.sweep.secrets import reveal
 
     if url:
         return str(reveal(str(url)))
@@ -58,7 +56,7 @@ def make_storage(url: str, heartbeat_interval: int | None = None, grace_period: 
             kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}
         return optuna.storages.RDBStorage(url, **kwargs)
     except Exception as e:  # noqa: BLE001 - any connection failure is bad input here
-        from sweeper.secrets import mask, scrub
+        from sweeper.sweep.secrets import mask, scrub
 
         first = scrub((str(e).strip().splitlines() or [type(e).__name__])[0][:200])
         raise ConfigError("hydra.sweeper.storage", f"cannot open {mask(url)!r} ({first})",
@@ -84,11 +82,11 @@ def make_sampler(name: str, seed: int | None, space: SearchSpace, expensive: Map
 
     ``staged`` (the default) is cost-aware: the knobs of ``expensive`` ({key: its cheap value}) are held cheap
     while TPE screens the others (for at most half of ``budget_s``, the sweep's seconds), then the best screened
-    configurations are promoted (see ``sweeper.staged``).
+    configurations are promoted (see ``sweeper.sweep.staged``).
     """
     check_expensive(expensive or {}, space, defaults or {})
     if name == "staged":
-        from sweeper.staged import StagedSampler
+        from sweeper.sweep.staged import StagedSampler
 
         return StagedSampler(_tpe(seed, **STAGED_TPE), space, expensive or {}, defaults, budget_s=budget_s)
     if name == "tpe":
@@ -137,7 +135,7 @@ def _tpe(seed: int | None, **options: Any) -> optuna.samplers.TPESampler:
 
 def check_expensive(expensive: Mapping[str, Any], space: SearchSpace, defaults: Mapping[str, Any]) -> None:
     """``hydra.sweeper.expensive`` names knobs of the config, each with a value its search space can give."""
-    from sweeper.space import check_known
+    from sweeper.sweep.space import check_known
 
     for key, cheap in expensive.items():
         where = f"hydra.sweeper.expensive.{key}"
@@ -161,7 +159,7 @@ def suggest(trial: optuna.Trial, name: str, dist: BaseDistribution) -> Any:
 
 def sample(trial: optuna.Trial, space: SearchSpace, defaults: dict[str, Any]) -> dict[str, Any]:
     """Define-by-run sampling of ``space``: a knob whose condition does not hold is not sampled (None)."""
-    from sweeper.space import evaluate
+    from sweeper.sweep.space import evaluate
 
     ns = {**defaults, **space.fixed}
     values: dict[str, Any] = {}
@@ -189,16 +187,6 @@ def study_id(study: optuna.Study) -> str:
 
 def owner_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def _pid_alive(pid: int) -> bool:
-    """Whether a process runs (a killed one not yet reaped by its parent, a zombie, counts as dead)."""
-    import psutil
-
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def is_interrupted(t: FrozenTrial) -> bool:
@@ -251,7 +239,7 @@ def orphaned_running(study: optuna.Study) -> list[FrozenTrial]:
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         owner = str(t.user_attrs.get(OWNER_KEY, ""))
         h, _, pid = owner.rpartition(":")
-        if h == host and pid.isdigit() and not _pid_alive(int(pid)) and int(pid) != os.getpid():
+        if h == host and pid.isdigit() and not pid_alive(int(pid)) and int(pid) != os.getpid():
             out.append(t)
     return out
 

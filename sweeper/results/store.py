@@ -38,12 +38,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from sweeper.outcome import TrialOutcome
-from sweeper.readers import (  # noqa: F401 - re-exported: the store's reading side
+from sweeper.results.keys import flatten
+from sweeper.results.outcome import TrialOutcome
+from sweeper.results.readers import (  # noqa: F401 - re-exported: the store's reading side
     concat, is_compacted, precedence as _precedence, read_file, read_files, read_once, read_table, retry_vanished,
     study_of,
 )
-from sweeper.space import flatten
 
 log = logging.getLogger(__name__)
 SCHEMA_FILE = "+schema.parquet"  # zero rows; the folder's columns and their types (see ``update_schema``)
@@ -411,7 +411,7 @@ def has_trial(trials_dir: Path, study: str, trial: int, uid: str | None = "") ->
 def read_trial_outcome(trials_dir: Path, study: str, trial: int, uid: str | None = "") -> TrialOutcome | None:
     """The outcome a trial's own row records (None if it has no readable row): the task's word beats a
     launcher's, and a row written just before a crash is what the study is told on resume."""
-    from sweeper.outcome import Status
+    from sweeper.results.outcome import Status
 
     path = trial_path(trials_dir, study, trial, uid)
     row: dict | None = None

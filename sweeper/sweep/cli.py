@@ -113,8 +113,8 @@ def _check_values(cfg: object, overrides: list[str]) -> None:
     from hydra import compose
     from omegaconf import OmegaConf
 
-    from sweeper.config import check_enumerations, check_results_dir, check_settings, check_values
-    from sweeper.space import flatten
+    from sweeper.sweep.config import check_enumerations, check_results_dir, check_settings, check_values
+    from sweeper.results.keys import flatten
 
     full = OmegaConf.to_container(cfg, resolve=False)
     given = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
@@ -139,7 +139,7 @@ def _keys_without_bad(conf_dir: str, overrides: list[str]) -> list[str]:
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
 
-    from sweeper.space import flatten
+    from sweeper.results.keys import flatten
 
     groups = [o for o in overrides if o.lstrip("+").split("=", 1)[0] == "workload"]
     GlobalHydra.instance().clear()
