@@ -33,7 +33,7 @@ def write_fixture_rows(results: Path) -> pa.Table:
 
 
 def visible(trials: Path) -> list[str]:
-    return sorted(p.name for p in trials.iterdir() if not p.name.startswith("."))
+    return sorted(p.name for p in trials.iterdir() if not p.name.startswith(".") and p.name != store.SCHEMA_FILE)
 
 
 def column_types(paths: list[Path]) -> dict[str, pa.DataType]:
@@ -219,4 +219,4 @@ def test_sweep_leaves_its_study_compacted_and_resumes(results: Path) -> None:
     study = optuna.load_study(study_name=df["study"][0], storage=f"sqlite:///{results / 'optuna.db'}")
     assert len(study.trials) == 6
     for t in study.trials:
-        assert store.read_trial_outcome(trials, df["study"][0], t.number).status.value == t.user_attrs["status"]
+        assert store.read_trial_outcome(trials, df["study"][0], t.number, df["study_id"][0]).status.value == t.user_attrs["status"]

@@ -13,6 +13,8 @@ import torch
 from workloads.base import DeviceInfo, Workload
 
 _DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+# String knobs and the values this workload can run (checked before launch: a single run of another value is bad input).
+KNOB_VALUES = {"dtype": tuple(_DTYPES)}
 
 
 def check(cfg: dict[str, Any], device: DeviceInfo) -> str | None:

@@ -79,6 +79,12 @@ def main(argv: list[str] | None = None) -> int:
     if df.empty:
         what = f" of workload {args.workload!r}" if args.workload else ""
         return _fail(f"error: `results`: no trial rows{what} under {results}; run a sweep first")
+    from sweeper.report.data import REQUIRED
+
+    missing = [c for c in REQUIRED if c not in df.columns]
+    if missing:
+        return _fail(f"error: `results`: the rows under {results} have no {', '.join(missing)} column; they are not "
+                     "trial rows of this tool (pass the folder a sweep wrote)")
     if args.study:
         unknown = sorted(set(args.study) - set(df["study"].astype(str)))
         if unknown:
@@ -92,6 +98,14 @@ def main(argv: list[str] | None = None) -> int:
     folder = results if results.is_dir() else results.parent
     md_path = Path(args.out) if args.out else folder / "report.md"
     html_path = Path(args.html) if args.html else folder / "report.html"
+    for flag, path in (("--out", md_path), ("--html", html_path)):
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "a", encoding="utf-8"):
+                pass
+        except OSError as e:
+            return _fail(f"error: `{flag}`: cannot write {path} ({e.strerror}); pass {flag} PATH in a folder you can "
+                         "write")
     try:
         report = build(df, source=str(results), studies=args.study, compare=args.compare, baseline=args.baseline,
                        threshold=threshold, evaluator=args.importance)

@@ -3,6 +3,7 @@ and the identity of a configuration."""
 
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 from typing import Any
@@ -12,15 +13,21 @@ import pandas as pd
 
 from sweeper.results.read import read_rows  # also the name the report's callers (and benchmarks) read rows by
 
+log = logging.getLogger("sweeper.report")
 CONFIG_PREFIXES = ("knob.", "param.")
+REQUIRED = ("study", "status", "workload", "started_at")  # what every trial row has; the report needs them
 
 
 def load(results: Path | str, workload: str | None = None, studies: list[str] | None = None,
          use_cache: bool = True) -> pd.DataFrame:
     """The rows of ``results``, optionally only one workload and some studies."""
     df = read_rows(results, use_cache)
-    if df.empty:
+    if df.empty or any(c not in df.columns for c in REQUIRED):
         return df
+    bad = df["status"].isna() | df["workload"].isna()
+    if bad.any():  # rows of some other table copied into the folder: not trial rows
+        log.warning("skipped %d rows without status or workload (not trial rows of this tool)", int(bad.sum()))
+        df = df[~bad]
     if workload:
         df = df[df["workload"] == workload]
     if studies:

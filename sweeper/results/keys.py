@@ -7,6 +7,7 @@ they can never disagree about what a key means.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
@@ -40,5 +41,6 @@ def override_string(key: str, value: Any) -> str:
         return f"{key}={'true' if value else 'false'}"
     if isinstance(value, (int, float)):
         return f"{key}={value!r}"
-    escaped = str(value).replace("\\", "\\\\").replace("'", "\\'")
+    # Hydra's quoted strings: only backslashes before a quote or the closing quote are escapes (doubled here).
+    escaped = re.sub(r"(\\+)(?='|$)", lambda m: m.group(1) * 2, str(value)).replace("'", "\\'")
     return f"{key}='{escaped}'"

@@ -19,7 +19,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sweeper.results.store import is_compacted, read_once, read_results, retry_vanished, study_of, trial_files
+from sweeper.results.store import (
+    concat, is_compacted, read_file, read_once, read_results, retry_vanished, study_of, trial_files,
+)
 
 CACHE_DIR = ".report-cache"
 _FILE, _SIZE, _MTIME = "_cache_file", "_cache_size", "_cache_mtime_ns"
@@ -33,17 +35,20 @@ def _trials_dir(results: Path) -> Path:
 
 def _read_files(paths: list[Path], stats: dict[str, os.stat_result]) -> pa.Table | None:
     """The rows of ``paths`` as one table, each row tagged with its file's name, size and mtime."""
-    tables, names, sizes, mtimes = [], [], [], []
+    tables, files, names, sizes, mtimes = [], [], [], [], []
     for p in paths:
-        t = pq.ParquetFile(p).read(use_threads=False)
+        t = read_file(p)  # None: not readable Parquet (a warning names it); read again by the next report
+        if t is None or not t.num_rows:
+            continue
         stat = stats[p.name]
         tables.append(t)
+        files.append(p.name)
         names += [p.name] * t.num_rows
         sizes += [stat.st_size] * t.num_rows
         mtimes += [stat.st_mtime_ns] * t.num_rows
     if not tables:
         return None
-    table = pa.concat_tables(tables, promote_options="permissive").combine_chunks()
+    table = concat(tables, files).combine_chunks()
     return (table.append_column(_FILE, pa.array(names, pa.string()))
             .append_column(_SIZE, pa.array(sizes, pa.int64())).append_column(_MTIME, pa.array(mtimes, pa.int64())))
 
@@ -96,15 +101,21 @@ def _read_cached(results: Path) -> pd.DataFrame:
     parts = [t for t in (cached, new) if t is not None and t.num_rows]
     if not parts:
         return pd.DataFrame()
-    try:
-        table = pa.concat_tables(parts, promote_options="permissive").combine_chunks() if len(parts) > 1 \
-            else parts[0]
-    except (pa.ArrowInvalid, pa.ArrowTypeError):  # a column changed type since the cache was written
-        table, changed = _read_files(files, stats), True
+    if len(parts) > 1 and _types_differ(parts[0].schema, parts[1].schema):
+        # A column changed type since the cache was written: read every file again, so the warning names them.
+        parts, changed = [t for t in [_read_files(files, stats)] if t is not None], True
+    if not parts:
+        return pd.DataFrame()
+    table = concat(parts).combine_chunks() if len(parts) > 1 else parts[0]
     if new is not None or changed:
         _write_cache(cache_file, table)
     table = read_once(table, table.column(_FILE).to_pylist())
     return table.drop_columns([_FILE, _SIZE, _MTIME]).to_pandas()
+
+
+def _types_differ(a: pa.Schema, b: pa.Schema) -> bool:
+    return any(f.type != b.field(f.name).type and pa.null() not in (f.type, b.field(f.name).type)
+               for f in a if f.name in b.names)
 
 
 def _write_cache(path: Path, table: pa.Table) -> None:

@@ -1,49 +1,71 @@
 """The results store: one Parquet file per trial, written atomically, read back as one table.
 
-Files are ``<trials dir>/<study>.<trial number>.parquet``: unique per study and trial number (Optuna assigns
-numbers atomically in the shared storage), so sweeper processes on several nodes never overwrite each other,
-and a re-write of the same trial replaces its row instead of duplicating it. Each file is written to a hidden
-temporary name and renamed into place, so pandas, pyarrow and DuckDB never see a half-written file.
+Files are ``<trials dir>/<key>.<trial number>.parquet`` where ``<key>`` (``file_prefix``) names the study and
+its storage: unique per study, storage and trial number (Optuna assigns numbers atomically in the shared
+storage), so sweeper processes on several nodes never overwrite each other, results of two machines can be
+merged into one folder, and a re-write of the same trial replaces its row instead of duplicating it. Each file is
+written to a hidden temporary name and renamed into place, so pandas, pyarrow, DuckDB and polars never see a
+half-written file.
+
+The folder's schema policy: every column has one type in every file, and ``+schema.parquet`` (zero rows, sorted
+before every row file) holds every column of the folder, updated before a row with a new column is written. Readers
+that take the first file's schema (pandas, pyarrow, polars) so see every column of every file; DuckDB reads by name
+(``union_by_name=true``).
 
 A finished study is compacted (``compact``): its per-trial files are folded into one
-``<study>.compacted-<generation>-<stamp>-<host>-<pid>.parquet``, because parsing a Parquet footer per trial is
+``<key>.compacted-<generation>-<stamp>-<host>-<pid>.parquet``, because parsing a Parquet footer per trial is
 most of a report's time. A crash or a concurrent compaction can leave a row in two files; readers read each
-(study, trial) once (``read_once``): a per-trial file beats a compacted copy, a later compaction an earlier one.
+row once (``readers.read_once``): a per-trial file beats a compacted copy, a later compaction an earlier one.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import fcntl
+import hashlib
+import logging
 import os
 import re
 import socket
-import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import unicodedata
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from sweeper.results.outcome import TrialOutcome
 from sweeper.results.keys import flatten
+from sweeper.results.outcome import TrialOutcome
+from sweeper.results.readers import (  # noqa: F401 - re-exported: the store's reading side
+    concat, is_compacted, precedence as _precedence, read_file, read_files, read_once, read_table, retry_vanished,
+    study_of,
+)
 
-_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-# A study's files: per-trial ``<study>.<trial>.parquet`` and compacted ``<study>.compacted-<gen>-<tag>.parquet``
-# (the tag has no dot, so the study part is unambiguous even when a study name holds dots).
-_STUDY_FILE = re.compile(r"(?P<study>.+)\.(?:(?P<trial>\d+)|compacted-(?P<gen>\d+)-(?P<tag>[A-Za-z0-9_-]+))\.parquet")
-_T = TypeVar("_T")
+log = logging.getLogger(__name__)
+SCHEMA_FILE = "+schema.parquet"  # zero rows; the folder's columns and their types (see ``update_schema``)
 
 
-def trial_path(trials_dir: Path, study: str, trial: int | None) -> Path:
-    name = _SAFE.sub("_", study)
+def file_prefix(study: str, uid: str | None = "") -> str:
+    """The study's file key: a readable part (letters, digits, ``_``, ``-``; starts with a letter or digit, so no
+    reader takes the file for hidden or metadata) and a hash of the exact study name and the study's id (see
+    ``study.study_id``), so two studies never share files, whatever characters their names hold, and two storages
+    that use one study name (two machines) never overwrite or hide each other's rows when their files are merged."""
+    readable = re.sub(r"[^A-Za-z0-9_-]+", "_", unicodedata.normalize("NFKD", study).encode("ascii", "ignore")
+                      .decode()).strip("_-")[:60] or "study"
+    digest = hashlib.sha256(f"{study}\0{uid or ''}".encode()).hexdigest()[:10]
+    return f"{readable}-{digest}"
+
+
+def trial_path(trials_dir: Path, study: str, trial: int | None, uid: str | None = "") -> Path:
+    name = file_prefix(study, uid)
     if trial is None:  # a single run outside any study
         stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%f")
-        return Path(trials_dir) / f"{name}.run-{stamp}-{socket.gethostname()}-{os.getpid()}.parquet"
+        host = re.sub(r"[^A-Za-z0-9_-]+", "_", socket.gethostname())
+        return Path(trials_dir) / f"{name}.run-{stamp}-{host}-{os.getpid()}.parquet"
     return Path(trials_dir) / f"{name}.{int(trial):06d}.parquet"
 
 
@@ -52,10 +74,11 @@ def _timestamp(seconds: float | None) -> dt.datetime | None:
 
 
 def make_row(outcome: TrialOutcome, *, study: str, trial: int | None, cfg: dict[str, Any],
-             objectives: list[tuple[str, str]]) -> dict[str, Any]:
+             objectives: list[tuple[str, str]], study_id: str | None = "") -> dict[str, Any]:
     """The Parquet row of one trial: identity, status, knobs, workload parameters, metrics, fingerprint."""
     row: dict[str, Any] = {
         "study": study,
+        "study_id": study_id or "",
         "trial": trial,
         "status": outcome.status.value,
         "reason": outcome.reason,
@@ -108,51 +131,116 @@ def value_type(value: Any) -> pa.DataType:
         return pa.int64()
     if isinstance(value, float):
         return pa.float64()
+    if isinstance(value, dt.datetime):
+        return pa.timestamp("us", tz="UTC")
     return pa.string()
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """An error of a full disk or an exhausted quota (or a file size limit)."""
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+class DiskFull(OSError):
+    """Writing ``path`` failed for lack of space: one line says which path, the caller stops cleanly."""
+
+    def __init__(self, path: Path | str, cause: OSError) -> None:
+        super().__init__(cause.errno, f"no space left writing {path} ({os.strerror(cause.errno or 0)})")
+        self.path = str(path)
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def _array(key: str, value: Any, hint: pa.DataType | None) -> pa.Array:
+    """One cell as an Arrow array of the column's type when the value fits it, else of the value's own type."""
+    if key in _FLOAT_METRICS and isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = float(value)
+    if isinstance(value, float) and value != value and hint is not None and not pa.types.is_floating(hint):
+        value = None  # NaN (pandas' missing value) in a column of another type: missing
+    if hint == pa.string() and isinstance(value, (bool, int, float)):  # e.g. 2 in choice(off, all, 2): text
+        value = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    if hint is not None and (value is None or not (isinstance(value, str) and hint != pa.string())):
+        try:
+            if isinstance(value, bool) != pa.types.is_boolean(hint) and value is not None:
+                raise pa.ArrowInvalid("bool vs other")
+            return pa.array([value], type=hint)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            log.warning("column %s: %r does not fit the column type %s; written as %s", key, value, hint,
+                        value_type(value))
+    return pa.array([value], type=value_type(value) if value is not None else pa.string())
 
 
 def write_row(path: Path, row: dict[str, Any], types: dict[str, pa.DataType] | None = None) -> Path:
     """Write one row to ``path`` atomically (temporary file in the same folder, then rename).
 
-    ``types`` gives the Arrow type of columns whose value may be None (knobs inactive under a condition).
+    Column types: the folder's (``+schema.parquet``), then ``types`` (the search space's, for knobs that may be
+    null), then the value's own. The folder's schema learns the row's columns before the row appears. A full disk
+    raises ``DiskFull`` and leaves no partial file.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = Path(path)
     tmp = path.with_name(f".{path.name}.{socket.gethostname()}.{os.getpid()}.tmp")
-    hints = {**_NULLABLE_TYPES, **(types or {})}
-    arrays, names = [], []
-    for key, value in row.items():
-        if key in _FLOAT_METRICS and value is not None:
-            value = float(value)
-        if value is None:
-            kind = hints.get(key, pa.string())
-        elif key in hints and not (isinstance(value, str) and hints[key] != pa.string()):
-            kind = hints[key]
-        else:
-            kind = value_type(value)
-        arrays.append(pa.array([value], type=kind))
-        names.append(key)
-    pq.write_table(pa.Table.from_arrays(arrays, names=names), tmp)
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        folder = folder_schema(path.parent)
+        hints = {**_NULLABLE_TYPES, **(types or {}), **{f.name: f.type for f in folder if f.type != pa.null()}}
+        arrays = [_array(key, value, hints.get(key)) for key, value in row.items()]
+        table = pa.Table.from_arrays(arrays, names=list(row))
+        update_schema(path.parent, table.schema)
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if is_disk_full(e):
+            raise DiskFull(path, e) from None
+        raise
     return path
 
 
+# ---------------------------------------------------------------------------------------------------- the folder
+
+def folder_schema(trials_dir: Path) -> pa.Schema:
+    """The columns of the folder (``+schema.parquet``); empty when it has none yet or it is unreadable."""
+    try:
+        return pq.read_schema(Path(trials_dir) / SCHEMA_FILE)
+    except (OSError, pa.ArrowException):
+        return pa.schema([])
+
+
+def update_schema(trials_dir: Path, schema: pa.Schema) -> None:
+    """Add ``schema``'s columns to the folder's schema file (under a file lock; written to a temporary name and
+    renamed into place). Columns it has keep their type; a null-typed one takes the first real type."""
+    trials_dir = Path(trials_dir)
+
+    def known(current: pa.Schema) -> bool:
+        return all(f.name in current.names and (f.type == pa.null() or current.field(f.name).type != pa.null())
+                   for f in schema)
+
+    if known(folder_schema(trials_dir)):
+        return
+    with open(trials_dir / f".{SCHEMA_FILE}.lock", "a") as lock:
+        with contextlib.suppress(OSError):
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        current = folder_schema(trials_dir)
+        if known(current):
+            return
+        fields = {f.name: f for f in current}
+        for f in schema:
+            if f.name not in fields or (fields[f.name].type == pa.null() and f.type != pa.null()):
+                fields[f.name] = pa.field(f.name, f.type)
+        merged = pa.schema(list(fields.values()))
+        tmp = trials_dir / f".{SCHEMA_FILE}.{os.getpid()}.tmp"
+        pq.write_table(merged.empty_table(), tmp)
+        os.replace(tmp, trials_dir / SCHEMA_FILE)
+
+
 def trial_files(trials_dir: Path) -> list[Path]:
+    """The folder's row files (not hidden, not the schema file)."""
     d = Path(trials_dir)
-    return sorted(p for p in d.glob("*.parquet") if not p.name.startswith(".")) if d.is_dir() else []
-
-
-def read_table(paths: Iterable[Path]) -> pa.Table:
-    """All rows of ``paths`` as one table; columns missing from a file are null (schemas unified); a (study, trial)
-    held by several of them is read once (``read_once``)."""
-    paths = [str(p) for p in paths]
-    if not paths:
-        return pa.table({})
-    schema = pa.unify_schemas([pq.read_schema(p) for p in paths], promote_options="permissive")
-    dataset = ds.dataset(paths, schema=schema, format="parquet")
-    if not any(is_compacted(p) for p in paths):
-        return dataset.to_table()
-    tables = [(Path(f.path).name, f.to_table(schema=schema)) for f in dataset.get_fragments()]
-    return read_once(pa.concat_tables([t for _, t in tables]), [n for n, t in tables for _ in range(t.num_rows)])
+    if not d.is_dir():
+        return []
+    return sorted(p for p in d.glob("*.parquet") if not p.name.startswith((".", "_")) and p.name != SCHEMA_FILE)
 
 
 def read_results(results: Path | str) -> "Any":
@@ -170,77 +258,27 @@ def read_results(results: Path | str) -> "Any":
     return table.to_pandas() if table.num_columns else pd.DataFrame()
 
 
-def retry_vanished(read: Callable[[], _T], patience_s: float = 30.0) -> _T:
-    """``read()``, again while files vanish under it: a file listed by one attempt can be gone before it is read
-    (a compaction folded it into a new file, which the next attempt lists). Gives up after ``patience_s``."""
-    deadline = time.monotonic() + patience_s
-    while True:
-        try:
-            return read()
-        except FileNotFoundError:
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(0.01)
-
-
 # ---------------------------------------------------------------------------------------------------- compaction
 
-def study_of(name: str) -> str | None:
-    """The (file-name safe) study of a per-trial or compacted file name; None for any other file."""
-    m = _STUDY_FILE.fullmatch(name)
-    return m["study"] if m else None
+def _study_files(trials_dir: Path, key: str) -> list[Path]:
+    return [p for p in trial_files(trials_dir) if study_of(p.name) == key and ".run-" not in p.name]
 
 
-def is_compacted(name: str | Path) -> bool:
-    m = _STUDY_FILE.fullmatch(Path(name).name)
-    return bool(m and m["gen"])
-
-
-def _precedence(name: str) -> tuple[int, int, str]:
-    """Which copy of a (study, trial) row counts: any plain file, then the later compaction (generation, then
-    the time stamp that starts the tag, for two compactions of one generation)."""
-    m = _STUDY_FILE.fullmatch(name)
-    return (0, int(m["gen"]), m["tag"]) if m and m["gen"] else (1, 0, "")
-
-
-def read_once(table: pa.Table, files: Sequence[str]) -> pa.Table:
-    """``table`` (rows read from ``files``, one file name per row) with each (study, trial) once.
-
-    Rows of plain files (per-trial or any other) are all kept; a row of a compacted file is dropped when a plain
-    file or a later compacted file holds the same (study, trial). Rows without a trial number are all kept.
-    """
-    compacted = {f for f in set(files) if is_compacted(f)}
-    if not compacted or not {"study", "trial"} <= set(table.column_names):
-        return table
-    import numpy as np
-    import pandas as pd
-
-    rank = {f: i for i, f in enumerate(sorted(set(files), key=_precedence))}
-    rows = pd.DataFrame({"study": table.column("study").to_pandas(), "trial": table.column("trial").to_pandas(),
-                         "rank": [rank[f] for f in files], "compacted": [f in compacted for f in files]})
-    rows = rows[rows["trial"].notna()].sort_values("rank", ascending=False, kind="stable")
-    superseded = rows.index[rows.duplicated(["study", "trial"]).to_numpy() & rows["compacted"].to_numpy()]
-    keep = np.ones(table.num_rows, dtype=bool)
-    keep[superseded] = False
-    return table if keep.all() else table.filter(pa.array(keep))
-
-
-def _study_files(trials_dir: Path, study: str) -> list[Path]:
-    name = _SAFE.sub("_", study)
-    return [p for p in trial_files(trials_dir) if study_of(p.name) == name]
-
-
-def compacted_files(trials_dir: Path, study: str) -> list[Path]:
+def compacted_files(trials_dir: Path, study: str, uid: str | None = "") -> list[Path]:
     """The study's compacted files, the one that counts first."""
-    return sorted((p for p in _study_files(trials_dir, study) if is_compacted(p)),
+    return _compacted(trials_dir, file_prefix(study, uid))
+
+
+def _compacted(trials_dir: Path, key: str) -> list[Path]:
+    return sorted((p for p in _study_files(trials_dir, key) if is_compacted(p)),
                   key=lambda p: _precedence(p.name), reverse=True)
 
 
 @contextlib.contextmanager
-def _compaction_lock(trials_dir: Path, study: str) -> Iterator[None]:
+def _compaction_lock(trials_dir: Path, key: str) -> Iterator[None]:
     """Processes compacting one study take turns (so they do not write two copies). Where file locks do not
     work, they compact at once, which loses nothing either (see ``compact``)."""
-    with open(trials_dir / f".{_SAFE.sub('_', study)}.compact.lock", "a") as f:
+    with open(trials_dir / f".{key}.compact.lock", "a") as f:
         with contextlib.suppress(OSError):
             fcntl.flock(f, fcntl.LOCK_EX)
         yield
@@ -254,9 +292,15 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def compact(trials_dir: Path, study: str) -> Path | None:
+def compact(trials_dir: Path, study: str, uid: str | None = "") -> Path | None:
     """Fold the study's per-trial files (and earlier compacted files) into one compacted file and return it
-    (None: the study has no files). Idempotent: a study already in one compacted file is left as it is.
+    (None: the study has no files). See ``compact_key``."""
+    return compact_key(trials_dir, file_prefix(study, uid))
+
+
+def compact_key(trials_dir: Path, key: str) -> Path | None:
+    """Fold the files of one study key into one compacted file. Idempotent: a study already in one compacted file
+    is left as it is. Unreadable files are left in place (a warning names them).
 
     The new file is written, synced and renamed into place before any input is deleted, so a crash at any point
     leaves every row readable (at worst twice, which readers resolve, see ``read_once``). An input is deleted only
@@ -266,8 +310,8 @@ def compact(trials_dir: Path, study: str) -> Path | None:
     trials_dir = Path(trials_dir)
     if not trials_dir.is_dir():
         return None
-    with _compaction_lock(trials_dir, study):
-        files = _study_files(trials_dir, study)
+    with _compaction_lock(trials_dir, key):
+        files = _study_files(trials_dir, key)
         if len(files) == 1 and is_compacted(files[0]):
             return files[0]
         read: list[tuple[Path, os.stat_result]] = []
@@ -275,25 +319,34 @@ def compact(trials_dir: Path, study: str) -> Path | None:
         names: list[str] = []
         for p in files:
             try:
-                with open(p, "rb") as f:
-                    stat, table = os.fstat(f.fileno()), pq.ParquetFile(f).read(use_threads=False)
+                stat, table = os.stat(p), read_file(p)
             except FileNotFoundError:  # folded meanwhile by a process the lock did not hold back: its file has it
+                continue
+            if table is None:
                 continue
             read.append((p, stat))
             tables.append(table)
             names += [p.name] * table.num_rows
-        if not tables:
-            return None
-        table = read_once(pa.concat_tables(tables, promote_options="permissive"), names)
+        if not tables or (len(read) == 1 and is_compacted(read[0][0])):
+            return read[0][0] if read else None
+        table = read_once(concat(tables, [p.name for p, _ in read]), names)
         table = table.take(pc.sort_indices(table, [("trial", "ascending")]))
         generation = 1 + max((_precedence(p.name)[1] for p, _ in read), default=0)
         stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%f")
         host = re.sub(r"[^A-Za-z0-9_-]+", "_", socket.gethostname())
-        out = trials_dir / f"{_SAFE.sub('_', study)}.compacted-{generation:06d}-{stamp}-{host}-{os.getpid()}.parquet"
+        out = trials_dir / f"{key}.compacted-{generation:06d}-{stamp}-{host}-{os.getpid()}.parquet"
         tmp = out.with_name(f".{out.name}.tmp")
-        pq.write_table(table, tmp, compression="zstd")
-        _fsync(tmp)
-        os.replace(tmp, out)
+        try:
+            update_schema(trials_dir, table.schema)
+            pq.write_table(table, tmp, compression="zstd")
+            _fsync(tmp)
+            os.replace(tmp, out)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            if is_disk_full(e):
+                raise DiskFull(out, e) from None
+            raise
         _fsync(trials_dir)  # the new file is durable before any row's other copy goes
         for p, stat in read:
             with contextlib.suppress(FileNotFoundError):
@@ -307,8 +360,8 @@ def compact_all(results: Path | str) -> list[Path]:
     """Compact every study under a results folder (or its trials folder): results of sweeps that ended before
     compaction existed, or were killed. Safe while sweeps still run on them."""
     trials = Path(results) / "trials" if (Path(results) / "trials").is_dir() else Path(results)
-    studies = sorted({s for p in trial_files(trials) if (s := study_of(p.name)) is not None})
-    return [out for s in studies if (out := compact(trials, s)) is not None]
+    keys = sorted({s for p in trial_files(trials) if (s := study_of(p.name)) is not None and ".run-" not in p.name})
+    return [out for k in keys if (out := compact_key(trials, k)) is not None]
 
 
 def column_types(param_types: dict[str, type]) -> dict[str, pa.DataType]:
@@ -323,20 +376,25 @@ def column_types(param_types: dict[str, type]) -> dict[str, pa.DataType]:
     return out
 
 
-_ROW_FIELDS = {"study", "trial", "status", "reason", "message", "workload", "preset", "objectives", "started_at",
-               "ended_at", "wall_s", "baseline", "confirm_of"}
+_ROW_FIELDS = {"study", "study_id", "trial", "status", "reason", "message", "workload", "preset", "objectives",
+               "started_at", "ended_at", "wall_s", "baseline", "confirm_of"}
 
 
-def _compacted_row(trials_dir: Path, study: str, trial: int, columns: list[str] | None = None) -> dict | None:
-    """The row of (study, trial) in the study's compacted files (the one that counts first). Looks again while the
+def _compacted_row(trials_dir: Path, key: str, trial: int, columns: list[str] | None = None) -> dict | None:
+    """The row of ``trial`` in the study's compacted files (the one that counts first). Looks again while the
     set of compacted files changes (another process compacting), so a row moving between files is not missed."""
-    wanted = (pc.field("study") == study) & (pc.field("trial") == trial)
+    wanted = pc.field("trial") == trial
     seen: list[Path] | None = None
-    while (files := compacted_files(trials_dir, study)) != seen:
+    while (files := _compacted(trials_dir, key)) != seen:
         seen = files
         try:
             for p in files:
-                table = pq.read_table(p, columns=columns, filters=wanted)
+                try:
+                    table = pq.read_table(p, columns=columns, filters=wanted)
+                except (pa.ArrowException, OSError) as e:
+                    if isinstance(e, FileNotFoundError):
+                        raise
+                    continue  # unreadable: read_file warns where it matters
                 if table.num_rows:
                     return table.to_pylist()[0]
         except FileNotFoundError:
@@ -344,20 +402,25 @@ def _compacted_row(trials_dir: Path, study: str, trial: int, columns: list[str] 
     return None
 
 
-def has_trial(trials_dir: Path, study: str, trial: int) -> bool:
+def has_trial(trials_dir: Path, study: str, trial: int, uid: str | None = "") -> bool:
     """Whether a row of the trial is stored: its own file, or a compacted file of the study."""
-    return (trial_path(trials_dir, study, trial).exists()
-            or _compacted_row(trials_dir, study, trial, ["trial"]) is not None)
+    return (trial_path(trials_dir, study, trial, uid).exists()
+            or _compacted_row(trials_dir, file_prefix(study, uid), trial, ["trial"]) is not None)
 
 
-def read_trial_outcome(trials_dir: Path, study: str, trial: int) -> TrialOutcome | None:
-    """The outcome a trial's own row records (None if it has no row): the task's word beats a launcher's."""
+def read_trial_outcome(trials_dir: Path, study: str, trial: int, uid: str | None = "") -> TrialOutcome | None:
+    """The outcome a trial's own row records (None if it has no readable row): the task's word beats a
+    launcher's, and a row written just before a crash is what the study is told on resume."""
     from sweeper.results.outcome import Status
 
-    try:
-        row: dict | None = pq.read_table(trial_path(trials_dir, study, trial)).to_pylist()[0]
-    except FileNotFoundError:
-        row = _compacted_row(trials_dir, study, trial)
+    path = trial_path(trials_dir, study, trial, uid)
+    row: dict | None = None
+    if path.exists():
+        with contextlib.suppress(FileNotFoundError):
+            table = read_file(path)
+            row = table.to_pylist()[0] if table is not None and table.num_rows else None
+    if row is None:
+        row = _compacted_row(trials_dir, file_prefix(study, uid), trial)
     if row is None:
         return None
     metrics = {k: v for k, v in row.items()

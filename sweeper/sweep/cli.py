@@ -19,7 +19,7 @@ _FLAGS_WITH_VALUE = {"-cp", "--config-path", "-cn", "--config-name", "-cd", "--c
 _SWEEP = re.compile(r"=\s*(choice|range|interval|tag|glob|sort|shuffle)\s*\(|^[^=]*=[^'\"\[{]*,")
 
 
-def _overrides(argv: list[str]) -> list[str]:
+def _overrides(argv: list[str], sweeps: bool = False) -> list[str]:
     out, skip = [], False
     for arg in argv:
         if skip:
@@ -30,7 +30,7 @@ def _overrides(argv: list[str]) -> list[str]:
             continue
         if arg.startswith("-"):
             continue
-        if "=" in arg and not _SWEEP.search(arg):
+        if "=" in arg and (sweeps or not _SWEEP.search(arg)):
             out.append(arg)
     return out
 
@@ -98,6 +98,7 @@ def preflight(argv: list[str], conf_dir: str) -> None:
     """Exit 2 with one line if the command's overrides cannot compose into a config."""
     if os.environ.get("HYDRA_FULL_ERROR") == "1" or any(a in ("-h", "--help", "--hydra-help") for a in argv):
         return
+    _check_syntax(_overrides(argv, sweeps=True))
     overrides = [o for o in _overrides(argv) if not o.lstrip("+").startswith("hydra.searchpath=")]
     overrides += user_search_path(argv)
     from hydra import compose, initialize_config_dir
@@ -111,12 +112,56 @@ def preflight(argv: list[str], conf_dir: str) -> None:
 
                 raise ConfigError("workload", "no workload selected",
                                   f"add +workload=<name>; known workloads: {', '.join(available())}")
+            _check_values(cfg, overrides)
     except ConfigError as e:
         fail(e)
     except Exception as e:  # noqa: BLE001 - every composition error becomes one line
         fail(_translate(e, overrides, _keys_without_bad(conf_dir, overrides)))
     finally:
         GlobalHydra.instance().clear()
+
+
+def _check_syntax(overrides: list[str]) -> None:
+    """Every override parses in Hydra's grammar (an empty or unclosed ``choice(``): one line, not Hydra's three."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    for override in overrides:
+        try:
+            parser.parse_override(override)
+        except Exception as e:  # noqa: BLE001 - Hydra's parse errors have several types
+            key, _, value = override.partition("=")
+            lines = [ln.strip() for ln in str(e).splitlines() if ln.strip() and not ln.startswith(("See ", "Error "))]
+            why = (lines[0] if lines else type(e).__name__).replace("ValueError while evaluating ", "")
+            fail(ConfigError(key.lstrip("+~"), f"cannot parse {value!r} ({why})",
+                             "write a value, or choice(a, b), range(start, stop, step), interval(a, b)"))
+
+
+def _check_values(cfg: object, overrides: list[str]) -> None:
+    """Every value the command gives a knob, distributed knob or workload parameter has the type the workload
+    declares (compared with the config composed without those values); numeric settings are in range; the
+    results folder can be written. Bad values never reach a trial, a row or a report."""
+    from hydra import compose
+    from omegaconf import OmegaConf
+
+    from sweeper.sweep.config import check_enumerations, check_results_dir, check_settings, check_values
+    from sweeper.results.keys import flatten
+
+    full = OmegaConf.to_container(cfg, resolve=False)
+    given = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
+    flat = flatten({k: full.get(k) or {} for k in ("knobs", "distributed", "workload")})
+    for key in sorted(k for k in given if k in flat and flat[k] == ""):
+        raise ConfigError(key, "is empty", f"give a value ({key}=<value>), or null to turn it off")
+    base_overrides = [o for o in overrides if "." not in o.split("=", 1)[0] or o.lstrip("+~").startswith("hydra.")]
+    declared = flatten({k: v for k, v in OmegaConf.to_container(compose("config", overrides=base_overrides),
+                                                                  resolve=False).items()
+                        if k in ("knobs", "distributed", "workload")})
+    check_values({k: v for k, v in flat.items() if k in given}, declared)
+    wl = full.get("workload") or {}
+    check_enumerations({k: v for k, v in flat.items() if k in given}, str(wl.get("name")), wl.get("module"))
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    check_settings(resolved)
+    check_results_dir(str(resolved.get("results_dir") or "results"))
 
 
 def _keys_without_bad(conf_dir: str, overrides: list[str]) -> list[str]:

@@ -143,4 +143,141 @@ def load_workload(wl: dict[str, Any]) -> ModuleType:
                           "see the README's 'Your own model'") from None
 
 
+# ---------------------------------------------------------------------------------------------------- validation
+
+_TYPED_SECTIONS = ("knobs.", "distributed.", "workload.")
+
+
+def _type_name(value: Any) -> str:
+    return {bool: "bool", int: "int", float: "float", str: "string"}.get(type(value), type(value).__name__)
+
+
+def check_value(key: str, value: Any, declared: Any) -> None:
+    """A one-line error unless ``value`` has the type of the workload's declared ``declared`` value: a bool knob
+    takes true/false (not yes/1), an int knob an integer, a float knob a number. Null is always allowed (it turns a
+    knob off); a null-declared knob takes any plain value."""
+    if value is None or declared is None or isinstance(declared, (list, dict)):
+        return
+    if isinstance(declared, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(declared, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(declared, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, (str, int, float)) and not isinstance(value, bool)
+    if not ok:
+        example = {"bool": "true or false", "int": "an integer", "float": "a number"}.get(_type_name(declared),
+                                                                                        "a string")
+        raise ConfigError(key, f"{value!r} is {_article(value)} but the workload declares {_article(declared)}"
+                               f" (default {declared!r})", f"give {example}, e.g. {key}={_example(declared)}")
+
+
+def _article(declared: Any) -> str:
+    name = _type_name(declared)
+    return f"an {name}" if name == "int" else f"a {name}"
+
+
+def _example(declared: Any) -> str:
+    if isinstance(declared, bool):
+        return "true" if declared else "false"
+    return str(declared)
+
+
+def check_values(given: dict[str, Any], declared: dict[str, Any]) -> None:
+    """``check_value`` for every knob, distributed knob and workload parameter (flat dotted keys)."""
+    for key, value in given.items():
+        if key.startswith(_TYPED_SECTIONS) and key in declared:
+            check_value(key, value, declared[key])
+
+
+# Numeric settings and their bounds: (key, lowest allowed, whether the bound is included, the fix).
+_BOUNDS = (
+    ("measure.steps", 1, True, "measure at least one step, e.g. measure.steps=20"),
+    ("measure.warmup_steps", 0, True, "give 0 or more warm-up steps"),
+    ("measure.min_time_s", 0, True, "give 0 or more seconds"),
+    ("measure.max_steps", 1, True, "give at least measure.steps, or null for the default"),
+    ("trial.timeout_s", 0, False, "give the seconds after which a trial is killed, e.g. trial.timeout_s=900"),
+)
+
+
+def check_settings(cfg: dict[str, Any]) -> None:
+    """Numeric settings a trial runs with, and ``trial.resources``: one line per broken rule."""
+    from sweeper.results.keys import flatten
+
+    flat = flatten({k: cfg.get(k) or {} for k in ("measure", "trial")})
+    for key, low, inclusive, fix in _BOUNDS:
+        value = flat.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(key, f"{value!r} is not a number", fix)
+        if value < low or (value == low and not inclusive):
+            raise ConfigError(key, f"must be {'>=' if inclusive else '>'} {low}, got {value!r}", fix)
+    rel = flat.get("measure.rel_precision")
+    if rel is not None and (isinstance(rel, bool) or not isinstance(rel, (int, float)) or not 0 < rel < 1):
+        raise ConfigError("measure.rel_precision", f"must be a fraction in (0, 1), got {rel!r}",
+                          "e.g. measure.rel_precision=0.01, or null")
+    resources = (cfg.get("trial") or {}).get("resources") or {}
+    for name in ("gpus", "cpus"):
+        value = resources.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ConfigError(f"trial.resources.{name}", f"must be a whole number >= 1 or null, got {value!r}",
+                              f"give what one trial needs, e.g. trial.resources.{name}=1, or null for the whole node")
+
+
+def check_results_dir(path: str | Path) -> None:
+    """The results folder can be created and written (not a file, not read-only)."""
+    import os
+
+    p = Path(path)
+    existing = next((q for q in (p, *p.parents) if q.exists()), None)
+    if p.exists() and not p.is_dir():
+        raise ConfigError("results_dir", f"{str(p)!r} is a file", "give a folder, e.g. results_dir=results")
+    if existing is not None and existing.is_dir() and not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError("results_dir", f"{str(existing)!r} is not writable",
+                          "give a folder you can write, e.g. results_dir=$HOME/results")
+    if existing is not None and not existing.is_dir():
+        raise ConfigError("results_dir", f"{str(existing)!r} is a file, so {str(p)!r} cannot be a folder",
+                          "give a folder, e.g. results_dir=results")
+
+
+def check_sweeper(conf: Any) -> None:
+    """The sweeper's numeric settings (``hydra.sweeper.*``): one line per broken rule."""
+    rules = (
+        ("n_jobs", lambda v: isinstance(v, int) and v >= 1, "a whole number >= 1", "e.g. hydra.sweeper.n_jobs=1"),
+        ("max_failures", lambda v: isinstance(v, int) and v >= 1, "a whole number >= 1 or null",
+         "e.g. hydra.sweeper.max_failures=5, or null for no limit"),
+        ("max_failure_rate", lambda v: isinstance(v, (int, float)) and 0 <= v <= 1, "a fraction in [0, 1] or null",
+         "e.g. hydra.sweeper.max_failure_rate=0.5, or null for no limit"),
+        ("confirm_top_k", lambda v: isinstance(v, int) and v >= 0, "a whole number >= 0",
+         "e.g. hydra.sweeper.confirm_top_k=3, or 0 for none"),
+        ("heartbeat_interval", lambda v: isinstance(v, int) and v >= 1, "a whole number of seconds >= 1 or null",
+         "e.g. hydra.sweeper.heartbeat_interval=10"),
+    )
+    for key, ok, what, fix in rules:
+        value = conf.get(key)
+        if value is None and key != "n_jobs" and key != "confirm_top_k":
+            continue
+        if isinstance(value, bool) or not ok(value):
+            raise ConfigError(f"hydra.sweeper.{key}", f"must be {what}, got {value!r}", fix)
+
+
+def check_enumerations(values: dict[str, Any], workload: str, module: str | None = None) -> None:
+    """String knobs take only the values the workload declares it can run (``KNOB_VALUES`` in its module):
+    ``knobs.dtype=fp64`` is bad input before launch, not a failed trial. ``values``: dotted keys -> a value, or
+    a list of values (a sweep's choices)."""
+    import workloads
+
+    declared = getattr(workloads.load(workload, module), "KNOB_VALUES", {}) or {}
+    for key, given in values.items():
+        name = key[len("knobs."):] if key.startswith("knobs.") else None
+        if name not in declared:
+            continue
+        for value in given if isinstance(given, (list, tuple)) else [given]:
+            if value is not None and value not in declared[name]:
+                raise ConfigError(key, f"{value!r} is not a value workload {workload!r} can run",
+                                  f"use one of: {', '.join(map(str, declared[name]))}")
+
+
 plain = as_dict  # the name bench/gpu_validate.py imports (renamed: `plain` also named the dict itself)

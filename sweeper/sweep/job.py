@@ -8,6 +8,7 @@ runs trials from several threads at once.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import time
@@ -51,6 +52,19 @@ def _single_run_context(tcfg: dict[str, Any]) -> dict[str, Any]:
             "objectives": objectives or ["throughput:maximize"], "column_types": {c: str(t) for c, t in types.items()}}
 
 
+def encode_context(ctx: dict[str, Any]) -> str:
+    """The sweep's context as one override value that Hydra passes on unchanged, whatever characters the study
+    name, folders or knob values hold (quotes, backslashes, non-ASCII): URL-safe base64 of its JSON."""
+    return "b64:" + base64.urlsafe_b64encode(json.dumps(ctx, separators=(",", ":"), default=str).encode()).decode().rstrip("=")
+
+
+def decode_context(raw: str) -> dict[str, Any]:
+    text = str(raw)
+    if text.startswith("b64:"):
+        text = base64.urlsafe_b64decode(text[4:] + "=" * (-len(text[4:]) % 4)).decode()
+    return json.loads(text)
+
+
 def _arrow_types(names: dict[str, str]) -> dict[str, pa.DataType]:
     return {col: pa.type_for_alias(name) for col, name in names.items()}
 
@@ -77,7 +91,7 @@ def run_trial(cfg: DictConfig) -> dict[str, Any]:
     info = gpu.device_info()
     raw = OmegaConf.select(cfg, "trial.context")
     if raw:
-        context = json.loads(raw)
+        context = decode_context(raw)
         tcfg = trial_config(as_dict(cfg), info, context.get("overrides") or [])
     else:
         from hydra.core.hydra_config import HydraConfig
@@ -99,11 +113,13 @@ def run_trial(cfg: DictConfig) -> dict[str, Any]:
                     "raise measure.max_steps (preset=nightly does)", context["number"],
                     outcome.metrics.get("measured_s", 0.0), tcfg["measure"].get("min_time_s"))
     objectives = [tuple(o.split(":", 1)) for o in context["objectives"]]
-    row = store.make_row(outcome, study=context["study"], trial=context["number"], cfg=tcfg, objectives=objectives)
+    row = store.make_row(outcome, study=context["study"], trial=context["number"], cfg=tcfg, objectives=objectives,
+                         study_id=context.get("study_id"))
     row["baseline"] = bool(context.get("baseline", False))
     row["confirm_of"] = context.get("confirm_of")
     if not reason:
         row["node_shared"], row["node_shared_with"] = bool(shared), ",".join(shared)
-    path = store.trial_path(Path(tcfg["results_dir"]) / "trials", context["study"], context["number"])
+    path = store.trial_path(Path(tcfg["results_dir"]) / "trials", context["study"], context["number"],
+                            context.get("study_id"))
     store.write_row(path, row, {**_arrow_types(context.get("column_types") or {}), "confirm_of": pa.int64()})
     return outcome.to_dict()

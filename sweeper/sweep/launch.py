@@ -131,13 +131,13 @@ def launch_one(launcher: Any, overrides: list[str], job_idx: int) -> Any:
             _holds_job_lock.value = False
 
 
-def compact_and_refresh(results_dir: Path, study: str) -> None:
+def compact_and_refresh(results_dir: Path, study: str, study_id: str = "") -> None:
     """At a sweep's end: fold the study's per-trial files into one (``store.compact``: a later report parses one
     file, not one per trial), then this sweep's rows into the report's read cache. Neither may fail the sweep."""
     from sweeper.results import store
 
     try:
-        store.compact(results_dir / "trials", study)
+        store.compact(results_dir / "trials", study, study_id)
     except Exception as e:  # noqa: BLE001 - every row stays readable, compacted or not
         log.warning("study %s not compacted: %s", study, e)
     try:

@@ -28,10 +28,13 @@ from sweeper.sweep.plan import SweepPlan, prepare
 from sweeper.sweep.progress import SweepProgress, log_launches_to
 from sweeper.sweep.slots import Slot, slot_overrides
 from sweeper.sweep import warm
-from sweeper.sweep.space import evaluate, value_types
+from sweeper.sweep import recovery
+from sweeper.sweep.job import encode_context
+from sweeper.sweep.secrets import mask
+from sweeper.sweep.space import ExpressionError, evaluate, value_types
 
 log = logging.getLogger(__name__)
-class SweepImpl:
+class SweepImpl(recovery.Recovery):
     def __init__(self, **conf: Any) -> None:
         self.conf = conf
         self.config: DictConfig | None = None
@@ -62,6 +65,10 @@ class SweepImpl:
             from sweeper.sweep.cli import fail
 
             fail(e)
+        isolated = launch.in_process(self.launcher) and self.plan.cfg["trial"].get("isolate", True)
+        return recovery.guarded(self._sweep, self.plan.storage_url, forkserver=isolated)
+
+    def _sweep(self) -> list[Any]:
         limit = self.conf.get("timeout_s")
         self.deadline = time.time() + float(limit) if limit else None
         self._recover_interrupted()
@@ -80,7 +87,7 @@ class SweepImpl:
                 progress.extend(extra)
                 results += self._run_until(self._counted() + extra, progress, heartbeat, confirming=True)
         progress.summary(self.plan.study)
-        launch.compact_and_refresh(self.plan.trials_dir.parent, self.plan.study_name)  # none of this sweep's trials runs now
+        launch.compact_and_refresh(self.plan.trials_dir.parent, self.plan.study_name, self.plan.study_id)  # none of this sweep's trials runs now
         if self.stopped == "failures":
             raise SystemExit(1)
         return results
@@ -91,7 +98,8 @@ class SweepImpl:
         free = list(self.plan.slots)
         running: dict[Future, tuple[optuna.Trial, dict[str, Any], Slot]] = {}
         results: list[Any] = []
-        with ThreadPoolExecutor(max_workers=len(self.plan.slots), thread_name_prefix="trial") as pool:
+        with ThreadPoolExecutor(max_workers=len(self.plan.slots), thread_name_prefix="trial") as pool, \
+                self._interruptible(running):
             while True:
                 if time.time() - self.last_recovery >= self.recover_every_s:
                     self._recover_interrupted()  # trials of another process that died (dead pid, stale heartbeat)
@@ -126,13 +134,16 @@ class SweepImpl:
                 poll = 0.2 if blocked else self.recover_every_s  # a blocked slot may be free again soon
                 done, _ = wait(list(running), return_when=FIRST_COMPLETED, timeout=poll)
                 for fut in done:
-                    trial, values, slot = running.pop(fut)
+                    trial, values, slot = running[fut]
                     ret = fut.result()
+                    recovery.raise_if_disk_full(ret, self.plan.trials_dir.parent)  # stays in `running`: settled
+                    running.pop(fut)
                     results.append(ret)
                     outcome = launch.outcome_of(ret)
                     if outcome.status is Status.FAILED and outcome.reason.startswith(("exception:", "launcher:")):
                         # The job failed around the task (launcher, logging); if the trial wrote its row, it ran.
-                        outcome = store.read_trial_outcome(self.plan.trials_dir, self.plan.study_name, trial.number) or outcome
+                        outcome = store.read_trial_outcome(self.plan.trials_dir, self.plan.study_name, trial.number,
+                                                          self.plan.study_id) or outcome
                     studies.tell(self.plan.study, trial, outcome, self.plan.objectives)
                     heartbeat.discard(trial._trial_id)
                     self._record(trial.number, values, outcome, only_if_missing=True)
@@ -162,29 +173,6 @@ class SweepImpl:
 
     def _others_running(self) -> bool:
         return studies.others_running(self.plan.study, self.plan.storage)
-
-    def _recover_interrupted(self) -> None:
-        """Trials whose sweeper died (dead pid on this host, or a stale heartbeat): FAIL (interrupted) + a row.
-
-        Several live processes may do this for the same trial at once; each step tolerates losing that race.
-        """
-        self.last_recovery = time.time()
-        for t in studies.orphaned_running(self.plan.study):
-            try:
-                self.plan.storage.set_trial_user_attr(t._trial_id, studies.REASON_KEY, "interrupted")
-                self.plan.storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
-            except optuna.exceptions.UpdateFinishedTrialError:
-                pass  # another process recovered it first
-        if studies.heartbeat_enabled(self.plan.storage):
-            optuna.storages.fail_stale_trials(self.plan.study)
-        for t in self.plan.study.get_trials(deepcopy=False, states=(TrialState.FAIL,)):
-            if not studies.is_interrupted(t) or store.has_trial(self.plan.trials_dir, self.plan.study_name, t.number):
-                continue
-            now = time.time()
-            outcome = TrialOutcome(Status.FAILED, "interrupted", "the sweeper running this trial died",
-                                   started_at=t.datetime_start.timestamp() if t.datetime_start else now, ended_at=now)
-            self._record(t.number, t.params, outcome, only_if_missing=True)
-            log.warning("trial %d was interrupted (its sweeper died); marked failed", t.number)
 
     def _enqueue_first(self) -> None:
         """A new study measures the warm-start studies' best first, then the workload's defaults (the baseline the
@@ -295,11 +283,14 @@ class SweepImpl:
 
     def _sample(self, trial: optuna.Trial, repeat: bool = False) -> tuple[dict[str, Any], TrialOutcome | None]:
         """Define-by-run sampling with declared conditions; then constraints and duplicate checks."""
-        values = studies.sample(trial, self.plan.space, self.plan.defaults)
-        ns = {**self.plan.defaults, **self.plan.space.fixed, **values}
-        for expr in self.plan.space.constraints:
-            if not evaluate(expr, ns):
-                return values, TrialOutcome(Status.SKIPPED, f"invalid:{expr}", f"constraint does not hold: {expr}")
+        try:
+            values = studies.sample(trial, self.plan.space, self.plan.defaults)
+            ns = {**self.plan.defaults, **self.plan.space.fixed, **values}
+            for expr in self.plan.space.constraints:
+                if not evaluate(expr, ns):
+                    return values, TrialOutcome(Status.SKIPPED, f"invalid:{expr}", f"constraint does not hold: {expr}")
+        except ExpressionError as e:  # e.g. a division by a sampled zero: this configuration is not launched
+            return dict(trial.params), TrialOutcome(Status.SKIPPED, f"invalid:{e}", f"an expression failed: {e}")
         key = dedup.config_key(values)
         trial.set_user_attr(dedup.KEY, key)
         if repeat or self.conf.get("repeat", False):
@@ -316,7 +307,8 @@ class SweepImpl:
         """What the task needs to know of the sweep, passed as one override (no Hydra singletons: thread safe)."""
         types = store.column_types(value_types(self.plan.space))
         return {
-            "study": self.plan.study_name, "number": trial.number, "storage": self.plan.storage_url,
+            "study": self.plan.study_name, "study_id": self.plan.study_id, "number": trial.number,
+            "storage": mask(self.plan.storage_url),  # the trial reveals it from the environment (sweep.secrets)
             "objectives": [f"{m}:{d}" for m, d in self.plan.objectives],
             "log_dir": str(Path(str(self.config.hydra.sweep.dir)) / str(job_idx)),
             "column_types": {c: str(t) for c, t in types.items()},
@@ -333,8 +325,7 @@ class SweepImpl:
         sampled = [override_string(k, v) for k, v in {**self.plan.space.fixed, **values}.items()]
         overrides = self.plan.fixed_args + sampled + slot_overrides(slot)
         context = {**self._context(trial, values, job_idx), "overrides": overrides}
-        context_json = json.dumps(context, separators=(",", ":"), default=str)
-        overrides = overrides + [override_string("trial.context", context_json)]
+        overrides = overrides + [f"trial.context={encode_context(context)}"]
         try:
             return launch.launch_one(self.launcher, overrides, job_idx)
         except Exception as e:  # noqa: BLE001 - a launcher error fails this trial, not the sweep
@@ -342,13 +333,14 @@ class SweepImpl:
 
     def _record(self, number: int, values: dict[str, Any], outcome: TrialOutcome, only_if_missing: bool = False) -> None:
         """The Parquet row for a trial the task could not write itself (never launched, or its job crashed)."""
-        path = store.trial_path(self.plan.trials_dir, self.plan.study_name, number)
-        if only_if_missing and store.has_trial(self.plan.trials_dir, self.plan.study_name, number):
+        path = store.trial_path(self.plan.trials_dir, self.plan.study_name, number, self.plan.study_id)
+        if only_if_missing and store.has_trial(self.plan.trials_dir, self.plan.study_name, number, self.plan.study_id):
             return
         cfg = json.loads(json.dumps(self.plan.cfg, default=str))
         for key, value in {**self.plan.space.fixed, **values}.items():
             set_dotted(cfg, key, value)
-        row = store.make_row(outcome, study=self.plan.study_name, trial=number, cfg=cfg, objectives=self.plan.objectives)
+        row = store.make_row(outcome, study=self.plan.study_name, trial=number, cfg=cfg, objectives=self.plan.objectives,
+                             study_id=self.plan.study_id)
         row["baseline"] = self._is_baseline(values)
         store.write_row(path, row, store.column_types(value_types(self.plan.space)))
 

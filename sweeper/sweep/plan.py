@@ -17,6 +17,7 @@ import optuna
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from sweeper.errors import ConfigError
+from sweeper.sweep.config import check_enumerations, check_results_dir, check_sweeper
 from sweeper.sweep import launch, schema, warm
 from sweeper.sweep import study as studies
 from sweeper.sweep.prune import make_pruner
@@ -56,6 +57,7 @@ class SweepPlan:
     pruner_conf: dict[str, Any]  # hydra.sweeper.pruner as a plain dict (sent to each trial)
     workload_key: str = ""  # <workload>[-<data>][-<preset>]: which earlier studies a warm start may read
     warm_sources: list[str] = dataclasses.field(default_factory=list)  # hydra.sweeper.warm_start, resolved
+    study_id: str = ""  # the study's random id (studies.study_id): rows and file names of two storages keep apart
 
 
 def prepare(conf: Mapping[str, Any], config: DictConfig, launcher: Any, arguments: list[str]) -> SweepPlan:
@@ -67,7 +69,9 @@ def prepare(conf: Mapping[str, Any], config: DictConfig, launcher: Any, argument
     if c.get("timeout_s") is not None and float(c["timeout_s"]) <= 0:
         raise ConfigError("hydra.sweeper.timeout_s", f"must be > 0 seconds, got {c['timeout_s']}",
                           "give the time after which no new trial starts, or null for no limit")
+    check_sweeper(c)
     cfg, space, defaults, fixed_args = launch.resolve_space(config, c, arguments)
+    check_results_dir(cfg["results_dir"])
     schema.validate(cfg)  # measure, trial, distributed: once, before the first trial
     workload = cfg["workload"]["name"]
     starts = _parse_starts(c, space, defaults)
@@ -76,6 +80,8 @@ def prepare(conf: Mapping[str, Any], config: DictConfig, launcher: Any, argument
     node = NodeSlots(node_lock_dir(cfg), slots, gpu.device_info().count)
     objectives = [(str(o["metric"]), str(o.get("direction", "maximize"))) for o in c["objectives"]]
     _check_objectives(objectives, workload, cfg["workload"].get("module"))
+    check_enumerations({k: list(getattr(d, "choices", ())) for k, d in space.params.items()}, workload,
+                       cfg["workload"].get("module"))
     results_dir = Path(cfg["results_dir"])
     data = cfg["workload"].get("data")  # resnet50-jpeg(-tiny): synthetic and JPEG trials never share a study
     workload_key = (workload + (f"-{data}" if data not in (None, "synthetic") else "")
@@ -85,7 +91,8 @@ def prepare(conf: Mapping[str, Any], config: DictConfig, launcher: Any, argument
     storage = studies.make_storage(storage_url, c.get("heartbeat_interval"), c.get("grace_period"))
     expensive = c.get("expensive")
     expensive = OmegaConf.to_container(expensive) if isinstance(expensive, DictConfig) else expensive
-    sampler = studies.make_sampler(str(c.get("sampler", "staged")), c.get("seed"), space, expensive or {}, defaults,
+    seed = studies.resumed_seed(storage, study_name, c.get("seed"), str(c.get("sampler", "staged")))
+    sampler = studies.make_sampler(str(c.get("sampler", "staged")), seed, space, expensive or {}, defaults,
                                    c.get("timeout_s"))
     try:
         study = optuna.create_study(study_name=study_name, storage=storage, sampler=sampler, load_if_exists=True,
@@ -98,6 +105,7 @@ def prepare(conf: Mapping[str, Any], config: DictConfig, launcher: Any, argument
         study.set_metric_names([m for m, _d in objectives])
     if not study.trials:
         study.set_user_attr(warm.WORKLOAD_KEY, workload_key)
+    study_id = studies.study_id(study)
     spec = c.get("warm_start")
     warm_sources = warm.resolve(storage, OmegaConf.to_container(spec) if isinstance(spec, ListConfig) else spec,
                                 study_name, workload_key)
@@ -111,7 +119,8 @@ def prepare(conf: Mapping[str, Any], config: DictConfig, launcher: Any, argument
                      starts=starts, slots=slots, node=node, objectives=objectives, trials_dir=results_dir / "trials",
                      study_name=study_name, storage_url=storage_url, storage=storage, study=study,
                      max_failures=c.get("max_failures"), max_failure_rate=c.get("max_failure_rate"),
-                     pruner_conf=pruner_conf, workload_key=workload_key, warm_sources=warm_sources)
+                     pruner_conf=pruner_conf, workload_key=workload_key, warm_sources=warm_sources,
+                     study_id=study_id)
 
 
 def _check_objectives(objectives: list[tuple[str, str]], workload: str, module_name: str | None) -> None:

@@ -42,7 +42,9 @@ def reporter(context: dict[str, Any]) -> Callable[[int, float], bool] | None:
         return None
     from sweeper.sweep.study import make_storage
 
-    storage = make_storage(context["storage"])
+    from sweeper.sweep.secrets import reveal
+
+    storage = make_storage(reveal(context["storage"]))
     study = optuna.load_study(study_name=context["study"], storage=storage, pruner=make_pruner(pruner_conf))
     trial_id = storage.get_trial_id_from_study_id_trial_number(study._study_id, int(context["number"]))
     trial = optuna.trial.Trial(study, trial_id)

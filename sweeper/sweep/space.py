@@ -199,6 +199,8 @@ def build_space(
             _check_types(key, parsed, defaults[key])
             dists[key] = parsed
         else:
+            if parsed is not None and not isinstance(parsed, (list, dict)):
+                _check_types(key, CategoricalDistribution([parsed]), defaults[key])
             fixed[key] = parsed
     conditions = dict(conditions)
     for key in [k for k in conditions if k in fixed]:
@@ -220,7 +222,7 @@ def build_space(
         if key in conditions and not _names(conditions[key]) & (dists.keys() - inactive.keys()):
             try:
                 holds = evaluate(conditions[key], {**defaults, **fixed})
-            except TypeError:  # e.g. a comparison with a knob that is itself inactive (null): decided per trial
+            except ExpressionError:  # e.g. arithmetic with a knob that is itself inactive (null): decided per trial
                 continue
             if not holds:
                 inactive[key] = dists[key]
@@ -294,12 +296,32 @@ def _names(expr: str) -> set[str]:
     return {d for n in ast.walk(tree) if isinstance(n, (ast.Name, ast.Attribute)) and (d := _dotted(n))}
 
 
+class ExpressionError(ValueError):
+    """An expression failed while evaluated (division by zero, a type error, a value past the size limits)."""
+
+
+# Bounds on an expression's cost, checked when it is parsed (text, syntax tree) and while it is evaluated (values).
+MAX_EXPR_CHARS, MAX_EXPR_NODES, MAX_EXPR_DEPTH = 1000, 200, 30
+MAX_INT, MAX_LEN = 10**18, 10_000
+
+
+def _depth(node: ast.AST) -> int:
+    return 1 + max((_depth(c) for c in ast.iter_child_nodes(node)), default=0)
+
+
 def _check_expression(key: str, expr: str, defaults: Mapping[str, Any]) -> None:
+    if len(str(expr)) > MAX_EXPR_CHARS:
+        raise ConfigError(key, f"the expression has {len(str(expr))} characters, more than {MAX_EXPR_CHARS}",
+                          "write a shorter expression, or split it into several constraints")
     try:
         tree = ast.parse(str(expr), mode="eval")
-    except SyntaxError as e:
-        raise ConfigError(key, f"{expr!r} is not an expression ({e.msg})",
+    except (SyntaxError, RecursionError, MemoryError, ValueError) as e:
+        raise ConfigError(key, f"{str(expr)[:80]!r} is not an expression ({getattr(e, 'msg', type(e).__name__)})",
                           "write e.g. \"knobs.num_workers > 0\"") from None
+    nodes = sum(1 for _ in ast.walk(tree))
+    if nodes > MAX_EXPR_NODES or _depth(tree) > MAX_EXPR_DEPTH:
+        raise ConfigError(key, f"the expression is too large ({nodes} terms, nesting {_depth(tree)}; at most "
+                               f"{MAX_EXPR_NODES} and {MAX_EXPR_DEPTH})", "split it into several constraints")
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and isinstance(node.value, (ast.Name, ast.Attribute)):
             continue
@@ -318,10 +340,42 @@ def _check_expression(key: str, expr: str, defaults: Mapping[str, Any]) -> None:
                 check_known(name, defaults)
             except ConfigError as e:
                 raise ConfigError(key, f"refers to `{name}`, which {e.problem}", e.fix) from None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and not _small(node.value):
+            raise ConfigError(key, f"the constant {str(node.value)[:40]!r} is too large",
+                              f"use numbers below {MAX_INT:.0e} and strings under {MAX_LEN} characters")
+    if all(defaults.get(n) is not None for n in top_level):  # every value known now: it must evaluate
+        try:
+            evaluate(expr, defaults)
+        except ExpressionError as e:
+            raise ConfigError(key, f"{str(expr)[:80]!r} cannot be evaluated with the defaults ({e})",
+                              "fix the expression (e.g. no division by zero, compare numbers with numbers)") from None
+
+
+def _small(value: Any) -> bool:
+    if isinstance(value, bool) or value is None:
+        return True
+    if isinstance(value, int):
+        return abs(value) <= MAX_INT
+    if isinstance(value, float):
+        return not value == value or abs(value) <= MAX_INT or value in (float("inf"), float("-inf"))
+    if isinstance(value, (str, bytes, tuple)):
+        return len(value) <= MAX_LEN
+    return True
 
 
 def evaluate(expr: str, values: Mapping[str, Any]) -> Any:
-    """Evaluate a validated expression; names are dotted config keys looked up in ``values``."""
+    """Evaluate a validated expression; names are dotted config keys looked up in ``values``. Any failure (division
+    by zero, a type error, a result past the size limits) raises ``ExpressionError`` with one line saying why."""
+    try:
+        return _evaluate(expr, values)
+    except ExpressionError:
+        raise
+    except (ArithmeticError, TypeError, ValueError, KeyError, RecursionError, MemoryError) as e:
+        raise ExpressionError(f"{type(e).__name__}: {e}"[:200]) from None
+
+
+def _evaluate(expr: str, values: Mapping[str, Any]) -> Any:
 
     def ev(node: ast.AST) -> Any:
         if isinstance(node, ast.Expression):
@@ -339,7 +393,16 @@ def evaluate(expr: str, values: Mapping[str, Any]) -> Any:
             v = ev(node.operand)
             return (not v) if isinstance(node.op, ast.Not) else -v
         if isinstance(node, ast.BinOp):
-            return _BINOPS[type(node.op)](ev(node.left), ev(node.right))
+            left, right = ev(node.left), ev(node.right)
+            if isinstance(node.op, ast.Mult) and any(isinstance(v, (str, tuple)) for v in (left, right)):
+                n = right if isinstance(left, (str, tuple)) else left
+                size = len(left if isinstance(left, (str, tuple)) else right)
+                if isinstance(n, int) and n * size > MAX_LEN:
+                    raise ExpressionError(f"a repetition of {n} x {size} items is past the limit of {MAX_LEN}")
+            result = _BINOPS[type(node.op)](left, right)
+            if not _small(result):
+                raise ExpressionError(f"a value past the limits ({MAX_INT:.0e}, {MAX_LEN} characters)")
+            return result
         if isinstance(node, ast.Compare):
             left = ev(node.left)
             for op, comp in zip(node.ops, node.comparators):

@@ -21,14 +21,18 @@ from sweeper.sweep.space import SearchSpace, contains
 from sweeper.trial.proc import pid_alive
 
 SAMPLERS = ("staged", "tpe", "random", "grid", "gp", "nsgaii", "qmc")
+STUDY_ID_KEY = "knob_sweeper:study_id"  # study user attr: a random id, telling apart studies of one name
 TARGET_KEY = "knob_sweeper:target"  # study user attr: how many counted trials the current sweep aims for
 from sweeper.sweep.attrs import COST_KEY, OWNER_KEY, REASON_KEY, WARM_KEY  # noqa: F401 (re-exported)
 CONSTRAINT_KEY = "fits_in_memory"  # Optuna constraint: <= 0 feasible, > 0 violated (OOM)
 
 
 def storage_url(url: str | None, results_dir: Path) -> str:
+    """The storage URL to open (a masked password put back, see ``sweeper.sweep.secrets``); default: SQLite file."""
+    from sweeper.sweep.secrets import reveal
+
     if url:
-        return str(url)
+        return str(reveal(str(url)))
     results_dir.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{(results_dir / 'optuna.db').resolve()}"
 
@@ -52,8 +56,10 @@ def make_storage(url: str, heartbeat_interval: int | None = None, grace_period: 
             kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}
         return optuna.storages.RDBStorage(url, **kwargs)
     except Exception as e:  # noqa: BLE001 - any connection failure is bad input here
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-        raise ConfigError("hydra.sweeper.storage", f"cannot open {url!r} ({first})",
+        from sweeper.sweep.secrets import mask, scrub
+
+        first = scrub((str(e).strip().splitlines() or [type(e).__name__])[0][:200])
+        raise ConfigError("hydra.sweeper.storage", f"cannot open {mask(url)!r} ({first})",
                           "check the URL, that the server runs and the database exists "
                           "(default: leave it null for a SQLite file under results/)") from None
 
@@ -96,6 +102,24 @@ def make_sampler(name: str, seed: int | None, space: SearchSpace, expensive: Map
     if name == "qmc":
         return optuna.samplers.QMCSampler(seed=seed)
     raise ConfigError("hydra.sweeper.sampler", f"{name!r} is not a sampler", f"use one of: {', '.join(SAMPLERS)}")
+
+
+def resumed_seed(storage: Any, study_name: str, seed: int | None, sampler: str) -> int | None:
+    """The sampler's seed for this command. With a fixed seed, a study that already has trials gets a seed derived
+    from (seed, its trial count): the same command run again continues with new configurations instead of
+    replaying its first samples (which would all be duplicates). Reproducible: the same history gives the same
+    seed. QMC keeps its seed: its sequence already continues from the study's trial count."""
+    if seed is None or sampler == "qmc":
+        return seed
+    try:
+        n = len(storage.get_all_trials(storage.get_study_id_from_name(study_name), deepcopy=False))
+    except KeyError:  # a new study
+        return seed
+    if n == 0:
+        return seed
+    import numpy as np
+
+    return int(np.random.SeedSequence([int(seed), n]).generate_state(1)[0])
 
 
 # The staged strategy's TPE (chosen on the replays in bench/sampler_efficiency.py, the same for every workload).
@@ -146,6 +170,19 @@ def sample(trial: optuna.Trial, space: SearchSpace, defaults: dict[str, Any]) ->
             continue
         values[name] = ns[name] = suggest(trial, name, dist)
     return values
+
+
+def study_id(study: optuna.Study) -> str:
+    """The study's id: random, stored with the study, so rows of two storages that use one study name (two
+    machines) keep apart when their results are merged. Processes sharing the storage share it."""
+    import uuid
+
+    sid = study.user_attrs.get(STUDY_ID_KEY)
+    if not sid:
+        study.set_user_attr(STUDY_ID_KEY, uuid.uuid4().hex[:12])
+        # Two processes creating one study at once: both read back the value that was stored last.
+        sid = optuna.load_study(study_name=study.study_name, storage=study._storage).user_attrs[STUDY_ID_KEY]
+    return str(sid)
 
 
 def owner_id() -> str:

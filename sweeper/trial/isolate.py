@@ -8,7 +8,9 @@ instead of a fresh interpreter's seconds. The child runs in its own process grou
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +20,37 @@ from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.trial.proc import kill_group
 
 _CONTEXT: Any = None
+# Trial processes running now (pid -> None), so an interrupted sweep can end them at once (``interrupt_all``).
+_LIVE: dict[int, None] = {}
+_LIVE_LOCK = threading.Lock()
+INTERRUPTED = threading.Event()
+
+
+def start_forkserver() -> None:
+    """Start the forkserver now, from the main thread, with SIGINT ignored: it (while it imports torch) and every
+    trial process forked from it inherit that, so a terminal's Ctrl-C reaches only the sweeper, which ends the
+    trials itself (``interrupt_all``) and records them."""
+    import multiprocessing.forkserver as forkserver
+
+    ctx = _context()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    probe = ctx.Process(target=os.getpid)  # returns once the forkserver has imported torch: no trial waits on it
+    probe.start()
+    probe.join()
+
+
+def interrupt_all() -> None:
+    """Ctrl-C or SIGTERM of the sweeper: every running trial's process group is killed now; their outcome is
+    ``failed (interrupted)``, not the signal that ended them."""
+    INTERRUPTED.set()
+    with _LIVE_LOCK:
+        pids = list(_LIVE)
+    for pid in pids:
+        kill_group(pid)
 
 
 def _context() -> Any:
@@ -56,6 +89,10 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
     proc = mp_context.Process(target=_child_entry, args=(cfg, child, str(log_path)), daemon=False)
     proc.start()
     child.close()
+    with _LIVE_LOCK:
+        _LIVE[proc.pid] = None
+    if INTERRUPTED.is_set():  # the sweep was interrupted while this trial was being launched
+        kill_group(proc.pid)
     deadline = started + timeout_s
     message = None
     try:
@@ -82,8 +119,13 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
     finally:
         kill_group(proc.pid)  # reap stragglers (DataLoader workers) in the trial's group
         parent.close()
+        with _LIVE_LOCK:
+            _LIVE.pop(proc.pid, None)
     if message is not None:
         return TrialOutcome.from_dict(message[1])
+    if INTERRUPTED.is_set():
+        return TrialOutcome(Status.FAILED, "interrupted", "the sweep was interrupted (Ctrl-C or SIGTERM) while "
+                            "this trial ran; the same command runs it again", started_at=started, ended_at=time.time())
     code = proc.exitcode
     tail = _log_tail(log_path)
     if code is not None and code < 0:
