@@ -105,7 +105,7 @@ class StagedSampler(BaseSampler):
         sign = 1.0 if study.directions[0] == StudyDirection.MAXIMIZE else -1.0
         measured = [t for t in trials if _feasible(t)]
         screened = [t for t in measured if self._is_cheap(t.params)]
-        if self._screening(trials, screened, sign):
+        if self._screening(trials, sign):
             return "screen", dict(self.expensive)
         plan = self._next_promotion(trials, measured, screened, sign)
         return ("promote", plan) if plan else ("search", {})
@@ -113,21 +113,24 @@ class StagedSampler(BaseSampler):
     def _is_cheap(self, params: Mapping[str, Any]) -> bool:
         return all(params.get(k, cheap) == cheap for k, cheap in self.expensive.items())
 
-    def _screening(self, trials: list[FrozenTrial], screened: list[FrozenTrial], sign: float) -> bool:
-        """Screening goes on until ``patience`` screened trials in a row bring no gain of ``min_gain``, or until
-        they cost ``screen_share`` of ``budget_s``; once a trial was promoted or searched, it is over for good."""
+    def _screening(self, trials: list[FrozenTrial], sign: float) -> bool:
+        """Screening goes on until ``patience`` screening trials in a row bring no gain of ``min_gain`` (a repeat
+        the sweep answered from the study, a failure or an OOM brings none), or until they cost ``screen_share`` of
+        ``budget_s``; once a trial was promoted or searched, it is over for good."""
         if any(t.system_attrs.get(STAGE_KEY) in ("promote", "search") for t in trials):
             return False
-        if self.budget_s and sum(_cost(t) or 0.0 for t in screened if WARM_KEY not in t.user_attrs) \
+        tried = sorted((t for t in trials if t.state.is_finished() and t.params and self._is_cheap(t.params)),
+                       key=lambda t: t.number)
+        if self.budget_s and sum(_cost(t) or 0.0 for t in tried if WARM_KEY not in t.user_attrs) \
                 >= self.screen_share * self.budget_s:
             return False
-        if len(screened) < self.min_screen:
+        if len(tried) < self.min_screen:
             return True
         best, since = -math.inf, 0
-        for t in sorted(screened, key=lambda t: t.number):
-            v = sign * t.values[0]
-            if best == -math.inf or v > best + self.min_gain * abs(best):
-                best, since = max(best, v), 0
+        for t in tried:
+            v = sign * t.values[0] if _feasible(t) else -math.inf
+            if v > -math.inf and (best == -math.inf or v > best + self.min_gain * abs(best)):
+                best, since = v, 0
             else:
                 best, since = max(best, v), since + 1
         return since < self.patience

@@ -101,7 +101,7 @@ def make_sampler(name: str, seed: int | None, space: SearchSpace, expensive: Map
 
 
 # The staged strategy's TPE (chosen on the replays in bench/sampler_efficiency.py, the same for every workload).
-STAGED_TPE: dict[str, Any] = {"n_startup_trials": 10}
+STAGED_TPE: dict[str, Any] = {"n_startup_trials": 3}
 
 
 def _tpe(seed: int | None, **options: Any) -> optuna.samplers.TPESampler:
