@@ -39,6 +39,31 @@ def _percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
+DRY_WAIT_S = 0.002  # a next_batch() call that waits this long (and a fifth of a step) found the buffer empty
+
+
+def _drain(work: Workload) -> tuple[int, bool]:
+    """Step until the input pipeline's prepared batches are used up: ``(steps run, whether it ran dry)``.
+
+    Workers fill their prefetch buffers while the model starts; a pipeline slower than the model then feeds the
+    first steps from that buffer, faster than it can sustain (on the H200, 14 workers x prefetch 4 held 56 batches,
+    ~2 s of a compiled ResNet-50). Warm-up goes on until two ``next_batch()`` calls in a row wait for data (the
+    buffer is empty: the window sees the pipeline's own rate), or, for a pipeline that keeps up, until four times
+    the buffer has passed.
+    """
+    cap, dry, steps, interval = 4 * work.buffered_steps + 8, 0, 0, 0.0
+    while steps < cap and dry < 2:
+        t0 = time.perf_counter()
+        batch = work.next_batch()
+        waited = time.perf_counter() - t0
+        work.step(batch)
+        steps += 1
+        took = time.perf_counter() - t0
+        interval = took if steps == 1 else 0.8 * interval + 0.2 * took
+        dry = dry + 1 if waited > max(DRY_WAIT_S, 0.2 * interval) else 0
+    return steps, dry >= 2
+
+
 def measure(work: Workload, device: torch.device, warmup_steps: int, steps: int, min_time_s: float = 0.0,
             max_steps: int | None = None, rel_precision: float | None = None,
             report: Callable[[int, float], None] | None = None, gpu_name: str | None = None) -> dict[str, Any]:
@@ -62,6 +87,7 @@ def measure(work: Workload, device: torch.device, warmup_steps: int, steps: int,
     warmup_steps = max(warmup_steps, work.buffered_steps + 2 if work.buffered_steps else 0)
     for _ in range(max(0, warmup_steps - 1)):
         loss = work.step(work.next_batch())
+    drain_steps, drained = _drain(work) if work.buffered_steps else (0, False)
     sync()
 
     sampler = UtilizationSampler() if cuda else None
@@ -141,6 +167,8 @@ def measure(work: Workload, device: torch.device, warmup_steps: int, steps: int,
         "throughput_unit": work.throughput_unit,
         "steps_measured": done,
         "warmup_steps": warmup_steps,
+        "warmup_drain_steps": drain_steps,  # extra warm-up steps until the input pipeline's buffer ran dry
+        "warmup_drained": drained,  # false: the pipeline kept up (its buffer never ran dry), or the cap was hit
         "measured_s": wall,
         "first_step_s": first_step_s,
         "step_ms_p50": _percentile(step_sorted, 0.5) * 1e3,

@@ -400,6 +400,29 @@ def test_warmup_drains_what_the_workers_prefetched(tmp_path: Path) -> None:
         work.close()
 
 
+def test_warmup_drain_runs_until_the_buffer_is_empty() -> None:
+    """A pipeline slower than the model serves its prefetched batches at once, then makes each step wait: warm-up
+    stops right after the buffer runs dry; a pipeline that keeps up is warmed up to the cap (4 x the buffer + 8)."""
+    import time as clock
+
+    from sweeper.measure import _drain
+    from workloads.base import Workload
+
+    def work(buffered: int, slow_after: int | None) -> Workload:
+        calls = []
+
+        def next_batch() -> None:
+            calls.append(1)
+            if slow_after is not None and len(calls) > slow_after:
+                clock.sleep(0.03)  # the workers' own rate: slower than a step
+
+        return Workload(step=lambda b: clock.sleep(0.005), samples_per_step=1, next_batch=next_batch,
+                        buffered_steps=buffered)
+
+    assert _drain(work(6, slow_after=10)) == (12, True), "10 buffered batches, then two waits in a row"
+    assert _drain(work(6, slow_after=None)) == (32, False), "keeps up: the cap"
+
+
 def test_cli_jpeg_trial_writes_a_row_with_data_wait(results: Path) -> None:
     run_cli(["+workload=resnet50", "workload.data=jpeg", "knobs.num_workers=1", "knobs.prefetch_factor=2",
              "cpu_threads=1"], results, check=True)
