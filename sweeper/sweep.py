@@ -75,6 +75,9 @@ class SweepImpl:
         expensive = OmegaConf.to_container(c["expensive"]) if isinstance(c.get("expensive"), DictConfig) else c.get("expensive")
         sampler = st.make_sampler(str(c.get("sampler", "staged")), c.get("seed"), self.space, expensive or {},
                                   self.defaults, c.get("timeout_s"))
+        spec = c.get("warm_start")  # resolved before the study exists: a bad name creates nothing
+        self.warm_sources = warm.resolve(self.storage, OmegaConf.to_container(spec) if isinstance(spec, ListConfig)
+                                         else spec, self.study_name, self.workload_key)
         try:
             self.study = optuna.create_study(
                 study_name=self.study_name, storage=self.storage, sampler=sampler, load_if_exists=True,
@@ -84,9 +87,6 @@ class SweepImpl:
                               "use the study's original objectives or a new hydra.sweeper.study_name") from None
         if not self.study.trials:
             self.study.set_user_attr(warm.WORKLOAD_KEY, self.workload_key)
-        spec = c.get("warm_start")
-        self.warm_sources = warm.resolve(self.storage, OmegaConf.to_container(spec) if isinstance(spec, ListConfig)
-                                         else spec, self.study_name, self.workload_key)
         self.max_failures = c.get("max_failures")
         self.max_failure_rate = c.get("max_failure_rate")
         pruner = c.get("pruner") or {"type": "none"}
