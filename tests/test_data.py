@@ -421,6 +421,29 @@ def test_warmup_drain_runs_until_the_buffer_is_empty() -> None:
 
     assert _drain(work(6, slow_after=10)) == (12, True), "10 buffered batches, then two waits in a row"
     assert _drain(work(6, slow_after=None)) == (32, False), "keeps up: the cap"
+    # A pipeline that says what it holds: the count decides, not the waits (a pinning thread can make every call
+    # wait while the workers' queue is still full).
+    held = iter([9, 7, 5, 3, 1, 2, 1, 0, 0])
+    counted = work(6, slow_after=0)
+    counted.ready_batches = lambda: next(held)
+    assert _drain(counted) == (8, True), "stops at the second count <= 1 in a row, whatever the waits"
+
+
+def test_ready_batches_counts_what_the_workers_finished(tmp_path: Path) -> None:
+    import time as clock
+
+    pipe = pipeline(tmp_path, p={**TINY, "epoch_images": 1000}, batch_size=2, num_workers=2, prefetch_factor=2)
+    try:
+        pipe.next()
+        deadline = clock.time() + 60
+        while pipe.ready_batches() < 3 and clock.time() < deadline:
+            clock.sleep(0.1)
+        assert pipe.ready_batches() >= 3, "idle workers fill their prefetch slots: batches wait to be taken"
+        for _ in range(6):
+            pipe.next()
+    finally:
+        pipe.close()
+    assert pipeline(tmp_path).ready_batches() == 0, "no workers: nothing is prepared ahead"
 
 
 def test_cli_jpeg_trial_writes_a_row_with_data_wait(results: Path) -> None:

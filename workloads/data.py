@@ -407,6 +407,26 @@ class Pipeline:
             return self.prefetcher.next()
         return self.side(self._next_host())
 
+    def ready_batches(self) -> int | None:
+        """Batches prepared and not yet taken: the workers' finished batches (before and after pinning) plus the
+        device thread's queue; None where the loader does not show them (a future torch).
+
+        Read from the DataLoader iterator's queues (private attributes, hence the fallback): warm-up uses it to run
+        until the buffer filled while the model started is used up.
+        """
+        ready = self.prefetcher.queue.qsize() if self.prefetcher is not None else 0
+        it = self._it
+        if it is None or self.workers == 0:
+            return ready
+        try:
+            ready += it._worker_result_queue.qsize()
+            if it._data_queue is not it._worker_result_queue:
+                ready += it._data_queue.qsize()
+            ready += sum(1 for v in list(it._task_info.values()) if len(v) == 2)  # arrived out of order
+        except (AttributeError, NotImplementedError):
+            return None
+        return ready
+
     def close(self) -> None:
         """Stop the device thread and the worker processes (and the pin-memory thread) now, not at collection."""
         if self.prefetcher is not None:
