@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -56,6 +57,7 @@ class StagedSampler(BaseSampler):
         self.top_k, self.patience, self.min_screen = top_k, patience, min_screen
         self.min_gain, self.slack = min_gain, slack
         self.budget_s, self.screen_share = budget_s, screen_share  # the sweep's wall-clock budget (timeout_s)
+        self._created = time.time()  # the command's start: its budget counts from here
         self.alternatives = _alternatives(space.params, self.expensive)
         self._plans: dict[int, dict[str, Any]] = {}  # trial number -> the knobs this sampler fixes for it
 
@@ -115,15 +117,19 @@ class StagedSampler(BaseSampler):
 
     def _screening(self, trials: list[FrozenTrial], sign: float) -> bool:
         """Screening goes on until ``patience`` screening trials in a row bring no gain of ``min_gain`` (a repeat
-        the sweep answered from the study, a failure or an OOM brings none), or until they cost ``screen_share`` of
-        ``budget_s``; once a trial was promoted or searched, it is over for good."""
+        the sweep answered from the study, a failure or an OOM brings none), or until this command's screening
+        trials cost, or its wall clock reaches, ``screen_share`` of ``budget_s``; once a trial was promoted or
+        searched, it is over for good."""
         if any(t.system_attrs.get(STAGE_KEY) in ("promote", "search") for t in trials):
             return False
         tried = sorted((t for t in trials if t.state.is_finished() and t.params and self._is_cheap(t.params)),
                        key=lambda t: t.number)
-        if self.budget_s and sum(_cost(t) or 0.0 for t in tried if WARM_KEY not in t.user_attrs) \
-                >= self.screen_share * self.budget_s:
-            return False
+        if self.budget_s:  # this command's budget: its own trials' cost, and the wall clock since it started
+            mine = [t for t in tried if WARM_KEY not in t.user_attrs
+                    and (t.datetime_start is None or t.datetime_start.timestamp() >= self._created)]
+            spent = max(sum(_cost(t) or 0.0 for t in mine), time.time() - self._created)
+            if spent >= self.screen_share * self.budget_s:
+                return False
         if len(tried) < self.min_screen:
             return True
         best, since = -math.inf, 0
