@@ -3,7 +3,7 @@
 The rows are REPLICATED from real recorded sweeps (tests/fixtures/report/*): every replica keeps its measured
 values and knobs; only ``study`` (``scale-<k>``) and ``trial`` (a fresh number) change, so the data set is as
 large as a long campaign while every number in it was measured. Each row is written as its own Parquet file
-with ``sweeper.store.write_row`` (as the sweeper writes them). Then it times, in this process:
+with ``sweeper.results.store.write_row`` (as the sweeper writes them). Then it times, in this process:
 
 - read (cold): every Parquet file parsed, the report's cache written;
 - read (cached): the second read, served by ``<results>/.report-cache`` (only new files are parsed);
@@ -11,7 +11,7 @@ with ``sweeper.store.write_row`` (as the sweeper writes them). Then it times, in
 - Markdown, HTML: rendering (the HTML embeds plotly.js);
 - and the whole CLI (``python -m sweeper.report``), in a subprocess, cold and cached.
 
-Then the results as they look after the sweeps ended: every study compacted (``sweeper.store.compact`` per
+Then the results as they look after the sweeps ended: every study compacted (``sweeper.results.store.compact`` per
 study, one file per study instead of one per trial), timed as "compaction"; the read with the cache written before compaction
 (what a sweep's end does), the cold read, and the whole CLI again, cold and cached.
 """
@@ -36,7 +36,7 @@ SOURCES = ("single", "multi", "nights", "compare", "data")
 
 def replicate(out: Path, rows: int, studies: int) -> int:
     """Write ``rows`` per-trial files under ``out/trials`` from the recorded rows; returns the source row count."""
-    from sweeper.store import trial_path, write_row
+    from sweeper.results.store import trial_path, write_row
 
     tables = [pq.read_table(ROOT / "tests" / "fixtures" / "report" / s / "trials" / "rows.parquet") for s in SOURCES]
     table = pa.concat_tables(tables, promote_options="permissive")
@@ -72,7 +72,7 @@ def main() -> int:
     from sweeper.report.data import read_rows
     from sweeper.report.html import to_html
     from sweeper.report.render import to_markdown
-    from sweeper.store import compact_all
+    from sweeper.results.store import compact_all
 
     tmp = Path(tempfile.mkdtemp(prefix="report-scale-"))
     results = tmp / "results"

@@ -1,7 +1,7 @@
 """Declarative sweeps of PyTorch performance knobs: Hydra configs -> Optuna trials -> Parquet rows -> reports."""
 
 from sweeper.errors import ConfigError
-from sweeper.outcome import Status, TrialOutcome
-from sweeper.store import read_results
+from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.results.store import read_results
 
 __all__ = ["ConfigError", "Status", "TrialOutcome", "read_results"]

@@ -24,7 +24,7 @@ def task(cfg: DictConfig) -> dict:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from sweeper.task import run_trial
+    from sweeper.sweep.job import run_trial
 
     try:
         result = run_trial(cfg)
@@ -32,7 +32,7 @@ def task(cfg: DictConfig) -> dict:
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
     if HydraConfig.get().mode == RunMode.RUN:
-        from sweeper.progress import print_single
+        from sweeper.sweep.progress import print_single
 
         print_single(result)
         if result["status"] in ("failed", "infeasible"):
@@ -41,7 +41,7 @@ def task(cfg: DictConfig) -> dict:
 
 
 def main() -> None:
-    from sweeper.cli import preflight
+    from sweeper.sweep.cli import preflight
 
     # Hydra's argparse rejects overrides after a flag; `+workload=x -m n_trials=6` is natural, so flags go first.
     flags = [a for a in sys.argv[1:] if a in ("-m", "--multirun")]

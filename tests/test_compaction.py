@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from conftest import ROOT, run_cli
-from sweeper import store
+from sweeper.results import store
 from sweeper.report.__main__ import main as report_main
 from sweeper.report.data import read_rows
 
@@ -161,7 +161,7 @@ def test_lookups_after_compaction(tmp_path: Path) -> None:
 _WORKER = """
 import sys, time
 from pathlib import Path
-from sweeper import store
+from sweeper.results import store
 mode, trials = sys.argv[1], Path(sys.argv[2])
 if mode == "write":
     for n in range(200, 400):

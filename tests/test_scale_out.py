@@ -16,7 +16,7 @@ import pytest
 from optuna.trial import TrialState
 
 from conftest import ROOT, run_cli
-from sweeper.study import is_counted, is_interrupted
+from sweeper.sweep.study import is_counted, is_interrupted
 
 FAULTS = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=faults"]
 GOOD = ["knobs.fault=none", "hydra.sweeper.params={knobs.fault:none,knobs.work:'range(8,600)'}"]
@@ -34,7 +34,7 @@ def _storage_url(kind: str, results: Path) -> str:
 
 
 def _storage(url: str):
-    from sweeper.study import make_storage
+    from sweeper.sweep.study import make_storage
 
     return make_storage(url)
 

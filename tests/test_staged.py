@@ -10,10 +10,10 @@ import optuna
 import pytest
 from optuna.trial import TrialState, create_trial
 
-from sweeper import study as st
-from sweeper.outcome import Status, TrialOutcome
-from sweeper.space import build_space
-from sweeper.staged import STAGE_KEY, StagedSampler
+from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.sweep import study as st
+from sweeper.sweep.space import build_space
+from sweeper.sweep.staged import STAGE_KEY, StagedSampler
 from tests.faultload.costly import speed
 
 PARAMS = {"knobs.level": "choice(1,2,3,4,5,6)", "knobs.batch": "choice(1,2)",

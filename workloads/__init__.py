@@ -9,6 +9,9 @@ A workload module defines
 
 Modules are found by name (``workloads.<name>``), or by ``workload.module`` for a workload that lives
 elsewhere (the fault-injection workload of the tests). Nothing here imports Optuna or Hydra.
+
+Runs in the trial process (``build``: in the isolated trial or each of its ranks) and in the Hydra job
+(``check``, before a trial starts). The bottom layer: nothing here imports from ``sweeper``.
 """
 
 from __future__ import annotations

@@ -15,11 +15,11 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from sweeper.report.data import norm, short_name
+from sweeper.results.keys import flatten
 
 FLAG_COLUMNS = ("is_default_config", "baseline")
 _GENERIC = {"on", "off", "auto", "none", "default", "all", "true", "false", "null", "cpu", "cuda", "math"}
@@ -29,16 +29,6 @@ def _conf_dir() -> Path:
     """``conf/`` of a checkout or editable install, else the copy packaged as ``sweeper/conf``."""
     checkout = Path(__file__).resolve().parents[2] / "conf"
     return checkout if (checkout / "workload").is_dir() else Path(__file__).resolve().parents[1] / "conf"
-
-
-def _flatten(d: dict[str, Any], prefix: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flatten(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
 
 
 @functools.lru_cache(maxsize=None)
@@ -56,7 +46,7 @@ def workload_defaults(workload: str, preset: str | None) -> dict[str, str] | Non
     over = ((cfg.get("presets") or {}).get(preset) or {}) if preset else {}
     knobs.update(over.get("knobs") or {})
     params.update(over.get("workload") or {})
-    flat = {**_flatten(knobs, "knob."), **_flatten(params, "param.")}
+    flat = {**flatten(knobs, "knob."), **flatten(params, "param.")}
     return {k: norm(v) if not isinstance(v, (list, dict)) else str(v) for k, v in flat.items()}
 
 

@@ -1,10 +1,10 @@
 """One trial spanning N ranks: the isolated trial process is the launcher's agent, each rank builds and measures.
 
-``execute(cfg)`` runs in the trial process (``sweeper.trial.execute`` hands over when ``distributed.strategy``
+``execute(cfg)`` runs in the trial process (``sweeper.trial.child.execute`` hands over when ``distributed.strategy``
 is not ``none``). It starts ``nproc`` ranks with PyTorch's own launcher (``elastic_launch``, the API behind
 ``torchrun``): c10d rendezvous on a free localhost port, no restarts. Each rank initialises the process group
 (NCCL on GPU, gloo on CPU, with ``distributed.timeout_s`` as the collective timeout) and then runs the
-single-process trial, ``sweeper.trial.execute``, on its own device: the same build and measurement. The
+single-process trial, ``sweeper.trial.local.execute``, on its own device: the same build and measurement. The
 workload's ``build`` wraps the model through ``workloads.parallel.wrap``; it is reached through this module's
 :func:`build` (as ``workload.module``), which also profiles a few more steps for ``comm_frac`` and reads the
 wrapped module's settings back. The agent merges the ranks' metrics into one row.
@@ -12,7 +12,7 @@ wrapped module's settings back. The agent merges the ranks' metrics into one row
 Ending together: ranks are forked or spawned by the agent, so they stay in the trial's process group (the
 runner's timeout kills them with it); each rank dies with its parent (PR_SET_PDEATHSIG) and on SIGTERM
 (default action, so a rank blocked in a collective ends at once). When a rank fails, the launcher's monitor
-stops the others and the agent re-raises that rank's exception, which ``sweeper.trial.classify`` classifies
+stops the others and the agent re-raises that rank's exception, which ``sweeper.trial.child.classify`` classifies
 (an OOM on one rank -> infeasible/oom). A rank that died without raising (signal, ``os._exit``) becomes
 ``RankExited``.
 
@@ -23,10 +23,7 @@ measured window) during which a collective was running: union of NCCL kernel int
 collective intervals on CPU. Overlapped communication counts, so it is an upper bound on exposed comm time.
 Pruning does not apply: ranks do not report intermediate values.
 
-Test hooks (environment variables, for tests only): ``SWEEPER_TEST_RANK_FAULT="<rank>:<kind>[@<step>]"`` makes
-that rank fail at its ``step``-th training step (default 3), kind ``raise`` (ValueError), ``oom`` (a real
-allocation far beyond memory), ``exit`` (``os._exit(7)``) or ``hang`` (sleeps); ``SWEEPER_TEST_PID_DIR=<dir>``
-makes each rank write ``rank<r>.json`` with its pid, parent pid and process group.
+Failures are tested with a workload that plants them on one rank (``tests/faultload/rank_faults.py``).
 """
 
 from __future__ import annotations
@@ -34,8 +31,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import importlib
-import json
-import math
 import os
 import pickle
 import shutil
@@ -44,13 +39,15 @@ import tempfile
 import time
 import traceback
 import uuid
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from sweeper.trial import local
+from sweeper.trial.rank_metrics import comm_profile, merge
+from sweeper.trial.proc import die_with_parent, pid_alive
 from workloads import parallel
 
 # NVLink multicast (NVLS) off for NCCL, symmetric memory and NVSHMEM: on shared multi-GPU hosts a program using
@@ -129,19 +126,9 @@ def _run_dir() -> Path:
     tmp = Path(tempfile.gettempdir())
     for old in tmp.glob("sweeper-dist-*-*"):
         pid = old.name.split("-")[2]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             shutil.rmtree(old, ignore_errors=True)
     return Path(tempfile.mkdtemp(prefix=f"sweeper-dist-{os.getpid()}-"))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _root_cause(err: Any, run_dir: Path, world: int) -> BaseException:
@@ -179,7 +166,7 @@ def _rebuild(rec: dict[str, Any], world: int) -> BaseException:
             exc = None
     if exc is None:
         if rec["type"] == "NonFiniteLoss":
-            from sweeper.measure import NonFiniteLoss
+            from sweeper.trial.measure import NonFiniteLoss
 
             exc = NonFiniteLoss(rec["message"], rec.get("metrics") or {})
         else:
@@ -196,12 +183,9 @@ def _rebuild(rec: dict[str, Any], world: int) -> BaseException:
 
 def _rank_main(cfg: dict[str, Any], run_dir: str) -> dict[str, Any]:
     """Entry point of each rank (started by the launcher); returns this rank's metrics."""
-    from sweeper.trial import _die_with_parent
-
-    _die_with_parent()
+    die_with_parent()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the launcher's stop must end a rank stuck in C++ at once
     rank = int(os.environ["RANK"])
-    _write_pid(rank)
     try:
         return _run_rank(cfg, rank, int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"]))
     except BaseException as exc:
@@ -210,14 +194,12 @@ def _rank_main(cfg: dict[str, Any], run_dir: str) -> dict[str, Any]:
 
 
 def _run_rank(cfg: dict[str, Any], rank: int, world: int, local_rank: int) -> dict[str, Any]:
-    """Process group up, then the single-process trial (``sweeper.trial.execute``) on this rank's device.
+    """Process group up, then the single-process trial (``sweeper.trial.local.execute``) on this rank's device.
 
     The workload is built through :func:`build` below (``workload.module``), which adds what only a rank
     does: the check that the model was wrapped, the comm profile and the wrapped module's settings.
     """
     import torch.distributed as dist
-
-    from sweeper.trial import execute
 
     started_at = time.time()
     s = parallel.settings(cfg.get("distributed"))
@@ -231,7 +213,7 @@ def _run_rank(cfg: dict[str, Any], rank: int, world: int, local_rank: int) -> di
     dist.init_process_group(backend, timeout=dt.timedelta(seconds=float(s.timeout_s)),
                             device_id=device if device.type == "cuda" else None)
     wl = {**cfg["workload"], "module": __name__, "inner_module": cfg["workload"].get("module")}
-    metrics = execute({**cfg, "device": str(device), "cpu_threads": int(threads), "workload": wl})
+    metrics = local.execute({**cfg, "device": str(device), "cpu_threads": int(threads), "workload": wl})
     metrics.update(rank=rank, world_size=world, rank_started_at=started_at)
     dist.destroy_process_group()
     return metrics
@@ -247,7 +229,6 @@ def build(cfg: dict[str, Any], device: torch.device) -> Any:
     if model is None:
         raise RuntimeError(f"workload {wl['name']!r} does not support distributed.strategy="
                            f"{cfg['distributed']['strategy']}: its build never calls workloads.parallel.wrap")
-    work.step = _with_planted_fault(work.step, int(os.environ["RANK"]), device)
     steps = int(parallel.settings(cfg.get("distributed")).comm_profile_steps)
     inner_extra = work.extra_metrics
 
@@ -268,106 +249,7 @@ def _rank_device(requested: str, local_rank: int, world: int) -> torch.device:
     return torch.device("cuda", local_rank)
 
 
-# ---------------------------------------------------------------- communication share
-
-def comm_profile(work: Any, device: torch.device, steps: int) -> dict[str, Any]:
-    """``comm_frac``: share of the wall time of ``steps`` profiled steps with a collective in flight.
-
-    Collectives are NCCL kernels (``cat == kernel``, name contains ``nccl``) on GPU and the gloo ops
-    (``gloo:*``, timed on gloo's worker threads) on CPU; their intervals are merged (union), so concurrent or
-    overlapped collectives count once. Overlap with compute is not subtracted.
-    """
-    if steps <= 0:
-        return {}
-    from torch.profiler import ProfilerActivity, profile
-
-    cuda = device.type == "cuda"
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
-    if not cuda:
-        os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # else Kineto logs an error for the missing GPU
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    sync()
-    with warnings.catch_warnings():  # "Profiler clears events at the end of each cycle": expected, one cycle
-        warnings.simplefilter("ignore", UserWarning)
-        with profile(activities=activities) as prof:
-            t0 = time.perf_counter()
-            for _ in range(steps):
-                work.step(work.next_batch())
-            sync()
-            wall = time.perf_counter() - t0
-    with tempfile.TemporaryDirectory(prefix="sweeper-trace-") as d:
-        path = os.path.join(d, "trace.json")
-        prof.export_chrome_trace(path)
-        with open(path, encoding="utf-8") as f:
-            events = json.load(f).get("traceEvents", [])
-    spans = sorted((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))) for e in events
-                   if e.get("ph") == "X" and _is_collective(e))
-    busy_us = _union_length(spans)
-    return {"comm_frac": min(1.0, busy_us / 1e6 / wall) if wall > 0 else math.nan,
-            "comm_ms_per_step": busy_us / 1e3 / steps}
-
-
-def _is_collective(event: dict[str, Any]) -> bool:
-    name = str(event.get("name", ""))
-    if event.get("cat") == "kernel":
-        return "nccl" in name.lower()
-    return name.startswith("gloo:")
-
-
-def _union_length(spans: list[tuple[float, float]]) -> float:
-    total, end = 0.0, -math.inf
-    for a, b in spans:
-        if b <= end:
-            continue
-        total += b - max(a, end)
-        end = b
-    return total
-
-
-# ---------------------------------------------------------------- merging the ranks' metrics
-
-def merge(per_rank: dict[int, dict[str, Any]]) -> dict[str, Any]:
-    """One row from every rank's metrics: sums for work, the slowest rank for time, the max for memory."""
-    ranks = [per_rank[r] for r in sorted(per_rank)]
-    world = len(ranks)
-    slow = max(ranks, key=lambda m: m["step_ms_p50"])
-
-    def agg(key: str, fn: Callable[[list[float]], float]) -> float:
-        values = [m[key] for m in ranks if isinstance(m.get(key), (int, float)) and not math.isnan(m[key])]
-        return fn(values) if values else math.nan
-
-    out = dict(ranks[0])  # fingerprint, units, GPU utilisation and the wrapped module's settings: rank 0's
-    out.update({k: slow[k] for k in ("step_ms_p50", "step_ms_p10", "step_ms_p90", "step_ms_mean", "step_cv")})
-    achieved = agg("achieved_tflops", sum)
-    peak = ranks[0].get("peak_tflops", math.nan)
-    out.update(
-        world_size=world,
-        rank_slowest=slow["rank"],
-        throughput=sum(m["throughput"] for m in ranks),
-        step_ms_p50_rank_min=min(m["step_ms_p50"] for m in ranks),
-        peak_mem_bytes=max(m["peak_mem_bytes"] for m in ranks),
-        peak_mem_reserved_bytes=agg("peak_mem_reserved_bytes", max),
-        steps_measured=min(m["steps_measured"] for m in ranks),
-        warmup_steps=max(m["warmup_steps"] for m in ranks),
-        measured_s=max(m["measured_s"] for m in ranks),
-        first_step_s=max(m["first_step_s"] for m in ranks),
-        setup_s=max(m["setup_s"] for m in ranks),
-        compile_s=max(m["compile_s"] for m in ranks),
-        graph_breaks=max(m["graph_breaks"] for m in ranks),
-        data_wait_frac=agg("data_wait_frac", max),
-        flops_per_step=agg("flops_per_step", sum),
-        achieved_tflops=achieved,
-        mfu=achieved / (peak * world) if peak and not math.isnan(peak) else math.nan,
-        comm_frac=agg("comm_frac", max),
-        comm_ms_per_step=agg("comm_ms_per_step", max),
-        loss_finite=all(m["loss_finite"] for m in ranks),
-        rank_started_at=min(m["rank_started_at"] for m in ranks),
-    )
-    out.pop("rank", None)
-    return out
-
-
-# ---------------------------------------------------------------- failure records and test hooks
+# ---------------------------------------------------------------- failure records
 
 def _write_failure(run_dir: Path, rank: int, exc: BaseException) -> None:
     """What the agent needs to re-raise this rank's exception (written before the rank exits)."""
@@ -384,38 +266,3 @@ def _write_failure(run_dir: Path, rank: int, exc: BaseException) -> None:
     with open(tmp, "wb") as f:
         pickle.dump(rec, f)
     os.replace(tmp, run_dir / f"failure.{rank}.pkl")
-
-
-def _write_pid(rank: int) -> None:
-    d = os.environ.get("SWEEPER_TEST_PID_DIR")
-    if d:
-        info = {"pid": os.getpid(), "ppid": os.getppid(), "pgid": os.getpgid(0)}
-        Path(d, f"rank{rank}.json").write_text(json.dumps(info))
-
-
-def _with_planted_fault(step: Callable, rank: int, device: torch.device) -> Callable:
-    """``step`` itself, or (test hook ``SWEEPER_TEST_RANK_FAULT``) a step that fails on one rank."""
-    spec = os.environ.get("SWEEPER_TEST_RANK_FAULT", "")
-    if not spec:
-        return step
-    who, _, rest = spec.partition(":")
-    kind, _, at = rest.partition("@")
-    if int(who) != rank:
-        return step
-    at_step = int(at or 3)
-    calls = [0]
-
-    def faulty(batch: Any) -> Any:
-        calls[0] += 1
-        if calls[0] == at_step:
-            if kind == "raise":
-                raise ValueError(f"planted fault on rank {rank} at step {at_step}")
-            if kind == "oom":
-                torch.empty(2**50, dtype=torch.uint8, device=device)  # 1 PiB: a real allocator failure
-            if kind == "exit":
-                os._exit(7)
-            if kind == "hang":
-                time.sleep(3600)
-        return step(batch)
-
-    return faulty

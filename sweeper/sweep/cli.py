@@ -94,7 +94,7 @@ def _keys_without_bad(conf_dir: str, overrides: list[str]) -> list[str]:
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
 
-    from sweeper.space import flatten
+    from sweeper.results.keys import flatten
 
     groups = [o for o in overrides if o.lstrip("+").split("=", 1)[0] == "workload"]
     GlobalHydra.instance().clear()

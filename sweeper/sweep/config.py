@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from sweeper.errors import ConfigError
+from sweeper.results.keys import set_dotted
 from workloads.base import DeviceInfo
 
 _MERGED_BY_PRESET = ("workload", "knobs", "measure", "trial")
@@ -36,17 +37,17 @@ def resolve_device(requested: str, info: DeviceInfo) -> str:
     return str(requested)
 
 
-def resolve_preset(plain: dict[str, Any], device: str) -> str | None:
+def resolve_preset(composed: dict[str, Any], device: str) -> str | None:
     """``preset: auto`` picks ``tiny`` on the CPU (when the workload has one) and none on a GPU."""
-    presets = plain.get("presets") or {}
-    name = plain.get("preset")
+    presets = composed.get("presets") or {}
+    name = composed.get("preset")
     if name in (None, "", "none"):
         return None
     if name == "auto":
         return "tiny" if device == "cpu" and "tiny" in presets else None
     if name not in presets:
         known = ", ".join(sorted(presets)) or "none"
-        raise ConfigError("preset", f"{name!r} is not a preset of workload {plain['workload']['name']!r}",
+        raise ConfigError("preset", f"{name!r} is not a preset of workload {composed['workload']['name']!r}",
                           f"use auto, none or one of: {known}")
     return str(name)
 
@@ -61,23 +62,19 @@ def _reapply(cfg: dict[str, Any], overrides: list[str]) -> None:
         if (override.is_delete() or override.is_sweep_override() or "." not in key  # "+workload=x" is a group
                 or key.split(".", 1)[0] not in _MERGED_BY_PRESET):
             continue
-        *parents, leaf = key.split(".")
-        node = cfg
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = override.value()
+        set_dotted(cfg, key, override.value())
 
 
-def trial_config(plain: dict[str, Any], info: DeviceInfo, overrides: list[str] = ()) -> dict[str, Any]:
+def trial_config(composed: dict[str, Any], info: DeviceInfo, overrides: list[str] = ()) -> dict[str, Any]:
     """The composed config (plain dict, no ``hydra`` node) with device and preset resolved and applied.
 
     ``overrides`` are the command line's (or the sweeper's) overrides: they win over the preset."""
-    if "workload" not in plain or not isinstance(plain.get("workload"), dict) or "name" not in plain["workload"]:
+    if "workload" not in composed or not isinstance(composed.get("workload"), dict) or "name" not in composed["workload"]:
         from workloads import available
 
         raise ConfigError("workload", "no workload selected",
                           f"add +workload=<name> to the command; known workloads: {', '.join(available())}")
-    cfg = copy.deepcopy(plain)
+    cfg = copy.deepcopy(composed)
     cfg["device"] = resolve_device(cfg.get("device", "auto"), info)
     preset = resolve_preset(cfg, "cuda" if cfg["device"].startswith("cuda") else "cpu")
     cfg["preset"] = preset
@@ -103,7 +100,7 @@ def preset_params(cfg: dict[str, Any]) -> dict[str, Any]:
     return dict(((cfg.get("presets") or {}).get(preset) or {}).get("params") or {}) if preset else {}
 
 
-def plain(cfg: Any) -> dict[str, Any]:
+def as_dict(cfg: Any) -> dict[str, Any]:
     """The composed config as plain Python, interpolations resolved, without the ``hydra`` node."""
     from omegaconf import Container, OmegaConf
 
@@ -114,3 +111,6 @@ def plain(cfg: Any) -> dict[str, Any]:
         node = cfg[key]
         out[key] = OmegaConf.to_container(node, resolve=True) if isinstance(node, Container) else node
     return out
+
+
+plain = as_dict  # the name bench/gpu_validate.py imports (renamed: `plain` also named the dict itself)

@@ -12,19 +12,23 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.distributions import (
+    BaseDistribution,
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
+)
 from optuna.trial import FrozenTrial, TrialState
 
 from sweeper.errors import ConfigError
-from sweeper.outcome import Status, TrialOutcome
-from sweeper.space import SearchSpace, contains
+from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.sweep.space import SearchSpace, contains
+from sweeper.trial.proc import pid_alive
 
 SAMPLERS = ("staged", "tpe", "random", "grid", "gp", "nsgaii", "qmc")
 TARGET_KEY = "knob_sweeper:target"  # study user attr: how many counted trials the current sweep aims for
-OWNER_KEY = "owner"  # trial user attr: host:pid of the sweeper that asked it
-REASON_KEY = "reason"
-COST_KEY = "wall_s"  # trial user attr: its wall time in seconds (the Parquet column of that name)
-WARM_KEY = "warm_start_from"  # trial user attr of a trial added from an earlier study (sweeper.warm)
+from sweeper.sweep.attrs import COST_KEY, OWNER_KEY, REASON_KEY, WARM_KEY
+
 CONSTRAINT_KEY = "fits_in_memory"  # Optuna constraint: <= 0 feasible, > 0 violated (OOM)
 
 
@@ -78,11 +82,11 @@ def make_sampler(name: str, seed: int | None, space: SearchSpace, expensive: Map
 
     ``staged`` (the default) is cost-aware: the knobs of ``expensive`` ({key: its cheap value}) are held cheap
     while TPE screens the others (for at most half of ``budget_s``, the sweep's seconds), then the best screened
-    configurations are promoted (see ``sweeper.staged``).
+    configurations are promoted (see ``sweeper.sweep.staged``).
     """
     check_expensive(expensive or {}, space, defaults or {})
     if name == "staged":
-        from sweeper.staged import StagedSampler
+        from sweeper.sweep.staged import StagedSampler
 
         return StagedSampler(_tpe(seed, **STAGED_TPE), space, expensive or {}, defaults, budget_s=budget_s)
     if name == "tpe":
@@ -113,7 +117,7 @@ def _tpe(seed: int | None, **options: Any) -> optuna.samplers.TPESampler:
 
 def check_expensive(expensive: Mapping[str, Any], space: SearchSpace, defaults: Mapping[str, Any]) -> None:
     """``hydra.sweeper.expensive`` names knobs of the config, each with a value its search space can give."""
-    from sweeper.space import check_known
+    from sweeper.sweep.space import check_known
 
     for key, cheap in expensive.items():
         where = f"hydra.sweeper.expensive.{key}"
@@ -137,7 +141,7 @@ def suggest(trial: optuna.Trial, name: str, dist: BaseDistribution) -> Any:
 
 def sample(trial: optuna.Trial, space: SearchSpace, defaults: dict[str, Any]) -> dict[str, Any]:
     """Define-by-run sampling of ``space``: a knob whose condition does not hold is not sampled (None)."""
-    from sweeper.space import evaluate
+    from sweeper.sweep.space import evaluate
 
     ns = {**defaults, **space.fixed}
     values: dict[str, Any] = {}
@@ -152,16 +156,6 @@ def sample(trial: optuna.Trial, space: SearchSpace, defaults: dict[str, Any]) ->
 
 def owner_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def _pid_alive(pid: int) -> bool:
-    """Whether a process runs (a killed one not yet reaped by its parent, a zombie, counts as dead)."""
-    import psutil
-
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def is_interrupted(t: FrozenTrial) -> bool:
@@ -214,7 +208,7 @@ def orphaned_running(study: optuna.Study) -> list[FrozenTrial]:
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         owner = str(t.user_attrs.get(OWNER_KEY, ""))
         h, _, pid = owner.rpartition(":")
-        if h == host and pid.isdigit() and not _pid_alive(int(pid)) and int(pid) != os.getpid():
+        if h == host and pid.isdigit() and not pid_alive(int(pid)) and int(pid) != os.getpid():
             out.append(t)
     return out
 
@@ -235,13 +229,13 @@ class Heartbeat:
         self.stop = threading.Event()
         self.thread: threading.Thread | None = None
 
-    def __enter__(self) -> "Heartbeat":
+    def __enter__(self) -> Heartbeat:
         if self.interval:
             self.thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
             self.thread.start()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop.set()
         if self.thread:
             self.thread.join()

@@ -37,8 +37,8 @@ from optuna.samplers import BaseSampler
 from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from sweeper.space import SearchSpace, evaluate
-from sweeper.study import COST_KEY, WARM_KEY
+from sweeper.sweep.attrs import COST_KEY, WARM_KEY
+from sweeper.sweep.space import SearchSpace, evaluate
 
 STAGE_KEY = "knob_sweeper:stage"  # trial system attr: screen | promote (search trials carry none)
 

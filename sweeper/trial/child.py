@@ -16,10 +16,10 @@ from typing import Any
 import torch
 import torchvision  # noqa: F401  (preloaded for the workloads)
 
-from sweeper.fingerprint import fingerprint
-from sweeper.measure import NonFiniteLoss, measure
-from sweeper.outcome import Status, TrialOutcome
-import workloads
+from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.trial import local
+from sweeper.trial.measure import NonFiniteLoss
+from sweeper.trial.proc import die_with_parent
 
 
 class PruneRequested(Exception):
@@ -31,44 +31,16 @@ class PruneRequested(Exception):
 
 
 def execute(cfg: dict[str, Any], report=None) -> dict[str, Any]:
-    """Build and measure the configured workload; returns the flat metrics dict (fingerprint included)."""
-    if (cfg.get("distributed") or {}).get("strategy", "none") != "none" and not torch.distributed.is_initialized():
-        from sweeper import distributed  # start N ranks (this process is their agent); each runs execute again
+    """Build and measure the configured workload; returns the flat metrics dict (fingerprint included).
 
-        return distributed.execute(cfg)
-    t0 = time.perf_counter()
-    device = torch.device(cfg["device"])
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-        torch.cuda.reset_peak_memory_stats(device)
-    torch.set_num_threads(int(cfg.get("cpu_threads") or len(os.sched_getaffinity(0))))
-    wl = cfg["workload"]
-    module = workloads.load(wl["name"], wl.get("module"))
-    work = module.build(cfg, device)
-    setup_s = time.perf_counter() - t0
-    m = cfg["measure"]
-    fp = fingerprint(device.type)
-    try:
-        metrics = measure(work, device, warmup_steps=int(m["warmup_steps"]), steps=int(m["steps"]),
-                          min_time_s=float(m.get("min_time_s") or 0.0), max_steps=m.get("max_steps"),
-                          rel_precision=m.get("rel_precision"),
-                          report=report, gpu_name=fp["gpu_name"] or None)
-    finally:
-        work.close()
-    metrics["setup_s"] = setup_s
-    if cfg["knobs"].get("compile", "off") != "off":
-        metrics["compile_s"] = max(0.0, metrics["first_step_s"] - metrics["step_ms_p50"] / 1e3)
-        metrics["graph_breaks"] = _graph_breaks()
-    else:
-        metrics["compile_s"], metrics["graph_breaks"] = 0.0, 0
-    metrics.update(fp)
-    return metrics
+    One process (:func:`sweeper.trial.local.execute`), or, when ``distributed.strategy`` is not ``none``,
+    ``distributed.nproc`` ranks with this process as their agent (:func:`sweeper.trial.ranks.execute`).
+    """
+    if (cfg.get("distributed") or {}).get("strategy", "none") != "none":
+        from sweeper.trial import ranks  # start N ranks (this process is their agent); each runs local.execute
 
-
-def _graph_breaks() -> int:
-    from torch._dynamo.utils import counters
-
-    return int(sum(counters["graph_break"].values()))
+        return ranks.execute(cfg)
+    return local.execute(cfg, report)
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -103,21 +75,10 @@ def run_here(cfg: dict[str, Any], report=None) -> TrialOutcome:
     return outcome
 
 
-def _die_with_parent() -> None:
-    """Ask the kernel to SIGKILL this process when its parent (the forkserver) dies."""
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
-
-
 def child_main(cfg: dict[str, Any], conn, log_path: str) -> None:
     """Entry point of the isolated trial process (started from the forkserver)."""
     os.setpgid(0, 0)  # own process group: a timeout kills the trial and its DataLoader workers together
-    _die_with_parent()
+    die_with_parent()
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)

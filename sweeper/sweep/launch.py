@@ -12,11 +12,12 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from sweeper import gpu
-from sweeper.config import plain as config_plain, preset_params, trial_config
+from sweeper.trial import gpu
+from sweeper.sweep.config import as_dict, preset_params, trial_config
 from sweeper.errors import ConfigError
-from sweeper.outcome import Status, TrialOutcome
-from sweeper.space import SearchSpace, build_space, flatten
+from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.results.keys import flatten
+from sweeper.sweep.space import SearchSpace, build_space
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ def resolve_space(config: DictConfig, conf: Mapping[str, Any], arguments: list[s
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     parsed = OverridesParser.create().parse_overrides(arguments)
-    cfg = trial_config(config_plain(config), gpu.device_info(), [o.input_line for o in parsed
+    cfg = trial_config(as_dict(config), gpu.device_info(), [o.input_line for o in parsed
                                                                  if not o.is_sweep_override()])
     params = dict(conf.get("params") or {})
     params.update(preset_params(cfg))
@@ -133,14 +134,14 @@ def launch_one(launcher: Any, overrides: list[str], job_idx: int) -> Any:
 def compact_and_refresh(results_dir: Path, study: str) -> None:
     """At a sweep's end: fold the study's per-trial files into one (``store.compact``: a later report parses one
     file, not one per trial), then this sweep's rows into the report's read cache. Neither may fail the sweep."""
-    from sweeper import store
+    from sweeper.results import store
 
     try:
         store.compact(results_dir / "trials", study)
     except Exception as e:  # noqa: BLE001 - every row stays readable, compacted or not
         log.warning("study %s not compacted: %s", study, e)
     try:
-        from sweeper.report.data import read_rows
+        from sweeper.results.read import read_rows
 
         read_rows(results_dir)
     except Exception as e:  # noqa: BLE001 - a cache must never fail a sweep

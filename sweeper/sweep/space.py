@@ -354,27 +354,3 @@ def evaluate(expr: str, values: Mapping[str, Any]) -> Any:
         raise ValueError(f"unsupported expression node {type(node).__name__}")
 
     return ev(ast.parse(str(expr), mode="eval"))
-
-
-def flatten(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested mapping -> {dotted.key: leaf value}."""
-    out: dict[str, Any] = {}
-    for k, v in cfg.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, Mapping) and v:
-            out.update(flatten(v, key + "."))
-        else:
-            out[key] = v
-    return out
-
-
-def override_string(key: str, value: Any) -> str:
-    """A Hydra command-line override that sets ``key`` to exactly ``value``."""
-    if value is None:
-        return f"{key}=null"
-    if isinstance(value, bool):
-        return f"{key}={'true' if value else 'false'}"
-    if isinstance(value, (int, float)):
-        return f"{key}={value!r}"
-    escaped = str(value).replace("\\", "\\\\").replace("'", "\\'")
-    return f"{key}='{escaped}'"

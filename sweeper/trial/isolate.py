@@ -1,4 +1,4 @@
-"""Run one trial in an isolated child process: timeout, signals, outcome. The parent side of ``sweeper.trial``.
+"""Run one trial in an isolated child process: timeout, signals, outcome. The parent side of ``sweeper.trial.child``.
 
 Children come from a ``multiprocessing`` forkserver that has imported torch (not CUDA), so CUDA state,
 allocator fragmentation, compile caches and crashes stay inside one trial while the start costs milliseconds
@@ -8,14 +8,14 @@ instead of a fresh interpreter's seconds. The child runs in its own process grou
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sweeper.outcome import Status, TrialOutcome
+from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.trial.proc import kill_group
 
 _CONTEXT: Any = None
 
@@ -27,18 +27,10 @@ def _context() -> Any:
             # Inside a joblib (loky) worker: children inherit the parent's start method by name, and "loky" is
             # unknown to plain multiprocessing there.
             mp.set_start_method("forkserver", force=True)
-        ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["sweeper.trial"])
-        _CONTEXT = ctx
+        mp_context = mp.get_context("forkserver")
+        mp_context.set_forkserver_preload(["sweeper.trial.child"])
+        _CONTEXT = mp_context
     return _CONTEXT
-
-
-def _kill_group(pid: int) -> None:
-    for target in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
-        try:
-            target()
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def _log_tail(path: Path, n: int = 12) -> str:
@@ -57,11 +49,11 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
 
     ``on_report(step, value) -> prune?`` answers the child's intermediate reports (for pruning).
     """
-    ctx = _context()
-    parent, child = ctx.Pipe(duplex=True)
+    mp_context = _context()
+    parent, child = mp_context.Pipe(duplex=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    proc = ctx.Process(target=_child_entry, args=(cfg, child, str(log_path)), daemon=False)
+    proc = mp_context.Process(target=_child_entry, args=(cfg, child, str(log_path)), daemon=False)
     proc.start()
     child.close()
     deadline = started + timeout_s
@@ -70,7 +62,7 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
         while message is None:
             remaining = deadline - time.time()
             if remaining <= 0:
-                _kill_group(proc.pid)
+                kill_group(proc.pid)
                 proc.join()
                 return TrialOutcome(Status.FAILED, "timeout",
                                     f"no result after {timeout_s:g} s (trial.timeout_s); process group killed",
@@ -88,7 +80,7 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
                 break
         proc.join(timeout=30)
     finally:
-        _kill_group(proc.pid)  # reap stragglers (DataLoader workers) in the trial's group
+        kill_group(proc.pid)  # reap stragglers (DataLoader workers) in the trial's group
         parent.close()
     if message is not None:
         return TrialOutcome.from_dict(message[1])
@@ -103,6 +95,6 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
 
 
 def _child_entry(cfg: dict[str, Any], conn: Any, log_path: str) -> None:
-    from sweeper.trial import child_main
+    from sweeper.trial.child import child_main
 
     child_main(cfg, conn, log_path)

@@ -29,8 +29,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from sweeper.outcome import TrialOutcome
-from sweeper.space import flatten
+from sweeper.results.outcome import TrialOutcome
+from sweeper.results.keys import flatten
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 # A study's files: per-trial ``<study>.<trial>.parquet`` and compacted ``<study>.compacted-<gen>-<tag>.parquet``
@@ -352,7 +352,7 @@ def has_trial(trials_dir: Path, study: str, trial: int) -> bool:
 
 def read_trial_outcome(trials_dir: Path, study: str, trial: int) -> TrialOutcome | None:
     """The outcome a trial's own row records (None if it has no row): the task's word beats a launcher's."""
-    from sweeper.outcome import Status
+    from sweeper.results.outcome import Status
 
     try:
         row: dict | None = pq.read_table(trial_path(trials_dir, study, trial)).to_pylist()[0]

@@ -1,0 +1,314 @@
+"""The sweep loop behind the Hydra plugin: ask -> check -> launch through Hydra's launcher -> tell -> record.
+
+A trial's own failure never ends the sweep: every JobReturn is classified into a TrialOutcome and told.
+Configurations that break a declared constraint, or that were already measured, never launch.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import warnings
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import Any
+
+import optuna
+from omegaconf import DictConfig
+from optuna.trial import TrialState
+
+from sweeper.errors import ConfigError
+from sweeper.results import store
+from sweeper.results.keys import override_string, set_dotted
+from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.sweep import launch
+from sweeper.sweep import study as studies
+from sweeper.sweep.plan import SweepPlan, prepare
+from sweeper.sweep.progress import SweepProgress
+from sweeper.sweep.slots import Slot, slot_overrides
+from sweeper.sweep import warm
+from sweeper.sweep.space import evaluate, value_types
+
+log = logging.getLogger(__name__)
+class SweepImpl:
+    def __init__(self, **conf: Any) -> None:
+        self.conf = conf
+        self.config: DictConfig | None = None
+        self.plan: SweepPlan | None = None  # set by _prepare (see sweeper.sweep.plan)
+        self.launcher: Any = None
+        self.job_idx = 0
+
+    def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
+        self.config = config
+        self.launcher = launch.thread_safe_launcher(hydra_context, task_function, config)
+
+    # ------------------------------------------------------------------ setup of one sweep
+
+    def _prepare(self, arguments: list[str]) -> None:
+        self.plan = prepare(self.conf, self.config, self.launcher, arguments)
+        self.stopped: str | None = None
+        self.last_recovery = 0.0
+        self.recover_every_s = 1.0
+
+    # ------------------------------------------------------------------ the loop
+
+    def sweep(self, arguments: list[str]) -> list[Any]:
+        try:
+            self._prepare(arguments)
+        except ConfigError as e:
+            from sweeper.sweep.cli import fail
+
+            fail(e)
+        limit = self.conf.get("timeout_s")
+        self.deadline = time.time() + float(limit) if limit else None
+        self._recover_interrupted()
+        target = studies.update_target(self.plan.study, int(self.conf.get("n_trials", 10)))
+        self._enqueue_first()
+        finished = sum(1 for t in self.plan.study.get_trials(deepcopy=False) if studies.is_counted(t) and t.state.is_finished())
+        progress = SweepProgress(self.plan.study_name, target, self.plan.objectives, finished)
+        with progress, studies.Heartbeat(self.plan.storage) as heartbeat:
+            results = self._run_until(target, progress, heartbeat)
+            k = int(self.conf.get("confirm_top_k") or 0)
+            if k > 0 and self.stopped not in ("failures", "timeout"):
+                self.stopped = None
+                extra = self._enqueue_confirmations(k)
+                progress.extend(extra)
+                results += self._run_until(self._counted() + extra, progress, heartbeat, confirming=True)
+        progress.summary(self.plan.study)
+        launch.compact_and_refresh(self.plan.trials_dir.parent, self.plan.study_name)  # none of this sweep's trials runs now
+        if self.stopped == "failures":
+            raise SystemExit(1)
+        return results
+
+    def _run_until(self, target: int, progress: SweepProgress, heartbeat: studies.Heartbeat,
+                   confirming: bool = False) -> list[Any]:
+        """Keep every slot busy until the study holds ``target`` counted trials: no batch barrier."""
+        free = list(self.plan.slots)
+        running: dict[Future, tuple[optuna.Trial, dict[str, Any], Slot]] = {}
+        results: list[Any] = []
+        with ThreadPoolExecutor(max_workers=len(self.plan.slots), thread_name_prefix="trial") as pool:
+            while True:
+                if time.time() - self.last_recovery >= self.recover_every_s:
+                    self._recover_interrupted()  # trials of another process that died (dead pid, stale heartbeat)
+                while free and not self.stopped and self._counted() < target:
+                    item = self._ask_one(target, progress, confirming)
+                    if item is None:
+                        continue
+                    if item is _STOP:
+                        break
+                    trial, values = item
+                    slot = free.pop(0)
+                    heartbeat.add(trial._trial_id)
+                    fut = pool.submit(self._run_job, trial, values, slot, self.job_idx)
+                    self.job_idx += 1
+                    running[fut] = (trial, values, slot)
+                if not running:
+                    # Nothing of ours runs. Trials of other processes may still end interrupted and free places.
+                    self._recover_interrupted()
+                    if self.stopped or self._counted() >= target and not self._others_running():
+                        return results
+                    time.sleep(self.recover_every_s if self._counted() >= target else 0)
+                    continue
+                done, _ = wait(list(running), return_when=FIRST_COMPLETED, timeout=self.recover_every_s)
+                for fut in done:
+                    trial, values, slot = running.pop(fut)
+                    ret = fut.result()
+                    results.append(ret)
+                    outcome = launch.outcome_of(ret)
+                    if outcome.status is Status.FAILED and outcome.reason.startswith(("exception:", "launcher:")):
+                        # The job failed around the task (launcher, logging); if the trial wrote its row, it ran.
+                        outcome = store.read_trial_outcome(self.plan.trials_dir, self.plan.study_name, trial.number) or outcome
+                    studies.tell(self.plan.study, trial, outcome, self.plan.objectives)
+                    heartbeat.discard(trial._trial_id)
+                    self._record(trial.number, values, outcome, only_if_missing=True)
+                    progress.trial_done(trial.number, outcome, values)
+                    free.append(slot)
+                if self._failure_budget_spent():
+                    if not self.stopped:
+                        progress.note(f"stopping: {self._failures()} failed trials reach the failure budget "
+                                      f"({self._budget_text()}); the workload itself looks broken")
+                    self.stopped = "failures"
+
+    def _counted(self) -> int:
+        return studies.counted(self.plan.study)
+
+    def _failures(self) -> int:
+        return studies.failures(self.plan.study)
+
+    def _budget_text(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in (("max_failures", self.plan.max_failures),
+                                                  ("max_failure_rate", self.plan.max_failure_rate)) if v is not None)
+
+    def _failure_budget_spent(self) -> bool:
+        return studies.failure_budget_spent(self.plan.study, self.plan.max_failures, self.plan.max_failure_rate)
+
+    def _others_running(self) -> bool:
+        return studies.others_running(self.plan.study, self.plan.storage)
+
+    def _recover_interrupted(self) -> None:
+        """Trials whose sweeper died (dead pid on this host, or a stale heartbeat): FAIL (interrupted) + a row.
+
+        Several live processes may do this for the same trial at once; each step tolerates losing that race.
+        """
+        self.last_recovery = time.time()
+        for t in studies.orphaned_running(self.plan.study):
+            try:
+                self.plan.storage.set_trial_user_attr(t._trial_id, studies.REASON_KEY, "interrupted")
+                self.plan.storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                pass  # another process recovered it first
+        if studies.heartbeat_enabled(self.plan.storage):
+            optuna.storages.fail_stale_trials(self.plan.study)
+        for t in self.plan.study.get_trials(deepcopy=False, states=(TrialState.FAIL,)):
+            if not studies.is_interrupted(t) or store.has_trial(self.plan.trials_dir, self.plan.study_name, t.number):
+                continue
+            now = time.time()
+            outcome = TrialOutcome(Status.FAILED, "interrupted", "the sweeper running this trial died",
+                                   started_at=t.datetime_start.timestamp() if t.datetime_start else now, ended_at=now)
+            self._record(t.number, t.params, outcome, only_if_missing=True)
+            log.warning("trial %d was interrupted (its sweeper died); marked failed", t.number)
+
+    def _enqueue_first(self) -> None:
+        """A new study measures the warm-start studies' best first, then the workload's defaults (the baseline the
+        report compares against), then the declared ``starts`` (known-good recipes), before the sampler's own
+        choices; the warm-start studies' trials join the sampler's history."""
+        if self.plan.study.trials or not self.plan.space.params or isinstance(self.plan.study.sampler, optuna.samplers.GridSampler):
+            return  # the grid holds every configuration anyway
+        best, history = warm.gather(self.plan.storage, self.plan.warm_sources, self.plan.study, self.plan.space,
+                                    self.plan.defaults, int(self.conf.get("warm_start_k", 3)))
+        enqueued: list[dict[str, Any]] = list(best)  # the earlier studies' best, measured again first
+        if self.conf.get("baseline_first", True):
+            baseline = self._baseline_params()
+            if baseline is not None and baseline not in enqueued:
+                enqueued.append(baseline)
+        for key, params, dropped in self.plan.starts:
+            for name, why in dropped.items():
+                log.info("%s.%s is not fixed by the start: %s", key, name, why)
+            if params and params not in enqueued:
+                enqueued.append(params)
+        for params in enqueued:  # several sweepers starting one new study together queue each once
+            self.plan.study.enqueue_trial(params, skip_if_exists=True)
+        self.plan.study.add_trials(history)  # after the queue: Optuna's skip_if_exists compares with every trial
+
+    def _baseline_params(self) -> dict[str, Any] | None:
+        """The defaults as the sampler would give them (knobs inactive under their condition left out)."""
+        values = {k: self.plan.defaults[k] for k in self.plan.space.params if self.plan.defaults.get(k) is not None}
+        params, dropped = self.plan.space.fix(values, self.plan.defaults)
+        for name, why in dropped.items():
+            if "outside" in why:
+                log.info("no baseline trial: the default %s=%r is outside its search space", name, values[name])
+                return None
+        return params
+
+    def _enqueue_confirmations(self, k: int) -> int:
+        """Re-measure the k best configurations (repeats give the report a noise estimate)."""
+        best = [t for t in self.plan.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                if t.user_attrs.get("status") == "complete"]
+        metric, direction = self.plan.objectives[0]
+        best.sort(key=lambda t: t.values[0], reverse=direction == "maximize")
+        for t in best[:k]:
+            self.plan.study.enqueue_trial(t.params, user_attrs={"confirm_of": t.number})
+        return min(k, len(best))
+
+    def _ask_one(self, target: int, progress: SweepProgress, confirming: bool) -> Any:
+        """Ask one trial; returns (trial, values) to launch, None if it was settled without launching, or _STOP."""
+        if self.deadline is not None and time.time() >= self.deadline:
+            if not self.stopped:
+                progress.note(f"time limit: hydra.sweeper.timeout_s={self.conf.get('timeout_s')} reached; "
+                              "running trials finish, no new one starts (run the command again to continue)")
+            self.stopped = "timeout"
+            return _STOP
+        sampler = self.plan.study.sampler
+        waiting = self.plan.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+        if not waiting and isinstance(sampler, optuna.samplers.GridSampler) and sampler.is_exhausted(self.plan.study):
+            if not self.stopped:
+                progress.note("grid exhausted: every configuration of the space has been tried")
+            self.stopped = "grid"
+            return _STOP
+        with warnings.catch_warnings():  # the heartbeat of ask/tell trials is recorded by studies.Heartbeat
+            warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
+            trial = self.plan.study.ask()
+        trial.set_user_attr(studies.OWNER_KEY, studies.owner_id())
+        if self._is_surplus(trial, target):
+            trial.set_user_attr(studies.REASON_KEY, "surplus")
+            self.plan.study.tell(trial, state=TrialState.FAIL)
+            return _STOP
+        values, outcome = self._sample(trial, repeat=confirming or "confirm_of" in trial.user_attrs)
+        if outcome is None:
+            return trial, values
+        outcome.started_at = outcome.ended_at = time.time()  # settled before launch: costs no time
+        studies.tell(self.plan.study, trial, outcome, self.plan.objectives)
+        self._record(trial.number, values, outcome)
+        progress.trial_done(trial.number, outcome, values)
+        return None
+
+    def _is_surplus(self, trial: optuna.Trial, target: int) -> bool:
+        """Another process on the same study got there first: this ask would exceed the target."""
+        earlier = [t for t in self.plan.study.get_trials(deepcopy=False)
+                   if t.number < trial.number and studies.is_counted(t)]
+        return len(earlier) >= target
+
+    def _sample(self, trial: optuna.Trial, repeat: bool = False) -> tuple[dict[str, Any], TrialOutcome | None]:
+        """Define-by-run sampling with declared conditions; then constraints and duplicate checks."""
+        values = studies.sample(trial, self.plan.space, self.plan.defaults)
+        ns = {**self.plan.defaults, **self.plan.space.fixed, **values}
+        for expr in self.plan.space.constraints:
+            if not evaluate(expr, ns):
+                return values, TrialOutcome(Status.SKIPPED, f"invalid:{expr}", f"constraint does not hold: {expr}")
+        key = json.dumps(values, sort_keys=True, default=str)
+        trial.set_user_attr("config_key", key)
+        if repeat or self.conf.get("repeat", False):
+            return values, None
+        for t in self.plan.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            if t.user_attrs.get("config_key") == key and t.user_attrs.get("status") == "complete":
+                metrics = {k: v for k, v in t.user_attrs.items() if k not in _NOT_METRICS}
+                return values, TrialOutcome(Status.SKIPPED, f"duplicate:{t.number}",
+                                            f"same configuration as trial {t.number}; its result is reused",
+                                            metrics=metrics)
+        return values, None
+
+    def _context(self, trial: optuna.Trial, values: dict[str, Any], job_idx: int) -> dict[str, Any]:
+        """What the task needs to know of the sweep, passed as one override (no Hydra singletons: thread safe)."""
+        types = store.column_types(value_types(self.plan.space))
+        return {
+            "study": self.plan.study_name, "number": trial.number, "storage": self.plan.storage_url,
+            "objectives": [f"{m}:{d}" for m, d in self.plan.objectives],
+            "log_dir": str(Path(str(self.config.hydra.sweep.dir)) / str(job_idx)),
+            "column_types": {c: str(t) for c, t in types.items()},
+            "pruner": dict(self.plan.pruner_conf), "baseline": self._is_baseline(values),
+            "confirm_of": trial.user_attrs.get("confirm_of"),
+        }
+
+    def _is_baseline(self, values: dict[str, Any]) -> bool:
+        """This configuration is the workload's defaults (what a user gets without tuning)."""
+        return all(values.get(k) is None or values.get(k) == self.plan.defaults.get(k) for k in self.plan.space.params)
+
+    def _run_job(self, trial: optuna.Trial, values: dict[str, Any], slot: Slot, job_idx: int) -> Any:
+        """Launch one trial through Hydra's launcher (runs in a worker thread; returns JobReturn or the error)."""
+        sampled = [override_string(k, v) for k, v in {**self.plan.space.fixed, **values}.items()]
+        overrides = self.plan.fixed_args + sampled + slot_overrides(slot)
+        context = {**self._context(trial, values, job_idx), "overrides": overrides}
+        context_json = json.dumps(context, separators=(",", ":"), default=str)
+        overrides = overrides + [override_string("trial.context", context_json)]
+        try:
+            return launch.launch_one(self.launcher, overrides, job_idx)
+        except Exception as e:  # noqa: BLE001 - a launcher error fails this trial, not the sweep
+            return e
+
+    def _record(self, number: int, values: dict[str, Any], outcome: TrialOutcome, only_if_missing: bool = False) -> None:
+        """The Parquet row for a trial the task could not write itself (never launched, or its job crashed)."""
+        path = store.trial_path(self.plan.trials_dir, self.plan.study_name, number)
+        if only_if_missing and store.has_trial(self.plan.trials_dir, self.plan.study_name, number):
+            return
+        cfg = json.loads(json.dumps(self.plan.cfg, default=str))
+        for key, value in {**self.plan.space.fixed, **values}.items():
+            set_dotted(cfg, key, value)
+        row = store.make_row(outcome, study=self.plan.study_name, trial=number, cfg=cfg, objectives=self.plan.objectives)
+        row["baseline"] = self._is_baseline(values)
+        store.write_row(path, row, store.column_types(value_types(self.plan.space)))
+
+
+_STOP = object()
+_NOT_METRICS = ("config_key", studies.OWNER_KEY, "status", "confirm_of", studies.REASON_KEY, studies.COST_KEY,
+                warm.FROM_KEY)
