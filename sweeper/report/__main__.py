@@ -1,5 +1,5 @@
-"""``python -m sweeper.report [results] [--workload W] [--study S] [--compare COL] [--baseline STUDY|DATE]
-[--fail-on-regression PCT] [--html PATH] [--out PATH]``
+"""``python -m sweeper.report [results] [--workload W] [--study S] [--compare COL] [--baseline STUDY|latest|DATE]
+[--fail-on-regression PCT] [--html PATH] [--out PATH] [--recipe]``
 
 Prints the report to the terminal and writes ``report.md`` and ``report.html`` into the results folder.
 Exit codes: 0 ok, 2 bad input (one line naming the flag and the fix), 3 a regression with --fail-on-regression.
@@ -28,7 +28,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--study", action="append", help="only this study (repeat for several); with --baseline: "
                                                       "tonight's study")
     p.add_argument("--compare", metavar="COL", help="compare fingerprints: gpu, torch_version, hostname, or any column")
-    p.add_argument("--baseline", metavar="STUDY|DATE", help="nightly: compare with this study or date YYYY-MM-DD")
+    p.add_argument("--baseline", metavar="STUDY|latest|DATE",
+                   help="nightly: compare tonight's study with this study, the latest before it, or the last study "
+                        "of a date YYYY-MM-DD")
     p.add_argument("--fail-on-regression", metavar="PCT",
                    help="with --baseline: exit 3 when something regressed beyond noise by at least PCT (e.g. 5%%)")
     p.add_argument("--html", metavar="PATH", help="HTML file to write (default: <results>/report.html)")
@@ -38,6 +40,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--importance", choices=("auto", "fanova", "ped-anova"), default="auto",
                    help="Optuna importance evaluator (auto: fANOVA when scikit-learn is installed)")
     p.add_argument("--no-cache", action="store_true", help="read every Parquet file, ignore <results>/.report-cache")
+    p.add_argument("--recipe", action="store_true",
+                   help="print each study's configuration to adopt (the best, or the least-memory one tied with it "
+                        "within noise) as Hydra overrides that re-run it and PyTorch lines that apply it; "
+                        "writes no files")
     return p.parse_args(argv)
 
 
@@ -60,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     if not results.exists():
         return _fail(f"error: `results`: {results} does not exist; pass the folder a sweep wrote (default: results)")
     if args.fail_on_regression is not None and not args.baseline:
-        return _fail("error: `--fail-on-regression` needs `--baseline STUDY|DATE` to compare with")
+        return _fail("error: `--fail-on-regression` needs `--baseline STUDY|latest|DATE` to compare with")
     if args.importance == "fanova" and not has_sklearn():
         return _fail("error: `--importance fanova` needs scikit-learn; pip install scikit-learn, or use ped-anova")
     if args.top < 1:
@@ -91,6 +97,11 @@ def main(argv: list[str] | None = None) -> int:
                        threshold=threshold, evaluator=args.importance)
     except BadInput as e:
         return _fail(str(e))
+    if args.recipe:
+        from sweeper.report.recipe import recipe_text
+
+        print(recipe_text(report.analyses, df))
+        return EXIT_OK
     to_terminal(report.blocks, limit=args.top)
     md_path.parent.mkdir(parents=True, exist_ok=True)
     html_path.parent.mkdir(parents=True, exist_ok=True)
@@ -98,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     html_path.write_text(to_html(report.blocks, f"Sweep report: {results}", limit=max(200, args.top)),
                          encoding="utf-8")
     print(f"report written to {md_path} and {html_path}")
+    if threshold is not None and report.not_gated:
+        print("not gated: " + "; ".join(report.not_gated), file=sys.stderr)
     if threshold is not None and report.regressions:
         print(f"regression beyond noise and {threshold:.0%}: " + "; ".join(report.regressions), file=sys.stderr)
         return EXIT_REGRESSION

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from sweeper.errors import ConfigError
@@ -52,6 +53,18 @@ def resolve_preset(composed: dict[str, Any], device: str) -> str | None:
     return str(name)
 
 
+def _chain(cfg: dict[str, Any], preset: str) -> list[str]:
+    """The presets to apply, in order: a preset's ``base`` first (``auto``: tiny on the CPU, none on a GPU), so
+    ``preset=nightly`` measures the CPU's tiny sizes for long enough to gate."""
+    base = (cfg["presets"][preset] or {}).get("base")
+    if not base:
+        return [preset]
+    first = resolve_preset({**cfg, "preset": base}, "cuda" if cfg["device"].startswith("cuda") else "cpu")
+    if first in (None, preset):
+        return [preset]
+    return [*_chain(cfg, first), preset]
+
+
 def _reapply(cfg: dict[str, Any], overrides: list[str]) -> None:
     """Set again the values the command line (or the sweeper) gave for keys a preset may have replaced:
     a preset changes the workload's defaults, never what the user or the sampler asked for."""
@@ -79,10 +92,11 @@ def trial_config(composed: dict[str, Any], info: DeviceInfo, overrides: list[str
     preset = resolve_preset(cfg, "cuda" if cfg["device"].startswith("cuda") else "cpu")
     cfg["preset"] = preset
     if preset:
-        over = cfg["presets"][preset]
-        for key in _MERGED_BY_PRESET:
-            if key in over:
-                cfg[key] = _merge(cfg.get(key) or {}, over[key])
+        for name in _chain(cfg, preset):
+            over = cfg["presets"][name]
+            for key in _MERGED_BY_PRESET:
+                if key in over:
+                    cfg[key] = _merge(cfg.get(key) or {}, over[key])
         _reapply(cfg, overrides)
     env = dict(cfg.get("env") or {})
     cache = cfg.get("compile_cache_dir")
@@ -97,7 +111,12 @@ def trial_config(composed: dict[str, Any], info: DeviceInfo, overrides: list[str
 def preset_params(cfg: dict[str, Any]) -> dict[str, Any]:
     """Search-space entries the active preset replaces (``presets.<name>.params``)."""
     preset = cfg.get("preset")
-    return dict(((cfg.get("presets") or {}).get(preset) or {}).get("params") or {}) if preset else {}
+    if not preset:
+        return {}
+    out: dict[str, Any] = {}
+    for name in _chain(cfg, preset) if "device" in cfg else [preset]:
+        out.update(((cfg.get("presets") or {}).get(name) or {}).get("params") or {})
+    return out
 
 
 def as_dict(cfg: Any) -> dict[str, Any]:
@@ -111,6 +130,17 @@ def as_dict(cfg: Any) -> dict[str, Any]:
         node = cfg[key]
         out[key] = OmegaConf.to_container(node, resolve=True) if isinstance(node, Container) else node
     return out
+
+
+def load_workload(wl: dict[str, Any]) -> ModuleType:
+    """``workloads.load`` for a trial config's ``workload`` node; a module that cannot be found is bad input."""
+    import workloads
+
+    try:
+        return workloads.load(wl["name"], wl.get("module"))
+    except KeyError as e:
+        raise ConfigError("workload.module" if wl.get("module") else "workload", str(e.args[0]),
+                          "see the README's 'Your own model'") from None
 
 
 plain = as_dict  # the name bench/gpu_validate.py imports (renamed: `plain` also named the dict itself)

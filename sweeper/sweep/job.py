@@ -9,6 +9,7 @@ runs trials from several threads at once.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -18,14 +19,16 @@ from omegaconf import DictConfig, OmegaConf
 from optuna.distributions import BaseDistribution
 
 from sweeper.results import store
-from sweeper.sweep.config import as_dict, preset_params, trial_config
+from sweeper.sweep.config import as_dict, load_workload, preset_params, trial_config
 from sweeper.errors import ConfigError
 from sweeper.trial import gpu
 from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.sweep import schema
+from sweeper.sweep.slots import Occupancy, node_lock_dir, trial_units
 from sweeper.sweep.space import parse_param, value_types
-import workloads
 from workloads.base import DeviceInfo
+
+log = logging.getLogger(__name__)
 
 
 def _single_run_context(tcfg: dict[str, Any]) -> dict[str, Any]:
@@ -52,6 +55,23 @@ def _arrow_types(names: dict[str, str]) -> dict[str, pa.DataType]:
     return {col: pa.type_for_alias(name) for col, name in names.items()}
 
 
+def _run_recorded(tcfg: dict[str, Any], context: dict[str, Any]) -> tuple[TrialOutcome, list[str]]:
+    """Run the trial, isolated or here, noting it in the node's occupancy record; returns its outcome and the
+    other trials that ran on its cores or GPUs meanwhile (``slots.Occupancy``)."""
+    with Occupancy(node_lock_dir(tcfg), trial_units(tcfg), context["study"], context["number"]) as occupancy:
+        if tcfg["trial"].get("isolate", True):
+            from sweeper.sweep.prune import reporter
+            from sweeper.trial.isolate import run_isolated
+
+            outcome = run_isolated(tcfg, float(tcfg["trial"]["timeout_s"]), Path(context["log_dir"]) / "trial.log",
+                                   on_report=reporter(context))
+        else:
+            from sweeper.trial.child import run_here
+
+            outcome = run_here(tcfg)
+        return outcome, occupancy.shared_with(time.time())
+
+
 def run_trial(cfg: DictConfig) -> dict[str, Any]:
     """Run the trial described by ``cfg``; returns the outcome as a dict (never raises for a trial's failure)."""
     info = gpu.device_info()
@@ -66,26 +86,24 @@ def run_trial(cfg: DictConfig) -> dict[str, Any]:
         schema.validate(tcfg)  # a single run: checked here, before it starts (a sweep checked it before its first)
         context = _single_run_context(tcfg)
     wl = tcfg["workload"]
-    module = workloads.load(wl["name"], wl.get("module"))
+    module = load_workload(wl)
     target = info if tcfg["device"].startswith("cuda") else DeviceInfo(kind="cpu")  # what the trial will run on
     reason = module.check(tcfg, target) if hasattr(module, "check") else None
     if reason:
         now = time.time()
         outcome = TrialOutcome(Status.SKIPPED, f"invalid:{reason}", reason, started_at=now, ended_at=now)
-    elif tcfg["trial"].get("isolate", True):
-        from sweeper.sweep.prune import reporter
-        from sweeper.trial.isolate import run_isolated
-
-        outcome = run_isolated(tcfg, float(tcfg["trial"]["timeout_s"]), Path(context["log_dir"]) / "trial.log",
-                               on_report=reporter(context))
     else:
-        from sweeper.trial.child import run_here
-
-        outcome = run_here(tcfg)
+        outcome, shared = _run_recorded(tcfg, context)
+    if outcome.metrics.get("window_capped"):
+        log.warning("trial %s: measure.max_steps stopped the window at %.3g s, before measure.min_time_s=%s s; "
+                    "raise measure.max_steps (preset=nightly does)", context["number"],
+                    outcome.metrics.get("measured_s", 0.0), tcfg["measure"].get("min_time_s"))
     objectives = [tuple(o.split(":", 1)) for o in context["objectives"]]
     row = store.make_row(outcome, study=context["study"], trial=context["number"], cfg=tcfg, objectives=objectives)
     row["baseline"] = bool(context.get("baseline", False))
     row["confirm_of"] = context.get("confirm_of")
+    if not reason:
+        row["node_shared"], row["node_shared_with"] = bool(shared), ",".join(shared)
     path = store.trial_path(Path(tcfg["results_dir"]) / "trials", context["study"], context["number"])
     store.write_row(path, row, {**_arrow_types(context.get("column_types") or {}), "confirm_of": pa.int64()})
     return outcome.to_dict()

@@ -8,6 +8,7 @@ a :class:`ConfigError` (one line, exit 2) raised here, before any trial starts.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from sweeper.errors import ConfigError
 from sweeper.sweep import launch, schema, warm
 from sweeper.sweep import study as studies
 from sweeper.sweep.prune import make_pruner
-from sweeper.sweep.slots import Slot, make_slots
+from sweeper.sweep.slots import NodeSlots, Slot, make_slots, node_lock_dir
 from sweeper.sweep.space import SearchSpace, check_known
 from sweeper.trial import gpu
 
@@ -43,6 +44,7 @@ class SweepPlan:
     workload: str  # the workload's name
     starts: list[Start]  # hydra.sweeper.starts, checked against the space
     slots: list[Slot]  # trials at once on this node, each with its GPUs and cores
+    node: NodeSlots  # the slots' cores and GPUs, locked across every sweeper process on the node
     objectives: list[tuple[str, str]]  # (metric, maximize | minimize)
     trials_dir: Path  # <results_dir>/trials: one Parquet file per trial
     study_name: str
@@ -71,6 +73,7 @@ def prepare(conf: Mapping[str, Any], config: DictConfig, launcher: Any, argument
     starts = _parse_starts(c, space, defaults)
     slots = make_slots(cfg["trial"].get("resources"), int(c.get("n_jobs") or 1), gpu.device_info().count)
     launch.check_concurrent(launcher, config, len(slots))
+    node = NodeSlots(node_lock_dir(cfg), slots, gpu.device_info().count)
     objectives = [(str(o["metric"]), str(o.get("direction", "maximize"))) for o in c["objectives"]]
     _check_objectives(objectives, workload, cfg["workload"].get("module"))
     results_dir = Path(cfg["results_dir"])
@@ -93,6 +96,9 @@ def prepare(conf: Mapping[str, Any], config: DictConfig, launcher: Any, argument
     except ValueError as e:
         raise ConfigError("hydra.sweeper.objectives", str(e).splitlines()[0],
                           "use the study's original objectives or a new hydra.sweeper.study_name") from None
+    with warnings.catch_warnings():  # optuna-dashboard shows "throughput", not "Objective 0"
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        study.set_metric_names([m for m, _d in objectives])
     if not study.trials:
         study.set_user_attr(warm.WORKLOAD_KEY, workload_key)
     pruner = c.get("pruner") or {"type": "none"}
@@ -102,16 +108,16 @@ def prepare(conf: Mapping[str, Any], config: DictConfig, launcher: Any, argument
         raise ConfigError("hydra.sweeper.pruner.type", "pruning needs the single objective throughput:maximize",
                           "set hydra.sweeper.pruner.type=none for this study")
     return SweepPlan(cfg=cfg, space=space, defaults=defaults, fixed_args=fixed_args, workload=workload,
-                     starts=starts, slots=slots, objectives=objectives, trials_dir=results_dir / "trials",
+                     starts=starts, slots=slots, node=node, objectives=objectives, trials_dir=results_dir / "trials",
                      study_name=study_name, storage_url=storage_url, storage=storage, study=study,
                      max_failures=c.get("max_failures"), max_failure_rate=c.get("max_failure_rate"),
                      pruner_conf=pruner_conf, workload_key=workload_key, warm_sources=warm_sources)
 
 
 def _check_objectives(objectives: list[tuple[str, str]], workload: str, module_name: str | None) -> None:
-    import workloads
+    from sweeper.sweep.config import load_workload
 
-    module = workloads.load(workload, module_name)
+    module = load_workload({"name": workload, "module": module_name})
     known = set(KNOWN_METRICS) | set(getattr(module, "METRICS", ()))
     if not objectives:
         raise ConfigError("hydra.sweeper.objectives", "is empty", "name at least one metric, e.g. throughput")

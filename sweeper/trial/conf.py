@@ -66,6 +66,9 @@ class TrialConf:
     """Run each trial in its own child process (false: in the Hydra job's process, for debugging)."""
     resources: ResourcesConf = dataclasses.field(default_factory=ResourcesConf)
     """What one trial needs of the node (see :class:`ResourcesConf`)."""
+    lock_dir: str | None = None
+    """Where sweepers on one node lock each core and GPU of a slot (``sweeper.sweep.slots``), one folder per host;
+    null: ``<results_dir>/.locks``. Sweepers coordinate when they share it."""
     context: str | None = None
     """Set by the sweeper for each trial (study, trial number, storage, ...) as JSON; never by hand."""
 

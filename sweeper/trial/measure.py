@@ -12,6 +12,7 @@ import math
 import resource
 import statistics
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -88,6 +89,7 @@ class Window:
     util: dict[str, Any]  # GPU utilization sampled during the window (NVML; empty on the CPU)
     drain_steps: int = 0  # warm-up steps run until the input pipeline's buffer was used up (see _drain)
     drained: bool = False  # whether that buffer ran dry (false: the pipeline kept up, or the cap was hit)
+    capped: bool = False  # measure.max_steps ended the window before measure.min_time_s
 
 
 class _StepClock:
@@ -199,10 +201,14 @@ def run_window(work: Workload, device: torch.device, warmup_steps: int, steps: i
             report(tick, done * work.samples_per_step / elapsed)
     sync()
     wall = time.perf_counter() - start
+    capped = bool(min_time_s) and wall < min_time_s and done >= limit
+    if capped:  # the window asked for was not measured: say so in the row (window_capped) and the trial's log
+        warnings.warn(f"measure.max_steps={limit} stopped the window at {wall:.3g} s, before measure.min_time_s="
+                      f"{min_time_s:g} s; raise measure.max_steps", stacklevel=2)
     util = sampler.stop() if sampler else {}
     return Window(first_step_s=first_step_s, warmup_steps=warmup_steps, steps=done, wall_s=wall,
                   step_s=clock.step_times(), data_wait_s=data_wait, loss=loss, util=util, drain_steps=drain_steps,
-                  drained=drained)
+                  drained=drained, capped=capped)
 
 
 def window_metrics(window: Window, work: Workload, device: torch.device, gpu_name: str | None = None
@@ -242,6 +248,7 @@ def window_metrics(window: Window, work: Workload, device: torch.device, gpu_nam
         "peak_tflops": peak,
         "mfu": achieved / peak if peak and not math.isnan(peak) else math.nan,
         "loss_finite": loss_finite,
+        "window_capped": window.capped,
     }
     if cuda:
         metrics["peak_mem_bytes"] = torch.cuda.max_memory_allocated(device)
