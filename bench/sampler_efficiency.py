@@ -165,7 +165,8 @@ def main() -> None:
     print(f"landscape {args.landscape.name}: {size} configurations, best {best:.4g}, target >= {target:.4g}"
           + (f", grid measured in {total_s:.0f} s" if total_s else ""))
     print(f"every sampler measures first: {land.baseline or 'nothing (the defaults are outside the grid)'}")
-    print(f"expensive knobs (held cheap while screening): {land.expensive or 'none in this space'}")
+    swept = {k: v for k, v in land.expensive.items() if k in land.space.params}
+    print(f"expensive knobs (held cheap while screening): {swept or 'none swept in this space'}")
     names = [(n, land.baseline) for n in args.samplers.split(",")]
     if args.starts:
         print(f"+starts also measures: {land.starts}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
 
 KNOWN = "matmul, resnet50, transformer_block"
@@ -36,7 +35,7 @@ CASES = [
      None),  # message checked by prefix below: it carries the driver's own reason
     (["+workload=matmul", "-m", "hydra.sweeper.sampler=bayes"],
      "`hydra.sweeper.sampler`: 'bayes' is not a sampler; use one of: staged, tpe, random, grid, gp, nsgaii, qmc"),
-    ([*COSTLY, "-m", "hydra.sweeper.expensive={knobs.compiled:'off'}"],
+    ([*COSTLY, "-m", "++hydra.sweeper.expensive={knobs.compiled:'off'}"],
      "`hydra.sweeper.expensive.knobs.compiled`: is not a key of this workload's config; did you mean "
      "`knobs.compile`?"),
     ([*COSTLY, "-m", "hydra.sweeper.expensive={knobs.compile:fast}"],

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
-
 from conftest import ROOT
 
 

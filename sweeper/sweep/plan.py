@@ -94,6 +94,9 @@ def prepare(conf: Mapping[str, Any], config: DictConfig, launcher: Any, argument
     seed = studies.resumed_seed(storage, study_name, c.get("seed"), str(c.get("sampler", "staged")))
     sampler = studies.make_sampler(str(c.get("sampler", "staged")), seed, space, expensive or {}, defaults,
                                    c.get("timeout_s"))
+    spec = c.get("warm_start")  # resolved before the study exists: a bad name creates nothing
+    warm_sources = warm.resolve(storage, OmegaConf.to_container(spec) if isinstance(spec, ListConfig) else spec,
+                                study_name, workload_key)
     try:
         study = optuna.create_study(study_name=study_name, storage=storage, sampler=sampler, load_if_exists=True,
                                     directions=[d for _m, d in objectives])
@@ -106,9 +109,6 @@ def prepare(conf: Mapping[str, Any], config: DictConfig, launcher: Any, argument
     if not study.trials:
         study.set_user_attr(warm.WORKLOAD_KEY, workload_key)
     study_id = studies.study_id(study)
-    spec = c.get("warm_start")
-    warm_sources = warm.resolve(storage, OmegaConf.to_container(spec) if isinstance(spec, ListConfig) else spec,
-                                study_name, workload_key)
     pruner = c.get("pruner") or {"type": "none"}
     pruner_conf = OmegaConf.to_container(pruner) if isinstance(pruner, DictConfig) else dict(pruner)
     make_pruner(pruner_conf)  # validates

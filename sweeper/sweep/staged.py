@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -36,8 +37,8 @@ from optuna.samplers import BaseSampler
 from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from sweeper.sweep.space import SearchSpace, evaluate
 from sweeper.sweep.attrs import COST_KEY, WARM_KEY
+from sweeper.sweep.space import SearchSpace, evaluate
 
 STAGE_KEY = "knob_sweeper:stage"  # trial system attr: screen | promote (search trials carry none)
 
@@ -56,6 +57,7 @@ class StagedSampler(BaseSampler):
         self.top_k, self.patience, self.min_screen = top_k, patience, min_screen
         self.min_gain, self.slack = min_gain, slack
         self.budget_s, self.screen_share = budget_s, screen_share  # the sweep's wall-clock budget (timeout_s)
+        self._created = time.time()  # the command's start: its budget counts from here
         self.alternatives = _alternatives(space.params, self.expensive)
         self._plans: dict[int, dict[str, Any]] = {}  # trial number -> the knobs this sampler fixes for it
 
@@ -105,7 +107,7 @@ class StagedSampler(BaseSampler):
         sign = 1.0 if study.directions[0] == StudyDirection.MAXIMIZE else -1.0
         measured = [t for t in trials if _feasible(t)]
         screened = [t for t in measured if self._is_cheap(t.params)]
-        if self._screening(trials, screened, sign):
+        if self._screening(trials, sign):
             return "screen", dict(self.expensive)
         plan = self._next_promotion(trials, measured, screened, sign)
         return ("promote", plan) if plan else ("search", {})
@@ -113,21 +115,28 @@ class StagedSampler(BaseSampler):
     def _is_cheap(self, params: Mapping[str, Any]) -> bool:
         return all(params.get(k, cheap) == cheap for k, cheap in self.expensive.items())
 
-    def _screening(self, trials: list[FrozenTrial], screened: list[FrozenTrial], sign: float) -> bool:
-        """Screening goes on until ``patience`` screened trials in a row bring no gain of ``min_gain``, or until
-        they cost ``screen_share`` of ``budget_s``; once a trial was promoted or searched, it is over for good."""
+    def _screening(self, trials: list[FrozenTrial], sign: float) -> bool:
+        """Screening goes on until ``patience`` screening trials in a row bring no gain of ``min_gain`` (a repeat
+        the sweep answered from the study, a failure or an OOM brings none), or until this command's screening
+        trials cost, or its wall clock reaches, ``screen_share`` of ``budget_s``; once a trial was promoted or
+        searched, it is over for good."""
         if any(t.system_attrs.get(STAGE_KEY) in ("promote", "search") for t in trials):
             return False
-        if self.budget_s and sum(_cost(t) or 0.0 for t in screened if WARM_KEY not in t.user_attrs) \
-                >= self.screen_share * self.budget_s:
-            return False
-        if len(screened) < self.min_screen:
+        tried = sorted((t for t in trials if t.state.is_finished() and t.params and self._is_cheap(t.params)),
+                       key=lambda t: t.number)
+        if self.budget_s:  # this command's budget: its own trials' cost, and the wall clock since it started
+            mine = [t for t in tried if WARM_KEY not in t.user_attrs
+                    and (t.datetime_start is None or t.datetime_start.timestamp() >= self._created)]
+            spent = max(sum(_cost(t) or 0.0 for t in mine), time.time() - self._created)
+            if spent >= self.screen_share * self.budget_s:
+                return False
+        if len(tried) < self.min_screen:
             return True
         best, since = -math.inf, 0
-        for t in sorted(screened, key=lambda t: t.number):
-            v = sign * t.values[0]
-            if best == -math.inf or v > best + self.min_gain * abs(best):
-                best, since = max(best, v), 0
+        for t in tried:
+            v = sign * t.values[0] if _feasible(t) else -math.inf
+            if v > -math.inf and (best == -math.inf or v > best + self.min_gain * abs(best)):
+                best, since = v, 0
             else:
                 best, since = max(best, v), since + 1
         return since < self.patience

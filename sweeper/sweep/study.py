@@ -12,7 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.distributions import (
+    BaseDistribution,
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
+)
 from optuna.trial import FrozenTrial, TrialState
 
 from sweeper.errors import ConfigError
@@ -23,7 +28,8 @@ from sweeper.trial.proc import pid_alive
 SAMPLERS = ("staged", "tpe", "random", "grid", "gp", "nsgaii", "qmc")
 STUDY_ID_KEY = "knob_sweeper:study_id"  # study user attr: a random id, telling apart studies of one name
 TARGET_KEY = "knob_sweeper:target"  # study user attr: how many counted trials the current sweep aims for
-from sweeper.sweep.attrs import COST_KEY, OWNER_KEY, REASON_KEY, WARM_KEY  # noqa: F401 (re-exported)
+from sweeper.sweep.attrs import COST_KEY, OWNER_KEY, REASON_KEY, WARM_KEY
+
 CONSTRAINT_KEY = "fits_in_memory"  # Optuna constraint: <= 0 feasible, > 0 violated (OOM)
 
 
@@ -123,7 +129,7 @@ def resumed_seed(storage: Any, study_name: str, seed: int | None, sampler: str) 
 
 
 # The staged strategy's TPE (chosen on the replays in bench/sampler_efficiency.py, the same for every workload).
-STAGED_TPE: dict[str, Any] = {"n_startup_trials": 10}
+STAGED_TPE: dict[str, Any] = {"n_startup_trials": 3}
 
 
 def _tpe(seed: int | None, **options: Any) -> optuna.samplers.TPESampler:
@@ -263,13 +269,13 @@ class Heartbeat:
         self.stop = threading.Event()
         self.thread: threading.Thread | None = None
 
-    def __enter__(self) -> "Heartbeat":
+    def __enter__(self) -> Heartbeat:
         if self.interval:
             self.thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
             self.thread.start()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop.set()
         if self.thread:
             self.thread.join()

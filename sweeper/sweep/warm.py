@@ -22,9 +22,12 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from sweeper.errors import ConfigError
+from sweeper.sweep.attrs import (  # FROM_KEY: "<study>#<trial>" a seeded trial was measured as
+    COST_KEY,
+)
+from sweeper.sweep.attrs import WARM_KEY as FROM_KEY
 from sweeper.sweep.space import SearchSpace
 from sweeper.sweep.staged import STAGE_KEY
-from sweeper.sweep.attrs import COST_KEY, WARM_KEY as FROM_KEY  # FROM_KEY: "<study>#<trial>" a seeded trial was measured as
 
 log = logging.getLogger(__name__)
 WORKLOAD_KEY = "knob_sweeper:workload"  # study user attr: the workload (data source, preset) it sweeps
