@@ -12,7 +12,8 @@ with ``sweeper.results.store.write_row`` (as the sweeper writes them). Then it t
 - and the whole CLI (``python -m sweeper.report``), in a subprocess, cold and cached.
 
 Then the results as they look after the sweeps ended: every study compacted (``sweeper.results.store.compact`` per
-study, one file per study instead of one per trial), timed as "compaction"; the read with the cache written before compaction
+study, one file per study instead of one per trial), timed as "compaction"; the read with the cache written before
+compaction
 (what a sweep's end does), the cold read, and the whole CLI again, cold and cached.
 """
 
@@ -79,16 +80,23 @@ def main() -> int:
     t0 = time.perf_counter()
     n_source = replicate(results, args.rows, args.studies)
     write_s = time.perf_counter() - t0
-    print(f"{args.rows} rows REPLICATED from {n_source} real recorded rows (tests/fixtures/report/: "
-          f"{', '.join(SOURCES)}) into {args.studies} studies; written as {args.rows} Parquet files in "
-          f"{write_s:.1f} s (not timed below). Load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs.")
+    print(
+        f"{args.rows} rows REPLICATED from {n_source} real recorded rows (tests/fixtures/report/: "
+        f"{', '.join(SOURCES)}) into {args.studies} studies; written as {args.rows} Parquet files in "
+        f"{write_s:.1f} s (not timed below). Load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs."
+    )
 
     times: list[tuple[str, float]] = []
 
     def cli(label: str) -> bool:
         t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "sweeper.report", str(results), "--top", "5"], cwd=ROOT,
-                              capture_output=True, text=True, env={**os.environ, "COLUMNS": "160"})
+        proc = subprocess.run(
+            [sys.executable, "-m", "sweeper.report", str(results), "--top", "5"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "COLUMNS": "160"},
+        )
         times.append((label, time.perf_counter() - t0))
         if proc.returncode != 0:
             print(proc.stderr, file=sys.stderr)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
+import pytest
+
 from conftest import ROOT
 
 
@@ -31,7 +33,9 @@ def test_landscape_record_export_and_sampler_replay(tmp_path: Path) -> None:
     assert table.num_rows == 12, "matmul's tiny grid: 4 fp32 + 8 bf16 distinct configurations"
     assert b"knob_sweeper" in table.schema.metadata
     out = _run("bench/sampler_efficiency.py", str(land), "--seeds", "2", "--samplers", "staged,random", "--starts")
-    lines = {ln.split()[0]: ln.split() for ln in out.splitlines() if ln.split() and ln.split()[0] in ("staged", "random")}
+    lines = {
+        ln.split()[0]: ln.split() for ln in out.splitlines() if ln.split() and ln.split()[0] in ("staged", "random")
+    }
     assert set(lines) == {"staged", "random"}
     for cols in lines.values():
         assert 1 <= float(cols[1]) <= 13  # median configurations measured, at most the grid (+1 = missed)
@@ -46,8 +50,16 @@ def test_cost_aware_default_beats_tpe_and_random_in_seconds_on_a_recorded_landsc
     trial time than TPE and random, and in fewer configurations than random."""
     land = ROOT / "bench" / "data" / "landscape-costly-cpu.parquet"
     out_csv = tmp_path / "costly.samplers.csv"
-    _run("bench/sampler_efficiency.py", str(land), "--seeds", "10", "--samplers", "staged,tpe,random",
-         "--out", str(out_csv))
+    _run(
+        "bench/sampler_efficiency.py",
+        str(land),
+        "--seeds",
+        "10",
+        "--samplers",
+        "staged,tpe,random",
+        "--out",
+        str(out_csv),
+    )
     table = pd.read_csv(out_csv).set_index("sampler")
     assert (table["missed"] == 0).all()
     assert table.loc["staged", "median_s"] < table.loc["tpe", "median_s"] < table.loc["random", "median_s"]
@@ -74,8 +86,16 @@ def test_landscape_seeded_from_an_earlier_export_measures_only_the_rest(tmp_path
 def test_time_to_tuned_runs_a_default_sweep_and_times_it_against_the_landscape(tmp_path: Path) -> None:
     """The checked-in H200 landscape's best is far beyond a tiny CPU sweep: the script must say it was not reached."""
     land = ROOT / "bench" / "data" / "landscape-resnet50-jpeg-h200.parquet"
-    out = _run("bench/time_to_tuned.py", "run", str(tmp_path / "r"), str(land), "--timeout-s", "120",
-               "preset=tiny", "hydra.sweeper.n_trials=2")
+    out = _run(
+        "bench/time_to_tuned.py",
+        "run",
+        str(tmp_path / "r"),
+        str(land),
+        "--timeout-s",
+        "120",
+        "preset=tiny",
+        "hydra.sweeper.n_trials=2",
+    )
     table = [ln.split() for ln in out.splitlines() if ln.split() and ln.split()[0].isdigit()]
     assert [int(r[0]) for r in table] == [0, 1], out
     assert "did not reach 95% of the grid's best" in out
@@ -94,3 +114,7 @@ def test_gpu_validation_script_smoke(tmp_path: Path) -> None:
     assert {r["warmup_steps"] for r in jpeg} == {1, 10}, "warm-up drains the workers' prefetched batches"
     assert (tmp_path / "jpeg-report.md").read_text().startswith("# Sweep report")
     assert any(r["stage"] == "accuracy" and r["harness_ms"] > 0 for r in rows)
+
+
+# End-to-end sweeps of real workloads: `python -m pytest -m "not slow"` skips them.
+pytestmark = pytest.mark.slow

@@ -15,8 +15,9 @@ import pandas as pd
 import pytest
 from optuna.trial import TrialState
 
-from conftest import ROOT, run_cli
 from sweeper.sweep.study import is_counted, is_interrupted
+
+from conftest import ROOT, run_cli
 
 FAULTS = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=faults"]
 GOOD = ["knobs.fault=none", "hydra.sweeper.params={knobs.fault:none,knobs.work:'range(8,600)'}"]
@@ -165,3 +166,6 @@ def test_trial_of_a_dead_node_is_failed_after_heartbeat_expiry(results: Path) ->
     df = pd.read_parquet(results / "trials")
     row = df[(df["study"] == study_name) & (df["trial"] == 0)]
     assert len(row) == 1 and row["reason"].item() == "interrupted"
+
+# End-to-end sweeps of real workloads: `python -m pytest -m "not slow"` skips them.
+pytestmark = pytest.mark.slow

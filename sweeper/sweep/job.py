@@ -19,14 +19,14 @@ import pyarrow as pa
 from omegaconf import DictConfig, OmegaConf
 from optuna.distributions import BaseDistribution
 
-from sweeper.results import store
-from sweeper.sweep.config import as_dict, load_workload, preset_params, trial_config
 from sweeper.errors import ConfigError
-from sweeper.trial import gpu
+from sweeper.results import store
 from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.sweep import schema
+from sweeper.sweep.config import as_dict, load_workload, preset_params, trial_config
 from sweeper.sweep.slots import Occupancy, node_lock_dir, trial_units
 from sweeper.sweep.space import parse_param, value_types
+from sweeper.trial import gpu
 from workloads.base import DeviceInfo
 
 log = logging.getLogger(__name__)
@@ -48,14 +48,21 @@ def _single_run_context(tcfg: dict[str, Any]) -> dict[str, Any]:
         if isinstance(parsed, BaseDistribution):
             dists[key] = parsed
     types = store.column_types(value_types(dists))
-    return {"study": f"{tcfg['workload']['name']}-runs", "number": None, "log_dir": hc.runtime.output_dir,
-            "objectives": objectives or ["throughput:maximize"], "column_types": {c: str(t) for c, t in types.items()}}
+    return {
+        "study": f"{tcfg['workload']['name']}-runs",
+        "number": None,
+        "log_dir": hc.runtime.output_dir,
+        "objectives": objectives or ["throughput:maximize"],
+        "column_types": {c: str(t) for c, t in types.items()},
+    }
 
 
 def encode_context(ctx: dict[str, Any]) -> str:
     """The sweep's context as one override value that Hydra passes on unchanged, whatever characters the study
     name, folders or knob values hold (quotes, backslashes, non-ASCII): URL-safe base64 of its JSON."""
-    return "b64:" + base64.urlsafe_b64encode(json.dumps(ctx, separators=(",", ":"), default=str).encode()).decode().rstrip("=")
+    return "b64:" + base64.urlsafe_b64encode(
+        json.dumps(ctx, separators=(",", ":"), default=str).encode()
+    ).decode().rstrip("=")
 
 
 def decode_context(raw: str) -> dict[str, Any]:
@@ -77,8 +84,12 @@ def _run_recorded(tcfg: dict[str, Any], context: dict[str, Any]) -> tuple[TrialO
             from sweeper.sweep.prune import reporter
             from sweeper.trial.isolate import run_isolated
 
-            outcome = run_isolated(tcfg, float(tcfg["trial"]["timeout_s"]), Path(context["log_dir"]) / "trial.log",
-                                   on_report=reporter(context))
+            outcome = run_isolated(
+                tcfg,
+                float(tcfg["trial"]["timeout_s"]),
+                Path(context["log_dir"]) / "trial.log",
+                on_report=reporter(context),
+            )
         else:
             from sweeper.trial.child import run_here
 
@@ -109,17 +120,28 @@ def run_trial(cfg: DictConfig) -> dict[str, Any]:
     else:
         outcome, shared = _run_recorded(tcfg, context)
     if outcome.metrics.get("window_capped"):
-        log.warning("trial %s: measure.max_steps stopped the window at %.3g s, before measure.min_time_s=%s s; "
-                    "raise measure.max_steps (preset=nightly does)", context["number"],
-                    outcome.metrics.get("measured_s", 0.0), tcfg["measure"].get("min_time_s"))
+        log.warning(
+            "trial %s: measure.max_steps stopped the window at %.3g s, before measure.min_time_s=%s s; "
+            "raise measure.max_steps (preset=nightly does)",
+            context["number"],
+            outcome.metrics.get("measured_s", 0.0),
+            tcfg["measure"].get("min_time_s"),
+        )
     objectives = [tuple(o.split(":", 1)) for o in context["objectives"]]
-    row = store.make_row(outcome, study=context["study"], trial=context["number"], cfg=tcfg, objectives=objectives,
-                         study_id=context.get("study_id"))
+    row = store.make_row(
+        outcome,
+        study=context["study"],
+        trial=context["number"],
+        cfg=tcfg,
+        objectives=objectives,
+        study_id=context.get("study_id"),
+    )
     row["baseline"] = bool(context.get("baseline", False))
     row["confirm_of"] = context.get("confirm_of")
     if not reason:
         row["node_shared"], row["node_shared_with"] = bool(shared), ",".join(shared)
-    path = store.trial_path(Path(tcfg["results_dir"]) / "trials", context["study"], context["number"],
-                            context.get("study_id"))
+    path = store.trial_path(
+        Path(tcfg["results_dir"]) / "trials", context["study"], context["number"], context.get("study_id")
+    )
     store.write_row(path, row, {**_arrow_types(context.get("column_types") or {}), "confirm_of": pa.int64()})
     return outcome.to_dict()

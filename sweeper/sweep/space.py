@@ -68,8 +68,11 @@ class SearchSpace:
         fixed (the sampler picks those knobs, or nothing samples them)."""
         ns = {**defaults, **self.fixed}
         kept: dict[str, Any] = {}
-        dropped = {k: "pinned, not sampled" if k in self.fixed else "not in the search space"
-                   for k in values if k not in self.params}
+        dropped = {
+            k: "pinned, not sampled" if k in self.fixed else "not in the search space"
+            for k in values
+            if k not in self.params
+        }
         for name, dist in self.params.items():
             if name not in values:
                 continue
@@ -145,8 +148,11 @@ def parse_param(key: str, text: Any) -> BaseDistribution | Any:
         override = OverridesParser.create().parse_override(f"{key}={text}")
     except HydraException as e:
         first = str(e).strip().splitlines()[0]
-        raise ConfigError(key, f"cannot parse {text!r} ({first})",
-                          "write choice(a, b), range(start, stop, step), interval(a, b) or tag(log, interval(a, b))") from None
+        raise ConfigError(
+            key,
+            f"cannot parse {text!r} ({first})",
+            "write choice(a, b), range(start, stop, step), interval(a, b) or tag(log, interval(a, b))",
+        ) from None
     if not override.is_sweep_override():
         return override.value()
     value = override.value()
@@ -156,14 +162,18 @@ def parse_param(key: str, text: Any) -> BaseDistribution | Any:
             raise ConfigError(key, "choice() is empty", "list at least one value")
         for c in choices:
             if not isinstance(c, (str, int, float, bool)):
-                raise ConfigError(key, f"choice value {c!r} is a {type(c).__name__}",
-                                  "use plain strings, numbers or booleans")
+                raise ConfigError(
+                    key, f"choice value {c!r} is a {type(c).__name__}", "use plain strings, numbers or booleans"
+                )
         return CategoricalDistribution(choices)
     if isinstance(value, RangeSweep):
         values = list(override.sweep_iterator(transformer=Transformer.identity))
         if not values:
-            raise ConfigError(key, f"{text} is empty (stop is excluded, as in Hydra)",
-                              "use start < stop for a positive step, or start > stop for a negative one")
+            raise ConfigError(
+                key,
+                f"{text} is empty (stop is excluded, as in Hydra)",
+                "use start < stop for a positive step, or start > stop for a negative one",
+            )
         lo, hi = min(values), max(values)
         step = abs(value.step)
         if all(isinstance(v, int) for v in values):
@@ -211,8 +221,11 @@ def build_space(
             _check_types(key, dists[key], defaults[key])
     for key, expr in conditions.items():
         if key not in dists:
-            raise ConfigError(f"hydra.sweeper.conditions.{key}", "names a knob that is not in the search space",
-                              "add it to the space or remove the condition")
+            raise ConfigError(
+                f"hydra.sweeper.conditions.{key}",
+                "names a knob that is not in the search space",
+                "add it to the space or remove the condition",
+            )
         _check_expression(f"hydra.sweeper.conditions.{key}", expr, defaults)
     for i, expr in enumerate(constraints):
         _check_expression(f"hydra.sweeper.constraints[{i}]", expr, defaults)
@@ -228,8 +241,9 @@ def build_space(
                 inactive[key] = dists[key]
                 fixed[key] = None
                 del conditions[key]
-    return SearchSpace({k: dists[k] for k in order if k not in inactive}, fixed, dict(conditions), list(constraints),
-                       inactive)
+    return SearchSpace(
+        {k: dists[k] for k in order if k not in inactive}, fixed, dict(conditions), list(constraints), inactive
+    )
 
 
 def check_known(key: str, defaults: Mapping[str, Any], where: str | None = None) -> None:
@@ -239,7 +253,11 @@ def check_known(key: str, defaults: Mapping[str, Any], where: str | None = None)
     import difflib
 
     close = difflib.get_close_matches(key, list(defaults), n=1)
-    hint = f"did you mean `{close[0]}`?" if close else "known keys: " + ", ".join(sorted(k for k in defaults if k.startswith("knobs.")))
+    hint = (
+        f"did you mean `{close[0]}`?"
+        if close
+        else "known keys: " + ", ".join(sorted(k for k in defaults if k.startswith("knobs.")))
+    )
     raise ConfigError(where or key, "is not a key of this workload's config", hint)
 
 
@@ -257,8 +275,12 @@ def _check_types(key: str, dist: BaseDistribution, default: Any) -> None:
         else:
             ok = isinstance(v, type(default))
         if not ok:
-            raise ConfigError(key, f"value {v!r} is of type {type(v).__name__} but the knob takes "
-                                   f"{type(default).__name__} (default {default!r})", f"give {type(default).__name__} values")
+            raise ConfigError(
+                key,
+                f"value {v!r} is of type {type(v).__name__} but the knob takes "
+                f"{type(default).__name__} (default {default!r})",
+                f"give {type(default).__name__} values",
+            )
 
 
 def _dependency_order(dists: Mapping[str, BaseDistribution], conditions: Mapping[str, str]) -> list[str]:
@@ -276,10 +298,24 @@ def _dependency_order(dists: Mapping[str, BaseDistribution], conditions: Mapping
 
 # ---------------------------------------------------------------- expressions over dotted config keys
 
-_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
-_CMPOPS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-           ast.Gt: operator.gt, ast.GtE: operator.ge, ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
+_BINOPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+}
+_CMPOPS = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+}
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -311,27 +347,57 @@ def _depth(node: ast.AST) -> int:
 
 def _check_expression(key: str, expr: str, defaults: Mapping[str, Any]) -> None:
     if len(str(expr)) > MAX_EXPR_CHARS:
-        raise ConfigError(key, f"the expression has {len(str(expr))} characters, more than {MAX_EXPR_CHARS}",
-                          "write a shorter expression, or split it into several constraints")
+        raise ConfigError(
+            key,
+            f"the expression has {len(str(expr))} characters, more than {MAX_EXPR_CHARS}",
+            "write a shorter expression, or split it into several constraints",
+        )
     try:
         tree = ast.parse(str(expr), mode="eval")
     except (SyntaxError, RecursionError, MemoryError, ValueError) as e:
-        raise ConfigError(key, f"{str(expr)[:80]!r} is not an expression ({getattr(e, 'msg', type(e).__name__)})",
-                          "write e.g. \"knobs.num_workers > 0\"") from None
+        raise ConfigError(
+            key,
+            f"{str(expr)[:80]!r} is not an expression ({getattr(e, 'msg', type(e).__name__)})",
+            'write e.g. "knobs.num_workers > 0"',
+        ) from None
     nodes = sum(1 for _ in ast.walk(tree))
     if nodes > MAX_EXPR_NODES or _depth(tree) > MAX_EXPR_DEPTH:
-        raise ConfigError(key, f"the expression is too large ({nodes} terms, nesting {_depth(tree)}; at most "
-                               f"{MAX_EXPR_NODES} and {MAX_EXPR_DEPTH})", "split it into several constraints")
+        raise ConfigError(
+            key,
+            f"the expression is too large ({nodes} terms, nesting {_depth(tree)}; at most "
+            f"{MAX_EXPR_NODES} and {MAX_EXPR_DEPTH})",
+            "split it into several constraints",
+        )
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and isinstance(node.value, (ast.Name, ast.Attribute)):
             continue
         if isinstance(node, ast.Name):
             continue
-        if not isinstance(node, (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub,
-                                 ast.Compare, ast.Constant, ast.Tuple, ast.List, ast.BinOp, ast.Load,
-                                 *_BINOPS, *_CMPOPS)):
-            raise ConfigError(key, f"{expr!r} uses {type(node).__name__}, which is not allowed",
-                              "use comparisons, and/or/not, arithmetic, constants and dotted knob names")
+        if not isinstance(
+            node,
+            (
+                ast.Expression,
+                ast.BoolOp,
+                ast.And,
+                ast.Or,
+                ast.UnaryOp,
+                ast.Not,
+                ast.USub,
+                ast.Compare,
+                ast.Constant,
+                ast.Tuple,
+                ast.List,
+                ast.BinOp,
+                ast.Load,
+                *_BINOPS,
+                *_CMPOPS,
+            ),
+        ):
+            raise ConfigError(
+                key,
+                f"{expr!r} uses {type(node).__name__}, which is not allowed",
+                "use comparisons, and/or/not, arithmetic, constants and dotted knob names",
+            )
     leaf_names = {d for n in ast.walk(tree) if isinstance(n, (ast.Name, ast.Attribute)) and (d := _dotted(n))}
     top_level = {d for d in leaf_names if not any(o != d and o.startswith(d + ".") for o in leaf_names)}
     for name in top_level:
@@ -342,14 +408,20 @@ def _check_expression(key: str, expr: str, defaults: Mapping[str, Any]) -> None:
                 raise ConfigError(key, f"refers to `{name}`, which {e.problem}", e.fix) from None
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and not _small(node.value):
-            raise ConfigError(key, f"the constant {str(node.value)[:40]!r} is too large",
-                              f"use numbers below {MAX_INT:.0e} and strings under {MAX_LEN} characters")
+            raise ConfigError(
+                key,
+                f"the constant {str(node.value)[:40]!r} is too large",
+                f"use numbers below {MAX_INT:.0e} and strings under {MAX_LEN} characters",
+            )
     if all(defaults.get(n) is not None for n in top_level):  # every value known now: it must evaluate
         try:
             evaluate(expr, defaults)
         except ExpressionError as e:
-            raise ConfigError(key, f"{str(expr)[:80]!r} cannot be evaluated with the defaults ({e})",
-                              "fix the expression (e.g. no division by zero, compare numbers with numbers)") from None
+            raise ConfigError(
+                key,
+                f"{str(expr)[:80]!r} cannot be evaluated with the defaults ({e})",
+                "fix the expression (e.g. no division by zero, compare numbers with numbers)",
+            ) from None
 
 
 def _small(value: Any) -> bool:

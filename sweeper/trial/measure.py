@@ -21,7 +21,6 @@ import torch
 from sweeper.trial.gpu import UtilizationSampler, peak_tflops
 from workloads.base import Workload
 
-
 REPORT_EVERY_S = 0.2  # intermediate throughput goes to the pruner at most this often; its step unit
 
 

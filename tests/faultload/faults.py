@@ -79,6 +79,8 @@ def _work(cfg: dict[str, Any]) -> tuple[int, float]:
         return reps, wait_s / (1 - slowdown)
     extra = round(reps * slowdown / (1 - slowdown))
     if slowdown and abs(reps / (reps + extra) - (1 - slowdown)) > 0.005:
-        raise ValueError(f"plant.slowdown={slowdown} is not a whole number of extra multiplications with "
-                         f"workload.reps={reps}; raise workload.reps (e.g. 100)")
+        raise ValueError(
+            f"plant.slowdown={slowdown} is not a whole number of extra multiplications with "
+            f"workload.reps={reps}; raise workload.reps (e.g. 100)"
+        )
     return reps + extra, 0.0
