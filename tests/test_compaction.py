@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 
 from sweeper.report.__main__ import main as report_main
 from sweeper.report.data import read_rows
-from sweeper.results import store
+from sweeper.results import lookup, store
 
 from conftest import ROOT, run_cli
 
@@ -133,7 +133,7 @@ def test_which_copy_counts(tmp_path: Path) -> None:
     df = store.read_results(trials)
     assert sorted(df["trial"]) == list(range(5))
     assert df.set_index("trial").loc[2, "reason"] == "rewritten"
-    assert store.read_trial_outcome(trials, "s", 2).reason == "rewritten"
+    assert lookup.read_trial_outcome(trials, "s", 2).reason == "rewritten"
     shutil.copy2(first, tmp_path / first.name)
     second = store.compact(trials, "s")
     assert second is not None and visible(trials) == [second.name]
@@ -141,7 +141,7 @@ def test_which_copy_counts(tmp_path: Path) -> None:
     for df in (store.read_results(trials), read_rows(trials), read_rows(trials, use_cache=False)):
         assert sorted(df["trial"]) == list(range(5))
         assert df.set_index("trial").loc[2, "reason"] == "rewritten"
-    assert store.read_trial_outcome(trials, "s", 2).reason == "rewritten"
+    assert lookup.read_trial_outcome(trials, "s", 2).reason == "rewritten"
     third = store.compact(trials, "s")
     assert third is not None and visible(trials) == [third.name]
     assert store.read_results(trials).set_index("trial").loc[2, "reason"] == "rewritten"
@@ -157,11 +157,11 @@ def test_lookups_after_compaction(tmp_path: Path) -> None:
     write_simple(trials, "a.b", 3, reason="a.b/3")
     for study in ("a", "a.b", "<odd name>"):
         for n in range(3):
-            assert store.has_trial(trials, study, n)
-            assert store.read_trial_outcome(trials, study, n).reason == f"{study}/{n}"
-        assert not store.has_trial(trials, study, 7)
-        assert store.read_trial_outcome(trials, study, 7) is None
-    assert store.has_trial(trials, "a.b", 3) and not store.has_trial(trials, "a", 3)
+            assert lookup.has_trial(trials, study, n)
+            assert lookup.read_trial_outcome(trials, study, n).reason == f"{study}/{n}"
+        assert not lookup.has_trial(trials, study, 7)
+        assert lookup.read_trial_outcome(trials, study, 7) is None
+    assert lookup.has_trial(trials, "a.b", 3) and not lookup.has_trial(trials, "a", 3)
     assert len(store.trial_files(trials)) == 3 + 1 + 1 + 1, "compacting a.b left study a alone"
 
 
@@ -227,6 +227,6 @@ def test_sweep_leaves_its_study_compacted_and_resumes(results: Path) -> None:
     assert len(study.trials) == 6
     for t in study.trials:
         assert (
-            store.read_trial_outcome(trials, df["study"][0], t.number, df["study_id"][0]).status.value
+            lookup.read_trial_outcome(trials, df["study"][0], t.number, df["study_id"][0]).status.value
             == t.user_attrs["status"]
         )

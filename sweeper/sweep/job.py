@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from optuna.distributions import BaseDistribution
 
 from sweeper.errors import ConfigError
-from sweeper.results import store
+from sweeper.results import lookup, store
 from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.sweep import schema
 from sweeper.sweep.config import as_dict, load_workload, preset_params, trial_config
@@ -47,7 +47,7 @@ def _single_run_context(tcfg: dict[str, Any]) -> dict[str, Any]:
             continue
         if isinstance(parsed, BaseDistribution):
             dists[key] = parsed
-    types = store.column_types(value_types(dists))
+    types = lookup.column_types(value_types(dists))
     return {
         "study": f"{tcfg['workload']['name']}-runs",
         "number": None,

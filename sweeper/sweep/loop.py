@@ -19,7 +19,7 @@ from omegaconf import DictConfig
 from optuna.trial import TrialState
 
 from sweeper.errors import ConfigError
-from sweeper.results import store
+from sweeper.results import lookup, store
 from sweeper.results.keys import override_string, set_dotted
 from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.sweep import dedup, launch, recovery, warm
@@ -151,7 +151,7 @@ class SweepImpl(recovery.Recovery):
                     if outcome.status is Status.FAILED and outcome.reason.startswith(("exception:", "launcher:")):
                         # The job failed around the task (launcher, logging); if the trial wrote its row, it ran.
                         outcome = (
-                            store.read_trial_outcome(
+                            lookup.read_trial_outcome(
                                 self.plan.trials_dir, self.plan.study_name, trial.number, self.plan.study_id
                             )
                             or outcome
@@ -179,11 +179,8 @@ class SweepImpl(recovery.Recovery):
         return studies.failures(self.plan.study)
 
     def _budget_text(self) -> str:
-        return ", ".join(
-            f"{k}={v}"
-            for k, v in (("max_failures", self.plan.max_failures), ("max_failure_rate", self.plan.max_failure_rate))
-            if v is not None
-        )
+        limits = {"max_failures": self.plan.max_failures, "max_failure_rate": self.plan.max_failure_rate}
+        return ", ".join(f"{k}={v}" for k, v in limits.items() if v is not None)
 
     def _failure_budget_spent(self) -> bool:
         return studies.failure_budget_spent(self.plan.study, self.plan.max_failures, self.plan.max_failure_rate)
@@ -201,13 +198,9 @@ class SweepImpl(recovery.Recovery):
             or isinstance(self.plan.study.sampler, optuna.samplers.GridSampler)
         ):
             return  # the grid holds every configuration anyway
+        p = self.plan
         best, history = warm.gather(
-            self.plan.storage,
-            self.plan.warm_sources,
-            self.plan.study,
-            self.plan.space,
-            self.plan.defaults,
-            int(self.conf.get("warm_start_k", 3)),
+            p.storage, p.warm_sources, p.study, p.space, p.defaults, int(self.conf.get("warm_start_k", 3))
         )
         enqueued: list[dict[str, Any]] = list(best)  # the earlier studies' best, measured again first
         if self.conf.get("baseline_first", True):
@@ -345,7 +338,7 @@ class SweepImpl(recovery.Recovery):
 
     def _context(self, trial: optuna.Trial, values: dict[str, Any], job_idx: int) -> dict[str, Any]:
         """What the task needs to know of the sweep, passed as one override (no Hydra singletons: thread safe)."""
-        types = store.column_types(value_types(self.plan.space))
+        types = lookup.column_types(value_types(self.plan.space))
         return {
             "study": self.plan.study_name,
             "study_id": self.plan.study_id,
@@ -379,7 +372,7 @@ class SweepImpl(recovery.Recovery):
     ) -> None:
         """The Parquet row for a trial the task could not write itself (never launched, or its job crashed)."""
         path = store.trial_path(self.plan.trials_dir, self.plan.study_name, number, self.plan.study_id)
-        if only_if_missing and store.has_trial(self.plan.trials_dir, self.plan.study_name, number, self.plan.study_id):
+        if only_if_missing and lookup.has_trial(self.plan.trials_dir, self.plan.study_name, number, self.plan.study_id):
             return
         cfg = json.loads(json.dumps(self.plan.cfg, default=str))
         for key, value in {**self.plan.space.fixed, **values}.items():
@@ -393,7 +386,7 @@ class SweepImpl(recovery.Recovery):
             study_id=self.plan.study_id,
         )
         row["baseline"] = self._is_baseline(values)
-        store.write_row(path, row, store.column_types(value_types(self.plan.space)))
+        store.write_row(path, row, lookup.column_types(value_types(self.plan.space)))
 
 
 _STOP = object()

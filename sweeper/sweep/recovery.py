@@ -27,7 +27,7 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from sweeper.results import store
+from sweeper.results import lookup, store
 from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.sweep import study as studies
 from sweeper.sweep.secrets import mask
@@ -112,7 +112,9 @@ class Recovery:
 
     def _settle_interrupted(self, trial: optuna.Trial, values: dict[str, Any]) -> None:
         now = time.time()
-        outcome = store.read_trial_outcome(self.plan.trials_dir, self.plan.study_name, trial.number, self.plan.study_id)
+        outcome = lookup.read_trial_outcome(
+            self.plan.trials_dir, self.plan.study_name, trial.number, self.plan.study_id
+        )
         try:
             if outcome is None or outcome.reason == "interrupted":
                 self.plan.storage.set_trial_user_attr(trial._trial_id, studies.REASON_KEY, "interrupted")
@@ -146,7 +148,7 @@ class Recovery:
         for t in self.plan.study.get_trials(deepcopy=False, states=(TrialState.FAIL,)):
             if t.number in settled or not studies.is_interrupted(t):
                 continue
-            row = store.read_trial_outcome(self.plan.trials_dir, self.plan.study_name, t.number, self.plan.study_id)
+            row = lookup.read_trial_outcome(self.plan.trials_dir, self.plan.study_name, t.number, self.plan.study_id)
             settled.add(t.number)
             if row is not None and row.reason == "interrupted":
                 continue
@@ -172,7 +174,9 @@ class Recovery:
         """A RUNNING trial whose sweeper died: if its row was written (the sweeper died between the row and the
         tell), the study is told what the row says; otherwise it is FAIL (interrupted) and will be run again."""
         try:
-            outcome = store.read_trial_outcome(self.plan.trials_dir, self.plan.study_name, t.number, self.plan.study_id)
+            outcome = lookup.read_trial_outcome(
+                self.plan.trials_dir, self.plan.study_name, t.number, self.plan.study_id
+            )
             if outcome is not None and outcome.reason != "interrupted":
                 studies.tell(
                     self.plan.study, optuna.trial.Trial(self.plan.study, t._trial_id), outcome, self.plan.objectives
