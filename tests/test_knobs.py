@@ -25,7 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from workloads import common, matmul, resnet50, transformer_block
 
 CPU = torch.device("cpu")
-cuda_only = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+cuda_only = pytest.mark.gpu  # skipped without a CUDA GPU (conftest.py)
 
 
 @pytest.fixture(autouse=True)
