@@ -45,6 +45,17 @@ def _percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
+def plan(step_s: float, steps: int, cuda: bool) -> tuple[int, int]:
+    """(steps per timed interval, steps per block) for steps of about ``step_s`` seconds.
+
+    An interval lasts at least MIN_INTERVAL_S (on the GPU; the host clock costs ~0.1 us a reading, so on the CPU
+    every step is its own interval), with at least 4 intervals over ``steps``; a block lasts at least MIN_BLOCK_S
+    and a quarter of ``steps``, in whole intervals."""
+    per_interval = max(1, min(math.ceil(MIN_INTERVAL_S / step_s), steps // 4)) if cuda else 1
+    block = max(per_interval, steps // 4, math.ceil(MIN_BLOCK_S / step_s))
+    return per_interval, math.ceil(block / per_interval) * per_interval
+
+
 def _agree(values: list[float], op: str = "max") -> list[float]:
     """The same numbers on every rank of a distributed trial (max or min over ranks); unchanged otherwise. Ranks
     must take the same number of steps, or a collective waits forever."""
@@ -89,10 +100,7 @@ def measure(work: Workload, device: torch.device, warmup_steps: int, steps: int,
 
     adaptive = bool(min_time_s) or rel_precision is not None
     limit = max(steps, max_steps or (100 * steps if adaptive else steps))
-    # The host clock costs ~0.1 us a reading: on the CPU every step is its own interval.
-    per_interval = max(1, min(math.ceil(MIN_INTERVAL_S / est_step_s), max(1, steps // 4))) if cuda else 1
-    block = max(per_interval, steps // 4, math.ceil(MIN_BLOCK_S / est_step_s))
-    block = math.ceil(block / per_interval) * per_interval  # whole intervals per block
+    per_interval, block = plan(est_step_s, steps, cuda)
     intervals: list[float] = []  # seconds per interval of ``per_interval`` steps (a block's last may be shorter)
     counts: list[int] = []  # steps in each interval
 
@@ -110,6 +118,7 @@ def measure(work: Workload, device: torch.device, warmup_steps: int, steps: int,
         sampler.start()
     data_wait = 0.0
     window = 0.0  # seconds inside timed blocks
+    outer_start = time.perf_counter()
     done = 0
     last_tick = 0
     while done < limit:
@@ -151,6 +160,7 @@ def measure(work: Workload, device: torch.device, warmup_steps: int, steps: int,
             last_tick = tick
             report(tick, done * work.samples_per_step / window)
     wall = window
+    between = time.perf_counter() - outer_start - window  # syncs, decisions and pruning reports between blocks
     util = sampler.stop() if sampler else {}
     # Per-step times: each interval's mean step. A full interval's spread is that of a mean of ``per_interval``
     # steps, so ``step_cv`` scales it by sqrt(per_interval): step_cv / sqrt(steps) stays the relative standard
@@ -177,6 +187,7 @@ def measure(work: Workload, device: torch.device, warmup_steps: int, steps: int,
         "steps_per_interval": per_interval,
         "warmup_steps": warmup_steps,
         "measured_s": wall,
+        "between_blocks_s": between,
         "first_step_s": first_step_s,
         "step_ms_p50": _percentile(step_sorted, 0.5) * 1e3,
         "step_ms_p10": _percentile(step_sorted, 0.1) * 1e3,
