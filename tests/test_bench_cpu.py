@@ -79,3 +79,21 @@ def test_gpu_validation_script_smoke(tmp_path: Path) -> None:
     assert {r["warmup_steps"] for r in jpeg} == {1, 10}, "warm-up drains the workers' prefetched batches"
     assert (tmp_path / "jpeg-report.md").read_text().startswith("# Sweep report")
     assert any(r["stage"] == "accuracy" and r["harness_ms"] > 0 for r in rows)
+
+
+def test_gpu_checks_run_every_gpu_test_and_keep_the_output(tmp_path: Path) -> None:
+    """bench/gpu_checks.py --stages gpu_tests: ``pytest -m gpu`` over the whole suite, one row per test (skipped
+    here, without a GPU), the log kept for bench/results/."""
+    import json
+
+    _run("bench/gpu_checks.py", str(tmp_path), "--smoke", "--stages", "gpu_tests", timeout=400)
+    rows = [json.loads(line) for line in (tmp_path / "gpu_checks.jsonl").read_text().splitlines()]
+    tests = {r["name"].split("::")[-1].split("[")[0]: r["outcome"] for r in rows if "::" in r["name"]}
+    assert {"test_gpu_batches_are_float32_in_the_memory_format", "test_pin_memory_and_non_blocking_reach_the_copy",
+            "test_precision_decides_where_tf32_rounds_on_the_gpu",
+            "test_compile_reduce_overhead_replays_cuda_graphs_and_default_does_not"} <= set(tests)
+    assert set(tests.values()) == {"skipped"}, "no GPU here"
+    assert "test_fp32_baseline_is_pytorchs_own_defaults" not in tests, "only the tests marked gpu"
+    summary = next(r for r in rows if r["name"] == "summary")
+    assert summary["exit_code"] == 0 and summary["skipped"] >= 8
+    assert "-m gpu" in (tmp_path / "gpu_tests.log").read_text()
