@@ -42,7 +42,8 @@ def main() -> None:
     last_end = df["ended_at"].max().timestamp()
     work = df["wall_s"].sum()
     startup = first_start - t0
-    steady = (last_end - first_start - work) / len(df)
+    # From the first trial's start to the last one's end: n trials' own work and the n - 1 gaps between them.
+    steady = (last_end - first_start - work) / max(1, len(df) - 1)
     tail = t0 + wall - last_end
     rows = [
         ("trials", f"{len(df)}"),

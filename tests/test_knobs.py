@@ -361,3 +361,19 @@ def test_matmul_allow_tf32_and_reduced_precision_flags(tmp_path: Path) -> None:
     assert not mm.allow_bf16_reduced_precision_reduction
     matmul.build(matmul_cfg(tmp_path, fp16_reduced_precision=True, bf16_reduced_precision=True), CPU)
     assert not mm.allow_tf32 and mm.allow_fp16_reduced_precision_reduction and mm.allow_bf16_reduced_precision_reduction
+
+
+# ---------------------------------------------------------------- registry
+
+
+def test_a_workload_is_a_module_that_defines_build(tmp_path: Path) -> None:
+    """No list of names anywhere: a module of ``workloads/`` is a workload when it defines ``build``."""
+    import workloads
+
+    helper, workload = tmp_path / "helper.py", tmp_path / "mine.py"
+    helper.write_text("def build_model():\n    pass\n\nclass X:\n    def build(self):\n        pass\n")
+    workload.write_text("import torch\n\n\ndef build(cfg, device):\n    return None\n")
+    assert not workloads._defines_build(helper) and workloads._defines_build(workload)
+    assert workloads.available() == ["matmul", "resnet50", "transformer_block"]
+    with pytest.raises(KeyError, match="known workloads: matmul, resnet50, transformer_block"):
+        workloads.load("common")

@@ -13,8 +13,11 @@ elsewhere (the fault-injection workload of the tests). Nothing here imports Optu
 
 from __future__ import annotations
 
+import ast
+import functools
 import importlib
 import pkgutil
+from pathlib import Path
 from types import ModuleType
 
 from workloads.base import DeviceInfo, Workload
@@ -22,10 +25,23 @@ from workloads.base import DeviceInfo, Workload
 __all__ = ["DeviceInfo", "Workload", "available", "load"]
 
 
+def _defines_build(path: Path) -> bool:
+    """Whether the module's source defines ``build`` at top level: a workload declares itself by its contract,
+    read without importing it (helpers such as ``common`` or ``data`` define no ``build``)."""
+    try:
+        tree = ast.parse(path.read_text())
+    except (OSError, SyntaxError):
+        return False
+    return any(isinstance(node, ast.FunctionDef) and node.name == "build" for node in tree.body)
+
+
+@functools.cache
 def available() -> list[str]:
-    """Names of the workloads offered to users (modules of this package not starting with ``_``)."""
-    skip = {"base", "common", "data", "parallel"}
-    return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_") and m.name not in skip)
+    """Names of the workloads offered to users: modules of this package (not starting with ``_``) that define
+    ``build(cfg, device)``. Nothing is listed anywhere else."""
+    here = Path(__file__).parent
+    return sorted(m.name for m in pkgutil.iter_modules(__path__)
+                  if not m.name.startswith("_") and not m.ispkg and _defines_build(here / f"{m.name}.py"))
 
 
 def load(name: str, module: str | None = None) -> ModuleType:
