@@ -11,6 +11,7 @@ Startup (interpreter, imports, forkserver with torch preloaded, study creation) 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -55,7 +56,8 @@ def main() -> None:
         ("after the last trial: summary, exit (s)", f"{tail:.2f}"),
     ]
     width = max(len(k) for k, _ in rows)
-    print(f"overhead of `{' '.join(cmd[2:5])} ...` ({args.workload}, {len(df)} trials, results in {out})")
+    print(f"overhead of `{' '.join(cmd[2:5])} ...` ({args.workload}, {len(df)} trials, results in {out}; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
     for k, v in rows:
         print(f"  {k:<{width}}  {v:>8}")
 

@@ -92,10 +92,7 @@ _NULLABLE_TYPES: dict[str, pa.DataType] = {
     "knob.distributed.nproc": pa.int64(), "knob.distributed.replicate_degree": pa.int64(),
     "knob.distributed.param_dtype": pa.string(), "knob.distributed.reduce_dtype": pa.string(),
     "confirm_of": pa.int64(), "baseline": pa.bool_(),
-    # data knobs, null on synthetic data or without workers: one type whatever a sweep's space says
-    "knob.num_workers": pa.int64(), "knob.prefetch_factor": pa.int64(), "knob.pin_memory": pa.bool_(),
-    "knob.non_blocking": pa.bool_(), "knob.persistent_workers": pa.bool_(), "knob.decode_device": pa.string(), "knob.transfer_dtype": pa.string(),
-}
+}  # a workload's knob and parameter columns get theirs from its YAML (column_types), never from a list here
 _FLOAT_METRICS = {"peak_mem_bytes", "peak_mem_reserved_bytes", "gpu_mem_bytes"}
 
 
@@ -309,20 +306,45 @@ def compact_all(results: Path | str) -> list[Path]:
     return [out for s in studies if (out := compact(trials, s)) is not None]
 
 
-def column_types(param_types: dict[str, type]) -> dict[str, pa.DataType]:
-    """Arrow types of the ``knob.*``/``param.*`` columns from the search space's value types."""
-    arrow = {bool: pa.bool_(), int: pa.int64(), float: pa.float64(), str: pa.string()}
+_PREFIXES = {"knobs": "knob.", "workload": "param.", "distributed": "knob.distributed."}
+_ARROW = {bool: pa.bool_(), int: pa.int64(), float: pa.float64(), str: pa.string()}
+
+
+def column_of(key: str) -> str | None:
+    """The row column of a dotted config key (``knobs.x`` -> ``knob.x``, ``workload.x`` -> ``param.x``), or None."""
+    section, _, name = key.partition(".")
+    prefix = _PREFIXES.get(section)
+    return prefix + name if prefix else None
+
+
+def column_types(param_types: dict[str, type], defaults: dict[str, Any] | None = None) -> dict[str, pa.DataType]:
+    """Arrow types of the ``knob.*``/``param.*`` columns, as the workload's YAML declares them: the type of each
+    default (flat dotted keys), and for a knob whose default is null (or a swept one) its search space's value type
+    (``param_types``, from ``space.value_types``). A column null in one row then has the same type in every file."""
+    declared = {k: type(v) for k, v in (defaults or {}).items() if isinstance(v, (bool, int, float, str))}
     out = {}
-    for key, kind in param_types.items():
-        section, _, name = key.partition(".")
-        prefix = {"knobs": "knob.", "workload": "param.", "distributed": "knob.distributed."}.get(section)
-        if prefix:
-            out[prefix + name] = arrow.get(kind, pa.string())
+    for key, kind in {**declared, **param_types}.items():
+        if (col := column_of(key)) is not None:
+            out[col] = _ARROW.get(kind, pa.string())
     return out
 
 
+def sweep_facts(distributions: dict[str, Any], defaults: dict[str, Any]) -> dict[str, str]:
+    """What the report needs of the sweep, recorded in every row (the report reads only Parquet): ``space``, the
+    search space as ``{column: Optuna distribution JSON}`` (importance uses each knob's real distribution), and
+    ``knob_defaults``, the workload's defaults as ``{column: value}`` (the baseline and the labels)."""
+    import json
+
+    from optuna.distributions import distribution_to_json
+
+    space = {col: distribution_to_json(d) for k, d in distributions.items() if (col := column_of(k)) is not None}
+    base = {col: v for k, v in defaults.items()
+            if (col := column_of(k)) is not None and (v is None or isinstance(v, (bool, int, float, str)))}
+    return {"space": json.dumps(space, sort_keys=True), "knob_defaults": json.dumps(base, sort_keys=True)}
+
+
 _ROW_FIELDS = {"study", "trial", "status", "reason", "message", "workload", "preset", "objectives", "started_at",
-               "ended_at", "wall_s", "baseline", "confirm_of"}
+               "ended_at", "wall_s", "baseline", "confirm_of", "space", "knob_defaults"}
 
 
 def _compacted_row(trials_dir: Path, study: str, trial: int, columns: list[str] | None = None) -> dict | None:

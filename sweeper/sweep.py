@@ -345,15 +345,18 @@ class SweepImpl:
 
     def _context(self, trial: optuna.Trial, values: dict[str, Any], job_idx: int) -> dict[str, Any]:
         """What the task needs to know of the sweep, passed as one override (no Hydra singletons: thread safe)."""
-        types = store.column_types(value_types(self.space))
+        types = store.column_types(value_types(self.space), self.defaults)
         return {
             "study": self.study_name, "number": trial.number, "storage": self.storage_url,
             "objectives": [f"{m}:{d}" for m, d in self.objectives],
             "log_dir": str(Path(str(self.config.hydra.sweep.dir)) / str(job_idx)),
             "column_types": {c: str(t) for c, t in types.items()},
             "pruner": dict(self.pruner_conf), "baseline": self._is_baseline(values),
-            "confirm_of": trial.user_attrs.get("confirm_of"),
+            "confirm_of": trial.user_attrs.get("confirm_of"), "facts": self._facts(),
         }
+
+    def _facts(self) -> dict[str, str]:
+        return store.sweep_facts({**self.space.inactive, **self.space.params}, self.defaults)
 
     def _is_baseline(self, values: dict[str, Any]) -> bool:
         """This configuration is the workload's defaults (what a user gets without tuning)."""
@@ -385,7 +388,8 @@ class SweepImpl:
             target[leaf] = value
         row = store.make_row(outcome, study=self.study_name, trial=number, cfg=cfg, objectives=self.objectives)
         row["baseline"] = self._is_baseline(values)
-        store.write_row(path, row, store.column_types(value_types(self.space)))
+        row.update(self._facts())
+        store.write_row(path, row, store.column_types(value_types(self.space), self.defaults))
 
 
 _STOP = object()

@@ -21,7 +21,7 @@ from sweeper import gpu, store
 from sweeper.config import plain as config_plain, preset_params, trial_config
 from sweeper.errors import ConfigError
 from sweeper.outcome import Status, TrialOutcome
-from sweeper.space import parse_param, value_types
+from sweeper.space import flatten, parse_param, value_types
 import workloads
 from workloads.base import DeviceInfo
 
@@ -41,9 +41,13 @@ def _single_run_context(tcfg: dict[str, Any]) -> dict[str, Any]:
             continue
         if isinstance(parsed, BaseDistribution):
             dists[key] = parsed
-    types = store.column_types(value_types(dists))
+    values = flatten({k: v for k, v in tcfg.items() if k in ("knobs", "workload", "distributed")})
+    types = store.column_types(value_types(dists), values)
+    # A run with no knob given on the command line runs the workload's defaults: the baseline of its study.
+    knob_args = [o for o in hc.overrides.task if o.lstrip("+~").startswith(("knobs.", "distributed."))]
     return {"study": f"{tcfg['workload']['name']}-runs", "number": None, "log_dir": hc.runtime.output_dir,
-            "objectives": objectives or ["throughput:maximize"], "column_types": {c: str(t) for c, t in types.items()}}
+            "objectives": objectives or ["throughput:maximize"], "column_types": {c: str(t) for c, t in types.items()},
+            "baseline": not knob_args, "facts": store.sweep_facts(dists, {} if knob_args else values)}
 
 
 def _arrow_types(names: dict[str, str]) -> dict[str, pa.DataType]:
@@ -83,6 +87,7 @@ def run_trial(cfg: DictConfig) -> dict[str, Any]:
     row = store.make_row(outcome, study=ctx["study"], trial=ctx["number"], cfg=tcfg, objectives=objectives)
     row["baseline"] = bool(ctx.get("baseline", False))
     row["confirm_of"] = ctx.get("confirm_of")
+    row.update(ctx.get("facts") or {})
     path = store.trial_path(Path(tcfg["results_dir"]) / "trials", ctx["study"], ctx["number"])
     store.write_row(path, row, {**_arrow_types(ctx.get("column_types") or {}), "confirm_of": pa.int64()})
     return outcome.to_dict()
