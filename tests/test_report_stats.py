@@ -10,7 +10,6 @@ import pandas as pd
 import pytest
 
 from sweeper.report.analysis import analyse
-from sweeper.report.baseline import workload_defaults
 from sweeper.report.data import load, norm
 from sweeper.report.diagnose import diagnose
 from sweeper.report.stats import pareto_mask, tie_ranks
@@ -99,7 +98,10 @@ def test_ties_and_separations_occur_in_real_sweeps() -> None:
 def test_baseline_is_the_workload_defaults() -> None:
     rows = rows_of("single")
     a = analyse(rows)
-    defaults = workload_defaults("matmul", None)
+    from omegaconf import OmegaConf
+
+    yaml = OmegaConf.to_container(OmegaConf.load(Path(__file__).parents[1] / "conf" / "workload" / "matmul.yaml"))
+    defaults = {f"knob.{k}": norm(v) for k, v in yaml["knobs"].items()}
     base = a.configs[a.configs["is_baseline"]]
     assert len(base) == 1, a.baseline_note
     for col in a.swept:

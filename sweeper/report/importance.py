@@ -1,8 +1,13 @@
 """Knob importance (Optuna's evaluators on an in-memory study rebuilt from the rows) and marginal effects.
 
-Each configuration becomes one trial of the in-memory study (its mean over repeats), every swept knob a
-categorical parameter (values as the report spells them; ``null`` for a knob inactive under its condition),
-and the objective the log of the metric: a knob that doubles throughput counts the same at any scale.
+Each configuration becomes one trial of the in-memory study (its mean over repeats), and the objective the log of
+the metric: a knob that doubles throughput counts the same at any scale. Each swept knob keeps the distribution
+its sweep declared, as the rows record it (``space``): an integer or float knob (``range``, ``interval``,
+``tag(log, ...)``) is numeric, so fANOVA splits it at thresholds instead of one-hot encoding hundreds of
+values; a ``choice`` knob, one inactive in some configurations (``null``) or one from rows that record no space
+is categorical (values as the report spells them). The cost is bounded: at most MAX_TRIALS configurations (a
+seeded sample), FANOVA_TREES trees, and a categorical knob with more than MAX_CATEGORIES values that are all
+numbers is treated as ordered numbers.
 fANOVA (a random forest, needs scikit-learn) is the default; PED-ANOVA is used when scikit-learn is missing or
 when asked for. On sweeps of tens of configurations PED-ANOVA's top-quantile estimate is unstable, which is
 why fANOVA comes first.
@@ -10,16 +15,55 @@ why fANOVA comes first.
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import numpy as np
 import pandas as pd
+from optuna.distributions import (BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution,
+                                  json_to_distribution)
 
 from sweeper.report.data import short_name
 
 MAX_TRIALS = 2000  # larger studies are subsampled (seeded) before fitting; the report says so
 FANOVA_TREES = 16  # Optuna's default is 64; on these sweeps 16 ranks knobs the same at a quarter of the time
+MAX_CATEGORIES = 32  # beyond this, a knob of numbers is fitted as a number (fANOVA's cost grows with categories)
 EVALUATORS = ("auto", "fanova", "ped-anova")
+SPACE_COLUMN = "space"
+
+
+def recorded_space(rows: pd.DataFrame) -> dict[str, BaseDistribution]:
+    """``{column: distribution}`` from the rows' ``space`` records (every record of the study, later ones win)."""
+    if SPACE_COLUMN not in rows:
+        return {}
+    out: dict[str, BaseDistribution] = {}
+    for text in rows[SPACE_COLUMN].dropna().astype(str).unique():
+        try:
+            out.update({col: json_to_distribution(d) for col, d in json.loads(text).items()})
+        except (ValueError, TypeError, KeyError):
+            continue  # a record this version cannot read: that knob stays categorical
+    return out
+
+
+def _numbers(column: pd.Series) -> np.ndarray | None:
+    try:
+        return column.astype(float).to_numpy()
+    except (TypeError, ValueError):
+        return None
+
+
+def _distribution(column: pd.Series, declared: BaseDistribution | None) -> tuple[BaseDistribution, list]:
+    """The distribution a knob is fitted with and its values per configuration (see the module docstring)."""
+    numbers = _numbers(column)  # None when a value is not a number, "null" included
+    numeric = isinstance(declared, (IntDistribution, FloatDistribution)) or (
+        numbers is not None and column.nunique() > MAX_CATEGORIES)
+    if numeric and numbers is not None and np.isfinite(numbers).all():
+        low, high = float(numbers.min()), float(numbers.max())
+        log = bool(getattr(declared, "log", False)) and low > 0
+        if isinstance(declared, IntDistribution) and (numbers == np.round(numbers)).all():
+            return IntDistribution(int(low), int(high), log=log), [int(v) for v in numbers]
+        return FloatDistribution(low, high, log=log), [float(v) for v in numbers]
+    return CategoricalDistribution(sorted(column.unique())), list(column)
 
 
 def has_sklearn() -> bool:
@@ -41,12 +85,13 @@ def _evaluator(name: str):
 
 
 def importance(values: pd.DataFrame, target: pd.Series, direction: str = "maximize",
-               evaluator: str = "auto") -> tuple[dict[str, float], str]:
+               evaluator: str = "auto", space: dict[str, BaseDistribution] | None = None
+               ) -> tuple[dict[str, float], str]:
     """Importance of each column of ``values`` (normalized knob values, one row per configuration) for
-    ``target`` (the metric per configuration). Returns ({short knob name: importance}, note); empty when it cannot
-    be computed, with the reason in the note."""
+    ``target`` (the metric per configuration), each knob with its declared distribution from ``space``
+    (``recorded_space``). Returns ({short knob name: importance}, note); empty when it cannot be computed, with
+    the reason in the note."""
     import optuna
-    from optuna.distributions import CategoricalDistribution
 
     ok = target.notna() & (target > 0)
     values, target = values[ok], target[ok]
@@ -58,10 +103,12 @@ def importance(values: pd.DataFrame, target: pd.Series, direction: str = "maximi
         pick = np.random.default_rng(0).choice(len(values), MAX_TRIALS, replace=False)
         values, target = values.iloc[np.sort(pick)], target.iloc[np.sort(pick)]
         note = f"; fitted on a seeded sample of {MAX_TRIALS} configurations"
-    dists = {c: CategoricalDistribution(sorted(values[c].unique())) for c in cols}
+    fitted = {c: _distribution(values[c], (space or {}).get(c)) for c in cols}
+    dists = {c: d for c, (d, _) in fitted.items()}
     logs = np.log(target.to_numpy(float))
-    trials = [optuna.trial.create_trial(params={c: row[c] for c in cols}, distributions=dists, values=[float(v)])
-              for row, v in zip(values[cols].to_dict("records"), logs)]
+    trials = [optuna.trial.create_trial(params={c: fitted[c][1][i] for c in cols}, distributions=dists,
+                                        values=[float(v)])
+              for i, v in enumerate(logs)]
     evaluator_obj, name = _evaluator(evaluator)
     previous = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
