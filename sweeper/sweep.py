@@ -355,7 +355,7 @@ class SweepImpl:
             "confirm_of": trial.user_attrs.get("confirm_of"), "facts": self._facts(),
         }
 
-    def _facts(self) -> dict[str, str]:
+    def _facts(self) -> dict[str, dict[str, Any]]:
         return store.sweep_facts({**self.space.inactive, **self.space.params}, self.defaults)
 
     def _is_baseline(self, values: dict[str, Any]) -> bool:
@@ -388,7 +388,7 @@ class SweepImpl:
             target[leaf] = value
         row = store.make_row(outcome, study=self.study_name, trial=number, cfg=cfg, objectives=self.objectives)
         row["baseline"] = self._is_baseline(values)
-        row.update(self._facts())
+        row.update(store.facts_columns(self._facts()))
         store.write_row(path, row, store.column_types(value_types(self.space), self.defaults))
 
 

@@ -87,7 +87,7 @@ def run_trial(cfg: DictConfig) -> dict[str, Any]:
     row = store.make_row(outcome, study=ctx["study"], trial=ctx["number"], cfg=tcfg, objectives=objectives)
     row["baseline"] = bool(ctx.get("baseline", False))
     row["confirm_of"] = ctx.get("confirm_of")
-    row.update(ctx.get("facts") or {})
+    row.update(store.facts_columns(ctx.get("facts") or {}))
     path = store.trial_path(Path(tcfg["results_dir"]) / "trials", ctx["study"], ctx["number"])
     store.write_row(path, row, {**_arrow_types(ctx.get("column_types") or {}), "confirm_of": pa.int64()})
     return outcome.to_dict()

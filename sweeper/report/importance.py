@@ -39,7 +39,8 @@ def recorded_space(rows: pd.DataFrame) -> dict[str, BaseDistribution]:
     out: dict[str, BaseDistribution] = {}
     for text in rows[SPACE_COLUMN].dropna().astype(str).unique():
         try:
-            out.update({col: json_to_distribution(d) for col, d in json.loads(text).items()})
+            out.update({col: json_to_distribution(d if isinstance(d, str) else json.dumps(d))
+                        for col, d in json.loads(text).items()})
         except (ValueError, TypeError, KeyError):
             continue  # a record this version cannot read: that knob stays categorical
     return out
