@@ -114,3 +114,15 @@ def plain(cfg: Any) -> dict[str, Any]:
         node = cfg[key]
         out[key] = OmegaConf.to_container(node, resolve=True) if isinstance(node, Container) else node
     return out
+
+
+def with_values(cfg: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """A copy of the trial config ``cfg`` with dotted keys (``knobs.batch_size``) set to ``values``."""
+    out = copy.deepcopy(cfg)
+    for key, value in values.items():
+        *parents, leaf = key.split(".")
+        node = out
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return out

@@ -20,12 +20,14 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from optuna.trial import TrialState
 
 from sweeper import gpu, jobs, store, study as st
+from sweeper.config import with_values
 from sweeper.errors import ConfigError
 from sweeper.outcome import Status, TrialOutcome
 from sweeper.progress import SweepProgress
 from sweeper.prune import make_pruner
 from sweeper.slots import Slot, make_slots, slot_overrides
 from sweeper.space import check_known, contains, evaluate, override_string, value_types
+from sweeper.task import device_check
 
 log = logging.getLogger(__name__)
 KNOWN_METRICS = (
@@ -331,6 +333,10 @@ class SweepImpl:
         for expr in self.space.constraints:
             if not evaluate(expr, ns):
                 return values, TrialOutcome(Status.SKIPPED, f"invalid:{expr}", f"constraint does not hold: {expr}")
+        # The device check runs here, before any launcher job (a SLURM job is never submitted only to be skipped).
+        reason = device_check(with_values(self.cfg, {**self.space.fixed, **values}), self._device())
+        if reason:
+            return values, TrialOutcome(Status.SKIPPED, f"invalid:{reason}", reason)
         key = json.dumps(values, sort_keys=True, default=str)
         trial.set_user_attr("config_key", key)
         if repeat or self.conf.get("repeat", False):
@@ -358,6 +364,11 @@ class SweepImpl:
     def _facts(self) -> dict[str, dict[str, Any]]:
         return store.sweep_facts({**self.space.inactive, **self.space.params}, self.defaults)
 
+    def _device(self) -> Any:
+        if getattr(self, "_device_info", None) is None:
+            self._device_info = gpu.device_info()  # the same description resolve_space built the defaults with
+        return self._device_info
+
     def _is_baseline(self, values: dict[str, Any]) -> bool:
         """This configuration is the workload's defaults (what a user gets without tuning)."""
         return all(values.get(k) is None or values.get(k) == self.defaults.get(k) for k in self.space.params)
@@ -379,13 +390,7 @@ class SweepImpl:
         path = store.trial_path(self.trials_dir, self.study_name, number)
         if only_if_missing and store.has_trial(self.trials_dir, self.study_name, number):
             return
-        cfg = json.loads(json.dumps(self.cfg, default=str))
-        for key, value in {**self.space.fixed, **values}.items():
-            *parents, leaf = key.split(".")
-            target = cfg
-            for part in parents:
-                target = target.setdefault(part, {})
-            target[leaf] = value
+        cfg = with_values(json.loads(json.dumps(self.cfg, default=str)), {**self.space.fixed, **values})
         row = store.make_row(outcome, study=self.study_name, trial=number, cfg=cfg, objectives=self.objectives)
         row["baseline"] = self._is_baseline(values)
         row.update(store.facts_columns(self._facts()))

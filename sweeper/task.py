@@ -54,6 +54,14 @@ def _arrow_types(names: dict[str, str]) -> dict[str, pa.DataType]:
     return {col: pa.type_for_alias(name) for col, name in names.items()}
 
 
+def device_check(tcfg: dict[str, Any], info: DeviceInfo) -> str | None:
+    """Why the workload cannot run this trial config on the device described by ``info``, or None."""
+    wl = tcfg["workload"]
+    module = workloads.load(wl["name"], wl.get("module"))
+    target = info if tcfg["device"].startswith("cuda") else DeviceInfo(kind="cpu")  # what the trial will run on
+    return module.check(tcfg, target) if hasattr(module, "check") else None
+
+
 def run_trial(cfg: DictConfig) -> dict[str, Any]:
     """Run the trial described by ``cfg``; returns the outcome as a dict (never raises for a trial's failure)."""
     info = gpu.device_info()
@@ -66,10 +74,7 @@ def run_trial(cfg: DictConfig) -> dict[str, Any]:
 
         tcfg = trial_config(config_plain(cfg), info, list(HydraConfig.get().overrides.task))
         ctx = _single_run_context(tcfg)
-    wl = tcfg["workload"]
-    module = workloads.load(wl["name"], wl.get("module"))
-    target = info if tcfg["device"].startswith("cuda") else DeviceInfo(kind="cpu")  # what the trial will run on
-    reason = module.check(tcfg, target) if hasattr(module, "check") else None
+    reason = device_check(tcfg, info)  # the sweeper checked before launch; a job on another node checks again
     if reason:
         now = time.time()
         outcome = TrialOutcome(Status.SKIPPED, f"invalid:{reason}", reason, started_at=now, ended_at=now)
