@@ -114,9 +114,14 @@ def test_baseline_is_the_workload_defaults() -> None:
 
 
 def test_no_baseline_is_said() -> None:
-    a = analyse(rows_of("multi"))
+    """Recorded defaults that no trial ran (the sweep's space excluded them): no speed-ups, and the note says why."""
+    import json
+
+    rows = rows_of("multi").assign(knob_defaults=json.dumps({"knob.precision": "tf32", "knob.batch_size": 4}))
+    a = analyse(rows)
     assert a.configs["speedup"].isna().all()
-    assert a.baseline_note.startswith("no trial ran the workload defaults")
+    assert a.baseline_note.startswith("no trial ran the workload defaults (")
+    assert "precision=tf32" in a.baseline_note
 
 
 def test_multi_objective_pareto_front() -> None:
