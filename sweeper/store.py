@@ -92,7 +92,10 @@ _NULLABLE_TYPES: dict[str, pa.DataType] = {
     "knob.distributed.nproc": pa.int64(), "knob.distributed.replicate_degree": pa.int64(),
     "knob.distributed.param_dtype": pa.string(), "knob.distributed.reduce_dtype": pa.string(),
     "confirm_of": pa.int64(), "baseline": pa.bool_(),
-}  # a workload's knob and parameter columns get theirs from its YAML (column_types), never from a list here
+    # metrics of the JPEG pipeline that are null in some rows (knob columns get their types from the workload's
+    # YAML via column_types, never from a list here)
+    "data_decoded_pixels_frac": pa.float64(), "data_transfer_dtype": pa.string(),
+}
 _FLOAT_METRICS = {"peak_mem_bytes", "peak_mem_reserved_bytes", "gpu_mem_bytes"}
 
 

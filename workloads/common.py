@@ -120,8 +120,6 @@ def check_common(knobs: dict[str, Any], device: DeviceInfo) -> str | None:
             return f"compile={knobs['compile']} uses CUDA graphs, which need a GPU"
         if knobs.get("optimizer_impl") == "fused" and not _fused_on_cpu():
             return "fused optimizers need a GPU on this torch version"
-        if precision == "fp16":
-            return "fp16 autocast with a GradScaler is a GPU path; use bf16 on the CPU"
     return None
 
 

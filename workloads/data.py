@@ -1,46 +1,50 @@
 """The ``jpeg`` input pipeline of resnet50: JPEG files on disk, decoded and augmented per sample, as in training.
 
-``decode_device: cpu``: DataLoader workers (or the trial process, with ``num_workers: 0``) read each file, decode it
-with torchvision.io (libjpeg-turbo), apply RandomResizedCrop + RandomHorizontalFlip on uint8 and normalize to float32;
-the trial process copies the batch to the device. ``decode_device: cuda``: the workers only read the file bytes;
-the trial process decodes the batch with nvJPEG (``torchvision.io.decode_jpeg(..., device="cuda")``) and crops,
-flips and normalizes on the GPU. Either way the model gets float32 images in the configured memory format.
+Decode strategies (knobs; ``workloads.decode`` has the decoders):
+- ``decode_device: cpu``: DataLoader workers (or the trial process, with ``num_workers: 0``) read, decode
+  (``cpu_decoder``: torchvision or PIL, ``decode_scale``: full or DCT-reduced) and crop each file; ``transfer_dtype``
+  says whether the workers also normalize (``float32``) or hand over uint8 crops, a quarter of the bytes, normalized
+  on the device after the copy (``uint8``).
+- ``decode_device: cuda``: workers only read file bytes; each batch is decoded in one batched nvJPEG call and
+  cropped on the GPU by a background thread on its own CUDA stream, overlapped with the training step.
+- ``decode_device: hybrid``: each batch is split: ``gpu_share`` of its images go to the GPU decoder as bytes, the
+  workers decode the rest on the CPU, so both decoders are busy (DALI's hardware-decoder share is the same idea).
+- ``device_prefetch: true`` (GPU only): the host-to-device copy and normalization of CPU-decoded batches run in that
+  background thread too, a few batches ahead (``cuda`` and ``hybrid`` always use it).
 
-Without ``workload.root`` the pipeline reads a synthetic ImageNet-like corpus (smooth noise plus grain, quality 90,
-~100 KB at 500x375), generated once into ``<results_dir>/data/jpeg-<w>x<h>-<n>`` and reused by later trials.
+Every batch records what it cost: seconds decoding and augmenting in the workers, decode and crop seconds on the GPU,
+copy time, pixels decoded (DCT scaling), bytes decoded on each device. :meth:`Pipeline.metrics` turns them into
+``data_*`` columns and names the stage that limits the pipeline (``data_limit_stage``: decode, augmentation or
+transfer), which the report shows for a data-bound row.
+
 Epochs are ``workload.epoch_images`` long (the corpus cycled): restarting the loader every pass over a small corpus
-drains its prefetch queue each time, which real training on a large dataset rarely does (on an H200 with 14 workers
-the loader alone gave 1,300 img/s restarting every 8 batches, 2,930 img/s without restarts).
+drains its prefetch queue each time, which real training on a large dataset rarely does.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import tempfile
+import queue
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
-from torch.utils.data import DataLoader, RandomSampler
-from torchvision import transforms
+from torch.utils.data import DataLoader, Dataset, RandomSampler
 from torchvision.datasets import DatasetFolder
-from torchvision.io import ImageReadMode, decode_jpeg, encode_jpeg, read_file
-from torchvision.transforms import v2
+from torchvision.io import read_file
 
+from workloads import decode
 from workloads.base import DeviceInfo
+from workloads.corpus import corpus_path, corpus_sizes, ensure_corpus
 
 MEAN = (0.485, 0.456, 0.406)  # ImageNet channel statistics, on the 0..1 scale
 STD = (0.229, 0.224, 0.225)
-DECODE_DEVICES = ("cpu", "cuda")
+DECODE_DEVICES = ("cpu", "cuda", "hybrid")
 TRANSFER_DTYPES = ("float32", "uint8")
 EXTENSIONS = (".jpg", ".jpeg")
-CORPUS_CLASSES = 10  # class subfolders of the generated corpus
-CORPUS_QUALITY = 90
-MANIFEST = "corpus.json"  # written last inside the corpus: its presence marks a complete corpus
+PREFETCH_DEPTH = 3  # batches the background device thread keeps ready
 
 
 # ---------------------------------------------------------------- knob validation
@@ -48,14 +52,29 @@ MANIFEST = "corpus.json"  # written last inside the corpus: its presence marks a
 
 def knob_conflict(knobs: dict[str, Any], device_kind: str) -> str | None:
     """Why these data knobs cannot run on a ``device_kind`` ("cpu"/"cuda") device, or None."""
-    decode = knobs.get("decode_device", "cpu")
-    if decode not in DECODE_DEVICES:
-        return f"knobs.decode_device must be one of {DECODE_DEVICES}, got {decode!r}"
-    if decode == "cuda" and device_kind != "cuda":
-        return "knobs.decode_device=cuda decodes JPEGs on a GPU, but this trial runs on the CPU; use decode_device=cpu"
+    where = knobs.get("decode_device", "cpu")
+    if where not in DECODE_DEVICES:
+        return f"knobs.decode_device must be one of {DECODE_DEVICES}, got {where!r}"
+    if where != "cpu" and device_kind != "cuda":
+        return (f"knobs.decode_device={where} decodes JPEGs on a GPU, but this trial runs on the CPU; "
+                "use decode_device=cpu")
+    if where == "hybrid":
+        share = knobs.get("gpu_share")
+        if share is None or not 0.0 < float(share) < 1.0:
+            return f"knobs.gpu_share must lie in (0, 1) with decode_device=hybrid, got {share!r}"
+    if knobs.get("device_prefetch") and device_kind != "cuda":
+        return "knobs.device_prefetch=true copies batches on a side CUDA stream; it needs a GPU"
     transfer = knobs.get("transfer_dtype") or "float32"
     if transfer not in TRANSFER_DTYPES:
         return f"knobs.transfer_dtype must be one of {TRANSFER_DTYPES}, got {transfer!r}"
+    decoder, scale = knobs.get("cpu_decoder") or "torchvision", knobs.get("decode_scale") or "full"
+    if decoder not in decode.CPU_DECODERS:
+        return f"knobs.cpu_decoder must be one of {decode.CPU_DECODERS}, got {decoder!r}"
+    if scale not in decode.DECODE_SCALES:
+        return f"knobs.decode_scale must be one of {decode.DECODE_SCALES}, got {scale!r}"
+    if scale == "reduced" and decoder != "pil":
+        return ("knobs.decode_scale=reduced needs knobs.cpu_decoder=pil (DCT scaling through Image.draft); "
+                "set cpu_decoder=pil or decode_scale=full")
     workers = knobs.get("num_workers") or 0
     if int(workers) < 0:
         return f"knobs.num_workers must be >= 0, got {workers}"
@@ -73,112 +92,13 @@ def check(knobs: dict[str, Any], device: DeviceInfo) -> str | None:
     return knob_conflict(knobs, device.kind)
 
 
-# ---------------------------------------------------------------- the generated corpus
+def gpu_share(knobs: dict[str, Any]) -> float:
+    """Share of each batch decoded on the GPU: 0 (cpu), 1 (cuda) or ``gpu_share`` (hybrid)."""
+    where = knobs.get("decode_device", "cpu")
+    return {"cpu": 0.0, "cuda": 1.0}.get(where, float(knobs.get("gpu_share") or 0.0))
 
 
-def corpus_path(p: dict[str, Any], cache_root: str | os.PathLike[str]) -> Path:
-    """``<cache_root>/jpeg-<w>x<h>-<n>`` for the workload's ``corpus_width/height/images``."""
-    w, h, n = int(p.get("corpus_width", 500)), int(p.get("corpus_height", 375)), int(p.get("corpus_images", 2048))
-    return Path(cache_root).expanduser().resolve() / f"jpeg-{w}x{h}-{n}"
-
-
-def synthetic_image(gen: torch.Generator, width: int, height: int) -> torch.Tensor:
-    """A natural-looking uint8 (3, height, width) image: smooth noise at three scales plus per-pixel grain.
-
-    The grain sets the JPEG size: at 500x375 and quality 90 a file is ~100 KB, like an average ImageNet photo.
-    """
-    lh, lw = max(2, height // 4), max(2, width // 4)
-    low = torch.zeros(1, 3, lh, lw)
-    for cells, amp in ((4, 1.0), (16, 0.5), (lw, 0.35)):  # coarse blobs, mid-scale texture, fine detail
-        noise = torch.rand(1, 3, max(2, cells * height // width), cells, generator=gen)
-        low += amp * F.interpolate(noise, size=(lh, lw), mode="bilinear", align_corners=False)
-    img = F.interpolate(low, size=(height, width), mode="bilinear", align_corners=False)[0]
-    grain = torch.randint(-40, 41, (3, height, width), generator=gen, dtype=torch.int16)
-    return (img * (255 / 1.85)).to(torch.int16).add_(grain).clamp_(0, 255).to(torch.uint8)
-
-
-def _write_corpus(folder: Path, images: int, width: int, height: int) -> None:
-    """``images`` JPEGs in up to ``CORPUS_CLASSES`` class subfolders (ImageFolder layout), then the manifest."""
-    gen = torch.Generator().manual_seed(0)
-    classes = min(CORPUS_CLASSES, images)  # no empty class folder: ImageFolder rejects those
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # per-image ops are small: threads only add contention
-    try:
-        for c in range(classes):
-            (folder / f"class_{c:03d}").mkdir()
-        for i in range(images):
-            data = encode_jpeg(synthetic_image(gen, width, height), quality=CORPUS_QUALITY)
-            (folder / f"class_{i % classes:03d}" / f"{i:06d}.jpg").write_bytes(data.numpy().tobytes())
-    finally:
-        torch.set_num_threads(threads)
-    manifest = {"images": images, "width": width, "height": height, "quality": CORPUS_QUALITY, "classes": classes}
-    (folder / MANIFEST).write_text(json.dumps(manifest))
-
-
-def ensure_corpus(path: Path, images: int, width: int, height: int) -> str:
-    """Generate the corpus at ``path`` unless it is there; returns "reused", "generated" or "discarded".
-
-    It is written into a temporary sibling folder and renamed into place (atomic), so concurrent trials never read
-    a partial corpus. When two trials generate at once, the one whose rename comes second discards its copy and
-    uses the winner's ("discarded").
-    """
-    if (path / MANIFEST).is_file():
-        return "reused"
-    if path.exists():
-        raise RuntimeError(f"{path} exists but holds no complete corpus (no {MANIFEST}); delete it and run again")
-    if images < 1 or width < 8 or height < 8:
-        raise ValueError(f"workload.corpus_images/width/height must be >= 1/8/8, got {images}/{width}/{height}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
-    os.chmod(tmp, 0o755)  # mkdtemp makes it private; the corpus is shared by every trial
-    try:
-        _write_corpus(tmp, images, width, height)
-        try:
-            os.rename(tmp, path)
-        except OSError:  # ENOTEMPTY/EEXIST: another process renamed its complete copy first
-            if not (path / MANIFEST).is_file():
-                raise
-            return "discarded"
-        return "generated"
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)  # left only when the rename did not happen
-
-
-# ---------------------------------------------------------------- per-sample work (runs in the DataLoader workers)
-
-
-class DecodeAugment:
-    """JPEG bytes -> RGB uint8 -> RandomResizedCrop(size) -> RandomHorizontalFlip -> normalized float32 (3, S, S),
-    or the uint8 crop itself with ``normalize=False`` (``transfer_dtype: uint8``: normalized after the copy)."""
-
-    def __init__(self, image_size: int, normalize: bool = True) -> None:
-        self.augment = v2.Compose([v2.RandomResizedCrop(image_size, antialias=True), v2.RandomHorizontalFlip()])
-        self.normalize = normalize
-
-    def __call__(self, data: torch.Tensor) -> torch.Tensor:
-        img = self.augment(decode_jpeg(data, mode=ImageReadMode.RGB))  # crop and resize on uint8: 4x less memory
-        if not self.normalize:
-            return img
-        return v2.functional.normalize(v2.functional.to_dtype(img, torch.float32, scale=True), MEAN, STD)
-
-
-def collate_bytes(samples: list[tuple[torch.Tensor, int]]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Batch of undecoded files, for decoding in the trial process: ``(packed, labels)``.
-
-    ``packed`` is one 1-D uint8 tensor: the files' lengths as int64 (8 bytes each), then the files back to back
-    (:func:`unpack_bytes` splits it). One tensor, so a worker hands a batch over through one shared-memory segment;
-    a list of N tensors needs N file-descriptor handoffs, which is slow and was seen to stall a worker.
-    """
-    files = [s[0] for s in samples]
-    lengths = torch.tensor([f.numel() for f in files], dtype=torch.int64)
-    packed = torch.cat([lengths.view(torch.uint8), *files])
-    return packed, torch.tensor([s[1] for s in samples], dtype=torch.int64)
-
-
-def unpack_bytes(packed: torch.Tensor, count: int) -> list[torch.Tensor]:
-    """The ``count`` files of a :func:`collate_bytes` batch, as views of ``packed``."""
-    lengths = packed[: 8 * count].view(torch.int64).tolist()
-    return list(torch.split(packed[8 * count:], lengths))
+# ---------------------------------------------------------------- host side (runs in the DataLoader workers)
 
 
 class Normalize:
@@ -192,59 +112,198 @@ class Normalize:
         return batch.sub_(self.mean).div_(self.std)
 
 
-class DeviceDecode:
-    """A batch of JPEG byte tensors -> normalized float32 (N, 3, S, S) on ``device``, decoded and augmented there.
+_CPU_NORMALIZE = Normalize(torch.device("cpu"))
 
-    Crop windows are drawn per image as RandomResizedCrop does; each crop is resized on its own (images differ in
-    size), then the batch is flipped, scaled and normalized at once.
 
-    On a GPU this runs on a side stream that has finished its previous work: torchvision's nvJPEG decoder allocates
-    its outputs on the current stream but writes them from a private stream that waits for nothing, so on the
-    training stream it can overwrite memory that queued kernels still use (seen as NaN losses).
+def pack_bytes(files: list[torch.Tensor]) -> torch.Tensor:
+    """Files as one 1-D uint8 tensor: their lengths as int64 (8 bytes each), then the files back to back.
+
+    One tensor, so a worker hands a batch over through one shared-memory segment; a list of N tensors needs N
+    file-descriptor handoffs, which is slow and was seen to stall a worker.
+    """
+    lengths = torch.tensor([f.numel() for f in files], dtype=torch.int64)
+    return torch.cat([lengths.view(torch.uint8), *files])
+
+
+def unpack_bytes(packed: torch.Tensor, count: int) -> list[torch.Tensor]:
+    """The ``count`` files of a :func:`pack_bytes` tensor, as views of it."""
+    lengths = packed[: 8 * count].view(torch.int64).tolist()
+    return list(torch.split(packed[8 * count:], lengths))
+
+
+class JpegBatches(Dataset):
+    """An ImageFolder of JPEGs that builds whole batches (``__getitems__``), split between the two decoders.
+
+    A batch is a dict: ``crops`` (the CPU-decoded images: uint8 (n, 3, S, S), or normalized float32 with
+    ``normalize``), ``packed`` (the GPU share's file bytes, :func:`pack_bytes`), ``n_gpu``, ``labels`` (CPU images
+    first, then GPU ones, the order of the device batch) and ``stats`` (:data:`decode.STATS` per CPU image).
     """
 
-    def __init__(self, image_size: int, device: torch.device) -> None:
-        self.size, self.device = image_size, device
-        self.scale, self.ratio = (0.08, 1.0), (3 / 4, 4 / 3)
+    def __init__(self, root: Path, source: str, image_size: int, share: float, decoder: str, scale: str,
+                 normalize: bool) -> None:
+        try:
+            folder = DatasetFolder(str(root), loader=read_file, extensions=EXTENSIONS)
+        except (FileNotFoundError, OSError) as e:
+            raise ValueError(f"{source}={str(root)!r} is no JPEG ImageFolder ({e}); point it at a folder with one "
+                             "subfolder per class holding .jpg files, or set it null to use the generated corpus"
+                             ) from None
+        self.samples, self.classes = folder.samples, folder.classes
+        self.size, self.share, self.normalize = image_size, share, normalize
+        self.cpu = decode.CpuDecode(image_size, decoder, scale)
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        return self.__getitems__([index])
+
+    def __getitems__(self, indices: list[int]) -> dict[str, torch.Tensor]:
+        n_gpu = round(self.share * len(indices))
+        n_cpu = len(indices) - n_gpu
+        files = [read_file(self.samples[i][0]) for i in indices]
+        labels = torch.tensor([self.samples[i][1] for i in indices], dtype=torch.int64)
+        decoded = [self.cpu(f) for f in files[:n_cpu]]
+        size = self.size
+        empty = torch.empty(0, 3, size, size, dtype=torch.float32 if self.normalize else torch.uint8)
+        crops = torch.stack([c for c, _ in decoded]) if decoded else empty
+        stats = torch.stack([s for _, s in decoded]) if decoded else torch.empty(0, len(decode.STATS),
+                                                                                  dtype=torch.float64)
+        if self.normalize and n_cpu:
+            t0 = time.perf_counter()
+            crops = _CPU_NORMALIZE(crops.float())
+            stats[:, 1] += (time.perf_counter() - t0) / n_cpu
+        packed = pack_bytes(files[n_cpu:]) if n_gpu else torch.empty(0, dtype=torch.uint8)
+        return {"crops": crops, "packed": packed, "n_gpu": torch.tensor(n_gpu), "labels": labels, "stats": stats}
+
+
+def _pass_through(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return batch  # __getitems__ already built the batch
+
+
+# ---------------------------------------------------------------- device side (runs in the trial process)
+
+
+class DeviceSide:
+    """Host batch -> (images float32 normalized, in ``memory_format``, labels) on ``device``; timings kept.
+
+    CPU crops are copied (``non_blocking`` if asked) and, if uint8, normalized on the device; the GPU share is
+    decoded in one batched call and cropped there; the two parts are concatenated in the labels' order.
+    """
+
+    def __init__(self, image_size: int, device: torch.device, memory_format: torch.memory_format,
+                 non_blocking: bool) -> None:
+        self.device, self.memory_format, self.non_blocking = device, memory_format, non_blocking
         self.normalize = Normalize(device)
-        self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+        self.gpu = decode.GpuDecode(image_size, device)
+        self.cuda = device.type == "cuda"
+        self.gpu_decode_s = self.gpu_crop_s = 0.0
+        self.copies: list[tuple[Any, Any]] = []  # CUDA event pairs around copies (read after the window)
+        self.copy_host_s = 0.0  # CPU device: host time of the copies
+        self.batches = 0
+        self.copied_dtype = ""
+        self.bytes_gpu = 0
 
-    def __call__(self, data: list[torch.Tensor]) -> torch.Tensor:
-        if self.stream is None:
-            return self._decode(data)
-        with torch.cuda.stream(self.stream):
-            self.stream.synchronize()  # memory freed on this stream is now idle: safe for nvJPEG to write
-            batch = self._decode(data)
-        current = torch.cuda.current_stream(self.device)
-        current.wait_stream(self.stream)
-        batch.record_stream(current)  # not reused for a later decode while the training stream reads it
-        return batch
+    def __call__(self, host: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        parts = []
+        crops = host["crops"]
+        if crops.numel():
+            self.copied_dtype = str(crops.dtype).replace("torch.", "")
+            if self.cuda:
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                on_device = crops.to(self.device, non_blocking=self.non_blocking)
+                end.record()
+                if len(self.copies) < 512:
+                    self.copies.append((start, end))
+            else:
+                t0 = time.perf_counter()
+                on_device = crops.to(self.device)
+                self.copy_host_s += time.perf_counter() - t0
+            parts.append(self.normalize(on_device.float()) if crops.dtype == torch.uint8 else on_device)
+        n_gpu = int(host["n_gpu"])
+        if n_gpu:
+            files = unpack_bytes(host["packed"], n_gpu)
+            self.bytes_gpu += sum(f.numel() for f in files)
+            images, decode_s, crop_s = self.gpu(files)
+            self.gpu_decode_s += decode_s
+            self.gpu_crop_s += crop_s
+            parts.append(self.normalize(images))
+        self.batches += 1
+        images = parts[0] if len(parts) == 1 else torch.cat(parts)
+        labels = host["labels"].to(self.device, non_blocking=self.non_blocking)
+        return images.contiguous(memory_format=self.memory_format), labels
 
-    def _decode(self, data: list[torch.Tensor]) -> torch.Tensor:
-        images = decode_jpeg(data, mode=ImageReadMode.RGB, device=self.device)
-        crops = []
-        for img in images:
-            top, left, h, w = transforms.RandomResizedCrop.get_params(img, self.scale, self.ratio)
-            crop = img[None, :, top:top + h, left:left + w].float()
-            crops.append(F.interpolate(crop, size=(self.size, self.size), mode="bilinear", align_corners=False,
-                                       antialias=True))
-        batch = torch.cat(crops)
-        flip = torch.rand(len(crops)) < 0.5
-        if flip.any():
-            idx = flip.nonzero().flatten().to(self.device)
-            batch[idx] = batch[idx].flip(-1)
-        return self.normalize(batch)
+    def copy_s(self) -> float:
+        """Seconds spent copying CPU crops to the device (mean over the copies timed, times the batches)."""
+        if not self.copies:
+            return self.copy_host_s
+        torch.cuda.synchronize(self.device)
+        ms = [a.elapsed_time(b) for a, b in self.copies]
+        return sum(ms) / len(ms) / 1e3 * self.batches
+
+
+class Prefetcher:
+    """Runs :class:`DeviceSide` on a background thread and side stream, ``PREFETCH_DEPTH`` batches ahead.
+
+    The thread pulls host batches, makes them device batches on its own CUDA stream, and queues them with an
+    event; ``next()`` makes the training stream wait for that event (no host sync) and marks the tensors as used
+    there. Before each batch the thread waits for its stream's earlier work: memory freed on that stream is then
+    idle, so nvJPEG (which writes from a private stream) cannot overwrite memory queued kernels still read.
+    """
+
+    def __init__(self, source: Any, side: DeviceSide) -> None:
+        self.source, self.side = source, side
+        self.stream = torch.cuda.Stream(side.device) if side.cuda else None
+        self.queue: queue.Queue[Any] = queue.Queue(maxsize=PREFETCH_DEPTH)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="device-prefetch", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self.stop.is_set():
+                host = self.source()
+                if self.stream is None:
+                    item: Any = (*self.side(host), None)
+                else:
+                    with torch.cuda.stream(self.stream):
+                        self.stream.synchronize()
+                        images, labels = self.side(host)
+                        event = torch.cuda.Event()
+                        event.record(self.stream)
+                    item = (images, labels, event)
+                while not self.stop.is_set():
+                    try:
+                        self.queue.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer, which raises it
+            self.queue.put(e)
+
+    def next(self) -> tuple[torch.Tensor, torch.Tensor]:
+        item = self.queue.get()
+        if isinstance(item, BaseException):
+            raise RuntimeError(f"the device prefetch thread failed: {item!r}") from item
+        images, labels, event = item
+        if event is not None:
+            current = torch.cuda.current_stream(self.side.device)
+            current.wait_event(event)
+            images.record_stream(current)
+            labels.record_stream(current)
+        return images, labels
+
+    def close(self) -> None:
+        self.stop.set()
+        try:
+            while True:
+                self.queue.get_nowait()
+        except queue.Empty:
+            pass
+        self.thread.join(timeout=10)
 
 
 # ---------------------------------------------------------------- the pipeline
-
-
-def _dataset(root: Path, transform: DecodeAugment | None, source: str) -> DatasetFolder:
-    try:
-        return DatasetFolder(str(root), loader=read_file, extensions=EXTENSIONS, transform=transform)
-    except (FileNotFoundError, OSError) as e:
-        raise ValueError(f"{source}={str(root)!r} is no JPEG ImageFolder ({e}); point it at a folder with one "
-                         "subfolder per class holding .jpg files, or set it null to use the generated corpus") from None
 
 
 class Pipeline:
@@ -261,24 +320,23 @@ class Pipeline:
         reason = knob_conflict(knobs, device.type)
         if reason:
             raise ValueError(reason)
-        self.device, self.memory_format = device, memory_format
-        self.non_blocking = bool(knobs.get("non_blocking", False))
+        self.knobs = knobs
         self.decode_device = str(knobs.get("decode_device", "cpu"))
-        # uint8: workers hand over the uint8 crops (a quarter of the bytes to copy) and normalization runs on the
-        # trial's device after the copy; float32: workers normalize, the float32 batch crosses to the device.
-        self.transfer_uint8 = self.decode_device == "cpu" and knobs.get("transfer_dtype") == "uint8"
-        self.normalize = Normalize(device) if self.transfer_uint8 else None
+        self.share = gpu_share(knobs)
+        # uint8: workers hand over the uint8 crops (a quarter of the bytes to copy), normalized on the device after
+        # the copy; float32: workers normalize, the float32 batch crosses to the device.
+        normalize_in_workers = (knobs.get("transfer_dtype") or "float32") == "float32"
         t0 = time.perf_counter()
         if p.get("root"):
             self.root, self.corpus_state, source = Path(p["root"]).expanduser().resolve(), "user", "workload.root"
         else:
             self.root, source = corpus_path(p, cache_root), "corpus"
             self.corpus_state = ensure_corpus(self.root, int(p.get("corpus_images", 2048)),
-                                              int(p.get("corpus_width", 500)), int(p.get("corpus_height", 375)))
+                                              int(p.get("corpus_width", 500)), int(p.get("corpus_height", 375)),
+                                              corpus_sizes(p))
         self.corpus_s = time.perf_counter() - t0
-        on_device = self.decode_device == "cuda"
-        self.dataset = _dataset(self.root, None if on_device else DecodeAugment(image_size, not self.transfer_uint8),
-                                source)
+        self.dataset = JpegBatches(self.root, source, image_size, self.share, knobs.get("cpu_decoder") or "torchvision",
+                                   knobs.get("decode_scale") or "full", normalize_in_workers)
         epoch = int(p.get("epoch_images") or len(self.dataset))
         if epoch < batch_size:
             raise ValueError(f"an epoch of {epoch} images ({source}: {len(self.dataset)}) holds no full batch of "
@@ -287,64 +345,97 @@ class Pipeline:
             n = len(self.dataset.classes)
             raise ValueError(f"{source} has {n} classes but workload.num_classes={num_classes}; "
                              f"set workload.num_classes >= {n}")
-        self.device_decode = DeviceDecode(image_size, device) if on_device else None
-        workers = int(knobs.get("num_workers") or 0)
+        self.workers = int(knobs.get("num_workers") or 0)
         per_worker: dict[str, Any] = {}
-        if workers > 0:
+        if self.workers > 0:
             # Fork the workers from this process, as a training script on Linux does. A trial process comes from
             # the sweeper's forkserver, so multiprocessing's default there is "forkserver": each trial would start
             # a fresh server that imports torch again before its first worker runs (first batch 140 s on the H200
-            # with 14 workers, 3 s on the CI machine with 2). Workers never touch CUDA: cuda decoding happens here.
+            # with 14 workers, 3 s on the CI machine with 2). Workers never touch CUDA.
             per_worker["multiprocessing_context"] = "fork"
             per_worker["persistent_workers"] = bool(knobs.get("persistent_workers", False))
             if knobs.get("prefetch_factor") is not None:
                 per_worker["prefetch_factor"] = int(knobs["prefetch_factor"])
         sampler = RandomSampler(self.dataset, num_samples=epoch, generator=torch.Generator().manual_seed(0))
         self.loader = DataLoader(self.dataset, batch_size=batch_size, sampler=sampler, drop_last=True,
-                                 num_workers=workers, pin_memory=bool(knobs.get("pin_memory", False)),
-                                 collate_fn=collate_bytes if on_device else None, **per_worker)
-        # Batches the loader can hold ready: each worker keeps prefetch_factor (torch's default 2) in flight.
-        self.buffered_batches = workers * int(per_worker.get("prefetch_factor", 2)) if workers else 0
+                                 num_workers=self.workers, pin_memory=bool(knobs.get("pin_memory", False)),
+                                 collate_fn=_pass_through, **per_worker)
+        # Batches the loader can hold ready: each worker keeps prefetch_factor (torch's default 2) in flight, plus
+        # what the device thread holds.
+        threaded = self.share > 0 or bool(knobs.get("device_prefetch"))
+        self.buffered_batches = (self.workers * int(per_worker.get("prefetch_factor", 2)) if self.workers else 0) + (
+            PREFETCH_DEPTH + 1 if threaded else 0)
+        self.side = DeviceSide(image_size, device, memory_format, bool(knobs.get("non_blocking", False)))
         self.epochs = 0  # loader restarts so far
+        self.stats = torch.zeros(len(decode.STATS), dtype=torch.float64)
+        self.cpu_images = 0
         self._it: Any = None
+        self.prefetcher = Prefetcher(self._next_host, self.side) if threaded else None
 
-    def _next_host(self) -> tuple[Any, torch.Tensor]:
+    def _next_host(self) -> dict[str, torch.Tensor]:
         if self._it is None:
             self._it = iter(self.loader)
         try:
-            return next(self._it)
+            host = next(self._it)
         except StopIteration:
             self.epochs += 1
             self._it = iter(self.loader)  # persistent workers are reused; otherwise new ones start
-            return next(self._it)
+            host = next(self._it)
+        self.stats += host["stats"].sum(0)
+        self.cpu_images += len(host["stats"])
+        return host
 
     def next(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The next batch, on the device (copies are queued, not synchronized, with ``non_blocking``)."""
-        data, labels = self._next_host()
-        if self.device_decode is not None:
-            images = self.device_decode(unpack_bytes(data, len(labels)))
-        else:
-            images = data.to(self.device, non_blocking=self.non_blocking)
-            if self.normalize is not None:
-                images = self.normalize(images.float())
-        images = images.contiguous(memory_format=self.memory_format)
-        return images, labels.to(self.device, non_blocking=self.non_blocking)
+        if self.prefetcher is not None:
+            return self.prefetcher.next()
+        return self.side(self._next_host())
 
     def close(self) -> None:
-        """Stop the worker processes (and the pin-memory thread) now rather than at garbage collection."""
+        """Stop the device thread and the worker processes (and the pin-memory thread) now, not at collection."""
+        if self.prefetcher is not None:
+            self.prefetcher.close()
         it, self._it = self._it, None
         shutdown = getattr(it, "_shutdown_workers", None)  # the multi-process iterator's own cleanup
         if shutdown is not None:
             shutdown()
 
+    def stage_ms(self) -> dict[str, float]:
+        """Per-batch milliseconds of each pipeline stage, as wall time given its parallelism.
+
+        CPU decode/augment seconds are spread over the workers that ran them in parallel (the trial process with
+        no workers); GPU decode and crop ran on the one device thread; decode runs on both sides at once in the
+        hybrid split, so its stage time is the slower side.
+        """
+        batches = max(1, self.side.batches)
+        lanes = max(1, self.workers)
+        cpu_decode = float(self.stats[0]) / lanes / batches * 1e3
+        cpu_augment = float(self.stats[1]) / lanes / batches * 1e3
+        return {
+            "decode": max(cpu_decode, self.side.gpu_decode_s / batches * 1e3),
+            "augmentation": max(cpu_augment, self.side.gpu_crop_s / batches * 1e3),
+            "transfer": self.side.copy_s() / batches * 1e3,
+        }
+
     def metrics(self) -> dict[str, Any]:
         """Columns of the trial's row that describe the pipeline (read once after the measured window)."""
         sizes = [os.path.getsize(path) for path, _ in self.dataset.samples]
+        stages = self.stage_ms()
         return {
             "data_corpus_images": len(self.dataset),
             "data_corpus_bytes_mean": sum(sizes) / len(sizes),
             "data_corpus_state": self.corpus_state,  # user | reused | generated | discarded
             "data_corpus_s": self.corpus_s,  # seconds this trial spent finding or generating the corpus
             "data_decode_device": self.decode_device,
+            "data_decode_strategy": decode.describe(self.knobs),
+            "data_gpu_share": self.share,
+            "data_bytes_decoded_cpu": float(self.stats[4]),
+            "data_bytes_decoded_gpu": float(self.side.bytes_gpu),
+            "data_decoded_pixels_frac": (float(self.stats[2]) / float(self.stats[3])) if self.cpu_images else None,
+            "data_transfer_dtype": self.side.copied_dtype or None,  # dtype of the CPU crops as copied
+            "data_decode_ms": stages["decode"],
+            "data_augment_ms": stages["augmentation"],
+            "data_transfer_ms": stages["transfer"],
+            "data_limit_stage": max(stages, key=stages.__getitem__),
             "data_epochs": self.epochs,
         }

@@ -51,7 +51,12 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
     bs, size, classes = int(knobs["batch_size"]), int(p.get("image_size", 224)), int(p.get("num_classes", 1000))
     fmt = common.memory_format(knobs.get("memory_format", "contiguous"))
     torch.manual_seed(0)
-    model = torchvision.models.resnet50(num_classes=classes).to(device=device, memory_format=fmt)
+    # Every residual block starts as the identity (its last BatchNorm's gamma zeroed), as large-batch and fp16
+    # ResNet-50 recipes do (Goyal et al. 2017; MLPerf): with torchvision's default init the residual sums grow
+    # block by block and fp16 training diverges from the first steps. All precisions use this init, so they
+    # compare fairly.
+    model = torchvision.models.resnet50(num_classes=classes, zero_init_residual=True)
+    model = model.to(device=device, memory_format=fmt)
     ac = knobs.get("activation_checkpointing", "off")
     if ac != "off":
         common.checkpoint_blocks(model, STAGES if ac == "all" else STAGES[: int(ac)])

@@ -1,0 +1,152 @@
+"""JPEG decoding and augmentation for resnet50's ``jpeg`` pipeline: on the CPU (two decoders) or batched on the GPU.
+
+Every path applies the same augmentation, RandomResizedCrop(scale 0.08-1, ratio 3/4-4/3) to ``image_size`` and a
+horizontal flip with probability 1/2, and yields uint8 crops (3, S, S) that are normalized later (in the worker
+for ``transfer_dtype: float32``, on the device for ``uint8`` and for GPU decoding).
+
+CPU decoders (``knobs.cpu_decoder``):
+- ``torchvision``: ``torchvision.io.decode_jpeg`` (libjpeg-turbo) of the whole image, then the crop resized with
+  antialiasing on the uint8 tensor.
+- ``pil``: Pillow (libjpeg-turbo too); the crop and resize are one ``Image.resize(box=...)`` call.
+  With ``knobs.decode_scale: reduced`` the crop window is drawn first, from the header's size, and libjpeg's DCT
+  scaling (``Image.draft``) decodes at 1/2, 1/4 or 1/8 of the size when the crop window is still at least
+  ``image_size`` on both sides at that scale: every output pixel still comes from at least one decoded pixel
+  (the final resize is a downscale or identity), so no detail of the 224x224 crop is lost, and the decode costs
+  a fraction. ``full`` always decodes at full size.
+
+GPU (:class:`GpuDecode`): one ``torchvision.io.decode_jpeg(list, device="cuda")`` call per batch (nvJPEG's batched
+decoder, which uses the GPU's hardware JPEG engines where it has them), then each crop resized on the GPU.
+
+Each CPU-decoded sample carries a small stats tensor (:data:`STATS`): seconds spent decoding and augmenting,
+pixels decoded and pixels in the full image, file bytes; the pipeline sums them to say which stage limits it.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import time
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from PIL import Image
+from torchvision import transforms
+from torchvision.transforms import v2
+from torchvision.io import ImageReadMode, decode_jpeg
+
+CPU_DECODERS = ("torchvision", "pil")
+DECODE_SCALES = ("full", "reduced")
+DCT_DENOMINATORS = (8, 4, 2)  # libjpeg's DCT scaling: 1/8, 1/4, 1/2 (tried largest reduction first)
+SCALE, RATIO = (0.08, 1.0), (3 / 4, 4 / 3)  # RandomResizedCrop's defaults
+STATS = ("decode_s", "augment_s", "pixels_decoded", "pixels_full", "bytes")
+
+
+def crop_window(height: int, width: int) -> tuple[int, int, int, int]:
+    """(top, left, h, w) of a RandomResizedCrop window on a ``height x width`` image (torchvision's sampling)."""
+    return transforms.RandomResizedCrop.get_params(torch.empty(1, 1, 1).expand(1, height, width), SCALE, RATIO)
+
+
+def dct_denominator(h: int, w: int, size: int) -> int:
+    """The largest DCT scaling denominator that keeps an ``h x w`` crop window at least ``size`` on both sides."""
+    for d in DCT_DENOMINATORS:
+        if h // d >= size and w // d >= size:
+            return d
+    return 1
+
+
+def _stats(decode_s: float, augment_s: float, decoded: int, full: int, nbytes: int) -> torch.Tensor:
+    return torch.tensor([decode_s, augment_s, decoded, full, nbytes], dtype=torch.float64)
+
+
+def _flip(img: torch.Tensor) -> torch.Tensor:
+    return img.flip(-1) if torch.rand(()) < 0.5 else img
+
+
+class CpuDecode:
+    """JPEG bytes (uint8 1-D tensor) -> ``(uint8 crop (3, S, S), stats)`` with the chosen decoder and scale."""
+
+    def __init__(self, image_size: int, decoder: str = "torchvision", scale: str = "full") -> None:
+        if decoder not in CPU_DECODERS:
+            raise ValueError(f"knobs.cpu_decoder must be one of {CPU_DECODERS}, got {decoder!r}")
+        if scale not in DECODE_SCALES:
+            raise ValueError(f"knobs.decode_scale must be one of {DECODE_SCALES}, got {scale!r}")
+        if scale == "reduced" and decoder != "pil":
+            raise ValueError("knobs.decode_scale=reduced needs knobs.cpu_decoder=pil (libjpeg's DCT scaling through "
+                             "Image.draft); torchvision.io.decode_jpeg always decodes at full size")
+        self.size, self.decoder, self.reduced = image_size, decoder, scale == "reduced"
+
+    def __call__(self, data: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._pil(data) if self.decoder == "pil" else self._torchvision(data)
+
+    def _torchvision(self, data: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        t0 = time.perf_counter()
+        img = decode_jpeg(data, mode=ImageReadMode.RGB)
+        t1 = time.perf_counter()
+        top, left, h, w = crop_window(img.shape[1], img.shape[2])
+        crop = v2.functional.resized_crop(img, top, left, h, w, [self.size, self.size], antialias=True)
+        crop = _flip(crop)
+        pixels = img.shape[1] * img.shape[2]
+        return crop, _stats(t1 - t0, time.perf_counter() - t1, pixels, pixels, data.numel())
+
+    def _pil(self, data: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        t0 = time.perf_counter()
+        im = Image.open(io.BytesIO(data.numpy().tobytes()))
+        width, height = im.size
+        top, left, h, w = crop_window(height, width)
+        d = dct_denominator(h, w, self.size) if self.reduced else 1
+        if d > 1:  # DCT scaling: libjpeg decodes straight to ceil(width/d) x ceil(height/d)
+            im.draft("RGB", (math.ceil(width / d), math.ceil(height / d)))
+        im = im.convert("RGB")  # decodes
+        t1 = time.perf_counter()
+        sx, sy = im.size[0] / width, im.size[1] / height
+        box = (left * sx, top * sy, (left + w) * sx, (top + h) * sy)
+        out = im.resize((self.size, self.size), Image.Resampling.BILINEAR, box=box)
+        crop = _flip(torch.from_numpy(np.array(out)).permute(2, 0, 1).contiguous())
+        return crop, _stats(t1 - t0, time.perf_counter() - t1, im.size[0] * im.size[1], width * height,
+                            data.numel())
+
+
+class GpuDecode:
+    """JPEG byte tensors -> float32 crops (N, 3, S, S) on 0..255, decoded in one batched call on ``device``.
+
+    Runs on the caller's current stream. On a GPU the caller must make sure memory freed on that stream is idle
+    before the call: torchvision's nvJPEG decoder writes its outputs from a private stream that waits for nothing.
+    Returns the crops and the decode and crop/resize seconds (host clock around each phase; the phases are
+    synchronized on a GPU, so they are wall times of this thread).
+    """
+
+    def __init__(self, image_size: int, device: torch.device) -> None:
+        self.size, self.device = image_size, device
+
+    def __call__(self, data: list[torch.Tensor]) -> tuple[torch.Tensor, float, float]:
+        sync = torch.cuda.current_stream(self.device).synchronize if self.device.type == "cuda" else (lambda: None)
+        t0 = time.perf_counter()
+        images = decode_jpeg(data, mode=ImageReadMode.RGB, device=self.device)
+        if isinstance(images, torch.Tensor):  # one image
+            images = [images]
+        sync()
+        t1 = time.perf_counter()
+        crops = []
+        for img in images:
+            top, left, h, w = crop_window(img.shape[1], img.shape[2])
+            crop = img[None, :, top:top + h, left:left + w].float()
+            crops.append(F.interpolate(crop, size=(self.size, self.size), mode="bilinear", align_corners=False,
+                                       antialias=True))
+        batch = torch.cat(crops)
+        flip = torch.rand(len(crops)) < 0.5
+        if flip.any():
+            idx = flip.nonzero().flatten().to(self.device)
+            batch[idx] = batch[idx].flip(-1)
+        sync()
+        return batch, t1 - t0, time.perf_counter() - t1
+
+
+def describe(knobs: dict[str, Any]) -> str:
+    """A short name for the decode strategy these knobs select (for logs)."""
+    device = knobs.get("decode_device", "cpu")
+    if device == "cuda":
+        return "gpu"
+    cpu = f"{knobs.get('cpu_decoder') or 'torchvision'}/{knobs.get('decode_scale') or 'full'}"
+    return cpu if device == "cpu" else f"hybrid({knobs.get('gpu_share')}) {cpu}"
