@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = ("single", "multi", "nights", "compare", "data")
+SOURCES = ("single", "nights", "compare")  # matmul sweeps: one workload, so each study is one report section
 
 
 def replicate(out: Path, rows: int, studies: int, compacted_only: bool = False) -> int:
@@ -51,6 +51,7 @@ def replicate(out: Path, rows: int, studies: int, compacted_only: bool = False) 
     table = pa.concat_tables(tables, promote_options="permissive")
     types = {f.name: f.type for f in table.schema}
     types["knob.batch_size"] = pa.int64()
+    types["space"] = pa.string()
     source = table.to_pylist()
     per_study = -(-rows // studies)
     space = json.dumps({"knob.batch_size": distribution_to_json(IntDistribution(1, per_study))})
@@ -64,7 +65,7 @@ def replicate(out: Path, rows: int, studies: int, compacted_only: bool = False) 
             batches.setdefault(study, []).append(row)
         else:
             write_row(trial_path(out / "trials", study, trial), row, types)
-    schema = pa.schema([*(pa.field(n, t) for n, t in types.items()), pa.field("space", pa.string())])
+    schema = pa.schema([pa.field(n, t) for n, t in types.items()])
     for study, batch in batches.items():
         path = out / "trials" / f"{study}.compacted-000001-scale-bench-0.parquet"
         path.parent.mkdir(parents=True, exist_ok=True)

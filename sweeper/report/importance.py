@@ -25,7 +25,7 @@ from optuna.distributions import (BaseDistribution, CategoricalDistribution, Flo
 
 from sweeper.report.data import short_name
 
-MAX_TRIALS = 2000  # larger studies are subsampled (seeded) before fitting; the report says so
+MAX_TRIALS = 128  # larger studies are subsampled (seeded) before fitting, the report says so: fANOVA grows with them
 FANOVA_TREES = 16  # Optuna's default is 64; on these sweeps 16 ranks knobs the same at a quarter of the time
 MAX_CATEGORIES = 32  # beyond this, a knob of numbers is fitted as a number (fANOVA's cost grows with categories)
 EVALUATORS = ("auto", "fanova", "ped-anova")
@@ -53,15 +53,30 @@ def _numbers(column: pd.Series) -> np.ndarray | None:
         return None
 
 
+def _binned(numbers: np.ndarray, log: bool) -> np.ndarray:
+    """Each value replaced by the median of its quantile bin (MAX_CATEGORIES bins): fANOVA's cost grows with the
+    distinct split points of a feature, and 32 ordered levels keep the knob's effect."""
+    edges = np.unique(np.quantile(np.log(numbers) if log and (numbers > 0).all() else numbers,
+                                  np.linspace(0, 1, MAX_CATEGORIES + 1)))
+    keys = np.log(numbers) if log and (numbers > 0).all() else numbers
+    bins = np.clip(np.searchsorted(edges, keys, side="right") - 1, 0, len(edges) - 2)
+    out = numbers.astype(float).copy()
+    for b in np.unique(bins):
+        out[bins == b] = np.median(numbers[bins == b])
+    return np.round(out) if (numbers == np.round(numbers)).all() else out
+
+
 def _distribution(column: pd.Series, declared: BaseDistribution | None) -> tuple[BaseDistribution, list]:
     """The distribution a knob is fitted with and its values per configuration (see the module docstring)."""
     numbers = _numbers(column)  # None when a value is not a number, "null" included
     numeric = isinstance(declared, (IntDistribution, FloatDistribution)) or (
         numbers is not None and column.nunique() > MAX_CATEGORIES)
     if numeric and numbers is not None and np.isfinite(numbers).all():
+        if len(np.unique(numbers)) > MAX_CATEGORIES:
+            numbers = _binned(numbers, bool(getattr(declared, "log", False)))
         low, high = float(numbers.min()), float(numbers.max())
         log = bool(getattr(declared, "log", False)) and low > 0
-        if isinstance(declared, IntDistribution) and (numbers == np.round(numbers)).all():
+        if (isinstance(declared, IntDistribution) or declared is None) and (numbers == np.round(numbers)).all():
             return IntDistribution(int(low), int(high), log=log), [int(v) for v in numbers]
         return FloatDistribution(low, high, log=log), [float(v) for v in numbers]
     return CategoricalDistribution(sorted(column.unique())), list(column)
@@ -129,15 +144,15 @@ def importance(values: pd.DataFrame, target: pd.Series, direction: str = "maximi
 def marginals(configs: pd.DataFrame, values: pd.DataFrame, swept: list[str]) -> pd.DataFrame:
     """Per swept knob and value: configurations, trials, mean and best of the configurations' mean metric, and
     the mean relative to the knob's best value (1.0 = the best value of that knob)."""
-    rows = []
+    columns = ["knob", "value", "configs", "trials", "mean", "best", "vs_best_value"]
+    parts = []
     for col in swept:
         frame = pd.DataFrame({"value": values[col], "mean": configs["value"], "n": configs["n"]})
         g = frame.groupby("value", sort=True)
-        per = pd.DataFrame({"configs": g.size(), "trials": g["n"].sum(), "mean": g["mean"].mean(),
-                            "best": g["mean"].max()})
+        per = pd.DataFrame({"configs": g.size().astype(int), "trials": g["n"].sum().astype(int),
+                            "mean": g["mean"].mean(), "best": g["mean"].max()}).reset_index()
         top = per["mean"].max()
-        for value, r in per.iterrows():
-            rows.append({"knob": short_name(col), "value": value, "configs": int(r["configs"]),
-                         "trials": int(r["trials"]), "mean": r["mean"], "best": r["best"],
-                         "vs_best_value": r["mean"] / top if top else np.nan})
-    return pd.DataFrame(rows, columns=["knob", "value", "configs", "trials", "mean", "best", "vs_best_value"])
+        per["vs_best_value"] = per["mean"] / top if top else np.nan
+        per["knob"] = short_name(col)
+        parts.append(per)
+    return pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
