@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 import pyarrow.parquet as pq
 
@@ -36,11 +39,30 @@ def test_landscape_record_export_and_sampler_replay(tmp_path: Path) -> None:
     table = pq.read_table(land)
     assert table.num_rows == 12, "matmul's tiny grid: 4 fp32 + 8 bf16 distinct configurations"
     assert b"knob_sweeper" in table.schema.metadata
-    out = _run("bench/sampler_efficiency.py", str(land), "--seeds", "2", "--samplers", "default,random")
-    lines = {ln.split()[0]: ln.split() for ln in out.splitlines() if ln.split() and ln.split()[0] in ("default", "random")}
-    assert set(lines) == {"default", "random"}
-    for cols in lines.values():
-        assert 1 <= float(cols[1]) <= 13  # median configurations measured, at most the grid (+1 = missed)
+    # The replay on planted landscapes (the measured values are CPU noise): one configuration 2x the others.
+    df = table.to_pandas()
+    meta = json.loads(table.schema.metadata[b"knob_sweeper"])
+    is_default = pd.Series(True, index=df.index)
+    for key, value in meta["defaults"].items():
+        col = "knob." + key.split(".", 1)[1]
+        if col in df:
+            is_default &= df[col] == value
+    assert is_default.sum() == 1 and (df["status"] == "complete").all()
+    for planted, default_median in ((is_default, 1.0), (~is_default & (df.index == df.index[~is_default][-1]), None)):
+        values = pa.array(np.where(planted, 2.0, 1.0))
+        column = table.schema.get_field_index("throughput")
+        pq.write_table(table.set_column(column, "throughput", values).replace_schema_metadata(table.schema.metadata),
+                       land)
+        out = _run("bench/sampler_efficiency.py", str(land), "--seeds", "2", "--samplers", "default,random")
+        lines = {ln.split()[0]: ln.split() for ln in out.splitlines() if ln.split() and ln.split()[0] in ("default",
+                                                                                                        "random")}
+        for name, cols in lines.items():  # sampler, median, % of grid, p90, missed
+            assert int(cols[-1]) == 0, f"{name} never found the planted best on a 12-point grid: {out}"
+            assert 1 <= float(cols[1]) <= 12 and int(cols[3]) <= 12
+        if default_median is not None:
+            assert float(lines["default"][1]) == default_median, "the defaults are measured first"
+        else:
+            assert float(lines["default"][1]) >= 2, "the best is not the defaults: found after them"
     assert (tmp_path / "landscape.samplers.csv").exists()
 
 
