@@ -70,3 +70,26 @@ def test_importance_fits_a_numeric_knob_as_a_number_and_stays_fast() -> None:
     assert isinstance(dist, FloatDistribution) and dist.log, "a log-scale knob keeps its scale"
     dist, _ = _distribution(pd.Series(["64", "null", "128"]), IntDistribution(64, 128))
     assert dist.__class__.__name__ == "CategoricalDistribution", "inactive (null) in some configurations"
+
+
+def test_column_types_come_from_the_workloads_yaml(tmp_path: Path) -> None:
+    """A knob null in one trial and set in another (inactive under a condition) has one type in every file, from
+    the workload's own declaration: its default, or its space when the default is null. No list of names."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    from sweeper import store
+    from sweeper.space import parse_param, value_types
+
+    defaults = {"knobs.workers": 0, "knobs.prefetch": None, "knobs.pinned": False, "knobs.decoder": "cpu",
+                "workload.size": 32}
+    space = {"knobs.prefetch": parse_param("knobs.prefetch", "choice(2, 4)")}
+    types = store.column_types(value_types(space), defaults)
+    assert types == {"knob.workers": pa.int64(), "knob.prefetch": pa.int64(), "knob.pinned": pa.bool_(),
+                     "knob.decoder": pa.string(), "param.size": pa.int64()}
+    for i, prefetch in enumerate((None, 4)):
+        store.write_row(tmp_path / f"s.{i:06d}.parquet", {"study": "s", "trial": i, "knob.prefetch": prefetch,
+                                                          "knob.decoder": None if i else "cpu"}, types)
+    table = ds.dataset(tmp_path, format="parquet").to_table()
+    assert table.schema.field("knob.prefetch").type == pa.int64() and table["knob.prefetch"].to_pylist() == [None, 4]
+    assert table.schema.field("knob.decoder").type == pa.string()
