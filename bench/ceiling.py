@@ -99,7 +99,7 @@ def curve(rows: pd.DataFrame, started: float) -> list[tuple[float, float]]:
     for _, r in done.sort_values("t").iterrows():
         if r["throughput"] > best:
             best = float(r["throughput"])
-            points.append((round(float(r["t"]), 1), round(best, 1)))
+            points.append((round(float(r["t"]), 1), best))
     return points
 
 
@@ -115,8 +115,8 @@ def main() -> None:
     a.add_argument("--hand", default="bf16:256,bf16:512,fp16:512")
     a.add_argument("--hand-seconds", type=float, default=3.0)
     a.add_argument("--smoke", action="store_true", help="CPU: no hand loops, tiny sweep (checks the script)")
-    a.add_argument("extra", nargs="*", help="more overrides for the sweep")
-    args = a.parse_args()
+    args, more = a.parse_known_args()  # the rest: Hydra overrides for the sweep (trial.timeout_s=200 ...)
+    args.extra = more
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     results = out / "results"
@@ -166,7 +166,7 @@ def main() -> None:
           f"; 95 % of final best at {summary.get('t_95_of_final')} s; reference level at "
           f"{summary.get('t_reached_reference')} s; statuses {summary['statuses']}")
     for t, v in points:
-        print(f"  {t:7.1f} s  {v:9.1f}")
+        print(f"  {t:7.1f} s  {v:10.4g}")
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ class Out:
         print(f"[{part}] {name}: {shown}", flush=True)
 
 
-def part_loader(o: Out, out: Path, smoke: bool, workers: int, seconds: float) -> None:
+def part_loader(o: Out, out: Path, smoke: bool, workers: int, seconds: float, only: list[str]) -> None:
     import torch
 
     from workloads import data
@@ -67,6 +67,8 @@ def part_loader(o: Out, out: Path, smoke: bool, workers: int, seconds: float) ->
          "corpus_height": 48 if smoke else 375, "epoch_images": 100_000}
     bs = 8 if smoke else 256
     for name, strat in STRATEGIES.items():
+        if only and name not in only:
+            continue
         if smoke and (strat["decode_device"] != "cpu" or strat.get("device_prefetch")):
             continue
         knobs = {"num_workers": workers, "prefetch_factor": 4, "pin_memory": not smoke, "non_blocking": not smoke,
@@ -183,13 +185,15 @@ def main() -> None:
     a.add_argument("--parts", default="loader,trials,fp16")
     a.add_argument("--workers", type=int, default=None)
     a.add_argument("--seconds", type=float, default=6.0)
+    a.add_argument("--strategies", default="", help="comma-separated subset of the loader part's strategies")
     args = a.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     workers = args.workers if args.workers is not None else (2 if args.smoke else max(1, (os.cpu_count() or 2) - 2))
     o = Out(args.out)
     for part in args.parts.split(","):
         t0 = time.perf_counter()
-        {"loader": lambda: part_loader(o, args.out, args.smoke, workers, 1.0 if args.smoke else args.seconds),
+        {"loader": lambda: part_loader(o, args.out, args.smoke, workers, 1.0 if args.smoke else args.seconds,
+                                     [s for s in args.strategies.split(",") if s]),
          "trials": lambda: part_trials(o, args.out, args.smoke, workers),
          "fp16": lambda: part_fp16(o, args.smoke)}[part]()
         print(f"== part {part}: {time.perf_counter() - t0:.0f} s", flush=True)

@@ -4,7 +4,9 @@
     python bench/landscape.py seed RESULTS_DIR EARLIER.parquet   # a new study starts from an earlier export
     python bench/landscape.py export RESULTS_DIR OUT.parquet [--also EARLIER.parquet]
                                                                   # one row per configuration + the space
-    python bench/landscape.py ... --smoke                         # matmul's tiny grid on the CPU (checks the script)
+    python bench/landscape.py ... --smoke [matmul|costly]         # a tiny grid on the CPU: matmul's (checks the
+                                                                  # script), or tests/faultload's costly workload
+                                                                  # (compile expensive by construction)
 
 The GPU landscape is ResNet-50 on the JPEG pipeline: precision x memory_format x batch_size x num_workers x
 prefetch_factor (only with workers) x pin_memory = 2 x 2 x 2 x (1 + 4 x 2) x 2 = 144 configurations (compile
@@ -57,6 +59,16 @@ SMOKE = {
                "knobs.fp16_reduced_precision": "choice(true,false)"},
     "conditions": {"knobs.bf16_reduced_precision": "knobs.dtype == 'bf16'",
                    "knobs.fp16_reduced_precision": "knobs.dtype == 'fp16'"},
+}
+
+# tests/faultload/costly.py: a step sleeps, compile multiplies its speed by a batch-dependent factor and costs a
+# second of setup; 4 x 2 x 3 = 24 configurations whose wall_s make the cost-aware replay meaningful on a CPU.
+COSTLY = {
+    "workload": "costly",
+    "fixed": ["hydra.searchpath=[file://tests/faultload/conf]", "measure.steps=3"],
+    "params": {"knobs.level": "choice(1,2,4,6)", "knobs.batch": "choice(1,2)",
+               "knobs.compile": "choice(off,default,max)"},
+    "conditions": {},
 }
 
 
@@ -149,7 +161,7 @@ def export(spec: dict, results: Path, out: Path, also: Path | None = None) -> pd
         df = pd.concat([_earlier(spec, also), df], ignore_index=True)
     cols = [f"knob.{k.split('.', 1)[1]}" for k in spec["params"] if k.startswith("knobs.")]
     keep = cols + ["status", "throughput", "throughput_unit", "peak_mem_bytes", "data_wait_frac", "gpu_util_mean",
-                   "mfu", "gpu_name", "torch_version", "started_at"]
+                   "mfu", "gpu_name", "torch_version", "started_at", "wall_s", "setup_s", "first_step_s", "compile_s"]
     land = df[[c for c in keep if c in df.columns]].drop_duplicates(subset=cols, keep="last")
     table = pa.Table.from_pandas(land.reset_index(drop=True), preserve_index=False)
     base = df[df["baseline"].fillna(False).astype(bool)] if "baseline" in df else df.iloc[:0]
@@ -163,10 +175,13 @@ def export(spec: dict, results: Path, out: Path, also: Path | None = None) -> pd
         defaults = json.loads(pq.read_schema(also).metadata[b"knob_sweeper"]).get("defaults") or {}
     from omegaconf import OmegaConf
 
-    conf = OmegaConf.load(ROOT / "conf" / "workload" / f"{spec['workload']}.yaml")
-    starts = OmegaConf.to_container(conf).get("hydra", {}).get("sweeper", {}).get("starts") or []
+    path = ROOT / "conf" / "workload" / f"{spec['workload']}.yaml"
+    if not path.exists():
+        path = ROOT / "tests" / "faultload" / "conf" / "workload" / f"{spec['workload']}.yaml"
+    sweeper_conf = OmegaConf.to_container(OmegaConf.load(path)).get("hydra", {}).get("sweeper", {})
     meta = {"params": spec["params"], "conditions": spec["conditions"], "workload": spec["workload"],
-            "defaults": defaults, "starts": starts}  # what a new study of this workload measures first
+            "defaults": defaults,  # what a new study of this workload measures first, and what it holds cheap
+            "starts": sweeper_conf.get("starts") or [], "expensive": sweeper_conf.get("expensive") or {}}
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"knob_sweeper": json.dumps(meta).encode()})
     out.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, out)
@@ -183,9 +198,10 @@ def main() -> None:
     p.add_argument("--timeout-s", type=float, default=None,
                    help="start no new trial after this many seconds (run record again to continue)")
     p.add_argument("--also", type=Path, help="export: an earlier export whose rows were seeded into this study")
-    p.add_argument("--smoke", action="store_true")
+    p.add_argument("--smoke", nargs="?", const="matmul", choices=["matmul", "costly"],
+                   help="a tiny CPU grid instead of the GPU one")
     args = p.parse_args()
-    spec = SMOKE if args.smoke else GPU
+    spec = {None: GPU, "matmul": SMOKE, "costly": COSTLY}[args.smoke]
     if args.action == "record":
         sys.exit(record(spec, args.results, args.chunk, args.timeout_s))
     if args.out is None:

@@ -69,6 +69,34 @@ def _agree(values: list[float], op: str = "max") -> list[float]:
     return t.tolist()
 
 
+DRY_WAIT_S = 0.002  # a next_batch() call that waits this long (and a fifth of a step) found the buffer empty
+
+
+def _drain(work: Workload) -> tuple[int, bool]:
+    """Step until the input pipeline's prepared batches are used up: ``(steps run, whether it ran dry)``.
+
+    Workers fill their prefetch buffers while the model starts; a pipeline slower than the model then feeds the
+    first steps from that buffer, faster than it can sustain (on the H200, 14 workers x prefetch 4 held 56 batches
+    of 512, ~4 s of a compiled ResNet-50, and a 1 s window read 7,226 img/s from a pipeline that sustains ~4,300).
+    Warm-up goes on until, twice in a row, the pipeline holds at most one batch ready (``work.ready_batches``,
+    read from its queues) or, where it cannot say, until two ``next_batch()`` calls in a row wait for data; a
+    pipeline that keeps up never runs dry, and warm-up stops after four times its buffer.
+    """
+    cap, dry, steps, interval = 4 * work.buffered_steps + 8, 0, 0, 0.0
+    while steps < cap and dry < 2:
+        t0 = time.perf_counter()
+        batch = work.next_batch()
+        waited = time.perf_counter() - t0
+        work.step(batch)
+        steps += 1
+        took = time.perf_counter() - t0
+        interval = took if steps == 1 else 0.8 * interval + 0.2 * took
+        ready = work.ready_batches() if work.ready_batches is not None else None
+        empty = ready <= 1 if ready is not None else waited > max(DRY_WAIT_S, 0.2 * interval)
+        dry = dry + 1 if empty else 0
+    return steps, dry >= 2
+
+
 def measure(work: Workload, device: torch.device, warmup_steps: int, steps: int, min_time_s: float = 0.0,
             max_steps: int | None = None, rel_precision: float | None = None,
             report: Callable[[int, float], None] | None = None, gpu_name: str | None = None) -> dict[str, Any]:
@@ -97,6 +125,8 @@ def measure(work: Workload, device: torch.device, warmup_steps: int, steps: int,
     # One step's time, from the warm-up (the first step includes compilation): sizes intervals and blocks.
     est_step_s = (time.perf_counter() - t0) / (warmup_steps - 1) if warmup_steps > 1 else first_step_s
     est_step_s, = _agree([max(est_step_s, 1e-7)])
+    drain_steps, drained = _drain(work) if work.buffered_steps else (0, False)
+    sync()
 
     adaptive = bool(min_time_s) or rel_precision is not None
     limit = max(steps, max_steps or (100 * steps if adaptive else steps))
@@ -186,6 +216,8 @@ def measure(work: Workload, device: torch.device, warmup_steps: int, steps: int,
         "steps_measured": done,
         "steps_per_interval": per_interval,
         "warmup_steps": warmup_steps,
+        "warmup_drain_steps": drain_steps,  # extra warm-up steps until the input pipeline's buffer ran dry
+        "warmup_drained": drained,  # false: the pipeline kept up (its buffer never ran dry), or the cap was hit
         "measured_s": wall,
         "between_blocks_s": between,
         "first_step_s": first_step_s,

@@ -7,6 +7,7 @@ import os
 import socket
 import threading
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +17,14 @@ from optuna.trial import FrozenTrial, TrialState
 
 from sweeper.errors import ConfigError
 from sweeper.outcome import Status, TrialOutcome
-from sweeper.space import SearchSpace
+from sweeper.space import SearchSpace, contains
 
-SAMPLERS = ("tpe", "random", "grid", "gp", "nsgaii", "qmc")
+SAMPLERS = ("staged", "tpe", "random", "grid", "gp", "nsgaii", "qmc")
 TARGET_KEY = "knob_sweeper:target"  # study user attr: how many counted trials the current sweep aims for
 OWNER_KEY = "owner"  # trial user attr: host:pid of the sweeper that asked it
 REASON_KEY = "reason"
+COST_KEY = "wall_s"  # trial user attr: its wall time in seconds (the Parquet column of that name)
+WARM_KEY = "warm_start_from"  # trial user attr of a trial added from an earlier study (sweeper.warm)
 CONSTRAINT_KEY = "fits_in_memory"  # Optuna constraint: <= 0 feasible, > 0 violated (OOM)
 
 
@@ -68,12 +71,22 @@ class _GridSampler(optuna.samplers.GridSampler):
             pass
 
 
-def make_sampler(name: str, seed: int | None, space: SearchSpace) -> optuna.samplers.BaseSampler:
-    """Sampler by name. OOM trials reach tpe, gp and nsgaii as violated constraints (``Trial.set_constraint``)."""
+def make_sampler(name: str, seed: int | None, space: SearchSpace, expensive: Mapping[str, Any] | None = None,
+                 defaults: Mapping[str, Any] | None = None, budget_s: float | None = None,
+                 ) -> optuna.samplers.BaseSampler:
+    """Sampler by name. OOM trials reach tpe, gp and nsgaii as violated constraints (``Trial.set_constraint``).
+
+    ``staged`` (the default) is cost-aware: the knobs of ``expensive`` ({key: its cheap value}) are held cheap
+    while TPE screens the others (for at most half of ``budget_s``, the sweep's seconds), then the best screened
+    configurations are promoted (see ``sweeper.staged``).
+    """
+    check_expensive(expensive or {}, space, defaults or {})
+    if name == "staged":
+        from sweeper.staged import StagedSampler
+
+        return StagedSampler(_tpe(seed, **STAGED_TPE), space, expensive or {}, defaults, budget_s=budget_s)
     if name == "tpe":
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True, constant_liar=True)
+        return _tpe(seed)
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "grid":
@@ -85,6 +98,31 @@ def make_sampler(name: str, seed: int | None, space: SearchSpace) -> optuna.samp
     if name == "qmc":
         return optuna.samplers.QMCSampler(seed=seed)
     raise ConfigError("hydra.sweeper.sampler", f"{name!r} is not a sampler", f"use one of: {', '.join(SAMPLERS)}")
+
+
+# The staged strategy's TPE (chosen on the replays in bench/sampler_efficiency.py, the same for every workload).
+STAGED_TPE: dict[str, Any] = {"n_startup_trials": 10}
+
+
+def _tpe(seed: int | None, **options: Any) -> optuna.samplers.TPESampler:
+    """TPE over the joint space (multivariate, grouped by conditions), running trials told as liars."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True, constant_liar=True, **options)
+
+
+def check_expensive(expensive: Mapping[str, Any], space: SearchSpace, defaults: Mapping[str, Any]) -> None:
+    """``hydra.sweeper.expensive`` names knobs of the config, each with a value its search space can give."""
+    from sweeper.space import check_known
+
+    for key, cheap in expensive.items():
+        where = f"hydra.sweeper.expensive.{key}"
+        check_known(str(key), defaults, where=where)
+        dist = space.params.get(key)
+        if dist is not None and not contains(dist, cheap):
+            given = ", ".join(map(str, dist.choices)) if isinstance(dist, CategoricalDistribution) else str(dist)
+            raise ConfigError(where, f"the cheap value {cheap!r} is not one its search space gives ({given})",
+                              "give the value that makes a trial cheap, e.g. knobs.compile: \"off\"")
 
 
 def suggest(trial: optuna.Trial, name: str, dist: BaseDistribution) -> Any:
@@ -134,8 +172,9 @@ def is_interrupted(t: FrozenTrial) -> bool:
 
 
 def is_counted(t: FrozenTrial) -> bool:
-    """Trials that count toward the target: everything except interrupted runs and surplus asks."""
-    return t.user_attrs.get(REASON_KEY) != "surplus" and not is_interrupted(t)
+    """Trials that count toward the target: everything except interrupted runs, surplus asks and warm-start
+    history (an earlier study's trials)."""
+    return t.user_attrs.get(REASON_KEY) != "surplus" and WARM_KEY not in t.user_attrs and not is_interrupted(t)
 
 
 def counted(study: optuna.Study) -> int:
@@ -250,6 +289,7 @@ def tell(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome, object
         if isinstance(value, (bool, int, str)) or (isinstance(value, float) and math.isfinite(value)):
             trial.set_user_attr(key, value)
     trial.set_user_attr("status", outcome.status.value)
+    trial.set_user_attr(COST_KEY, outcome.wall_s)  # what the trial cost: the staged sampler weighs gains by it
     if outcome.reason:
         trial.set_user_attr(REASON_KEY, outcome.reason)
     if outcome.status is Status.COMPLETE or outcome.reason.startswith("duplicate:"):

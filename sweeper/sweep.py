@@ -19,14 +19,14 @@ import optuna
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from optuna.trial import TrialState
 
-from sweeper import gpu, jobs, store, study as st
+from sweeper import gpu, jobs, store, study as st, warm
 from sweeper.config import with_values
 from sweeper.errors import ConfigError
 from sweeper.outcome import Status, TrialOutcome
 from sweeper.progress import SweepProgress
 from sweeper.prune import make_pruner
 from sweeper.slots import Slot, make_slots, slot_overrides
-from sweeper.space import check_known, contains, evaluate, override_string, value_types
+from sweeper.space import check_known, evaluate, override_string, value_types
 from sweeper.task import device_check
 
 log = logging.getLogger(__name__)
@@ -69,11 +69,14 @@ class SweepImpl:
         results_dir = Path(self.cfg["results_dir"])
         self.trials_dir = results_dir / "trials"
         data = self.cfg["workload"].get("data")  # resnet50-jpeg(-tiny): synthetic and JPEG trials never share a study
-        self.study_name = c.get("study_name") or (self.workload + (f"-{data}" if data not in (None, "synthetic") else "")
-                                                  + (f"-{self.cfg['preset']}" if self.cfg["preset"] else ""))
+        self.workload_key = (self.workload + (f"-{data}" if data not in (None, "synthetic") else "")
+                             + (f"-{self.cfg['preset']}" if self.cfg["preset"] else ""))
+        self.study_name = c.get("study_name") or self.workload_key
         self.storage_url = st.storage_url(c.get("storage"), results_dir)
         self.storage = st.make_storage(self.storage_url, c.get("heartbeat_interval"), c.get("grace_period"))
-        sampler = st.make_sampler(str(c.get("sampler", "tpe")), c.get("seed"), self.space)
+        expensive = OmegaConf.to_container(c["expensive"]) if isinstance(c.get("expensive"), DictConfig) else c.get("expensive")
+        sampler = st.make_sampler(str(c.get("sampler", "staged")), c.get("seed"), self.space, expensive or {},
+                                  self.defaults, c.get("timeout_s"))
         try:
             self.study = optuna.create_study(
                 study_name=self.study_name, storage=self.storage, sampler=sampler, load_if_exists=True,
@@ -81,6 +84,11 @@ class SweepImpl:
         except ValueError as e:
             raise ConfigError("hydra.sweeper.objectives", str(e).splitlines()[0],
                               "use the study's original objectives or a new hydra.sweeper.study_name") from None
+        if not self.study.trials:
+            self.study.set_user_attr(warm.WORKLOAD_KEY, self.workload_key)
+        spec = c.get("warm_start")
+        self.warm_sources = warm.resolve(self.storage, OmegaConf.to_container(spec) if isinstance(spec, ListConfig)
+                                         else spec, self.study_name, self.workload_key)
         self.max_failures = c.get("max_failures")
         self.max_failure_rate = c.get("max_failure_rate")
         pruner = c.get("pruner") or {"type": "none"}
@@ -228,14 +236,17 @@ class SweepImpl:
             log.warning("trial %d was interrupted (its sweeper died); marked failed", t.number)
 
     def _enqueue_first(self) -> None:
-        """A new study measures the workload's defaults first (the baseline the report compares against), then the
-        declared ``starts`` (known-good recipes), before the sampler's own choices."""
+        """A new study measures the warm-start studies' best first, then the workload's defaults (the baseline the
+        report compares against), then the declared ``starts`` (known-good recipes), before the sampler's own
+        choices; the warm-start studies' trials join the sampler's history."""
         if self.study.trials or not self.space.params or isinstance(self.study.sampler, optuna.samplers.GridSampler):
             return  # the grid holds every configuration anyway
-        enqueued: list[dict[str, Any]] = []
+        best, history = warm.gather(self.storage, self.warm_sources, self.study, self.space, self.defaults,
+                                    int(self.conf.get("warm_start_k", 3)))
+        enqueued: list[dict[str, Any]] = list(best)  # the earlier studies' best, measured again first
         if self.conf.get("baseline_first", True):
             baseline = self._baseline_params()
-            if baseline is not None:
+            if baseline is not None and baseline not in enqueued:
                 enqueued.append(baseline)
         for key, params, dropped in self.starts:
             for name, why in dropped.items():
@@ -244,6 +255,7 @@ class SweepImpl:
                 enqueued.append(params)
         for params in enqueued:  # several sweepers starting one new study together queue each once
             self.study.enqueue_trial(params, skip_if_exists=True)
+        self.study.add_trials(history)  # after the queue: Optuna's skip_if_exists compares with every trial
 
     def _parse_starts(self) -> list[tuple[str, dict[str, Any], dict[str, str]]]:
         starts = self.conf.get("starts") or []
@@ -267,15 +279,13 @@ class SweepImpl:
         return key, params, dropped
 
     def _baseline_params(self) -> dict[str, Any] | None:
-        params = {}
-        for name, dist in self.space.params.items():
-            value = self.defaults.get(name)
-            if value is None:
-                continue  # inactive under its condition: not sampled
-            if not contains(dist, value):
-                log.info("no baseline trial: the default %s=%r is outside its search space", name, value)
+        """The defaults as the sampler would give them (knobs inactive under their condition left out)."""
+        values = {k: self.defaults[k] for k in self.space.params if self.defaults.get(k) is not None}
+        params, dropped = self.space.fix(values, self.defaults)
+        for name, why in dropped.items():
+            if "outside" in why:
+                log.info("no baseline trial: the default %s=%r is outside its search space", name, values[name])
                 return None
-            params[name] = value
         return params
 
     def _enqueue_confirmations(self, k: int) -> int:
@@ -398,4 +408,4 @@ class SweepImpl:
 
 
 _STOP = object()
-_NOT_METRICS = ("config_key", st.OWNER_KEY, "status", "confirm_of", st.REASON_KEY)
+_NOT_METRICS = ("config_key", st.OWNER_KEY, "status", "confirm_of", st.REASON_KEY, st.COST_KEY, warm.FROM_KEY)

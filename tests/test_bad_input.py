@@ -9,6 +9,7 @@ import pytest
 from conftest import run_cli
 
 KNOWN = "matmul, resnet50, transformer_block"
+COSTLY = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=costly"]
 CASES = [
     (["+workload=nope"], f"`workload`: unknown workload 'nope'; known: {KNOWN}"),
     (["+workload=matmu"], f"`workload`: unknown workload 'matmu'; did you mean workload=matmul? known: {KNOWN}"),
@@ -34,7 +35,16 @@ CASES = [
     (["+workload=matmul", "-m", "hydra.sweeper.storage=postgresql+psycopg://nobody@127.0.0.1:9/nodb"],
      None),  # message checked by prefix below: it carries the driver's own reason
     (["+workload=matmul", "-m", "hydra.sweeper.sampler=bayes"],
-     "`hydra.sweeper.sampler`: 'bayes' is not a sampler; use one of: tpe, random, grid, gp, nsgaii, qmc"),
+     "`hydra.sweeper.sampler`: 'bayes' is not a sampler; use one of: staged, tpe, random, grid, gp, nsgaii, qmc"),
+    ([*COSTLY, "-m", "hydra.sweeper.expensive={knobs.compiled:'off'}"],
+     "`hydra.sweeper.expensive.knobs.compiled`: is not a key of this workload's config; did you mean "
+     "`knobs.compile`?"),
+    ([*COSTLY, "-m", "hydra.sweeper.expensive={knobs.compile:fast}"],
+     "`hydra.sweeper.expensive.knobs.compile`: the cheap value 'fast' is not one its search space gives "
+     "(off, default, max); give the value that makes a trial cheap, e.g. knobs.compile: \"off\""),
+    (["+workload=matmul", "-m", "hydra.sweeper.warm_start=night1"],
+     "`hydra.sweeper.warm_start`: no study 'night1' in this storage (studies: none); name a study of this "
+     "storage, or use latest"),
     (["+workload=matmul", "-m", "hydra.sweeper.n_trials=0"],
      "`hydra.sweeper.n_trials`: must be >= 1, got 0; give the number of trials this command should add"),
     (["+workload=matmul", "-m", "hydra.sweeper.timeout_s=0"],

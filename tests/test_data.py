@@ -401,6 +401,52 @@ def test_warmup_drains_what_the_workers_prefetched(tmp_path: Path) -> None:
         work.close()
 
 
+def test_warmup_drain_runs_until_the_buffer_is_empty() -> None:
+    """A pipeline slower than the model serves its prefetched batches at once, then makes each step wait: warm-up
+    stops right after the buffer runs dry; a pipeline that keeps up is warmed up to the cap (4 x the buffer + 8)."""
+    import time as clock
+
+    from sweeper.measure import _drain
+    from workloads.base import Workload
+
+    def work(buffered: int, slow_after: int | None) -> Workload:
+        calls = []
+
+        def next_batch() -> None:
+            calls.append(1)
+            if slow_after is not None and len(calls) > slow_after:
+                clock.sleep(0.03)  # the workers' own rate: slower than a step
+
+        return Workload(step=lambda b: clock.sleep(0.005), samples_per_step=1, next_batch=next_batch,
+                        buffered_steps=buffered)
+
+    assert _drain(work(6, slow_after=10)) == (12, True), "10 buffered batches, then two waits in a row"
+    assert _drain(work(6, slow_after=None)) == (32, False), "keeps up: the cap"
+    # A pipeline that says what it holds: the count decides, not the waits (a pinning thread can make every call
+    # wait while the workers' queue is still full).
+    held = iter([9, 7, 5, 3, 1, 2, 1, 0, 0])
+    counted = work(6, slow_after=0)
+    counted.ready_batches = lambda: next(held)
+    assert _drain(counted) == (8, True), "stops at the second count <= 1 in a row, whatever the waits"
+
+
+def test_ready_batches_counts_what_the_workers_finished(tmp_path: Path) -> None:
+    import time as clock
+
+    pipe = pipeline(tmp_path, p={**TINY, "epoch_images": 1000}, batch_size=2, num_workers=2, prefetch_factor=2)
+    try:
+        pipe.next()
+        deadline = clock.time() + 60
+        while pipe.ready_batches() < 3 and clock.time() < deadline:
+            clock.sleep(0.1)
+        assert pipe.ready_batches() >= 3, "idle workers fill their prefetch slots: batches wait to be taken"
+        for _ in range(6):
+            pipe.next()
+    finally:
+        pipe.close()
+    assert pipeline(tmp_path).ready_batches() == 0, "no workers: nothing is prepared ahead"
+
+
 def test_cli_jpeg_trial_writes_a_row_with_data_wait(results: Path) -> None:
     """Decoding in the training loop (num_workers=0) of 3072x2304 JPEGs for a 32-pixel model: the loop waits for
     data a large share of the window (0.43 measured on the loaded 2-core CI machine)."""

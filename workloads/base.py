@@ -28,6 +28,8 @@ class Workload:
     # prefetch_factor): warm-up runs at least this many steps more, so the window does not time batches that were
     # prepared while the model started.
     buffered_steps: int = 0
+    # Batches the input pipeline holds ready right now (None: unknown): warm-up runs until it is empty.
+    ready_batches: Callable[[], int | None] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

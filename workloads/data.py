@@ -23,6 +23,7 @@ drains its prefetch queue each time, which real training on a large dataset rare
 
 from __future__ import annotations
 
+import gc
 import os
 import queue
 import threading
@@ -372,14 +373,29 @@ class Pipeline:
         self._it: Any = None
         self.prefetcher = Prefetcher(self._next_host, self.side) if threaded else None
 
+    def _start(self) -> Any:
+        """A new loader iterator (forks the workers), with this process's objects frozen for the fork.
+
+        The workers are forked from a process that holds CUDA tensors and events; a garbage collection in a worker
+        that freed one of them (a cycle inherited from the parent) would call into CUDA there and abort the worker
+        (seen as "CUDA error: initialization error"). Collected first and frozen across the fork, the inherited
+        objects are never collected in the workers.
+        """
+        gc.collect()
+        gc.freeze()
+        try:
+            return iter(self.loader)
+        finally:
+            gc.unfreeze()
+
     def _next_host(self) -> dict[str, torch.Tensor]:
         if self._it is None:
-            self._it = iter(self.loader)
+            self._it = self._start()
         try:
             host = next(self._it)
         except StopIteration:
             self.epochs += 1
-            self._it = iter(self.loader)  # persistent workers are reused; otherwise new ones start
+            self._it = self._start()  # persistent workers are reused; otherwise new ones start
             host = next(self._it)
         self.stats += host["stats"].sum(0)
         self.cpu_images += len(host["stats"])
@@ -390,6 +406,26 @@ class Pipeline:
         if self.prefetcher is not None:
             return self.prefetcher.next()
         return self.side(self._next_host())
+
+    def ready_batches(self) -> int | None:
+        """Batches prepared and not yet taken: the workers' finished batches (before and after pinning) plus the
+        device thread's queue; None where the loader does not show them (a future torch).
+
+        Read from the DataLoader iterator's queues (private attributes, hence the fallback): warm-up uses it to run
+        until the buffer filled while the model started is used up.
+        """
+        ready = self.prefetcher.queue.qsize() if self.prefetcher is not None else 0
+        it = self._it
+        if it is None or self.workers == 0:
+            return ready
+        try:
+            ready += it._worker_result_queue.qsize()
+            if it._data_queue is not it._worker_result_queue:
+                ready += it._data_queue.qsize()
+            ready += sum(1 for v in list(it._task_info.values()) if len(v) == 2)  # arrived out of order
+        except (AttributeError, NotImplementedError):
+            return None
+        return ready
 
     def close(self) -> None:
         """Stop the device thread and the worker processes (and the pin-memory thread) now, not at collection."""

@@ -15,7 +15,8 @@ CPU decoders (``knobs.cpu_decoder``):
   a fraction. ``full`` always decodes at full size.
 
 GPU (:class:`GpuDecode`): one ``torchvision.io.decode_jpeg(list, device="cuda")`` call per batch (nvJPEG's batched
-decoder, which uses the GPU's hardware JPEG engines where it has them), then each crop resized on the GPU.
+decoder, which uses the GPU's hardware JPEG engines where it has them), then every crop resized in one batched
+``roi_align`` call.
 
 Each CPU-decoded sample carries a small stats tensor (:data:`STATS`): seconds spent decoding and augmenting,
 pixels decoded and pixels in the full image, file bytes; the pipeline sums them to say which stage limits it.
@@ -30,11 +31,11 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from PIL import Image
 from torchvision import transforms
 from torchvision.transforms import v2
 from torchvision.io import ImageReadMode, decode_jpeg
+from torchvision.ops import roi_align
 
 CPU_DECODERS = ("torchvision", "pil")
 DECODE_SCALES = ("full", "reduced")
@@ -109,13 +110,18 @@ class CpuDecode:
 
 
 class GpuDecode:
-    """JPEG byte tensors -> float32 crops (N, 3, S, S) on 0..255, decoded in one batched call on ``device``.
+    """JPEG byte tensors -> float32 crops (N, 3, S, S) on 0..255, decoded and cropped in batched calls on ``device``.
 
-    Runs on the caller's current stream. On a GPU the caller must make sure memory freed on that stream is idle
-    before the call: torchvision's nvJPEG decoder writes its outputs from a private stream that waits for nothing.
-    Returns the crops and the decode and crop/resize seconds (host clock around each phase; the phases are
-    synchronized on a GPU, so they are wall times of this thread).
+    One ``decode_jpeg(list, device=...)`` call decodes the batch (nvJPEG's batched decoder on a GPU); the images are
+    padded into one tensor, chunk by chunk, and a single ``torchvision.ops.roi_align`` crops and resizes every
+    window at once: adaptive sampling (``sampling_ratio=0``) averages ceil(window / S) points per output pixel, so
+    the downscale is antialiased like RandomResizedCrop's. A few kernels per batch instead of several per image.
+    Runs on the caller's current stream; on a GPU the caller must make sure memory freed on that stream is idle
+    before the call (torchvision's nvJPEG decoder writes its outputs from a private stream that waits for nothing).
+    Returns the crops and the decode and crop seconds (each phase synchronized: wall times of the calling thread).
     """
+
+    CHUNK = 128  # images padded together: bounds the padded float buffer (~1 GB at 800x800)
 
     def __init__(self, image_size: int, device: torch.device) -> None:
         self.size, self.device = image_size, device
@@ -128,19 +134,28 @@ class GpuDecode:
             images = [images]
         sync()
         t1 = time.perf_counter()
-        crops = []
-        for img in images:
+        n, size = len(images), self.size
+        boxes = torch.empty(n, 5)
+        for i, img in enumerate(images):
             top, left, h, w = crop_window(img.shape[1], img.shape[2])
-            crop = img[None, :, top:top + h, left:left + w].float()
-            crops.append(F.interpolate(crop, size=(self.size, self.size), mode="bilinear", align_corners=False,
-                                       antialias=True))
-        batch = torch.cat(crops)
-        flip = torch.rand(len(crops)) < 0.5
+            boxes[i] = torch.tensor([i, left, top, left + w, top + h], dtype=torch.float32)
+        out = torch.empty(n, 3, size, size, device=self.device)
+        for start in range(0, n, self.CHUNK):
+            chunk = images[start:start + self.CHUNK]
+            height, width = max(im.shape[1] for im in chunk), max(im.shape[2] for im in chunk)
+            padded = torch.zeros(len(chunk), 3, height, width, dtype=torch.uint8, device=self.device)
+            for j, im in enumerate(chunk):
+                padded[j, :, : im.shape[1], : im.shape[2]].copy_(im)
+            rois = boxes[start:start + len(chunk)].clone()
+            rois[:, 0] -= start
+            out[start:start + len(chunk)] = roi_align(padded.float(), rois.to(self.device), (size, size),
+                                                      spatial_scale=1.0, sampling_ratio=0, aligned=True)
+        flip = torch.rand(n) < 0.5
         if flip.any():
             idx = flip.nonzero().flatten().to(self.device)
-            batch[idx] = batch[idx].flip(-1)
+            out[idx] = out[idx].flip(-1)
         sync()
-        return batch, t1 - t0, time.perf_counter() - t1
+        return out, t1 - t0, time.perf_counter() - t1
 
 
 def describe(knobs: dict[str, Any]) -> str:

@@ -70,7 +70,7 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
 
     close = lambda: None  # noqa: E731
     extra = dict
-    buffered = 0
+    buffered, ready = 0, None
     if p.get("data", "synthetic") == "synthetic":
         x = torch.randn(bs, 3, size, size, device=device).contiguous(memory_format=fmt)
         y = torch.randint(0, classes, (bs,), device=device)
@@ -83,11 +83,11 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
                              cache_root=f"{cfg['results_dir']}/data", num_classes=classes)
         next_batch = lambda: [pipe.next() for _ in range(accum)]  # noqa: E731
         close, extra = pipe.close, pipe.metrics
-        buffered = -(-pipe.buffered_batches // accum)
+        buffered, ready = -(-pipe.buffered_batches // accum), pipe.ready_batches
     else:
         raise ValueError(f"workload.data must be 'synthetic' or 'jpeg', got {p['data']!r}")
 
     return Workload(step=train, next_batch=next_batch, samples_per_step=bs * accum,
                     flops_per_step=flops_per_sample(size, classes) * bs * accum, throughput_unit="samples/s",
                     precision=knobs.get("precision", "fp32"), close=close, extra_metrics=extra,
-                    buffered_steps=buffered)
+                    buffered_steps=buffered, ready_batches=ready)

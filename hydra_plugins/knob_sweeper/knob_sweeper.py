@@ -38,9 +38,18 @@ class KnobSweeperConf:
     n_jobs: int = 1
     # Seconds after which no new trial starts (running ones finish; a later run continues); null = no limit.
     timeout_s: Optional[float] = None
-    # tpe (default), random, grid, gp, nsgaii, qmc.
-    sampler: str = "tpe"
+    # staged (default: cost-aware, see `expensive`), tpe, random, grid, gp, nsgaii, qmc.
+    sampler: str = "staged"
     seed: Optional[int] = None
+    # Knobs that make a trial expensive, each with its cheap value ({knobs.compile: "off"}): the staged sampler
+    # screens the other knobs with these cheap, then measures the best few screened configurations with each
+    # expensive value (best expected gain per second first), then searches the whole space.
+    expensive: Dict[str, Any] = field(default_factory=dict)
+    # Earlier studies to start from: "latest" (the most recent other study of this workload in this storage), a
+    # study name, or a list of names; null = none. Their best `warm_start_k` configurations are measured again
+    # first, and their measured trials join the sampler's history. Used only by a new study.
+    warm_start: Any = None
+    warm_start_k: int = 3
     # [{metric, direction}]; two or more make a multi-objective study (Pareto front in the report).
     objectives: List[Any] = field(default_factory=lambda: [{"metric": "throughput", "direction": "maximize"}])
     # Search space: dotted config key -> choice(...) | range(...) | interval(...) | tag(log, ...) | fixed value.
