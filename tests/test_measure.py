@@ -39,8 +39,8 @@ def test_pruning_reports_and_block_boundaries_are_outside_the_timed_window() -> 
     assert m["measured_s"] == pytest.approx(n * m["step_ms_mean"] / 1e3, rel=0.05), "window = the steps' time"
     assert m["step_ms_p90"] < 0.3e3 / 4, "no step's time holds a report"
     assert m["throughput"] == pytest.approx(n / m["measured_s"])
-    for _, value in reports:  # throughput so far, over measured time only: about 1 / 2 ms
-        assert value > 0.5 / STEP_S
+    for _, value in reports:  # throughput so far, over measured time only (with the 0.3 s reports: ~half of it)
+        assert value > 0.75 * m["throughput"], (value, m["throughput"])
 
 
 def test_window_floor_and_ceiling_in_steps() -> None:
