@@ -6,8 +6,8 @@ its sweep declared, as the rows record it (``space``): an integer or float knob 
 ``tag(log, ...)``) is numeric, so fANOVA splits it at thresholds instead of one-hot encoding hundreds of
 values; a ``choice`` knob, one inactive in some configurations (``null``) or one from rows that record no space
 is categorical (values as the report spells them). The cost is bounded: at most MAX_TRIALS configurations (a
-seeded sample), FANOVA_TREES trees, and a categorical knob with more than MAX_CATEGORIES values that are all
-numbers is treated as ordered numbers.
+seeded sample, then fitted with half of FANOVA_TREES trees), numeric knobs binned to MAX_CATEGORIES levels, and a
+categorical knob with more than MAX_CATEGORIES values that are all numbers is treated as ordered numbers.
 fANOVA (a random forest, needs scikit-learn) is the default; PED-ANOVA is used when scikit-learn is missing or
 when asked for. On sweeps of tens of configurations PED-ANOVA's top-quantile estimate is unstable, which is
 why fANOVA comes first.
@@ -90,13 +90,13 @@ def has_sklearn() -> bool:
     return True
 
 
-def _evaluator(name: str):
+def _evaluator(name: str, trees: int = FANOVA_TREES):
     from optuna.importance import FanovaImportanceEvaluator, PedAnovaImportanceEvaluator
 
     if name == "auto":
         name = "fanova" if has_sklearn() else "ped-anova"
     if name == "fanova":
-        return FanovaImportanceEvaluator(n_trees=FANOVA_TREES, seed=0), "fANOVA"
+        return FanovaImportanceEvaluator(n_trees=trees, seed=0), "fANOVA"
     return PedAnovaImportanceEvaluator(), "PED-ANOVA"
 
 
@@ -118,14 +118,15 @@ def importance(values: pd.DataFrame, target: pd.Series, direction: str = "maximi
     if len(values) > MAX_TRIALS:
         pick = np.random.default_rng(0).choice(len(values), MAX_TRIALS, replace=False)
         values, target = values.iloc[np.sort(pick)], target.iloc[np.sort(pick)]
-        note = f"; fitted on a seeded sample of {MAX_TRIALS} configurations"
+        note = f"; fitted on a seeded sample of {MAX_TRIALS} configurations, {FANOVA_TREES // 2} trees"
     fitted = {c: _distribution(values[c], (space or {}).get(c)) for c in cols}
     dists = {c: d for c, (d, _) in fitted.items()}
     logs = np.log(target.to_numpy(float))
     trials = [optuna.trial.create_trial(params={c: fitted[c][1][i] for c in cols}, distributions=dists,
                                         values=[float(v)])
               for i, v in enumerate(logs)]
-    evaluator_obj, name = _evaluator(evaluator)
+    # A sampled (large) study gets half the trees: its cost is what a report over thousands of configurations pays.
+    evaluator_obj, name = _evaluator(evaluator, FANOVA_TREES // 2 if note else FANOVA_TREES)
     previous = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
