@@ -120,7 +120,7 @@ def table(results: Path, since: float) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from sweeper.store import read_results
+    from sweeper.results.store import read_results
 
     df = read_results(results)
     if df.empty:

@@ -32,9 +32,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sweeper import gpu  # noqa: E402
-from sweeper.config import plain, trial_config  # noqa: E402
-from sweeper.runner import run_isolated  # noqa: E402
+from sweeper.trial import gpu  # noqa: E402
+from sweeper.sweep.config import plain, trial_config  # noqa: E402
+from sweeper.trial.isolate import run_isolated  # noqa: E402
 
 
 class Bench:

@@ -6,7 +6,7 @@ that takes a NEW value in every trial of its study (1, 2, ..., as ``range(1, N)`
 samples), recorded in the rows' ``space`` as an IntDistribution. So every row of a study is a distinct
 configuration: ranking, intervals, importance and marginals run over 1,000 configurations per study at 10,000
 rows, not over a few hundred repeated ones. Each row is written as its own Parquet file with
-``sweeper.store.write_row`` (as the sweeper writes them). Then it times, in this process:
+``sweeper.results.store.write_row`` (as the sweeper writes them). Then it times, in this process:
 
 - read (cold): every Parquet file parsed, the report's cache written;
 - read (cached): the second read, served by ``<results>/.report-cache`` (only new files are parsed);
@@ -14,7 +14,7 @@ rows, not over a few hundred repeated ones. Each row is written as its own Parqu
 - Markdown, HTML: rendering (the HTML embeds plotly.js);
 - and the whole CLI (``python -m sweeper.report``), in a subprocess, cold and cached.
 
-Then the results as they look after the sweeps ended: every study compacted (``sweeper.store.compact`` per
+Then the results as they look after the sweeps ended: every study compacted (``sweeper.results.store.compact`` per
 study, one file per study instead of one per trial), timed as "compaction"; the read with the cache written before compaction
 (what a sweep's end does), the cold read, and the whole CLI again, cold and cached. ``--compacted-only`` writes
 each study as one compacted file directly (for 100,000 rows, where 100,000 small files would take most of an hour
@@ -45,7 +45,7 @@ def replicate(out: Path, rows: int, studies: int, compacted_only: bool = False) 
     file, or (``compacted_only``) one compacted file per study as ``store.compact`` writes it."""
     from optuna.distributions import IntDistribution, distribution_to_json
 
-    from sweeper.store import trial_path, write_row
+    from sweeper.results.store import trial_path, write_row
 
     tables = [pq.read_table(ROOT / "tests" / "fixtures" / "report" / s / "trials" / "rows.parquet") for s in SOURCES]
     table = pa.concat_tables(tables, promote_options="permissive")
@@ -96,7 +96,7 @@ def main() -> int:
     from sweeper.report.data import read_rows
     from sweeper.report.html import to_html
     from sweeper.report.render import to_markdown
-    from sweeper.store import compact_all
+    from sweeper.results.store import compact_all
 
     tmp = Path(tempfile.mkdtemp(prefix="report-scale-"))
     results = tmp / "results"

@@ -6,9 +6,9 @@ median and p90 over seeds.
         [--samplers staged,tpe,random,gp] [--starts]
 
 Each replayed study is built exactly as a sweep builds it: the same parsed search space (from the file's
-metadata), the same sampler factory and settings (``sweeper.study.make_sampler``, with the workload's declared
-``expensive`` knobs), the same define-by-run sampling with conditions (``sweeper.study.sample``) and the same
-telling (``sweeper.study.tell``: OOM as a violated constraint, each trial's cost as its ``wall_s``, a repeated
+metadata), the same sampler factory and settings (``sweeper.sweep.study.make_sampler``, with the workload's declared
+``expensive`` knobs), the same define-by-run sampling with conditions (``sweeper.sweep.study.sample``) and the same
+telling (``sweeper.sweep.study.tell``: OOM as a violated constraint, each trial's cost as its ``wall_s``, a repeated
 configuration answered with its earlier value at no cost, as the sweeper does). Every sampler starts as a new
 study of the sweeper does, with ``starts=[]``: the workload's defaults first (the baseline, when they are in the
 recorded space), then the sampler. ``--starts`` adds a row ``<first sampler>+starts`` that also measures the
@@ -37,9 +37,9 @@ from omegaconf import OmegaConf
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sweeper import study as st  # noqa: E402
-from sweeper.outcome import Status, TrialOutcome  # noqa: E402
-from sweeper.space import SearchSpace, build_space  # noqa: E402
+from sweeper.sweep import study as studies  # noqa: E402
+from sweeper.results.outcome import Status, TrialOutcome  # noqa: E402
+from sweeper.sweep.space import SearchSpace, build_space  # noqa: E402
 
 OBJECTIVES = [("throughput", "maximize")]
 
@@ -101,7 +101,7 @@ class Replay:
 def replay(name: str, seed: int, land: Landscape, target: float, first: list[dict[str, Any]], budget: int) -> Replay:
     """Ask/tell one study against the lookup table until a measured configuration reaches ``target``."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    sampler = st.make_sampler(name, seed, land.space, land.expensive, land.defaults)
+    sampler = studies.make_sampler(name, seed, land.space, land.expensive, land.defaults)
     study = optuna.create_study(direction="maximize", sampler=sampler)
     for params in first:
         study.enqueue_trial(params)
@@ -110,10 +110,10 @@ def replay(name: str, seed: int, land: Landscape, target: float, first: list[dic
     costed = all(c is not None for _v, c in land.lookup.values())
     for _ in range(budget):
         trial = study.ask()
-        values = st.sample(trial, land.space, land.defaults)
+        values = studies.sample(trial, land.space, land.defaults)
         key = tuple(values[k] for k in land.space.params)
         if key not in land.lookup:  # outside the recorded grid (a continuous sampler between grid points)
-            st.tell(study, trial, TrialOutcome(Status.FAILED, "not-recorded"), OBJECTIVES)
+            studies.tell(study, trial, TrialOutcome(Status.FAILED, "not-recorded"), OBJECTIVES)
             continue
         value, cost = land.lookup[key]
         if key in seen:
@@ -125,7 +125,7 @@ def replay(name: str, seed: int, land: Landscape, target: float, first: list[dic
                                    metrics={} if value is None else {"throughput": value},
                                    started_at=0.0, ended_at=cost or 0.0)
         seen.add(key)
-        st.tell(study, trial, outcome, OBJECTIVES)
+        studies.tell(study, trial, outcome, OBJECTIVES)
         if value is not None and value >= target:
             return Replay(len(seen), spent if costed else None)
     return Replay(None, None)
@@ -165,7 +165,8 @@ def main() -> None:
     print(f"landscape {args.landscape.name}: {size} configurations, best {best:.4g}, target >= {target:.4g}"
           + (f", grid measured in {total_s:.0f} s" if total_s else ""))
     print(f"every sampler measures first: {land.baseline or 'nothing (the defaults are outside the grid)'}")
-    print(f"expensive knobs (held cheap while screening): {land.expensive or 'none in this space'}")
+    swept = {k: v for k, v in land.expensive.items() if k in land.space.params}
+    print(f"expensive knobs (held cheap while screening): {swept or 'none swept in this space'}")
     names = [(n, land.baseline) for n in args.samplers.split(",")]
     if args.starts:
         print(f"+starts also measures: {land.starts}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
 
 KNOWN = "matmul, resnet50, transformer_block"
@@ -36,7 +35,7 @@ CASES = [
      None),  # message checked by prefix below: it carries the driver's own reason
     (["+workload=matmul", "-m", "hydra.sweeper.sampler=bayes"],
      "`hydra.sweeper.sampler`: 'bayes' is not a sampler; use one of: staged, tpe, random, grid, gp, nsgaii, qmc"),
-    ([*COSTLY, "-m", "hydra.sweeper.expensive={knobs.compiled:'off'}"],
+    ([*COSTLY, "-m", "++hydra.sweeper.expensive={knobs.compiled:'off'}"],
      "`hydra.sweeper.expensive.knobs.compiled`: is not a key of this workload's config; did you mean "
      "`knobs.compile`?"),
     ([*COSTLY, "-m", "hydra.sweeper.expensive={knobs.compile:fast}"],
@@ -74,6 +73,14 @@ CASES = [
     (["+workload=matmul", "-m", "hydra.sweeper.sampler=grid", "measure.min_time_s=interval(0.0,0.1)"],
      "`measure.min_time_s`: the grid sampler needs a discrete space, but got FloatDistribution(high=0.1, log=False, "
      "low=0.0, step=None); declare it with choice(...) or range(...), or pick another sampler"),
+    # the typed schemas of measure, trial and distributed (sweeper.sweep.schema), single run and sweep
+    (["+workload=matmul", "measure.steps=abc"], "`measure.steps`: 'abc' is not an integer; give an integer"),
+    (["+workload=matmul", "-m", "measure.steps=0"],
+     "`measure.steps`: must be >= 1, got 0; give the number of measured steps"),
+    (["+workload=matmul", "-m", "distributed.strategy=bogus"],
+     "`distributed.strategy`: must be one of ('none', 'ddp', 'fsdp'), got 'bogus'; use one of: none, ddp, fsdp"),
+    (["+workload=matmul", "trial.timeout_s=0"],
+     "`trial.timeout_s`: must be > 0 seconds, got 0.0; give the seconds a trial may run"),
 ]
 
 

@@ -12,7 +12,6 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 import pyarrow.parquet as pq
-
 from conftest import ROOT
 
 

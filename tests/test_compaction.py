@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from conftest import ROOT, run_cli
-from sweeper import store
+from sweeper.results import store
 from sweeper.report.__main__ import main as report_main
 from sweeper.report.data import read_rows
 
@@ -33,7 +33,7 @@ def write_fixture_rows(results: Path) -> pa.Table:
 
 
 def visible(trials: Path) -> list[str]:
-    return sorted(p.name for p in trials.iterdir() if not p.name.startswith("."))
+    return sorted(p.name for p in trials.iterdir() if not p.name.startswith(".") and p.name != store.SCHEMA_FILE)
 
 
 def column_types(paths: list[Path]) -> dict[str, pa.DataType]:
@@ -161,7 +161,7 @@ def test_lookups_after_compaction(tmp_path: Path) -> None:
 _WORKER = """
 import sys, time
 from pathlib import Path
-from sweeper import store
+from sweeper.results import store
 mode, trials = sys.argv[1], Path(sys.argv[2])
 if mode == "write":
     for n in range(200, 400):
@@ -219,4 +219,4 @@ def test_sweep_leaves_its_study_compacted_and_resumes(results: Path) -> None:
     study = optuna.load_study(study_name=df["study"][0], storage=f"sqlite:///{results / 'optuna.db'}")
     assert len(study.trials) == 6
     for t in study.trials:
-        assert store.read_trial_outcome(trials, df["study"][0], t.number).status.value == t.user_attrs["status"]
+        assert store.read_trial_outcome(trials, df["study"][0], t.number, df["study_id"][0]).status.value == t.user_attrs["status"]

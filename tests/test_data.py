@@ -383,7 +383,7 @@ def test_uint8_transfer_copies_a_quarter_of_the_bytes_and_normalizes_the_same(tm
 
 def test_warmup_drains_what_the_workers_prefetched(tmp_path: Path) -> None:
     """With workers, warm-up runs past the loader's buffer (workers x prefetch_factor batches) before timing."""
-    from sweeper.measure import measure
+    from sweeper.trial.measure import measure
 
     cfg = resnet_cfg(tmp_path, num_workers=2, prefetch_factor=3, grad_accum_steps=2)
     cfg["workload"]["epoch_images"] = 1000
@@ -406,7 +406,7 @@ def test_warmup_drain_runs_until_the_buffer_is_empty() -> None:
     stops right after the buffer runs dry; a pipeline that keeps up is warmed up to the cap (4 x the buffer + 8)."""
     import time as clock
 
-    from sweeper.measure import _drain
+    from sweeper.trial.measure import _drain
     from workloads.base import Workload
 
     def work(buffered: int, slow_after: int | None) -> Workload:
@@ -428,6 +428,9 @@ def test_warmup_drain_runs_until_the_buffer_is_empty() -> None:
     counted = work(6, slow_after=0)
     counted.ready_batches = lambda: next(held)
     assert _drain(counted) == (8, True), "stops at the second count <= 1 in a row, whatever the waits"
+    steady = work(6, slow_after=0)
+    steady.ready_batches = lambda: 5
+    assert _drain(steady) == (6, False), "a count that does not shrink: the pipeline keeps up, no need to wait"
 
 
 def test_ready_batches_counts_what_the_workers_finished(tmp_path: Path) -> None:
@@ -469,7 +472,7 @@ def test_data_wait_frac_is_the_share_of_the_window_spent_fetching(load_s: float,
                                                                   high: float) -> None:
     """A loader slow by construction (20 ms a batch for a 1 ms step) gives a high fraction; batches ready at once
     a low one. Sleeps do not compete for the CPU, so the ratio holds on a loaded machine."""
-    from sweeper.measure import measure
+    from sweeper.trial.measure import measure
     from workloads.base import Workload
 
     def next_batch() -> None:

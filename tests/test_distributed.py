@@ -20,7 +20,7 @@ import torch
 import torch.distributed.fsdp  # noqa: F401  (imported once here, not in each forked rank)
 
 from conftest import ROOT, run_cli
-from sweeper.outcome import Status, TrialOutcome
+from sweeper.results.outcome import Status, TrialOutcome
 from workloads import parallel
 from workloads.base import DeviceInfo
 
@@ -29,17 +29,17 @@ def trial_cfg(*overrides: str) -> dict[str, Any]:
     """The trial config the CLI would build for these overrides (Hydra compose + preset, on the CPU)."""
     from hydra import compose, initialize_config_dir
 
-    from sweeper.config import plain, trial_config
+    from sweeper.sweep.config import as_dict, trial_config
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=list(overrides))
-    return trial_config(plain(cfg), DeviceInfo("cpu"))
+    return trial_config(as_dict(cfg), DeviceInfo("cpu"))
 
 
 def run_trial(tmp_path: Path, *overrides: str, timeout_s: float = 90, env: dict[str, str] | None = None
               ) -> tuple[TrialOutcome, float]:
     """Run one isolated trial (the real runner); returns its outcome and its wall time in seconds."""
-    from sweeper.runner import run_isolated
+    from sweeper.trial.isolate import run_isolated
 
     cfg = trial_cfg(*overrides, f"results_dir={tmp_path / 'results'}")
     cfg["env"] = {**cfg.get("env", {}), **(env or {})}
@@ -70,6 +70,7 @@ def alive(pid: int) -> bool:
 
 DDP = ("distributed.strategy=ddp", "distributed.nproc=2")
 FSDP = ("distributed.strategy=fsdp", "distributed.nproc=2")
+RANK_FAULTS = "+workload.module=tests.faultload.rank_faults"  # the env test hooks plant a fault on one rank
 
 
 # ---------------------------------------------------------------- knobs reach the wrapped module
@@ -138,7 +139,7 @@ def _params_sharded_after_forward(sharding: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("sharding, resharded", [("FULL_SHARD", True), ("SHARD_GRAD_OP", False)])
 def test_reshard_after_forward_is_what_the_layers_do(sharding: str, resharded: bool) -> None:
-    from sweeper.distributed import launch
+    from sweeper.trial.ranks import launch
 
     saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)}
     try:  # the launcher's agent (this test process) installs its own handlers
@@ -164,7 +165,7 @@ def test_one_rank_failing_fails_the_trial_cleanly(tmp_path: Path, kind: str, sta
                                                   text: str) -> None:
     pids = tmp_path / "pids"
     pids.mkdir()
-    outcome, wall = run_trial(tmp_path, "+workload=transformer_block", *DDP, timeout_s=90,
+    outcome, wall = run_trial(tmp_path, "+workload=transformer_block", RANK_FAULTS, *DDP, timeout_s=90,
                               env={"SWEEPER_TEST_RANK_FAULT": f"1:{kind}", "SWEEPER_TEST_PID_DIR": str(pids)})
     assert (outcome.status, outcome.reason) == (status, reason), outcome.message
     assert "rank 1 of 2" in outcome.message and text in outcome.message
@@ -178,7 +179,7 @@ def test_one_rank_failing_fails_the_trial_cleanly(tmp_path: Path, kind: str, sta
 
 def test_rank_stuck_in_a_collective_fails_at_the_process_group_timeout(tmp_path: Path) -> None:
     # Rank 1 sleeps at its third step; rank 0 waits in DDP's all-reduce until distributed.timeout_s.
-    outcome, wall = run_trial(tmp_path, "+workload=transformer_block", *DDP, "distributed.timeout_s=3",
+    outcome, wall = run_trial(tmp_path, "+workload=transformer_block", RANK_FAULTS, *DDP, "distributed.timeout_s=3",
                               timeout_s=90, env={"SWEEPER_TEST_RANK_FAULT": "1:hang"})
     assert outcome.status == Status.FAILED and outcome.reason.startswith("exception:"), outcome.reason
     assert "rank 0 of 2" in outcome.message and "Timed out" in outcome.message
@@ -189,7 +190,7 @@ def test_rank_stuck_in_a_collective_fails_at_the_process_group_timeout(tmp_path:
 def test_trial_timeout_kills_every_rank(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     pids.mkdir()
-    outcome, wall = run_trial(tmp_path, "+workload=transformer_block", *FSDP, "distributed.timeout_s=600",
+    outcome, wall = run_trial(tmp_path, "+workload=transformer_block", RANK_FAULTS, *FSDP, "distributed.timeout_s=600",
                               timeout_s=15, env={"SWEEPER_TEST_RANK_FAULT": "1:hang",
                                                  "SWEEPER_TEST_PID_DIR": str(pids)})
     assert (outcome.status, outcome.reason) == (Status.FAILED, "timeout")

@@ -1,4 +1,4 @@
-"""The measurement loop (sweeper/measure.py): what the window contains, and how short steps are timed."""
+"""The measurement loop (sweeper/trial/measure.py): what the window contains, and how short steps are timed."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import time
 import pytest
 import torch
 
-from sweeper.measure import MIN_BLOCK_S, plan
-from sweeper.measure import measure as run_measure
+from sweeper.trial.measure import MIN_BLOCK_S, plan
+from sweeper.trial.measure import measure as run_measure
 from workloads.base import Workload
 
 CPU = torch.device("cpu")

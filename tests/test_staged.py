@@ -3,16 +3,17 @@ configurations with each compile mode (best expected gain per second first), the
 
 from __future__ import annotations
 
+import time
 import warnings
 
 import optuna
 import pytest
 from optuna.trial import TrialState, create_trial
 
-from sweeper import study as st
-from sweeper.outcome import Status, TrialOutcome
-from sweeper.space import build_space
-from sweeper.staged import STAGE_KEY, StagedSampler
+from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.sweep import study as st
+from sweeper.sweep.space import build_space
+from sweeper.sweep.staged import STAGE_KEY, StagedSampler
 from tests.faultload.costly import speed
 
 PARAMS = {"knobs.level": "choice(1,2,3,4,5,6)", "knobs.batch": "choice(1,2)",
@@ -123,3 +124,14 @@ def test_screening_ends_at_half_of_the_time_budget() -> None:
     assert sampler.next_plan(study) == ("screen", EXPENSIVE)
     _add(study, 3, "off", 3.0, 2.0, "screen")
     assert sampler.next_plan(study) == ("promote", {"knobs.level": 3, "knobs.batch": 1, "knobs.compile": "default"})
+
+
+def test_screening_ends_when_half_of_the_time_budget_has_passed_on_the_clock() -> None:
+    """A trial still running (or the sweep's own overhead) costs wall-clock time before any wall_s is told."""
+    space = build_space(PARAMS, {}, [], DEFAULTS)
+    sampler = st.make_sampler("staged", 0, space, EXPENSIVE, DEFAULTS, budget_s=4.0)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    _add(study, 2, "off", 2.0, 0.01, "screen")
+    assert sampler.next_plan(study) == ("screen", EXPENSIVE)
+    time.sleep(2.1)
+    assert sampler.next_plan(study)[0] == "promote"

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import optuna
 import pandas as pd
-
 from conftest import run_cli
 
 COSTLY = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=costly", "-m", "hydra.sweeper.seed=0",

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import gc
 import os
-import queue
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -37,15 +35,14 @@ from torchvision.datasets import DatasetFolder
 from torchvision.io import read_file
 
 from workloads import decode
+from workloads.device_side import (  # noqa: F401 (MEAN, STD, unpack_bytes: part of this module's interface)
+    MEAN, PREFETCH_DEPTH, STD, DeviceSide, Normalize, Prefetcher, pack_bytes, unpack_bytes)
 from workloads.base import DeviceInfo
 from workloads.corpus import corpus_path, corpus_sizes, ensure_corpus
 
-MEAN = (0.485, 0.456, 0.406)  # ImageNet channel statistics, on the 0..1 scale
-STD = (0.229, 0.224, 0.225)
 DECODE_DEVICES = ("cpu", "cuda", "hybrid")
 TRANSFER_DTYPES = ("float32", "uint8")
 EXTENSIONS = (".jpg", ".jpeg")
-PREFETCH_DEPTH = 3  # batches the background device thread keeps ready
 
 
 # ---------------------------------------------------------------- knob validation
@@ -102,34 +99,7 @@ def gpu_share(knobs: dict[str, Any]) -> float:
 # ---------------------------------------------------------------- host side (runs in the DataLoader workers)
 
 
-class Normalize:
-    """Float images on the 0..255 scale -> normalized with the ImageNet mean/std, in place, on ``device``."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1) * 255
-        self.std = torch.tensor(STD, device=device).view(1, 3, 1, 1) * 255
-
-    def __call__(self, batch: torch.Tensor) -> torch.Tensor:
-        return batch.sub_(self.mean).div_(self.std)
-
-
 _CPU_NORMALIZE = Normalize(torch.device("cpu"))
-
-
-def pack_bytes(files: list[torch.Tensor]) -> torch.Tensor:
-    """Files as one 1-D uint8 tensor: their lengths as int64 (8 bytes each), then the files back to back.
-
-    One tensor, so a worker hands a batch over through one shared-memory segment; a list of N tensors needs N
-    file-descriptor handoffs, which is slow and was seen to stall a worker.
-    """
-    lengths = torch.tensor([f.numel() for f in files], dtype=torch.int64)
-    return torch.cat([lengths.view(torch.uint8), *files])
-
-
-def unpack_bytes(packed: torch.Tensor, count: int) -> list[torch.Tensor]:
-    """The ``count`` files of a :func:`pack_bytes` tensor, as views of it."""
-    lengths = packed[: 8 * count].view(torch.int64).tolist()
-    return list(torch.split(packed[8 * count:], lengths))
 
 
 class JpegBatches(Dataset):
@@ -179,129 +149,6 @@ class JpegBatches(Dataset):
 
 def _pass_through(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return batch  # __getitems__ already built the batch
-
-
-# ---------------------------------------------------------------- device side (runs in the trial process)
-
-
-class DeviceSide:
-    """Host batch -> (images float32 normalized, in ``memory_format``, labels) on ``device``; timings kept.
-
-    CPU crops are copied (``non_blocking`` if asked) and, if uint8, normalized on the device; the GPU share is
-    decoded in one batched call and cropped there; the two parts are concatenated in the labels' order.
-    """
-
-    def __init__(self, image_size: int, device: torch.device, memory_format: torch.memory_format,
-                 non_blocking: bool) -> None:
-        self.device, self.memory_format, self.non_blocking = device, memory_format, non_blocking
-        self.normalize = Normalize(device)
-        self.gpu = decode.GpuDecode(image_size, device)
-        self.cuda = device.type == "cuda"
-        self.gpu_decode_s = self.gpu_crop_s = 0.0
-        self.copies: list[tuple[Any, Any]] = []  # CUDA event pairs around copies (read after the window)
-        self.copy_host_s = 0.0  # CPU device: host time of the copies
-        self.batches = 0
-        self.copied_dtype = ""
-        self.bytes_gpu = 0
-
-    def __call__(self, host: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        parts = []
-        crops = host["crops"]
-        if crops.numel():
-            self.copied_dtype = str(crops.dtype).replace("torch.", "")
-            if self.cuda:
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                on_device = crops.to(self.device, non_blocking=self.non_blocking)
-                end.record()
-                if len(self.copies) < 512:
-                    self.copies.append((start, end))
-            else:
-                t0 = time.perf_counter()
-                on_device = crops.to(self.device)
-                self.copy_host_s += time.perf_counter() - t0
-            parts.append(self.normalize(on_device.float()) if crops.dtype == torch.uint8 else on_device)
-        n_gpu = int(host["n_gpu"])
-        if n_gpu:
-            files = unpack_bytes(host["packed"], n_gpu)
-            self.bytes_gpu += sum(f.numel() for f in files)
-            images, decode_s, crop_s = self.gpu(files)
-            self.gpu_decode_s += decode_s
-            self.gpu_crop_s += crop_s
-            parts.append(self.normalize(images))
-        self.batches += 1
-        images = parts[0] if len(parts) == 1 else torch.cat(parts)
-        labels = host["labels"].to(self.device, non_blocking=self.non_blocking)
-        return images.contiguous(memory_format=self.memory_format), labels
-
-    def copy_s(self) -> float:
-        """Seconds spent copying CPU crops to the device (mean over the copies timed, times the batches)."""
-        if not self.copies:
-            return self.copy_host_s
-        torch.cuda.synchronize(self.device)
-        ms = [a.elapsed_time(b) for a, b in self.copies]
-        return sum(ms) / len(ms) / 1e3 * self.batches
-
-
-class Prefetcher:
-    """Runs :class:`DeviceSide` on a background thread and side stream, ``PREFETCH_DEPTH`` batches ahead.
-
-    The thread pulls host batches, makes them device batches on its own CUDA stream, and queues them with an
-    event; ``next()`` makes the training stream wait for that event (no host sync) and marks the tensors as used
-    there. Before each batch the thread waits for its stream's earlier work: memory freed on that stream is then
-    idle, so nvJPEG (which writes from a private stream) cannot overwrite memory queued kernels still read.
-    """
-
-    def __init__(self, source: Any, side: DeviceSide) -> None:
-        self.source, self.side = source, side
-        self.stream = torch.cuda.Stream(side.device) if side.cuda else None
-        self.queue: queue.Queue[Any] = queue.Queue(maxsize=PREFETCH_DEPTH)
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="device-prefetch", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        try:
-            while not self.stop.is_set():
-                host = self.source()
-                if self.stream is None:
-                    item: Any = (*self.side(host), None)
-                else:
-                    with torch.cuda.stream(self.stream):
-                        self.stream.synchronize()
-                        images, labels = self.side(host)
-                        event = torch.cuda.Event()
-                        event.record(self.stream)
-                    item = (images, labels, event)
-                while not self.stop.is_set():
-                    try:
-                        self.queue.put(item, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-        except BaseException as e:  # noqa: BLE001 - handed to the consumer, which raises it
-            self.queue.put(e)
-
-    def next(self) -> tuple[torch.Tensor, torch.Tensor]:
-        item = self.queue.get()
-        if isinstance(item, BaseException):
-            raise RuntimeError(f"the device prefetch thread failed: {item!r}") from item
-        images, labels, event = item
-        if event is not None:
-            current = torch.cuda.current_stream(self.side.device)
-            current.wait_event(event)
-            images.record_stream(current)
-            labels.record_stream(current)
-        return images, labels
-
-    def close(self) -> None:
-        self.stop.set()
-        try:
-            while True:
-                self.queue.get_nowait()
-        except queue.Empty:
-            pass
-        self.thread.join(timeout=10)
 
 
 # ---------------------------------------------------------------- the pipeline
@@ -475,3 +322,29 @@ class Pipeline:
             "data_limit_stage": max(stages, key=stages.__getitem__),
             "data_epochs": self.epochs,
         }
+
+
+# ---------------------------------------------------------------- recipe snippets
+# How each data knob reads in a training script (``python -m sweeper.report RESULTS --recipe``): knob -> value ->
+# lines, beside the pipeline that applies them. The DataLoader arguments are gathered into one call by the recipe.
+
+RECIPE_LOADER_ARGS = ("num_workers", "prefetch_factor", "pin_memory", "persistent_workers")
+RECIPE: dict[str, Any] = {
+    "non_blocking": lambda v: ["x = x.to('cuda', non_blocking=True); y = y.to('cuda', non_blocking=True)"] if v else [],
+    "decode_device": lambda v: {
+        "cuda": ["# DataLoader workers only read file bytes; decode the batch on the GPU (nvJPEG):",
+                 "images = torchvision.io.decode_jpeg(list_of_bytes, device='cuda')"],
+        "hybrid": ["# decode gpu_share of each batch on the GPU (torchvision.io.decode_jpeg(..., device='cuda')),",
+                   "# the rest in the DataLoader workers on the CPU"]}.get(v, []),
+    "gpu_share": lambda v: [f"gpu_share = {v}  # share of each batch decoded on the GPU"] if v is not None else [],
+    "cpu_decoder": lambda v: ["img = PIL.Image.open(path).convert('RGB')  # Pillow decodes in the workers"]
+    if v == "pil" else [],
+    "decode_scale": lambda v: ["img.draft('RGB', (size, size))  # libjpeg DCT scaling: decode at a reduced size"]
+    if v == "reduced" else [],
+    "device_prefetch": lambda v: ["# copy and normalize the next batches on a side CUDA stream, a few batches ahead",
+                                  "with torch.cuda.stream(copy_stream): x_next = x_next.to('cuda', non_blocking=True)"]
+    if v else [],
+    "transfer_dtype": lambda v: ["# workers return uint8 crops; normalize after the copy to the GPU:",
+                                 "x = x.to('cuda', non_blocking=True).float().div_(255).sub_(mean).div_(std)"]
+    if v == "uint8" else [],
+}

@@ -40,60 +40,84 @@ SHARDINGS = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD")
 COMM_HOOKS = ("none", "fp16", "bf16")
 START_METHODS = ("fork", "spawn", "forkserver")
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+_DTYPE_NAMES = tuple(_DTYPES)
 # Metrics a distributed trial adds to the usual ones (objectives may name them).
 METRICS = ("world_size", "step_ms_p50_rank_min", "comm_frac", "comm_ms_per_step", "launch_s")
 
 
 @dataclasses.dataclass(frozen=True)
-class Settings:
-    """The ``distributed`` config node, validated. Field comments give units and choices."""
+class DistributedConf:
+    """The ``distributed`` config node: its schema (registered in Hydra's ConfigStore as ``schema/distributed``,
+    checked before any trial starts) and, through :func:`settings`, the validated settings a rank wraps with."""
 
-    strategy: str = "none"  # none | ddp | fsdp
-    nproc: int | None = None  # ranks of one trial; None: the visible GPUs (1 on the CPU)
-    backend: str = "auto"  # auto (nccl on GPU, gloo on CPU) | nccl | gloo
-    timeout_s: float = 300.0  # process-group timeout: a collective waiting longer than this fails the rank
-    start_method: str = "fork"  # how the launcher starts ranks (fork: torch is already imported, fast)
-    comm_profile_steps: int = 3  # steps profiled after the measured window for comm_frac (0: off)
-    # DDP
+    strategy: str = "none"
+    """none (one process) | ddp | fsdp (FSDP2, ``fully_shard``)."""
+    nproc: int | None = None
+    """Ranks of one trial; null: one per GPU visible to the trial (1 on the CPU)."""
+    backend: str = "auto"
+    """auto (nccl on GPU, gloo on CPU) | nccl | gloo."""
+    timeout_s: float = 300.0
+    """Process-group timeout in seconds: a rank waiting in a collective longer than this fails."""
+    start_method: str = "fork"
+    """How the launcher starts ranks: fork (torch already imported: fast) | spawn | forkserver."""
+    comm_profile_steps: int = 3
+    """Steps profiled after the measured window to measure ``comm_frac`` (0: off)."""
     bucket_cap_mb: float = 25.0
+    """DDP: gradient bucket size of the all-reduce, in MiB."""
     gradient_as_bucket_view: bool = False
+    """DDP: gradients are views into the all-reduce buckets (saves a copy)."""
     static_graph: bool = False
+    """DDP: the set of used parameters never changes between steps."""
     find_unused_parameters: bool = False
-    comm_hook: str = "none"  # none | fp16 | bf16 (gradients compressed for the all-reduce)
-    # FSDP2
-    sharding: str = "FULL_SHARD"  # FULL_SHARD | SHARD_GRAD_OP | NO_SHARD | HYBRID_SHARD
-    replicate_degree: int | None = None  # HYBRID_SHARD: replica groups; None: largest divisor of N <= sqrt(N)
-    param_dtype: str | None = None  # MixedPrecisionPolicy.param_dtype: None (keep) | fp32 | bf16 | fp16
-    reduce_dtype: str | None = None  # MixedPrecisionPolicy.reduce_dtype: None (param_dtype) | fp32 | bf16 | fp16
-    cpu_offload: bool = False  # CPUOffloadPolicy: sharded params, grads and optimizer step on the CPU (GPU only)
-    wrap_blocks: bool = True  # fully_shard each block before the root (False: the root only)
+    """DDP: look for parameters without gradients after each forward."""
+    comm_hook: str = "none"
+    """DDP: none | fp16 | bf16 (gradients compressed for the all-reduce, ``default_hooks``)."""
+    sharding: str = "FULL_SHARD"
+    """FSDP2: FULL_SHARD | SHARD_GRAD_OP | NO_SHARD | HYBRID_SHARD (see the module docstring)."""
+    replicate_degree: int | None = None
+    """FSDP2 HYBRID_SHARD: replica groups; null: the largest divisor of nproc <= sqrt(nproc)."""
+    param_dtype: str | None = None
+    """FSDP2 ``MixedPrecisionPolicy.param_dtype``: null (keep fp32) | fp32 | bf16 | fp16."""
+    reduce_dtype: str | None = None
+    """FSDP2 ``MixedPrecisionPolicy.reduce_dtype``: null (= param_dtype) | fp32 | bf16 | fp16."""
+    cpu_offload: bool = False
+    """FSDP2 ``CPUOffloadPolicy`` (GPU only): sharded params, grads and optimizer step on the CPU."""
+    wrap_blocks: bool = True
+    """FSDP2: ``fully_shard`` each block (layer, ResNet stage) before the root (false: the root only)."""
+
+    def problems(self) -> list[tuple[str, str, str]]:
+        """(key, problem, fix) for every setting out of its range; empty when the node is valid."""
+        out = []
+        for key, allowed in (("strategy", STRATEGIES), ("sharding", SHARDINGS), ("comm_hook", COMM_HOOKS),
+                             ("start_method", START_METHODS), ("backend", ("auto", "nccl", "gloo")),
+                             ("param_dtype", (None, *_DTYPE_NAMES)), ("reduce_dtype", (None, *_DTYPE_NAMES))):
+            value = getattr(self, key)
+            if value not in allowed:
+                out.append((key, f"must be one of {allowed}, got {value!r}",
+                            f"use one of: {', '.join('null' if a is None else a for a in allowed)}"))
+        if self.nproc is not None and int(self.nproc) < 1:
+            out.append(("nproc", f"must be >= 1 (or null for one rank per visible GPU), got {self.nproc!r}",
+                        "give the number of ranks, or null"))
+        for key in ("bucket_cap_mb", "timeout_s"):
+            if float(getattr(self, key)) <= 0:
+                out.append((key, f"must be > 0, got {getattr(self, key)!r}", "give a positive number"))
+        return out
 
 
-def settings(node: Mapping[str, Any] | None) -> Settings:
+def settings(node: Mapping[str, Any] | None) -> DistributedConf:
     """The validated settings of a ``distributed`` node (None or missing keys: defaults)."""
     node = dict(node or {})
-    known = {f.name for f in dataclasses.fields(Settings)}
+    known = {f.name for f in dataclasses.fields(DistributedConf)}
     unknown = sorted(set(node) - known)
     if unknown:
         raise ValueError(f"distributed.{unknown[0]} is not a distributed setting; known: {', '.join(sorted(known))}")
-    s = Settings(**node)
-    for key, value, allowed in (("strategy", s.strategy, STRATEGIES), ("sharding", s.sharding, SHARDINGS),
-                                ("comm_hook", s.comm_hook, COMM_HOOKS), ("start_method", s.start_method, START_METHODS),
-                                ("backend", s.backend, ("auto", "nccl", "gloo")),
-                                ("param_dtype", s.param_dtype, (None, *_DTYPES)),
-                                ("reduce_dtype", s.reduce_dtype, (None, *_DTYPES))):
-        if value not in allowed:
-            raise ValueError(f"distributed.{key} must be one of {allowed}, got {value!r}")
-    if s.nproc is not None and int(s.nproc) < 1:
-        raise ValueError(f"distributed.nproc must be >= 1 (or null for one rank per visible GPU), got {s.nproc!r}")
-    if float(s.bucket_cap_mb) <= 0:
-        raise ValueError(f"distributed.bucket_cap_mb must be > 0, got {s.bucket_cap_mb!r}")
-    if float(s.timeout_s) <= 0:
-        raise ValueError(f"distributed.timeout_s must be > 0, got {s.timeout_s!r}")
+    s = DistributedConf(**node)
+    for key, problem, _fix in s.problems()[:1]:
+        raise ValueError(f"distributed.{key} {problem}")
     return s
 
 
-def resolve_nproc(s: Settings, device_kind: str, gpu_count: int) -> int:
+def resolve_nproc(s: DistributedConf, device_kind: str, gpu_count: int) -> int:
     """Ranks of the trial: ``nproc``, or one per visible GPU (one on the CPU)."""
     if s.nproc is not None:
         return int(s.nproc)
@@ -173,7 +197,7 @@ def wrapped_model() -> nn.Module | None:
     return _WRAPPED.get("model")
 
 
-def _ddp(model: nn.Module, s: Settings, device: torch.device) -> nn.Module:
+def _ddp(model: nn.Module, s: DistributedConf, device: torch.device) -> nn.Module:
     from torch.nn.parallel import DistributedDataParallel
 
     ddp = DistributedDataParallel(
@@ -188,7 +212,7 @@ def _ddp(model: nn.Module, s: Settings, device: torch.device) -> nn.Module:
     return ddp
 
 
-def _fsdp(model: nn.Module, s: Settings, device: torch.device, blocks: list[nn.Module]) -> nn.Module:
+def _fsdp(model: nn.Module, s: DistributedConf, device: torch.device, blocks: list[nn.Module]) -> nn.Module:
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
@@ -260,3 +284,36 @@ def _describe_fsdp(model: nn.Module) -> dict[str, Any]:
 
 def _dtype_name(dtype: torch.dtype | None) -> str:
     return "none" if dtype is None else str(dtype).removeprefix("torch.")
+
+
+# ---------------------------------------------------------------- recipe snippet (sweeper.report --recipe)
+
+
+def recipe(d: Mapping[str, Any], world: int) -> list[str]:
+    """How the ``distributed`` knobs ``d`` read in a training script of ``world`` ranks (torchrun)."""
+    strategy = d.get("strategy") or "none"
+    if strategy == "ddp":
+        lines = ["from torch.nn.parallel import DistributedDataParallel",
+                 f"model = DistributedDataParallel(model, bucket_cap_mb={d.get('bucket_cap_mb')}, "
+                 f"gradient_as_bucket_view={bool(d.get('gradient_as_bucket_view'))}, "
+                 f"static_graph={bool(d.get('static_graph'))}, "
+                 f"find_unused_parameters={bool(d.get('find_unused_parameters'))})"]
+        hook = d.get("comm_hook") or "none"
+        if hook != "none":
+            lines += ["from torch.distributed.algorithms.ddp_comm_hooks import default_hooks",
+                      f"model.register_comm_hook(None, default_hooks.{hook}_compress_hook)"]
+        return lines
+    if strategy == "fsdp":
+        shape, reshard = fsdp_layout(str(d.get("sharding") or "FULL_SHARD"), world, d.get("replicate_degree"))
+        dims = ("'shard',)" if len(shape) == 1 else "'replicate', 'shard')")
+        dtypes = {"fp32": "torch.float32", "bf16": "torch.bfloat16", "fp16": "torch.float16"}
+        mp = ", ".join(f"{k}={dtypes[d[k]]}" for k in ("param_dtype", "reduce_dtype") if d.get(k) in dtypes)
+        args = f"mesh=mesh, reshard_after_forward={reshard}"
+        args += f", mp_policy=MixedPrecisionPolicy({mp})" if mp else ""
+        args += ", offload_policy=CPUOffloadPolicy()" if d.get("cpu_offload") else ""
+        return ["from torch.distributed.fsdp import fully_shard, MixedPrecisionPolicy, CPUOffloadPolicy",
+                "from torch.distributed.device_mesh import init_device_mesh",
+                f"mesh = init_device_mesh('cuda', {shape}, mesh_dim_names=({dims})",
+                *([f"for block in model.blocks: fully_shard(block, {args})"] if d.get("wrap_blocks", True) else []),
+                f"fully_shard(model, {args})"]
+    return []

@@ -15,9 +15,14 @@ import torch.nn.functional as F
 import torchvision
 
 from workloads import common, parallel
+from workloads.data import DECODE_DEVICES, TRANSFER_DTYPES
 from workloads.base import DeviceInfo, Workload
 
 STAGES = ("layer1", "layer2", "layer3", "layer4")
+# String knobs and the values this workload can run (checked before launch).
+KNOB_VALUES = {"precision": common.PRECISIONS, "compile": common.COMPILE_MODES, "optimizer_impl": ("foreach", "fused", "for_loop"),
+               "memory_format": ("contiguous", "channels_last"), "decode_device": DECODE_DEVICES,
+               "transfer_dtype": TRANSFER_DTYPES}
 
 
 def check(cfg: dict[str, Any], device: DeviceInfo) -> str | None:

@@ -17,6 +17,9 @@ from workloads import common, parallel
 from workloads.base import DeviceInfo, Workload
 
 _BACKENDS = ("auto", "flash", "efficient", "cudnn", "math")
+# String knobs and the values this workload can run (checked before launch).
+KNOB_VALUES = {"precision": common.PRECISIONS, "compile": common.COMPILE_MODES, "optimizer_impl": ("foreach", "fused", "for_loop"),
+               "sdpa_backend": _BACKENDS}
 
 
 class Block(nn.Module):

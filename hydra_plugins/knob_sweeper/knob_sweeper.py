@@ -1,7 +1,7 @@
 """The Hydra Sweeper plugin that Hydra discovers (it must be defined in the ``hydra_plugins`` namespace).
 
 A thin wrapper: the config dataclass registered in Hydra's ConfigStore as ``hydra/sweeper=knob``, and a class
-that hands ``setup``/``sweep`` to ``sweeper.sweep.SweepImpl`` (imported lazily, so plugin discovery stays cheap).
+that hands ``setup``/``sweep`` to ``sweeper.sweep.loop.SweepImpl`` (imported lazily, so plugin discovery stays cheap).
 """
 
 
@@ -83,7 +83,7 @@ ConfigStore.instance().store(group="hydra/sweeper", name="knob", node=KnobSweepe
 
 class KnobSweeper(Sweeper):
     def __init__(self, **conf: Any) -> None:
-        from sweeper.sweep import SweepImpl
+        from sweeper.sweep.loop import SweepImpl
 
         self._impl = SweepImpl(**conf)
 

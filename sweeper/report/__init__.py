@@ -2,7 +2,9 @@
 what matters (importance, marginal effects, diagnosis), compare fingerprints and nights, render to the terminal,
 Markdown and one self-contained HTML file.
 
-It reads only Parquet (results copied from another machine, with no GPU and no Optuna storage, work).
+Runs in the report process (``python -m sweeper.report``, or a notebook) and reads only Parquet, through
+``sweeper.results`` (the one ``sweeper`` package it imports): results copied from another machine, with no GPU
+and no Optuna storage, work.
 Modules, one concern each: ``data`` (reading, configuration identity), ``stats`` (intervals, ties, Pareto),
 ``baseline``, ``diagnose``, ``importance``, ``analysis`` (one study), ``compare``, ``nightly``, ``blocks`` /
 ``sections`` / ``build`` (the report as blocks), ``render`` (terminal, Markdown), ``plots`` and ``html``.

@@ -1,5 +1,5 @@
-"""``python -m sweeper.report [results] [--workload W] [--study S] [--compare COL] [--baseline STUDY|DATE]
-[--fail-on-regression PCT] [--html PATH] [--out PATH]``
+"""``python -m sweeper.report [results] [--workload W] [--study S] [--compare COL] [--baseline STUDY|latest|DATE]
+[--fail-on-regression PCT] [--html PATH] [--out PATH] [--recipe]``
 
 Prints the report to the terminal and writes ``report.md`` and ``report.html`` into the results folder.
 Exit codes: 0 ok, 2 bad input (one line naming the flag and the fix), 3 a regression with --fail-on-regression.
@@ -28,7 +28,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--study", action="append", help="only this study (repeat for several); with --baseline: "
                                                       "tonight's study")
     p.add_argument("--compare", metavar="COL", help="compare fingerprints: gpu, torch_version, hostname, or any column")
-    p.add_argument("--baseline", metavar="STUDY|DATE", help="nightly: compare with this study or date YYYY-MM-DD")
+    p.add_argument("--baseline", metavar="STUDY|latest|DATE",
+                   help="nightly: compare tonight's study with this study, the latest before it, or the last study "
+                        "of a date YYYY-MM-DD")
     p.add_argument("--fail-on-regression", metavar="PCT",
                    help="with --baseline: exit 3 when something regressed beyond noise by at least PCT (e.g. 5%%)")
     p.add_argument("--html", metavar="PATH", help="HTML file to write (default: <results>/report.html)")
@@ -38,6 +40,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--importance", choices=("auto", "fanova", "ped-anova"), default="auto",
                    help="Optuna importance evaluator (auto: fANOVA when scikit-learn is installed)")
     p.add_argument("--no-cache", action="store_true", help="read every Parquet file, ignore <results>/.report-cache")
+    p.add_argument("--recipe", action="store_true",
+                   help="print each study's configuration to adopt (the best, or the least-memory one tied with it "
+                        "within noise) as Hydra overrides that re-run it and PyTorch lines that apply it; "
+                        "writes no files")
     return p.parse_args(argv)
 
 
@@ -60,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     if not results.exists():
         return _fail(f"error: `results`: {results} does not exist; pass the folder a sweep wrote (default: results)")
     if args.fail_on_regression is not None and not args.baseline:
-        return _fail("error: `--fail-on-regression` needs `--baseline STUDY|DATE` to compare with")
+        return _fail("error: `--fail-on-regression` needs `--baseline STUDY|latest|DATE` to compare with")
     if args.importance == "fanova" and not has_sklearn():
         return _fail("error: `--importance fanova` needs scikit-learn; pip install scikit-learn, or use ped-anova")
     if args.top < 1:
@@ -73,6 +79,12 @@ def main(argv: list[str] | None = None) -> int:
     if df.empty:
         what = f" of workload {args.workload!r}" if args.workload else ""
         return _fail(f"error: `results`: no trial rows{what} under {results}; run a sweep first")
+    from sweeper.report.data import REQUIRED
+
+    missing = [c for c in REQUIRED if c not in df.columns]
+    if missing:
+        return _fail(f"error: `results`: the rows under {results} have no {', '.join(missing)} column; they are not "
+                     "trial rows of this tool (pass the folder a sweep wrote)")
     if args.study:
         unknown = sorted(set(args.study) - set(df["study"].astype(str)))
         if unknown:
@@ -86,11 +98,24 @@ def main(argv: list[str] | None = None) -> int:
     folder = results if results.is_dir() else results.parent
     md_path = Path(args.out) if args.out else folder / "report.md"
     html_path = Path(args.html) if args.html else folder / "report.html"
+    for flag, path in (("--out", md_path), ("--html", html_path)):
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "a", encoding="utf-8"):
+                pass
+        except OSError as e:
+            return _fail(f"error: `{flag}`: cannot write {path} ({e.strerror}); pass {flag} PATH in a folder you can "
+                         "write")
     try:
         report = build(df, source=str(results), studies=args.study, compare=args.compare, baseline=args.baseline,
                        threshold=threshold, evaluator=args.importance)
     except BadInput as e:
         return _fail(str(e))
+    if args.recipe:
+        from sweeper.report.recipe import recipe_text
+
+        print(recipe_text(report.analyses, df))
+        return EXIT_OK
     to_terminal(report.blocks, limit=args.top)
     md_path.parent.mkdir(parents=True, exist_ok=True)
     html_path.parent.mkdir(parents=True, exist_ok=True)
@@ -98,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     html_path.write_text(to_html(report.blocks, f"Sweep report: {results}", limit=max(200, args.top)),
                          encoding="utf-8")
     print(f"report written to {md_path} and {html_path}")
+    if threshold is not None and report.not_gated:
+        print("not gated: " + "; ".join(report.not_gated), file=sys.stderr)
     if threshold is not None and report.regressions:
         print(f"regression beyond noise and {threshold:.0%}: " + "; ".join(report.regressions), file=sys.stderr)
         return EXIT_REGRESSION

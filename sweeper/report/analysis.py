@@ -65,8 +65,10 @@ def analyse(rows: pd.DataFrame, evaluator: str = "auto") -> Analysis:
     for col in swept:
         configs[f"v:{col}"] = values[col]
     configs["label"] = [bl.label(v, swept, base.defaults) for v in values.to_dict("records")]
-    configs["diagnosis"] = [diagnose(w, u, m) for w, u, m in
-                            zip(configs["data_wait_frac"], configs["gpu_util_mean"], configs["mfu"])]
+    stages = (ok["data_limit_stage"].groupby(keys.loc[ok.index], sort=False).agg(_most_common)
+              .reindex(configs.index) if "data_limit_stage" in ok else pd.Series(None, index=configs.index))
+    configs["diagnosis"] = [diagnose(w, u, m, s) for w, u, m, s in
+                            zip(configs["data_wait_frac"], configs["gpu_util_mean"], configs["mfu"], stages)]
     configs["pareto"] = _pareto(configs, ok, keys, objectives)
     a.baseline_note = _speedups(configs, base, rows, keys)
     a.configs = configs
@@ -74,6 +76,11 @@ def analyse(rows: pd.DataFrame, evaluator: str = "auto") -> Analysis:
     a.marginals = marginals(configs, values, swept)
     a.history = _history(ok, objectives)
     return a
+
+
+def _most_common(values: pd.Series) -> str | None:
+    values = values.dropna()
+    return str(values.mode().iloc[0]) if len(values) else None
 
 
 def _pareto(configs: pd.DataFrame, ok: pd.DataFrame, keys: pd.Series, objectives) -> np.ndarray:
@@ -143,10 +150,11 @@ def _machines(rows: pd.DataFrame) -> list[str]:
     cols = [c for c in FINGERPRINT if c in rows]
     if not cols:
         return []
-    seen = rows[cols].astype(object).fillna("").astype(str)
-    seen = seen[(seen != "").any(axis=1)].drop_duplicates()  # rows of trials that never ran have no fingerprint
+    ran = rows[rows["status"] != "skipped"] if "status" in rows else rows  # a skipped trial never ran anywhere
+    seen = ran[cols].astype(object).fillna("").astype(str)
+    seen = seen[(seen != "").any(axis=1)].drop_duplicates()
     out = []
     for r in seen.to_dict("records"):
-        device = r.get("gpu_name") or f"cpu:{r.get('cpu_model', '?')}"
-        out.append(f"{device} on {r.get('hostname', '?')}, torch {r.get('torch_version', '?')}")
+        device = r.get("gpu_name") or f"cpu:{r.get('cpu_model') or '?'}"
+        out.append(f"{device} on {r.get('hostname') or '?'}, torch {r.get('torch_version') or '?'}")
     return out

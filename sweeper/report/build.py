@@ -10,9 +10,8 @@ import pandas as pd
 from sweeper.report.analysis import Analysis, analyse
 from sweeper.report.blocks import Block, Heading, Para
 from sweeper.report.compare import compare_blocks
-from sweeper.report.data import night_of
-from sweeper.report.nightly import nightly, trend_blocks
-from sweeper.report.sections import study_blocks
+from sweeper.report.nightly import has_nights, nightly, trend_blocks
+from sweeper.report.sections import study_blocks, summary_blocks
 
 
 @dataclass
@@ -20,6 +19,7 @@ class Report:
     blocks: list[Block]
     analyses: list[Analysis] = field(default_factory=list)
     regressions: list[str] = field(default_factory=list)
+    not_gated: list[str] = field(default_factory=list)  # workloads the nightly gate could not compare
 
 
 def build(df: pd.DataFrame, *, source: str = "", studies: list[str] | None = None, compare: str | None = None,
@@ -35,8 +35,8 @@ def build(df: pd.DataFrame, *, source: str = "", studies: list[str] | None = Non
     if baseline:
         n = nightly(df, baseline, studies, threshold, limit, with_plots)
         blocks += n.blocks
-        report.regressions = n.regressions
-    elif night_of(df).nunique() > 1:
+        report.regressions, report.not_gated = n.regressions, n.not_gated
+    elif has_nights(df):
         blocks += [Heading("Trend over nights", 2), *trend_blocks(df, with_plots)]
     selected = df[df["study"].astype(str).isin(studies)] if studies else df
     if compare:
@@ -45,4 +45,6 @@ def build(df: pd.DataFrame, *, source: str = "", studies: list[str] | None = Non
         a = analyse(rows.reset_index(drop=True), evaluator)
         report.analyses.append(a)
         blocks += study_blocks(a, limit, with_plots)
+    if len(report.analyses) > 1:  # a long page: what it holds, first
+        blocks[2:2] = summary_blocks(report.analyses)
     return report

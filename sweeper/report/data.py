@@ -1,132 +1,33 @@
-"""Reading the trial rows: a cached read of the Parquet files, filters, and the identity of a configuration.
-
-Parsing a Parquet footer costs about a millisecond per file, which is most of a report over 10,000 one-row
-files. So the rows read once are kept in ``<results>/.report-cache/rows.parquet`` with each file's name, size and
-modification time; a later report reads only files that are new or changed (a re-written trial replaces its
-file, so its size or mtime changes). Files that vanished because a compaction folded them into a compacted file
-(``sweeper.store.compact``) just lose their cached rows; any other removal or change re-reads everything.
-The cache holds every file's rows; each (study, trial) is read once on the way out (``store.read_once``).
-The cache is an optimisation only: if it cannot be written (a read-only copy of the results), the report reads
-every file, and ``use_cache=False`` ignores it.
-"""
+"""The report's view of the trial rows: loading (through the cached read of ``sweeper.results.read``), filters,
+and the identity of a configuration."""
 
 from __future__ import annotations
 
+import logging
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
-from sweeper.store import is_compacted, read_once, read_results, retry_vanished, study_of, trial_files
+from sweeper.results.read import read_rows  # also the name the report's callers (and benchmarks) read rows by
 
-CACHE_DIR = ".report-cache"
-_FILE, _SIZE, _MTIME = "_cache_file", "_cache_size", "_cache_mtime_ns"
+log = logging.getLogger("sweeper.report")
 CONFIG_PREFIXES = ("knob.", "param.")
-
-
-# ---------------------------------------------------------------------------------------------------- reading
-
-def _trials_dir(results: Path) -> Path:
-    return results / "trials" if trial_files(results / "trials") else results
-
-
-def _read_files(paths: list[Path], stats: dict[str, os.stat_result]) -> pa.Table | None:
-    """The rows of ``paths`` as one table, each row tagged with its file's name, size and mtime."""
-    tables, names, sizes, mtimes = [], [], [], []
-    for p in paths:
-        t = pq.ParquetFile(p).read(use_threads=False)
-        st = stats[p.name]
-        tables.append(t)
-        names += [p.name] * t.num_rows
-        sizes += [st.st_size] * t.num_rows
-        mtimes += [st.st_mtime_ns] * t.num_rows
-    if not tables:
-        return None
-    table = pa.concat_tables(tables, promote_options="permissive").combine_chunks()
-    return (table.append_column(_FILE, pa.array(names, pa.string()))
-            .append_column(_SIZE, pa.array(sizes, pa.int64())).append_column(_MTIME, pa.array(mtimes, pa.int64())))
-
-
-def _folded(gone: set[str], stats: dict[str, os.stat_result]) -> bool:
-    """Whether every file that left the cache vanished from a study that has a compacted file now: a compaction
-    folded it in, so its rows and columns are in that file."""
-    compacted = {study_of(n) for n in stats if is_compacted(n)}
-    return all(n not in stats and study_of(n) in compacted for n in gone)
-
-
-def read_rows(results: Path | str, use_cache: bool = True) -> pd.DataFrame:
-    """Every trial row under ``results`` (a results folder, its ``trials/`` folder, or one Parquet file)."""
-    results = Path(results)
-    if results.is_file() or not use_cache:
-        return read_results(results)
-    return retry_vanished(lambda: _read_cached(results))
-
-
-def _read_cached(results: Path) -> pd.DataFrame:
-    trials = _trials_dir(results)
-    files = trial_files(trials)
-    if not files:
-        return pd.DataFrame()
-    stats = {p.name: p.stat() for p in files}
-    cache_file = results / CACHE_DIR / "rows.parquet"
-    cached = None
-    if cache_file.is_file():
-        try:
-            cached = pq.read_table(cache_file)
-        except (OSError, pa.ArrowException):
-            cached = None
-    fresh: set[str] = set()
-    changed = True
-    if cached is not None and _FILE in cached.column_names:
-        names = cached.column(_FILE).to_pylist()
-        seen = dict(zip(names, zip(cached.column(_SIZE).to_pylist(), cached.column(_MTIME).to_pylist())))
-        fresh = {n for n, (size, mtime) in seen.items()
-                 if n in stats and stats[n].st_size == size and stats[n].st_mtime_ns == mtime}
-        gone = set(seen) - fresh
-        if not gone:
-            changed = False
-        elif _folded(gone, stats):
-            cached = cached.filter(pa.array([n in fresh for n in names]))
-        else:  # a file was rewritten or removed (rare): read everything again, so no stale column survives
-            cached, fresh = None, set()
-    else:
-        cached = None
-    new = _read_files([p for p in files if p.name not in fresh], stats)
-    parts = [t for t in (cached, new) if t is not None and t.num_rows]
-    if not parts:
-        return pd.DataFrame()
-    try:
-        table = pa.concat_tables(parts, promote_options="permissive").combine_chunks() if len(parts) > 1 \
-            else parts[0]
-    except (pa.ArrowInvalid, pa.ArrowTypeError):  # a column changed type since the cache was written
-        table, changed = _read_files(files, stats), True
-    if new is not None or changed:
-        _write_cache(cache_file, table)
-    table = read_once(table, table.column(_FILE).to_pylist())
-    return table.drop_columns([_FILE, _SIZE, _MTIME]).to_pandas()
-
-
-def _write_cache(path: Path, table: pa.Table) -> None:
-    try:
-        path.parent.mkdir(exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        pq.write_table(table, tmp, compression="zstd")
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only copy of the results: report without a cache
+REQUIRED = ("study", "status", "workload", "started_at")  # what every trial row has; the report needs them
 
 
 def load(results: Path | str, workload: str | None = None, studies: list[str] | None = None,
          use_cache: bool = True) -> pd.DataFrame:
     """The rows of ``results``, optionally only one workload and some studies."""
     df = read_rows(results, use_cache)
-    if df.empty:
+    if df.empty or any(c not in df.columns for c in REQUIRED):
         return df
+    bad = df["status"].isna() | df["workload"].isna()
+    if bad.any():  # rows of some other table copied into the folder: not trial rows
+        log.warning("skipped %d rows without status or workload (not trial rows of this tool)", int(bad.sum()))
+        df = df[~bad]
     if workload:
         df = df[df["workload"] == workload]
     if studies:
@@ -149,6 +50,20 @@ def norm(value: Any) -> str:
             return "null"
         return str(int(value)) if float(value).is_integer() else repr(float(value))
     return str(value)
+
+
+def value_order(values: Any) -> Any:
+    """A sort key for one knob's normalized values (``norm``): numerically when every value is a number (32, 64,
+    128, 256, not as text 128, 256, 32, 64), else as text; ``null`` (inactive) last."""
+    def number(v: str) -> float | None:
+        try:
+            return float(v)
+        except (TypeError, ValueError):
+            return None
+
+    present = [v for v in values if v != "null"]
+    numeric = bool(present) and all(number(v) is not None and v not in ("true", "false") for v in present)
+    return lambda v: (v == "null", number(v) if numeric and v != "null" else 0.0, str(v))
 
 
 def config_columns(df: pd.DataFrame) -> list[str]:
@@ -214,12 +129,6 @@ def unit_of(df: pd.DataFrame) -> str:
     units = df["throughput_unit"].dropna() if "throughput_unit" in df else pd.Series(dtype=object)
     units = units[units.astype(str) != ""]
     return str(units.iloc[0]) if len(units) else ""
-
-
-def night_of(df: pd.DataFrame) -> pd.Series:
-    """The night of each row: the UTC date (YYYY-MM-DD) it started."""
-    started = pd.to_datetime(df["started_at"], utc=True, errors="coerce")
-    return started.dt.strftime("%Y-%m-%d").fillna("unknown")
 
 
 def fingerprint_label(df: pd.DataFrame, column: str) -> pd.Series:

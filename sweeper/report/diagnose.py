@@ -3,7 +3,8 @@
 The rule, first match wins (thresholds are module constants):
 
 1. ``data_wait_frac >= 0.20`` -> **data-bound**: a fifth or more of the window was spent waiting for the next
-   batch; faster input (workers, pinned memory, GPU decode) pays before any model knob does.
+   batch; faster input (workers, pinned memory, GPU decode) pays before any model knob does. Where the row
+   recorded the pipeline's per-stage timings, the stage that limits it is named: ``data-bound (decode)``.
 2. ``mfu >= 0.35`` -> **compute-bound**: the math units run at a large fraction of their peak.
 3. no GPU utilisation was sampled (a CPU trial, or no NVML) -> **n/a**: without GPU counters the rest cannot
    be told apart.
@@ -31,10 +32,13 @@ def _num(value: object) -> float:
     return v
 
 
-def diagnose(data_wait_frac: object, gpu_util_mean: object, mfu: object) -> str:
+def diagnose(data_wait_frac: object, gpu_util_mean: object, mfu: object, data_stage: object = None) -> str:
+    """The rule above; a data-bound row also names the pipeline stage that limits it (``decode``,
+    ``augmentation`` or ``transfer``), when its row recorded one (``data_limit_stage``, from measured timings)."""
     wait, util, m = _num(data_wait_frac), _num(gpu_util_mean), _num(mfu)
     if wait >= DATA_WAIT:
-        return "data-bound"
+        stage = data_stage if isinstance(data_stage, str) and data_stage else None
+        return f"data-bound ({stage})" if stage else "data-bound"
     if m >= COMPUTE_MFU:
         return "compute-bound"
     if math.isnan(util):

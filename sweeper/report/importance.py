@@ -23,7 +23,7 @@ import pandas as pd
 from optuna.distributions import (BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution,
                                   json_to_distribution)
 
-from sweeper.report.data import short_name
+from sweeper.report.data import short_name, value_order
 
 MAX_TRIALS = 128  # larger studies are subsampled (seeded) before fitting, the report says so: fANOVA grows with them
 FANOVA_TREES = 16  # Optuna's default is 64; on these sweeps 16 ranks knobs the same at a quarter of the time
@@ -149,9 +149,11 @@ def marginals(configs: pd.DataFrame, values: pd.DataFrame, swept: list[str]) -> 
     parts = []
     for col in swept:
         frame = pd.DataFrame({"value": values[col], "mean": configs["value"], "n": configs["n"]})
-        g = frame.groupby("value", sort=True)
-        per = pd.DataFrame({"configs": g.size().astype(int), "trials": g["n"].sum().astype(int),
-                            "mean": g["mean"].mean(), "best": g["mean"].max()}).reset_index()
+        g = frame.groupby("value", sort=False)
+        per = pd.DataFrame({"configs": g.size(), "trials": g["n"].sum(), "mean": g["mean"].mean(),
+                            "best": g["mean"].max()})
+        per = per.loc[sorted(per.index, key=value_order(per.index))]  # 32, 64, 128, 256: not as text
+        per = per.astype({"configs": int, "trials": int}).rename_axis("value").reset_index()
         top = per["mean"].max()
         per["vs_best_value"] = per["mean"] / top if top else np.nan
         per["knob"] = short_name(col)

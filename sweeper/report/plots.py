@@ -102,12 +102,17 @@ def history(a: Analysis) -> dict[str, Any]:
 
 
 def trend(table: pd.DataFrame, unit: str) -> dict[str, Any]:
-    """Best throughput per night, one line per workload (``table``: workload, night, best)."""
+    """Best throughput per night (study), one line per workload, error bars: the best's 95 % interval
+    (``table``: workload, night, best, lo, hi)."""
     data = []
     for workload, rows in table.groupby("workload", sort=True):
+        best, lo, hi = (rows[c].to_numpy(float) for c in ("best", "lo", "hi"))
         data.append({"type": "scatter", "mode": "lines+markers", "name": esc(workload),
-                     "x": [esc(n) for n in rows["night"]], "y": _floats(rows["best"])})
-    layout = _layout("best throughput per night", "night (UTC date started)", f"best throughput ({unit})")
+                     "x": [esc(n) for n in rows["night"]], "y": _floats(best),
+                     "error_y": {"type": "data", "symmetric": False, "array": _floats(hi - best),
+                                 "arrayminus": _floats(best - lo)}})
+    layout = _layout("best throughput per night", "night (study, in the order they started)",
+                     f"best throughput ({unit})")
     layout["xaxis"]["type"] = "category"
     return {"data": data, "layout": layout}
 

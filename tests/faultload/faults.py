@@ -3,14 +3,21 @@
 ``knobs.fault`` picks what happens at measured step ``knobs.fault_step``: ``none`` (a good trial, its speed set by
 ``knobs.work``), ``oom`` (a real allocation far beyond memory), ``nan`` (the loss really becomes NaN), ``raise``,
 ``segfault`` (a real invalid read), ``abort``, ``sigkill`` (what the kernel's OOM killer does), ``hang``, ``exit``,
-``gpu_only`` (refused by ``check`` on a CPU: skipped before launch). ``knobs.sleep_ms`` makes every step that much
-slower by construction (a sleep: no competition for the CPU, so the ordering of trials is deterministic). The
-trial reports ``env_probe``, the value of ``KNOB_PROBE`` it saw.
+``gpu_only`` (refused by ``check`` on a CPU: skipped before launch). The trial reports ``env_probe``, the value of
+``KNOB_PROBE`` it saw.
+
+A good step multiplies ``workload.reps`` times, then waits ``workload.wait_ms`` (a step blocked on I/O or a device;
+0: no wait). Planted regressions for the nightly gate (``plant:``; not knobs, so not part of a configuration's
+identity, like a slower torch build): ``plant.slowdown: 0.1`` makes each step's wait 1/0.9 as long (without a wait:
+``reps * 0.1 / 0.9`` more multiplications of the same size), so throughput really drops to 0.9x. ``plant.noise: 0.2``
+makes every trial's wait (or work) per step 1.2x or 0.8x (even / odd trial numbers): noisy, unchanged on average.
+A wait keeps its length on a loaded machine, where the CPU share of a computing step does not.
 """
 
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import signal
 import time
@@ -31,15 +38,17 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
     knobs = cfg["knobs"]
     fault, at = knobs["fault"], int(knobs["fault_step"])
     n = int(knobs["work"])
-    pause = float(knobs.get("sleep_ms") or 0) / 1e3
+    reps, wait_s = _work(cfg)
     a = torch.randn(n, n, device=device)
     count = [0]
 
     def step(_batch: Any) -> torch.Tensor:
         count[0] += 1
+        for _ in range(reps - 1):
+            a @ a
         loss = (a @ a).mean()
-        if pause:
-            time.sleep(pause)
+        if wait_s:
+            time.sleep(wait_s)
         if count[0] >= at:
             if fault == "oom":
                 torch.empty(1 << 50, dtype=torch.uint8, device=device)  # 1 PiB: the allocator really fails
@@ -59,5 +68,26 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
                 os._exit(3)
         return loss
 
-    return Workload(step=step, samples_per_step=1.0, flops_per_step=2.0 * n**3,
+    return Workload(step=step, samples_per_step=1.0, flops_per_step=2.0 * n**3 * reps,
                     extra_metrics=lambda: {"env_probe": os.environ.get("KNOB_PROBE")})
+
+
+def _work(cfg: dict[str, Any]) -> tuple[int, float]:
+    """(multiplications, seconds waited) per step: ``workload.reps`` and ``workload.wait_ms`` with the planted
+    slowdown and noise applied to the wait when there is one, else to the multiplications."""
+    reps, wait_s = int(cfg["workload"].get("reps") or 1), float(cfg["workload"].get("wait_ms") or 0.0) / 1e3
+    plant = cfg.get("plant") or {}
+    slowdown, noise = float(plant.get("slowdown") or 0.0), float(plant.get("noise") or 0.0)
+    if not 0 <= slowdown < 1 or not 0 <= noise < 1:
+        raise ValueError(f"plant.slowdown={slowdown} and plant.noise={noise} must lie in [0, 1)")
+    if noise:
+        number = json.loads((cfg.get("trial") or {}).get("context") or "{}").get("number") or 0
+        factor = 1 + noise if number % 2 == 0 else 1 - noise
+        reps, wait_s = (reps, wait_s * factor) if wait_s else (round(reps * factor), 0.0)
+    if wait_s:
+        return reps, wait_s / (1 - slowdown)
+    extra = round(reps * slowdown / (1 - slowdown))
+    if slowdown and abs(reps / (reps + extra) - (1 - slowdown)) > 0.005:
+        raise ValueError(f"plant.slowdown={slowdown} is not a whole number of extra multiplications with "
+                         f"workload.reps={reps}; raise workload.reps (e.g. 100)")
+    return reps + extra, 0.0

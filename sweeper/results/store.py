@@ -1,0 +1,462 @@
+"""The results store: one Parquet file per trial, written atomically, read back as one table.
+
+Files are ``<trials dir>/<key>.<trial number>.parquet`` where ``<key>`` (``file_prefix``) names the study and
+its storage: unique per study, storage and trial number (Optuna assigns numbers atomically in the shared
+storage), so sweeper processes on several nodes never overwrite each other, results of two machines can be
+merged into one folder, and a re-write of the same trial replaces its row instead of duplicating it. Each file is
+written to a hidden temporary name and renamed into place, so pandas, pyarrow, DuckDB and polars never see a
+half-written file.
+
+The folder's schema policy: every column has one type in every file, and ``+schema.parquet`` (zero rows, sorted
+before every row file) holds every column of the folder, updated before a row with a new column is written. Readers
+that take the first file's schema (pandas, pyarrow, polars) so see every column of every file; DuckDB reads by name
+(``union_by_name=true``).
+
+A finished study is compacted (``compact``): its per-trial files are folded into one
+``<key>.compacted-<generation>-<stamp>-<host>-<pid>.parquet``, because parsing a Parquet footer per trial is
+most of a report's time. A crash or a concurrent compaction can leave a row in two files; readers read each
+row once (``readers.read_once``): a per-trial file beats a compacted copy, a later compaction an earlier one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import errno
+import fcntl
+import hashlib
+import logging
+import os
+import re
+import socket
+import unicodedata
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from sweeper.results.keys import flatten
+from sweeper.results.outcome import TrialOutcome
+from sweeper.results.readers import (  # noqa: F401 - re-exported: the store's reading side
+    concat, is_compacted, precedence as _precedence, read_file, read_files, read_once, read_table, retry_vanished,
+    study_of,
+)
+
+log = logging.getLogger(__name__)
+SCHEMA_FILE = "+schema.parquet"  # zero rows; the folder's columns and their types (see ``update_schema``)
+
+
+def file_prefix(study: str, uid: str | None = "") -> str:
+    """The study's file key: a readable part (letters, digits, ``_``, ``-``; starts with a letter or digit, so no
+    reader takes the file for hidden or metadata) and a hash of the exact study name and the study's id (see
+    ``study.study_id``), so two studies never share files, whatever characters their names hold, and two storages
+    that use one study name (two machines) never overwrite or hide each other's rows when their files are merged."""
+    readable = re.sub(r"[^A-Za-z0-9_-]+", "_", unicodedata.normalize("NFKD", study).encode("ascii", "ignore")
+                      .decode()).strip("_-")[:60] or "study"
+    digest = hashlib.sha256(f"{study}\0{uid or ''}".encode()).hexdigest()[:10]
+    return f"{readable}-{digest}"
+
+
+def trial_path(trials_dir: Path, study: str, trial: int | None, uid: str | None = "") -> Path:
+    name = file_prefix(study, uid)
+    if trial is None:  # a single run outside any study
+        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+        host = re.sub(r"[^A-Za-z0-9_-]+", "_", socket.gethostname())
+        return Path(trials_dir) / f"{name}.run-{stamp}-{host}-{os.getpid()}.parquet"
+    return Path(trials_dir) / f"{name}.{int(trial):06d}.parquet"
+
+
+def _timestamp(seconds: float | None) -> dt.datetime | None:
+    return None if seconds is None else dt.datetime.fromtimestamp(seconds, dt.timezone.utc)
+
+
+def make_row(outcome: TrialOutcome, *, study: str, trial: int | None, cfg: dict[str, Any],
+             objectives: list[tuple[str, str]], study_id: str | None = "") -> dict[str, Any]:
+    """The Parquet row of one trial: identity, status, knobs, workload parameters, metrics, fingerprint."""
+    row: dict[str, Any] = {
+        "study": study,
+        "study_id": study_id or "",
+        "trial": trial,
+        "status": outcome.status.value,
+        "reason": outcome.reason,
+        "message": outcome.message,
+        "workload": cfg["workload"]["name"],
+        "preset": cfg.get("preset") or "",
+        "throughput": None,
+        "throughput_unit": "",
+        "peak_mem_bytes": None,
+        "objectives": ",".join(f"{m}:{d}" for m, d in objectives),
+        "started_at": _timestamp(outcome.started_at),
+        "ended_at": _timestamp(outcome.ended_at),
+        "wall_s": outcome.wall_s,
+        "hostname": socket.gethostname(),  # replaced by the trial's own fingerprint when it ran
+    }
+    for key, value in flatten(cfg.get("knobs") or {}).items():
+        row[f"knob.{key}"] = value
+    for key, value in flatten(cfg.get("distributed") or {}).items():
+        row[f"knob.distributed.{key}"] = value
+    for key, value in flatten({k: v for k, v in cfg["workload"].items() if k not in ("name", "module")}).items():
+        row[f"param.{key}"] = value if not isinstance(value, (list, dict)) else str(value)
+    for key, value in outcome.metrics.items():
+        if isinstance(value, (bool, int, float, str)) or value is None:
+            row[key] = value
+    return row
+
+
+# Types of columns that may be null in one row and set in another, so every file agrees on them (a null-typed
+# column in one file would make pyarrow's and pandas' directory readers fail on the next file).
+_NULLABLE_TYPES: dict[str, pa.DataType] = {
+    "trial": pa.int64(), "throughput": pa.float64(), "peak_mem_bytes": pa.float64(),
+    "peak_mem_reserved_bytes": pa.float64(), "gpu_mem_bytes": pa.float64(),
+    "started_at": pa.timestamp("us", tz="UTC"), "ended_at": pa.timestamp("us", tz="UTC"),
+    "knob.distributed.nproc": pa.int64(), "knob.distributed.replicate_degree": pa.int64(),
+    "knob.distributed.param_dtype": pa.string(), "knob.distributed.reduce_dtype": pa.string(),
+    "confirm_of": pa.int64(), "baseline": pa.bool_(),
+    # metrics of the JPEG pipeline that are null in some rows (knob columns get their types from the workload's
+    # YAML via column_types, never from a list here)
+    "data_decoded_pixels_frac": pa.float64(), "data_transfer_dtype": pa.string(),
+}
+_FLOAT_METRICS = {"peak_mem_bytes", "peak_mem_reserved_bytes", "gpu_mem_bytes"}
+
+
+def value_type(value: Any) -> pa.DataType:
+    if isinstance(value, bool):
+        return pa.bool_()
+    if isinstance(value, int):
+        return pa.int64()
+    if isinstance(value, float):
+        return pa.float64()
+    if isinstance(value, dt.datetime):
+        return pa.timestamp("us", tz="UTC")
+    return pa.string()
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """An error of a full disk or an exhausted quota (or a file size limit)."""
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+class DiskFull(OSError):
+    """Writing ``path`` failed for lack of space: one line says which path, the caller stops cleanly."""
+
+    def __init__(self, path: Path | str, cause: OSError) -> None:
+        super().__init__(cause.errno, f"no space left writing {path} ({os.strerror(cause.errno or 0)})")
+        self.path = str(path)
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def _array(key: str, value: Any, hint: pa.DataType | None) -> pa.Array:
+    """One cell as an Arrow array of the column's type when the value fits it, else of the value's own type."""
+    if key in _FLOAT_METRICS and isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = float(value)
+    if isinstance(value, float) and value != value and hint is not None and not pa.types.is_floating(hint):
+        value = None  # NaN (pandas' missing value) in a column of another type: missing
+    if hint == pa.string() and isinstance(value, (bool, int, float)):  # e.g. 2 in choice(off, all, 2): text
+        value = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    if hint is not None and (value is None or not (isinstance(value, str) and hint != pa.string())):
+        try:
+            if isinstance(value, bool) != pa.types.is_boolean(hint) and value is not None:
+                raise pa.ArrowInvalid("bool vs other")
+            return pa.array([value], type=hint)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            log.warning("column %s: %r does not fit the column type %s; written as %s", key, value, hint,
+                        value_type(value))
+    return pa.array([value], type=value_type(value) if value is not None else pa.string())
+
+
+def write_row(path: Path, row: dict[str, Any], types: dict[str, pa.DataType] | None = None) -> Path:
+    """Write one row to ``path`` atomically (temporary file in the same folder, then rename).
+
+    Column types: the folder's (``+schema.parquet``), then ``types`` (the search space's, for knobs that may be
+    null), then the value's own. The folder's schema learns the row's columns before the row appears. A full disk
+    raises ``DiskFull`` and leaves no partial file.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{socket.gethostname()}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        folder = folder_schema(path.parent)
+        hints = {**_NULLABLE_TYPES, **(types or {}), **{f.name: f.type for f in folder if f.type != pa.null()}}
+        arrays = [_array(key, value, hints.get(key)) for key, value in row.items()]
+        table = pa.Table.from_arrays(arrays, names=list(row))
+        update_schema(path.parent, table.schema)
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if is_disk_full(e):
+            raise DiskFull(path, e) from None
+        raise
+    return path
+
+
+# ---------------------------------------------------------------------------------------------------- the folder
+
+def folder_schema(trials_dir: Path) -> pa.Schema:
+    """The columns of the folder (``+schema.parquet``); empty when it has none yet or it is unreadable."""
+    try:
+        return pq.read_schema(Path(trials_dir) / SCHEMA_FILE)
+    except (OSError, pa.ArrowException):
+        return pa.schema([])
+
+
+def update_schema(trials_dir: Path, schema: pa.Schema) -> None:
+    """Add ``schema``'s columns to the folder's schema file (under a file lock; written to a temporary name and
+    renamed into place). Columns it has keep their type; a null-typed one takes the first real type."""
+    trials_dir = Path(trials_dir)
+
+    def known(current: pa.Schema) -> bool:
+        return all(f.name in current.names and (f.type == pa.null() or current.field(f.name).type != pa.null())
+                   for f in schema)
+
+    if known(folder_schema(trials_dir)):
+        return
+    with open(trials_dir / f".{SCHEMA_FILE}.lock", "a") as lock:
+        with contextlib.suppress(OSError):
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        current = folder_schema(trials_dir)
+        if known(current):
+            return
+        fields = {f.name: f for f in current}
+        for f in schema:
+            if f.name not in fields or (fields[f.name].type == pa.null() and f.type != pa.null()):
+                fields[f.name] = pa.field(f.name, f.type)
+        merged = pa.schema(list(fields.values()))
+        tmp = trials_dir / f".{SCHEMA_FILE}.{os.getpid()}.tmp"
+        pq.write_table(merged.empty_table(), tmp)
+        os.replace(tmp, trials_dir / SCHEMA_FILE)
+
+
+def trial_files(trials_dir: Path) -> list[Path]:
+    """The folder's row files (not hidden, not the schema file)."""
+    d = Path(trials_dir)
+    if not d.is_dir():
+        return []
+    return sorted(p for p in d.glob("*.parquet") if not p.name.startswith((".", "_")) and p.name != SCHEMA_FILE)
+
+
+def read_results(results: Path | str) -> "Any":
+    """Every trial row under a results folder (or a trials folder, or one file) as a pandas DataFrame."""
+    import pandas as pd
+
+    results = Path(results)
+
+    def read() -> pa.Table:
+        if results.is_file():
+            return read_table([results])
+        return read_table(trial_files(results / "trials") or trial_files(results))
+
+    table = retry_vanished(read)
+    return table.to_pandas() if table.num_columns else pd.DataFrame()
+
+
+# ---------------------------------------------------------------------------------------------------- compaction
+
+def _study_files(trials_dir: Path, key: str) -> list[Path]:
+    return [p for p in trial_files(trials_dir) if study_of(p.name) == key and ".run-" not in p.name]
+
+
+def compacted_files(trials_dir: Path, study: str, uid: str | None = "") -> list[Path]:
+    """The study's compacted files, the one that counts first."""
+    return _compacted(trials_dir, file_prefix(study, uid))
+
+
+def _compacted(trials_dir: Path, key: str) -> list[Path]:
+    return sorted((p for p in _study_files(trials_dir, key) if is_compacted(p)),
+                  key=lambda p: _precedence(p.name), reverse=True)
+
+
+@contextlib.contextmanager
+def _compaction_lock(trials_dir: Path, key: str) -> Iterator[None]:
+    """Processes compacting one study take turns (so they do not write two copies). Where file locks do not
+    work, they compact at once, which loses nothing either (see ``compact``)."""
+    with open(trials_dir / f".{key}.compact.lock", "a") as f:
+        with contextlib.suppress(OSError):
+            fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def compact(trials_dir: Path, study: str, uid: str | None = "") -> Path | None:
+    """Fold the study's per-trial files (and earlier compacted files) into one compacted file and return it
+    (None: the study has no files). See ``compact_key``."""
+    return compact_key(trials_dir, file_prefix(study, uid))
+
+
+def compact_key(trials_dir: Path, key: str) -> Path | None:
+    """Fold the files of one study key into one compacted file. Idempotent: a study already in one compacted file
+    is left as it is. Unreadable files are left in place (a warning names them).
+
+    The new file is written, synced and renamed into place before any input is deleted, so a crash at any point
+    leaves every row readable (at worst twice, which readers resolve, see ``read_once``). An input is deleted only
+    while it is still the file that was read: a trial re-written meanwhile keeps its new file. A file written
+    while compacting (a trial of another process) stays as it is until the next compaction.
+    """
+    trials_dir = Path(trials_dir)
+    if not trials_dir.is_dir():
+        return None
+    with _compaction_lock(trials_dir, key):
+        files = _study_files(trials_dir, key)
+        if len(files) == 1 and is_compacted(files[0]):
+            return files[0]
+        read: list[tuple[Path, os.stat_result]] = []
+        tables: list[pa.Table] = []
+        names: list[str] = []
+        for p in files:
+            try:
+                stat, table = os.stat(p), read_file(p)
+            except FileNotFoundError:  # folded meanwhile by a process the lock did not hold back: its file has it
+                continue
+            if table is None:
+                continue
+            read.append((p, stat))
+            tables.append(table)
+            names += [p.name] * table.num_rows
+        if not tables or (len(read) == 1 and is_compacted(read[0][0])):
+            return read[0][0] if read else None
+        table = read_once(concat(tables, [p.name for p, _ in read]), names)
+        table = table.take(pc.sort_indices(table, [("trial", "ascending")]))
+        generation = 1 + max((_precedence(p.name)[1] for p, _ in read), default=0)
+        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+        host = re.sub(r"[^A-Za-z0-9_-]+", "_", socket.gethostname())
+        out = trials_dir / f"{key}.compacted-{generation:06d}-{stamp}-{host}-{os.getpid()}.parquet"
+        tmp = out.with_name(f".{out.name}.tmp")
+        try:
+            update_schema(trials_dir, table.schema)
+            pq.write_table(table, tmp, compression="zstd")
+            _fsync(tmp)
+            os.replace(tmp, out)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            if is_disk_full(e):
+                raise DiskFull(out, e) from None
+            raise
+        _fsync(trials_dir)  # the new file is durable before any row's other copy goes
+        for p, stat in read:
+            with contextlib.suppress(FileNotFoundError):
+                now = os.stat(p)
+                if (now.st_ino, now.st_size, now.st_mtime_ns) == (stat.st_ino, stat.st_size, stat.st_mtime_ns):
+                    os.unlink(p)
+        return out
+
+
+def compact_all(results: Path | str) -> list[Path]:
+    """Compact every study under a results folder (or its trials folder): results of sweeps that ended before
+    compaction existed, or were killed. Safe while sweeps still run on them."""
+    trials = Path(results) / "trials" if (Path(results) / "trials").is_dir() else Path(results)
+    keys = sorted({s for p in trial_files(trials) if (s := study_of(p.name)) is not None and ".run-" not in p.name})
+    return [out for k in keys if (out := compact_key(trials, k)) is not None]
+
+
+_PREFIXES = {"knobs": "knob.", "workload": "param.", "distributed": "knob.distributed."}
+_ARROW = {bool: pa.bool_(), int: pa.int64(), float: pa.float64(), str: pa.string()}
+
+
+def column_of(key: str) -> str | None:
+    """The row column of a dotted config key (``knobs.x`` -> ``knob.x``, ``workload.x`` -> ``param.x``), or None."""
+    section, _, name = key.partition(".")
+    prefix = _PREFIXES.get(section)
+    return prefix + name if prefix else None
+
+
+def column_types(param_types: dict[str, type], defaults: dict[str, Any] | None = None) -> dict[str, pa.DataType]:
+    """Arrow types of the ``knob.*``/``param.*`` columns, as the workload's YAML declares them: the type of each
+    default (flat dotted keys), and for a knob whose default is null (or a swept one) its search space's value type
+    (``param_types``, from ``space.value_types``). A column null in one row then has the same type in every file."""
+    declared = {k: type(v) for k, v in (defaults or {}).items() if isinstance(v, (bool, int, float, str))}
+    out = {}
+    for key, kind in {**declared, **param_types}.items():
+        if (col := column_of(key)) is not None:
+            out[col] = _ARROW.get(kind, pa.string())
+    return out
+
+
+def sweep_facts(distributions: dict[str, Any], defaults: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """What the report needs of the sweep, recorded in every row (the report reads only Parquet): ``space``, the
+    search space as ``{column: Optuna distribution as JSON data}`` (importance uses each knob's real
+    distribution), and ``knob_defaults``, the workload's defaults as ``{column: value}`` (the baseline, labels).
+    Plain data, so it travels inside the trial's JSON context; ``facts_columns`` makes the row's two columns."""
+    import json
+
+    from optuna.distributions import distribution_to_json
+
+    space = {col: json.loads(distribution_to_json(d)) for k, d in distributions.items()
+             if (col := column_of(k)) is not None}
+    base = {col: v for k, v in defaults.items()
+            if (col := column_of(k)) is not None and (v is None or isinstance(v, (bool, int, float, str)))}
+    return {"space": space, "knob_defaults": base}
+
+
+def facts_columns(facts: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """The ``space`` and ``knob_defaults`` columns (JSON text) of ``sweep_facts``; empty for none."""
+    import json
+
+    return {name: json.dumps(facts[name], sort_keys=True) for name in ("space", "knob_defaults") if name in facts}
+
+
+_ROW_FIELDS = {"study", "study_id", "trial", "status", "reason", "message", "workload", "preset", "objectives",
+               "started_at", "ended_at", "wall_s", "baseline", "confirm_of", "space", "knob_defaults"}
+
+
+def _compacted_row(trials_dir: Path, key: str, trial: int, columns: list[str] | None = None) -> dict | None:
+    """The row of ``trial`` in the study's compacted files (the one that counts first). Looks again while the
+    set of compacted files changes (another process compacting), so a row moving between files is not missed."""
+    wanted = pc.field("trial") == trial
+    seen: list[Path] | None = None
+    while (files := _compacted(trials_dir, key)) != seen:
+        seen = files
+        try:
+            for p in files:
+                try:
+                    table = pq.read_table(p, columns=columns, filters=wanted)
+                except (pa.ArrowException, OSError) as e:
+                    if isinstance(e, FileNotFoundError):
+                        raise
+                    continue  # unreadable: read_file warns where it matters
+                if table.num_rows:
+                    return table.to_pylist()[0]
+        except FileNotFoundError:
+            continue
+    return None
+
+
+def has_trial(trials_dir: Path, study: str, trial: int, uid: str | None = "") -> bool:
+    """Whether a row of the trial is stored: its own file, or a compacted file of the study."""
+    return (trial_path(trials_dir, study, trial, uid).exists()
+            or _compacted_row(trials_dir, file_prefix(study, uid), trial, ["trial"]) is not None)
+
+
+def read_trial_outcome(trials_dir: Path, study: str, trial: int, uid: str | None = "") -> TrialOutcome | None:
+    """The outcome a trial's own row records (None if it has no readable row): the task's word beats a
+    launcher's, and a row written just before a crash is what the study is told on resume."""
+    from sweeper.results.outcome import Status
+
+    path = trial_path(trials_dir, study, trial, uid)
+    row: dict | None = None
+    if path.exists():
+        with contextlib.suppress(FileNotFoundError):
+            table = read_file(path)
+            row = table.to_pylist()[0] if table is not None and table.num_rows else None
+    if row is None:
+        row = _compacted_row(trials_dir, file_prefix(study, uid), trial)
+    if row is None:
+        return None
+    metrics = {k: v for k, v in row.items()
+               if k not in _ROW_FIELDS and not k.startswith(("knob.", "param.")) and v is not None}
+    started, ended = row.get("started_at"), row.get("ended_at")
+    return TrialOutcome(Status(row["status"]), row.get("reason") or "", row.get("message") or "", metrics,
+                        started.timestamp() if started else None, ended.timestamp() if ended else None)

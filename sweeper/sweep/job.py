@@ -1,0 +1,135 @@
+"""The Hydra task function: one trial. Checks the device can run it, runs it isolated, writes its Parquet row.
+
+Runs wherever Hydra's launcher puts it (in the sweeper process, a joblib worker, a SLURM job), so it writes
+its own row: results land even when the sweeper is on another machine. Under a sweep, what it needs of the
+sweep comes in one override, ``trial.context`` (JSON), never from Hydra's process-wide singletons: the sweeper
+runs trials from several threads at once.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from omegaconf import DictConfig, OmegaConf
+from optuna.distributions import BaseDistribution
+
+from sweeper.results import store
+from sweeper.sweep.config import as_dict, load_workload, preset_params, trial_config
+from sweeper.errors import ConfigError
+from sweeper.trial import gpu
+from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.sweep import schema
+from sweeper.sweep.slots import Occupancy, node_lock_dir, trial_units
+from sweeper.results.keys import flatten
+from sweeper.sweep.space import parse_param, value_types
+from workloads.base import DeviceInfo
+
+log = logging.getLogger(__name__)
+
+
+def _single_run_context(tcfg: dict[str, Any]) -> dict[str, Any]:
+    """No sweep: the run's own output folder, the configured objectives, knob types from the declared space."""
+    from hydra.core.hydra_config import HydraConfig
+
+    hc = HydraConfig.get()
+    objectives = [f"{o['metric']}:{o.get('direction', 'maximize')}" for o in hc.sweeper.get("objectives") or []]
+    params = OmegaConf.to_container(hc.sweeper.params, resolve=True) if "params" in hc.sweeper else {}
+    dists = {}
+    for key, text in {**(params or {}), **preset_params(tcfg)}.items():
+        try:
+            parsed = parse_param(key, text)
+        except ConfigError:
+            continue
+        if isinstance(parsed, BaseDistribution):
+            dists[key] = parsed
+    values = flatten({k: v for k, v in tcfg.items() if k in ("knobs", "workload", "distributed")})
+    types = store.column_types(value_types(dists), values)
+    # A run with no knob given on the command line runs the workload's defaults: the baseline of its study.
+    knob_args = [o for o in hc.overrides.task if o.lstrip("+~").startswith(("knobs.", "distributed."))]
+    return {"study": f"{tcfg['workload']['name']}-runs", "number": None, "log_dir": hc.runtime.output_dir,
+            "objectives": objectives or ["throughput:maximize"], "column_types": {c: str(t) for c, t in types.items()},
+            "baseline": not knob_args, "facts": store.sweep_facts(dists, {} if knob_args else values)}
+
+
+def encode_context(ctx: dict[str, Any]) -> str:
+    """The sweep's context as one override value that Hydra passes on unchanged, whatever characters the study
+    name, folders or knob values hold (quotes, backslashes, non-ASCII): URL-safe base64 of its JSON."""
+    return "b64:" + base64.urlsafe_b64encode(json.dumps(ctx, separators=(",", ":"), default=str).encode()).decode().rstrip("=")
+
+
+def decode_context(raw: str) -> dict[str, Any]:
+    text = str(raw)
+    if text.startswith("b64:"):
+        text = base64.urlsafe_b64decode(text[4:] + "=" * (-len(text[4:]) % 4)).decode()
+    return json.loads(text)
+
+
+def _arrow_types(names: dict[str, str]) -> dict[str, pa.DataType]:
+    return {col: pa.type_for_alias(name) for col, name in names.items()}
+
+
+def _run_recorded(tcfg: dict[str, Any], context: dict[str, Any]) -> tuple[TrialOutcome, list[str]]:
+    """Run the trial, isolated or here, noting it in the node's occupancy record; returns its outcome and the
+    other trials that ran on its cores or GPUs meanwhile (``slots.Occupancy``)."""
+    with Occupancy(node_lock_dir(tcfg), trial_units(tcfg), context["study"], context["number"]) as occupancy:
+        if tcfg["trial"].get("isolate", True):
+            from sweeper.sweep.prune import reporter
+            from sweeper.trial.isolate import run_isolated
+
+            outcome = run_isolated(tcfg, float(tcfg["trial"]["timeout_s"]), Path(context["log_dir"]) / "trial.log",
+                                   on_report=reporter(context))
+        else:
+            from sweeper.trial.child import run_here
+
+            outcome = run_here(tcfg)
+        return outcome, occupancy.shared_with(time.time())
+
+
+def device_check(tcfg: dict[str, Any], info: DeviceInfo) -> str | None:
+    """Why the workload cannot run this trial config on the device described by ``info``, or None."""
+    module = load_workload(tcfg["workload"])
+    target = info if tcfg["device"].startswith("cuda") else DeviceInfo(kind="cpu")  # what the trial will run on
+    return module.check(tcfg, target) if hasattr(module, "check") else None
+
+
+def run_trial(cfg: DictConfig) -> dict[str, Any]:
+    """Run the trial described by ``cfg``; returns the outcome as a dict (never raises for a trial's failure)."""
+    info = gpu.device_info()
+    raw = OmegaConf.select(cfg, "trial.context")
+    if raw:
+        context = decode_context(raw)
+        tcfg = trial_config(as_dict(cfg), info, context.get("overrides") or [])
+    else:
+        from hydra.core.hydra_config import HydraConfig
+
+        tcfg = trial_config(as_dict(cfg), info, list(HydraConfig.get().overrides.task))
+        schema.validate(tcfg)  # a single run: checked here, before it starts (a sweep checked it before its first)
+        context = _single_run_context(tcfg)
+    reason = device_check(tcfg, info)  # the sweeper checked before launch; a job on another node checks again
+    if reason:
+        now = time.time()
+        outcome = TrialOutcome(Status.SKIPPED, f"invalid:{reason}", reason, started_at=now, ended_at=now)
+    else:
+        outcome, shared = _run_recorded(tcfg, context)
+    if outcome.metrics.get("window_capped"):
+        log.warning("trial %s: measure.max_steps stopped the window at %.3g s, before measure.min_time_s=%s s; "
+                    "raise measure.max_steps (preset=nightly does)", context["number"],
+                    outcome.metrics.get("measured_s", 0.0), tcfg["measure"].get("min_time_s"))
+    objectives = [tuple(o.split(":", 1)) for o in context["objectives"]]
+    row = store.make_row(outcome, study=context["study"], trial=context["number"], cfg=tcfg, objectives=objectives,
+                         study_id=context.get("study_id"))
+    row["baseline"] = bool(context.get("baseline", False))
+    row["confirm_of"] = context.get("confirm_of")
+    row.update(store.facts_columns(context.get("facts") or {}))
+    if not reason:
+        row["node_shared"], row["node_shared_with"] = bool(shared), ",".join(shared)
+    path = store.trial_path(Path(tcfg["results_dir"]) / "trials", context["study"], context["number"],
+                            context.get("study_id"))
+    store.write_row(path, row, {**_arrow_types(context.get("column_types") or {}), "confirm_of": pa.int64()})
+    return outcome.to_dict()

@@ -1,0 +1,242 @@
+"""Cost-aware staged search (``hydra.sweeper.sampler=staged``, the default).
+
+Some knobs make a trial much dearer than others: a cold ``torch.compile`` costs ~40 s against ~10 s for an eager
+ResNet-50 trial. A workload declares them with the value that is cheap::
+
+    hydra.sweeper.expensive: {knobs.compile: "off"}
+
+and the search runs in three stages, each derived from the study's own history (so a resumed sweep, or several
+sweepers on one study, pick up where it stands):
+
+1. **screen**: the base sampler (TPE) searches the other knobs with the expensive ones held at their cheap value,
+   until the best screened value has not improved by ``min_gain`` for ``patience`` screened trials (and at least
+   ``min_screen`` were measured), or the screened trials have cost ``screen_share`` of the sweep's time budget;
+2. **promote**: the ``top_k`` best screened configurations are measured with each expensive value, in order of
+   expected gain per second: the best one first with every expensive value (which measures what each value
+   multiplies the speed by and what it costs), then the others by (expected value - best so far) / expected cost,
+   leaving out those whose expected value (with a ``slack`` allowance for config-dependent gains) cannot reach
+   the best so far;
+3. **search**: the base sampler continues over the whole space, with everything measured so far in its history;
+   a promotion that becomes worth its cost (a new screened configuration ranks in the top ``top_k``) goes first.
+
+Trials queued by the sweep loop (the baseline, ``starts``, warm-start configurations) run as queued. Without an
+expensive knob in the sampled space the strategy is its base sampler.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution
+from optuna.samplers import BaseSampler
+from optuna.study import Study, StudyDirection
+from optuna.trial import FrozenTrial, TrialState
+
+from sweeper.sweep.attrs import COST_KEY, WARM_KEY
+from sweeper.sweep.space import SearchSpace, evaluate
+
+STAGE_KEY = "knob_sweeper:stage"  # trial system attr: screen | promote (search trials carry none)
+
+
+class StagedSampler(BaseSampler):
+    """Screen with expensive knobs cheap, promote the best few with each expensive value, then search freely."""
+
+    def __init__(self, base: BaseSampler, space: SearchSpace, expensive: Mapping[str, Any],
+                 defaults: Mapping[str, Any] | None = None, *, top_k: int = 3, patience: int = 6,
+                 min_screen: int = 8, min_gain: float = 0.01, slack: float = 0.1, budget_s: float | None = None,
+                 screen_share: float = 0.5) -> None:
+        self.base = base
+        self.space = space
+        self.defaults = dict(defaults or {})
+        self.expensive = {k: v for k, v in expensive.items() if k in space.params}  # pinned ones cost the same
+        self.top_k, self.patience, self.min_screen = top_k, patience, min_screen
+        self.min_gain, self.slack = min_gain, slack
+        self.budget_s, self.screen_share = budget_s, screen_share  # the sweep's wall-clock budget (timeout_s)
+        self._created = time.time()  # the command's start: its budget counts from here
+        self.alternatives = _alternatives(space.params, self.expensive)
+        self._plans: dict[int, dict[str, Any]] = {}  # trial number -> the knobs this sampler fixes for it
+
+    # ------------------------------------------------------------------ the sampler interface
+
+    def reseed_rng(self) -> None:
+        self.base.reseed_rng()
+
+    def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
+        return self.base.infer_relative_search_space(study, trial)
+
+    def sample_relative(self, study: Study, trial: FrozenTrial,
+                        search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
+        plan = self._plans.get(trial.number, {})
+        if plan and all(k in plan for k in search_space):
+            return {k: plan[k] for k in search_space}  # a promotion: nothing left for the base sampler
+        params = self.base.sample_relative(study, trial, search_space)
+        params.update({k: v for k, v in plan.items() if k in search_space})
+        return params
+
+    def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,
+                           param_distribution: BaseDistribution) -> Any:
+        plan = self._plans.get(trial.number, {})
+        if param_name in plan:
+            return plan[param_name]
+        return self.base.sample_independent(study, trial, param_name, param_distribution)
+
+    def before_trial(self, study: Study, trial: FrozenTrial) -> None:
+        self.base.before_trial(study, trial)
+        if not self.expensive or trial.system_attrs.get("fixed_params"):
+            return  # nothing is expensive, or the sweep loop queued this configuration
+        stage, plan = self.next_plan(study)
+        if plan:
+            self._plans[trial.number] = plan
+        study._storage.set_trial_system_attr(trial._trial_id, STAGE_KEY, stage)  # the screen never comes back
+
+    def after_trial(self, study: Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None) -> None:
+        self._plans.pop(trial.number, None)
+        self.base.after_trial(study, trial, state, values)
+
+    # ------------------------------------------------------------------ the stages
+
+    def next_plan(self, study: Study) -> tuple[str, dict[str, Any]]:
+        """The stage of the next trial and the knobs it fixes: ("screen", the cheap values), ("promote", a whole
+        configuration) or ("search", {})."""
+        trials = study.get_trials(deepcopy=False)
+        sign = 1.0 if study.directions[0] == StudyDirection.MAXIMIZE else -1.0
+        measured = [t for t in trials if _feasible(t)]
+        screened = [t for t in measured if self._is_cheap(t.params)]
+        if self._screening(trials, sign):
+            return "screen", dict(self.expensive)
+        plan = self._next_promotion(trials, measured, screened, sign)
+        return ("promote", plan) if plan else ("search", {})
+
+    def _is_cheap(self, params: Mapping[str, Any]) -> bool:
+        return all(params.get(k, cheap) == cheap for k, cheap in self.expensive.items())
+
+    def _screening(self, trials: list[FrozenTrial], sign: float) -> bool:
+        """Screening goes on until ``patience`` screening trials in a row bring no gain of ``min_gain`` (a repeat
+        the sweep answered from the study, a failure or an OOM brings none), or until this command's screening
+        trials cost, or its wall clock reaches, ``screen_share`` of ``budget_s``; once a trial was promoted or
+        searched, it is over for good."""
+        if any(t.system_attrs.get(STAGE_KEY) in ("promote", "search") for t in trials):
+            return False
+        tried = sorted((t for t in trials if t.state.is_finished() and t.params and self._is_cheap(t.params)),
+                       key=lambda t: t.number)
+        if self.budget_s:  # this command's budget: its own trials' cost, and the wall clock since it started
+            mine = [t for t in tried if WARM_KEY not in t.user_attrs
+                    and (t.datetime_start is None or t.datetime_start.timestamp() >= self._created)]
+            spent = max(sum(_cost(t) or 0.0 for t in mine), time.time() - self._created)
+            if spent >= self.screen_share * self.budget_s:
+                return False
+        if len(tried) < self.min_screen:
+            return True
+        best, since = -math.inf, 0
+        for t in tried:
+            v = sign * t.values[0] if _feasible(t) else -math.inf
+            if v > -math.inf and (best == -math.inf or v > best + self.min_gain * abs(best)):
+                best, since = v, 0
+            else:
+                best, since = max(best, v), since + 1
+        return since < self.patience
+
+    def _next_promotion(self, trials: list[FrozenTrial], measured: list[FrozenTrial], screened: list[FrozenTrial],
+                        sign: float) -> dict[str, Any] | None:
+        ranked: list[FrozenTrial] = []
+        for t in sorted(screened, key=lambda t: -sign * t.values[0]):
+            if not any(_same(t.params, r.params) for r in ranked):
+                ranked.append(t)
+        ranked = ranked[:self.top_k]
+        if not ranked:
+            return None
+        tried = [t.params for t in trials if t.state != TrialState.WAITING] + list(self._plans.values())
+        best = max(sign * t.values[0] for t in measured)
+        screen_cost = _mean([_cost(t) for t in screened])
+        options: list[tuple[float, dict[str, Any]]] = []
+        for rank, cand in enumerate(ranked):
+            for i, alt in enumerate(self.alternatives):
+                plan = self._promoted(cand.params, alt)
+                if plan is None or any(_same(plan, p, keys=plan) for p in tried):
+                    continue
+                ratio, cost = self._effect(alt, measured, screened, sign)
+                if ratio is None:  # unmeasured: learn it on the best screened configuration first
+                    if rank == 0:
+                        options.append((math.inf - i, plan))  # declared order among the unmeasured
+                    continue
+                expected = ratio * sign * cand.values[0]
+                hoped = expected + self.slack * abs(expected)  # config-dependent gains: a margin above the mean
+                if hoped < best:
+                    continue  # cannot reach the best so far: not worth its cost
+                per_s = (hoped - best) / max(cost or screen_cost or 1.0, 1e-9)
+                options.append((per_s, plan))
+        if not options:
+            return None
+        return max(options, key=lambda o: o[0])[1]
+
+    def _promoted(self, params: Mapping[str, Any], alt: Mapping[str, Any]) -> dict[str, Any] | None:
+        """``params`` with the expensive values ``alt``, walked in dependency order: a knob whose condition no
+        longer holds is dropped, one that becomes active is left to the base sampler."""
+        ns = {**self.defaults, **self.space.fixed}
+        plan: dict[str, Any] = {}
+        for name in self.space.params:
+            cond = self.space.conditions.get(name)
+            if cond is not None and not evaluate(cond, ns):
+                ns[name] = None
+                continue
+            value = alt[name] if name in alt else params.get(name)
+            if value is None:
+                continue
+            plan[name] = ns[name] = value
+        return plan or None
+
+    def _effect(self, alt: Mapping[str, Any], measured: list[FrozenTrial], screened: list[FrozenTrial],
+                sign: float) -> tuple[float | None, float | None]:
+        """What ``alt`` multiplies a screened configuration's value by, and what its trials cost (seconds), from
+        pairs measured both ways; (None, None) before any pair."""
+        ratios, costs = [], []
+        for t in measured:
+            if not all(t.params.get(k) == v for k, v in alt.items()):
+                continue
+            costs.append(_cost(t))
+            base = next((s for s in screened if _same(s.params, t.params, skip=alt)), None)
+            if base is not None and base.values[0] != 0:
+                ratios.append(t.values[0] / base.values[0])
+        return (_mean(ratios) if ratios else None), _mean(costs)
+
+
+def _alternatives(params: Mapping[str, BaseDistribution], expensive: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every combination of the expensive knobs' values except the all-cheap one, in declared order."""
+    choices = []
+    for name, cheap in expensive.items():
+        dist = params[name]
+        values = list(dist.choices) if isinstance(dist, CategoricalDistribution) else [cheap]
+        choices.append([(name, v) for v in values])
+    combos = [dict(c) for c in itertools.product(*choices)]
+    return [c for c in combos if any(c[k] != cheap for k, cheap in expensive.items())]
+
+
+def _feasible(t: FrozenTrial) -> bool:
+    """A measured trial (COMPLETE, within memory): screened, ranked and compared."""
+    if t.state != TrialState.COMPLETE or not t.values or not all(math.isfinite(v) for v in t.values):
+        return False
+    return all(c <= 0 for c in t.constraints.values())
+
+
+def _same(a: Mapping[str, Any], b: Mapping[str, Any], keys: Any = None, skip: Mapping[str, Any] = ()) -> bool:
+    names = set(keys) if keys is not None else set(a) | set(b)
+    return all(a.get(k) == b.get(k) for k in names if k not in skip)
+
+
+def _cost(t: FrozenTrial) -> float | None:
+    cost = t.user_attrs.get(COST_KEY)
+    return float(cost) if isinstance(cost, (int, float)) and cost > 0 else None
+
+
+def _mean(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
+
+
+def is_staged(sampler: optuna.samplers.BaseSampler) -> bool:
+    return isinstance(sampler, StagedSampler)

@@ -1,0 +1,352 @@
+"""Optuna plumbing: storage, sampler by name, the study's trial target, telling outcomes, resume bookkeeping."""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import threading
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.distributions import (
+    BaseDistribution,
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
+)
+from optuna.trial import FrozenTrial, TrialState
+
+from sweeper.errors import ConfigError
+from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.sweep.space import SearchSpace, contains
+from sweeper.trial.proc import pid_alive
+
+SAMPLERS = ("staged", "tpe", "random", "grid", "gp", "nsgaii", "qmc")
+STUDY_ID_KEY = "knob_sweeper:study_id"  # study user attr: a random id, telling apart studies of one name
+TARGET_KEY = "knob_sweeper:target"  # study user attr: how many counted trials the current sweep aims for
+from sweeper.sweep.attrs import COST_KEY, OWNER_KEY, REASON_KEY, WARM_KEY
+
+CONSTRAINT_KEY = "fits_in_memory"  # Optuna constraint: <= 0 feasible, > 0 violated (OOM)
+
+
+def storage_url(url: str | None, results_dir: Path) -> str:
+    """The storage URL to open (a masked password put back, see ``sweeper.sweep.secrets``); default: SQLite file."""
+    from sweeper.sweep.secrets import reveal
+
+    if url:
+        return str(reveal(str(url)))
+    results_dir.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{(results_dir / 'optuna.db').resolve()}"
+
+
+def make_storage(url: str, heartbeat_interval: int | None = None, grace_period: int | None = None) -> Any:
+    """An Optuna storage for ``url``: RDB (sqlite://, postgresql://), or a journal file (``journal:///path``)."""
+    try:
+        if url.startswith("journal://"):
+            from optuna.storages import JournalStorage
+            from optuna.storages.journal import JournalFileBackend
+
+            path = url[len("journal://"):]
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            return JournalStorage(JournalFileBackend(path))
+        if url.startswith("sqlite:///"):
+            Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        kwargs: dict[str, Any] = {}
+        if heartbeat_interval:
+            kwargs.update(heartbeat_interval=heartbeat_interval, grace_period=grace_period or 2 * heartbeat_interval)
+        if url.startswith("sqlite"):
+            kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}
+        return optuna.storages.RDBStorage(url, **kwargs)
+    except Exception as e:  # noqa: BLE001 - any connection failure is bad input here
+        from sweeper.sweep.secrets import mask, scrub
+
+        first = scrub((str(e).strip().splitlines() or [type(e).__name__])[0][:200])
+        raise ConfigError("hydra.sweeper.storage", f"cannot open {mask(url)!r} ({first})",
+                          "check the URL, that the server runs and the database exists "
+                          "(default: leave it null for a SQLite file under results/)") from None
+
+
+class _GridSampler(optuna.samplers.GridSampler):
+    """GridSampler for ask/tell: it calls ``study.stop()`` when the grid is exhausted, which Optuna only allows
+    inside ``optimize``; the sweep loop checks ``is_exhausted`` itself, so that call is dropped here."""
+
+    def after_trial(self, study: optuna.Study, trial: FrozenTrial, state: TrialState, values: Any) -> None:
+        try:
+            super().after_trial(study, trial, state, values)
+        except RuntimeError:
+            pass
+
+
+def make_sampler(name: str, seed: int | None, space: SearchSpace, expensive: Mapping[str, Any] | None = None,
+                 defaults: Mapping[str, Any] | None = None, budget_s: float | None = None,
+                 ) -> optuna.samplers.BaseSampler:
+    """Sampler by name. OOM trials reach tpe, gp and nsgaii as violated constraints (``Trial.set_constraint``).
+
+    ``staged`` (the default) is cost-aware: the knobs of ``expensive`` ({key: its cheap value}) are held cheap
+    while TPE screens the others (for at most half of ``budget_s``, the sweep's seconds), then the best screened
+    configurations are promoted (see ``sweeper.sweep.staged``).
+    """
+    check_expensive(expensive or {}, space, defaults or {})
+    if name == "staged":
+        from sweeper.sweep.staged import StagedSampler
+
+        return StagedSampler(_tpe(seed, **STAGED_TPE), space, expensive or {}, defaults, budget_s=budget_s)
+    if name == "tpe":
+        return _tpe(seed)
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if name == "grid":
+        return _GridSampler(space.grid(), seed=seed)
+    if name == "gp":  # conditional knobs are sampled independently by design: no warning per trial
+        return optuna.samplers.GPSampler(seed=seed, warn_independent_sampling=False)
+    if name == "nsgaii":
+        return optuna.samplers.NSGAIISampler(seed=seed)
+    if name == "qmc":
+        return optuna.samplers.QMCSampler(seed=seed)
+    raise ConfigError("hydra.sweeper.sampler", f"{name!r} is not a sampler", f"use one of: {', '.join(SAMPLERS)}")
+
+
+def resumed_seed(storage: Any, study_name: str, seed: int | None, sampler: str) -> int | None:
+    """The sampler's seed for this command. With a fixed seed, a study that already has trials gets a seed derived
+    from (seed, its trial count): the same command run again continues with new configurations instead of
+    replaying its first samples (which would all be duplicates). Reproducible: the same history gives the same
+    seed. QMC keeps its seed: its sequence already continues from the study's trial count."""
+    if seed is None or sampler == "qmc":
+        return seed
+    try:
+        n = len(storage.get_all_trials(storage.get_study_id_from_name(study_name), deepcopy=False))
+    except KeyError:  # a new study
+        return seed
+    if n == 0:
+        return seed
+    import numpy as np
+
+    return int(np.random.SeedSequence([int(seed), n]).generate_state(1)[0])
+
+
+# The staged strategy's TPE (chosen on the replays in bench/sampler_efficiency.py, the same for every workload).
+STAGED_TPE: dict[str, Any] = {"n_startup_trials": 3}
+
+
+def _tpe(seed: int | None, **options: Any) -> optuna.samplers.TPESampler:
+    """TPE over the joint space (multivariate, grouped by conditions), running trials told as liars."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True, constant_liar=True, **options)
+
+
+def check_expensive(expensive: Mapping[str, Any], space: SearchSpace, defaults: Mapping[str, Any]) -> None:
+    """``hydra.sweeper.expensive`` names knobs of the config, each with a value its search space can give."""
+    from sweeper.sweep.space import check_known
+
+    for key, cheap in expensive.items():
+        where = f"hydra.sweeper.expensive.{key}"
+        check_known(str(key), defaults, where=where)
+        dist = space.params.get(key)
+        if dist is not None and not contains(dist, cheap):
+            given = ", ".join(map(str, dist.choices)) if isinstance(dist, CategoricalDistribution) else str(dist)
+            raise ConfigError(where, f"the cheap value {cheap!r} is not one its search space gives ({given})",
+                              "give the value that makes a trial cheap, e.g. knobs.compile: \"off\"")
+
+
+def suggest(trial: optuna.Trial, name: str, dist: BaseDistribution) -> Any:
+    if isinstance(dist, CategoricalDistribution):
+        return trial.suggest_categorical(name, dist.choices)
+    if isinstance(dist, IntDistribution):
+        return trial.suggest_int(name, dist.low, dist.high, step=dist.step, log=dist.log)
+    if isinstance(dist, FloatDistribution):
+        return trial.suggest_float(name, dist.low, dist.high, step=dist.step, log=dist.log)
+    raise TypeError(f"unsupported distribution {dist!r}")
+
+
+def sample(trial: optuna.Trial, space: SearchSpace, defaults: dict[str, Any]) -> dict[str, Any]:
+    """Define-by-run sampling of ``space``: a knob whose condition does not hold is not sampled (None)."""
+    from sweeper.sweep.space import evaluate
+
+    ns = {**defaults, **space.fixed}
+    values: dict[str, Any] = {}
+    for name, dist in space.params.items():
+        cond = space.conditions.get(name)
+        if cond is not None and not evaluate(cond, ns):
+            values[name] = ns[name] = None
+            continue
+        values[name] = ns[name] = suggest(trial, name, dist)
+    return values
+
+
+def study_id(study: optuna.Study) -> str:
+    """The study's id: random, stored with the study, so rows of two storages that use one study name (two
+    machines) keep apart when their results are merged. Processes sharing the storage share it."""
+    import uuid
+
+    sid = study.user_attrs.get(STUDY_ID_KEY)
+    if not sid:
+        study.set_user_attr(STUDY_ID_KEY, uuid.uuid4().hex[:12])
+        # Two processes creating one study at once: both read back the value that was stored last.
+        sid = optuna.load_study(study_name=study.study_name, storage=study._storage).user_attrs[STUDY_ID_KEY]
+    return str(sid)
+
+
+def owner_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def is_interrupted(t: FrozenTrial) -> bool:
+    """Its sweeper died while it ran: marked so by us, or failed by Optuna's stale-heartbeat check (never told)."""
+    if t.user_attrs.get(REASON_KEY) == "interrupted":
+        return True
+    return t.state == TrialState.FAIL and "status" not in t.user_attrs and t.user_attrs.get(REASON_KEY) != "surplus"
+
+
+def is_counted(t: FrozenTrial) -> bool:
+    """Trials that count toward the target: everything except interrupted runs, surplus asks, duplicates
+    (``n_trials`` means new measurements; a duplicate reuses another trial's) and warm-start history (an earlier
+    study's trials)."""
+    reason = str(t.user_attrs.get(REASON_KEY, ""))
+    return (reason != "surplus" and not reason.startswith("duplicate:") and WARM_KEY not in t.user_attrs
+            and not is_interrupted(t))
+
+
+def counted(study: optuna.Study) -> int:
+    """Counted trials asked so far: an enqueued one (the baseline, a confirmation) counts once it is asked."""
+    return sum(1 for t in study.get_trials(deepcopy=False) if is_counted(t) and t.state != TrialState.WAITING)
+
+
+def failures(study: optuna.Study) -> int:
+    """Failed trials of the study (interrupted ones are the sweeper's failure, not the workload's)."""
+    return sum(1 for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,)) if is_counted(t))
+
+
+def failure_budget_spent(study: optuna.Study, max_failures: int | None, max_rate: float | None) -> bool:
+    """The study's failures reach ``max_failures``, or exceed ``max_rate`` of its finished trials (from 5 on)."""
+    failed = failures(study)
+    if max_failures is not None and failed >= int(max_failures):
+        return True
+    finished = sum(1 for t in study.get_trials(deepcopy=False) if t.state.is_finished() and is_counted(t))
+    return max_rate is not None and finished >= 5 and failed / finished > float(max_rate)
+
+
+def others_running(study: optuna.Study, storage: Any) -> bool:
+    """RUNNING trials of other sweeper processes whose death this process would notice (same host, or
+    heartbeats): worth waiting for, since an interrupted one must be run again to reach the target."""
+    me, host = owner_id(), socket.gethostname()
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        owner = str(t.user_attrs.get(OWNER_KEY, ""))
+        if owner != me and (owner.rpartition(":")[0] == host or heartbeat_enabled(storage)):
+            return True
+    return False
+
+
+def orphaned_running(study: optuna.Study) -> list[FrozenTrial]:
+    """RUNNING trials whose sweeper process on this host is gone (killed): they will never be told."""
+    host = socket.gethostname()
+    out = []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        owner = str(t.user_attrs.get(OWNER_KEY, ""))
+        h, _, pid = owner.rpartition(":")
+        if h == host and pid.isdigit() and not pid_alive(int(pid)) and int(pid) != os.getpid():
+            out.append(t)
+    return out
+
+
+def heartbeat_enabled(storage: Any) -> bool:
+    return isinstance(storage, optuna.storages.RDBStorage) and storage.get_heartbeat_interval() is not None
+
+
+class Heartbeat:
+    """Records the heartbeat of every running trial (ask/tell has no ``optimize`` to do it), so that another
+    process sees a dead node's trials go stale and fails them (``optuna.storages.fail_stale_trials``)."""
+
+    def __init__(self, storage: Any) -> None:
+        self.storage = storage
+        self.interval = storage.get_heartbeat_interval() if heartbeat_enabled(storage) else None
+        self.ids: set[int] = set()
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def __enter__(self) -> Heartbeat:
+        if self.interval:
+            self.thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        if self.thread:
+            self.thread.join()
+
+    def add(self, trial_id: int) -> None:
+        with self.lock:
+            self.ids.add(trial_id)
+        if self.interval:
+            self.storage.record_heartbeat(trial_id)
+
+    def discard(self, trial_id: int) -> None:
+        with self.lock:
+            self.ids.discard(trial_id)
+
+    def _run(self) -> None:
+        while not self.stop.wait(self.interval):
+            with self.lock:
+                ids = list(self.ids)
+            for trial_id in ids:
+                try:
+                    self.storage.record_heartbeat(trial_id)
+                except Exception:  # noqa: BLE001 - a missed beat is retried next interval
+                    pass
+
+
+def update_target(study: optuna.Study, n_trials: int) -> int:
+    """The counted-trial total this sweep aims for.
+
+    A sweep whose target was not reached (killed, or another process still on it) is continued: its finished
+    trials count. A study whose last sweep finished gets a new target ``n_trials`` further on. So one command
+    run twice gives 2 x n_trials trials, a killed sweep re-run finishes its n_trials, and several processes
+    started on one study together run n_trials.
+    """
+    done = counted(study)
+    target = study.user_attrs.get(TARGET_KEY)
+    if target is None or done >= int(target):
+        target = done + n_trials
+        study.set_user_attr(TARGET_KEY, target)
+    return int(target)
+
+
+def tell(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome, objectives: list[tuple[str, str]]) -> None:
+    """Report an outcome to Optuna: values, a violated constraint (OOM), PRUNED (skipped/pruned) or FAIL."""
+    for key, value in outcome.metrics.items():
+        if isinstance(value, (bool, int, str)) or (isinstance(value, float) and math.isfinite(value)):
+            trial.set_user_attr(key, value)
+    trial.set_user_attr("status", outcome.status.value)
+    trial.set_user_attr(COST_KEY, outcome.wall_s)  # what the trial cost: the staged sampler weighs gains by it
+    if outcome.reason:
+        trial.set_user_attr(REASON_KEY, outcome.reason)
+    if outcome.status is Status.COMPLETE:
+        values = outcome.objective_values(objectives)
+        if values is not None:
+            trial.set_constraint(CONSTRAINT_KEY, 0.0)
+            study.tell(trial, values)
+            return
+        trial.set_user_attr(REASON_KEY, "objective-missing")
+        study.tell(trial, state=TrialState.FAIL)
+    elif outcome.status is Status.INFEASIBLE:
+        # Penalty values with a violated constraint: constraint-aware samplers rank it below every feasible trial.
+        values = [0.0 if d == "maximize" else _worst_minimized(study, i) for i, (_m, d) in enumerate(objectives)]
+        trial.set_constraint(CONSTRAINT_KEY, 1.0)
+        study.tell(trial, values)
+    elif outcome.status in (Status.PRUNED, Status.SKIPPED):
+        # A duplicate too: PRUNED, not a second COMPLETE copy of one measurement (importance, the dashboard).
+        study.tell(trial, state=TrialState.PRUNED)
+    else:
+        study.tell(trial, state=TrialState.FAIL)
+
+
+def _worst_minimized(study: optuna.Study, index: int) -> float:
+    values = [t.values[index] for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+              if t.values and math.isfinite(t.values[index])]
+    return 2.0 * max(values) if values else 1e18

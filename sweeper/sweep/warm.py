@@ -1,0 +1,112 @@
+"""Warm start across runs (``hydra.sweeper.warm_start``): a new study begins where earlier ones ended.
+
+``warm_start: latest`` names the most recent other study of the same workload (same data source and preset) in the
+same storage; a name or a list of names picks studies explicitly. For a new study:
+
+* the ``warm_start_k`` best configurations of those studies are queued first: measured again here (this node,
+  tonight), never copied;
+* every measured trial of theirs (complete or out of memory) whose configuration this search space can give is
+  added to the new study's history (``Study.add_trials``), so the sampler starts from what they learned. Such a
+  trial carries the user attribute ``warm_start_from`` ("<study>#<trial>"); it is not one of this study's trials:
+  it is not counted toward ``n_trials``, never answers a duplicate, and has no Parquet row here.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState, create_trial
+
+from sweeper.errors import ConfigError
+from sweeper.sweep.attrs import (  # FROM_KEY: "<study>#<trial>" a seeded trial was measured as
+    COST_KEY,
+)
+from sweeper.sweep.attrs import WARM_KEY as FROM_KEY
+from sweeper.sweep.space import SearchSpace
+from sweeper.sweep.staged import STAGE_KEY
+
+log = logging.getLogger(__name__)
+WORKLOAD_KEY = "knob_sweeper:workload"  # study user attr: the workload (data source, preset) it sweeps
+
+
+def resolve(storage: Any, spec: Any, current: str, workload: str) -> list[str]:
+    """The studies ``spec`` names (null/[] = none, "latest", a name, or a list of names); bad names exit 2."""
+    if spec in (None, "", [], ()):
+        return []
+    names = [spec] if isinstance(spec, str) else [str(s) for s in spec]
+    summaries = {s.study_name: s for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
+    out: list[str] = []
+    for name in names:
+        if name == "latest":
+            same = [s for s in summaries.values() if s.study_name != current and s.datetime_start is not None
+                    and (s.user_attrs.get(WORKLOAD_KEY) or s.study_name) == workload]
+            if not same:
+                log.info("warm start: no earlier study of %s in this storage; starting cold", workload)
+                continue
+            out.append(max(same, key=lambda s: s.datetime_start).study_name)
+        elif name == current:
+            raise ConfigError("hydra.sweeper.warm_start", f"{name!r} is this study itself",
+                              "name an earlier study, or use latest")
+        elif name not in summaries:
+            known = ", ".join(sorted(n for n in summaries if n != current)) or "none"
+            raise ConfigError("hydra.sweeper.warm_start", f"no study {name!r} in this storage (studies: {known})",
+                              "name a study of this storage, or use latest")
+        else:
+            out.append(name)
+    return list(dict.fromkeys(out))
+
+
+def _measured(t: FrozenTrial) -> bool:
+    """Measured in its study: complete or out of memory (not a duplicate answered from another, not seeded)."""
+    return (t.state == TrialState.COMPLETE and t.user_attrs.get("status") in ("complete", "infeasible")
+            and FROM_KEY not in t.user_attrs and bool(t.values) and all(math.isfinite(v) for v in t.values))
+
+
+def _in_space(params: Mapping[str, Any], space: SearchSpace, defaults: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The knobs of ``params`` this space samples, or None when one of them holds a value it cannot give."""
+    kept, dropped = space.fix(params, defaults)
+    if any("outside" in why for why in dropped.values()):
+        return None
+    return kept
+
+
+def gather(storage: Any, sources: list[str], study: optuna.Study, space: SearchSpace, defaults: Mapping[str, Any],
+           k: int) -> tuple[list[dict[str, Any]], list[FrozenTrial]]:
+    """The sources' ``k`` best distinct configurations (by the first objective), for the sweep to measure first,
+    and their measured trials as trials for ``study``'s history (``Study.add_trials``). Sources with other
+    objectives are left out."""
+    seeded: dict[str, FrozenTrial] = {}
+    ranked: list[tuple[float, dict[str, Any]]] = []
+    sign = 1.0 if study.directions[0] == optuna.study.StudyDirection.MAXIMIZE else -1.0
+    for name in sources:
+        source = optuna.load_study(study_name=name, storage=storage)
+        if source.directions != study.directions:
+            log.warning("warm start: study %s has other objectives; not used", name)
+            continue
+        for t in source.get_trials(deepcopy=False):
+            origin = str(t.user_attrs.get(FROM_KEY) or f"{name}#{t.number}")
+            if origin in seeded or not (_measured(t) or t.user_attrs.get(FROM_KEY)):
+                continue
+            params = _in_space(t.params, space, defaults)
+            if params is None or not params:
+                continue
+            seeded[origin] = create_trial(
+                state=TrialState.COMPLETE, values=t.values, params=params,
+                distributions={n: space.params[n] for n in params},
+                user_attrs={FROM_KEY: origin, **{a: v for a, v in t.user_attrs.items() if a == COST_KEY}},
+                system_attrs={a: v for a, v in t.system_attrs.items() if a.startswith("constraints") or a == STAGE_KEY})
+            feasible = all(c <= 0 for c in t.constraints.values())
+            if t.user_attrs.get("status") == "complete" and feasible and FROM_KEY not in t.user_attrs:
+                ranked.append((sign * t.values[0], params))
+    best: list[dict[str, Any]] = []
+    for _v, params in sorted(ranked, key=lambda r: -r[0]):
+        if params not in best and len(best) < k:
+            best.append(params)
+    if seeded:
+        log.info("warm start from %s: %d measured trials in the sampler's history, %d best measured first",
+                 ", ".join(sources), len(seeded), len(best))
+    return best, list(seeded.values())

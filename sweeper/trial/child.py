@@ -1,0 +1,129 @@
+"""Inside the trial process: apply the environment, build the workload, measure, classify the ending.
+
+This module is preloaded by the forkserver (it imports torch and torchvision but never touches CUDA), so a
+trial process starts in milliseconds with torch already imported. Everything here runs in the child.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import os
+import sys
+import time
+import traceback
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+import torchvision  # noqa: F401  (preloaded for the workloads)
+
+from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.trial import local
+from sweeper.trial.measure import NonFiniteLoss
+from sweeper.trial.proc import die_with_parent
+
+
+class PruneRequested(Exception):
+    """The pruner decided to stop this trial; carries the throughput seen so far."""
+
+    def __init__(self, step: int, value: float) -> None:
+        super().__init__(f"pruned after {step} measured steps at {value:.4g}")
+        self.step, self.value = step, value
+
+
+def execute(cfg: dict[str, Any], report=None) -> dict[str, Any]:
+    """Build and measure the configured workload; returns the flat metrics dict (fingerprint included).
+
+    One process (:func:`sweeper.trial.local.execute`), or, when ``distributed.strategy`` is not ``none``,
+    ``distributed.nproc`` ranks with this process as their agent (:func:`sweeper.trial.ranks.execute`).
+    """
+    if (cfg.get("distributed") or {}).get("strategy", "none") != "none":
+        from sweeper.trial import ranks  # start N ranks (this process is their agent); each runs local.execute
+
+        return ranks.execute(cfg)
+    return local.execute(cfg, report)
+
+
+def _is_oom(exc: BaseException) -> bool:
+    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
+        return True
+    # The CPU allocator raises a plain RuntimeError; its message is the only signal it gives.
+    return isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)
+
+
+def classify(exc: BaseException) -> TrialOutcome:
+    """An exception raised by a trial -> its outcome (status, reason, message)."""
+    first = (str(exc).strip().splitlines() or [""])[0][:500]
+    if _is_oom(exc):
+        return TrialOutcome(Status.INFEASIBLE, "oom", first)
+    if isinstance(exc, NonFiniteLoss):
+        return TrialOutcome(Status.FAILED, "nonfinite", first, metrics=dict(exc.metrics))
+    if isinstance(exc, PruneRequested):
+        return TrialOutcome(Status.PRUNED, "pruned", first, metrics={"throughput": exc.value,
+                                                                     "steps_measured": exc.step})
+    tail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-3:])[-2000:]
+    return TrialOutcome(Status.FAILED, f"exception:{type(exc).__name__}", f"{first}\n{tail}".strip())
+
+
+@contextlib.contextmanager
+def placed(cfg: dict[str, Any]) -> Iterator[None]:
+    """The trial's ``env`` (``CUDA_VISIBLE_DEVICES`` for its ``gpus`` included) and ``cpus`` applied to this process,
+    restored afterwards (``trial.isolate=false`` runs in a process that lives on). A process whose CUDA is already
+    initialized cannot be moved to other GPUs: that is refused, not ignored."""
+    env = {k: str(v) for k, v in (cfg.get("env") or {}).items()}
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and torch.cuda.is_initialized() and os.environ.get("CUDA_VISIBLE_DEVICES") != visible:
+        raise RuntimeError(f"this trial must see GPUs {visible} (CUDA_VISIBLE_DEVICES), but CUDA is already "
+                           "initialized in this process with other GPUs; run it with trial.isolate=true")
+    saved_env = {k: os.environ.get(k) for k in env}
+    saved_cpus = os.sched_getaffinity(0)
+    os.environ.update(env)
+    if cfg.get("cpus"):
+        os.sched_setaffinity(0, [int(c) for c in cfg["cpus"]])
+    try:
+        yield
+    finally:
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        os.sched_setaffinity(0, saved_cpus)
+
+
+def run_here(cfg: dict[str, Any], report=None) -> TrialOutcome:
+    """Run the trial in this process, placed as configured (``placed``), and classify its ending (never raises for
+    a trial's own failure)."""
+    started = time.time()
+    try:
+        with placed(cfg):
+            outcome = TrialOutcome(Status.COMPLETE, metrics=execute(cfg, report))
+    except Exception as exc:  # noqa: BLE001 - every trial failure becomes an outcome
+        outcome = classify(exc)
+    outcome.started_at, outcome.ended_at = started, time.time()
+    return outcome
+
+
+def child_main(cfg: dict[str, Any], conn, log_path: str) -> None:
+    """Entry point of the isolated trial process (started from the forkserver)."""
+    os.setpgid(0, 0)  # own process group: a timeout kills the trial and its DataLoader workers together
+    die_with_parent()
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
+    sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+    faulthandler.enable()
+
+    def report(step: int, value: float) -> None:
+        conn.send(("report", step, value))
+        if conn.recv() == "prune":
+            raise PruneRequested(step, value)
+
+    outcome = run_here(cfg, report)
+    conn.send(("done", outcome.to_dict()))
+    conn.close()
+    sys.stdout.flush()
+    sys.stderr.flush()
+

@@ -1,0 +1,79 @@
+"""The typed schemas of the config nodes a trial runs on: ``measure`` and ``trial`` (``distributed`` is
+:class:`workloads.parallel.DistributedConf`, next to the wrapping it configures).
+
+Plain dataclasses with a docstring per field, importing nothing heavy: the sweep registers them in Hydra's
+ConfigStore and checks a command's config against them before any trial starts (``sweeper.sweep.schema``).
+Defaults here equal ``conf/config.yaml``'s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass
+class MeasureConf:
+    """How long a trial measures (``measure:``); see ``sweeper.trial.measure``."""
+
+    warmup_steps: int = 5
+    """Steps run before the measured window, excluded from the numbers (the first, with compilation, is reported
+    apart as ``first_step_s``)."""
+    steps: int = 20
+    """Measured steps, at least."""
+    min_time_s: float = 0.0
+    """Keep measuring until the window lasts this many seconds..."""
+    rel_precision: float | None = None
+    """...and the mean step time's 95 % CI half-width is within this fraction of it (e.g. 0.01); null: no
+    precision target."""
+    max_steps: int | None = None
+    """...but no more steps than this; null: 100 x ``steps`` when adaptive, else ``steps``."""
+
+    def problems(self) -> list[tuple[str, str, str]]:
+        """(key, problem, fix) for every value out of its range; empty when the node is valid."""
+        out = []
+        if self.warmup_steps < 0:
+            out.append(("warmup_steps", f"must be >= 0, got {self.warmup_steps}", "give 0 or more steps"))
+        if self.steps < 1:
+            out.append(("steps", f"must be >= 1, got {self.steps}", "give the number of measured steps"))
+        if self.min_time_s < 0:
+            out.append(("min_time_s", f"must be >= 0 seconds, got {self.min_time_s}", "give 0 for no minimum"))
+        if self.rel_precision is not None and self.rel_precision <= 0:
+            out.append(("rel_precision", f"must be > 0, got {self.rel_precision}",
+                        "give a fraction such as 0.01, or null for no precision target"))
+        if self.max_steps is not None and self.max_steps < 1:
+            out.append(("max_steps", f"must be >= 1, got {self.max_steps}", "give a step count, or null"))
+        return out
+
+
+@dataclasses.dataclass
+class ResourcesConf:
+    """What one trial needs of the node (``trial.resources``); null/null: one trial at a time owning the node."""
+
+    gpus: int | None = None
+    """GPUs per trial: the node is cut into slots of this many (``CUDA_VISIBLE_DEVICES``)."""
+    cpus: int | None = None
+    """CPU cores per trial, pinned by CPU affinity (a DataLoader never takes another trial's cores)."""
+    # Their ranges depend on the node (GPUs visible, cores usable): ``sweeper.sweep.slots`` checks them.
+
+
+@dataclasses.dataclass
+class TrialConf:
+    """How a trial runs (``trial:``); see ``sweeper.trial.isolate``."""
+
+    timeout_s: float = 900.0
+    """A trial still running after this many seconds is killed (status failed, reason timeout)."""
+    isolate: bool = True
+    """Run each trial in its own child process (false: in the Hydra job's process, for debugging)."""
+    resources: ResourcesConf = dataclasses.field(default_factory=ResourcesConf)
+    """What one trial needs of the node (see :class:`ResourcesConf`)."""
+    lock_dir: str | None = None
+    """Where sweepers on one node lock each core and GPU of a slot (``sweeper.sweep.slots``), one folder per host;
+    null: ``<results_dir>/.locks``. Sweepers coordinate when they share it."""
+    context: str | None = None
+    """Set by the sweeper for each trial (study, trial number, storage, ...) as JSON; never by hand."""
+
+    def problems(self) -> list[tuple[str, str, str]]:
+        out = []
+        if self.timeout_s <= 0:
+            out.append(("timeout_s", f"must be > 0 seconds, got {self.timeout_s}", "give the seconds a trial may run"))
+        return out

@@ -1,0 +1,142 @@
+"""Run one trial in an isolated child process: timeout, signals, outcome. The parent side of ``sweeper.trial.child``.
+
+Children come from a ``multiprocessing`` forkserver that has imported torch (not CUDA), so CUDA state,
+allocator fragmentation, compile caches and crashes stay inside one trial while the start costs milliseconds
+instead of a fresh interpreter's seconds. The child runs in its own process group; a timeout kills the group.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.trial.proc import kill_group
+
+_CONTEXT: Any = None
+# Trial processes running now (pid -> None), so an interrupted sweep can end them at once (``interrupt_all``).
+_LIVE: dict[int, None] = {}
+_LIVE_LOCK = threading.Lock()
+INTERRUPTED = threading.Event()
+
+
+def start_forkserver() -> None:
+    """Start the forkserver now, from the main thread, with SIGINT ignored: it (while it imports torch) and every
+    trial process forked from it inherit that, so a terminal's Ctrl-C reaches only the sweeper, which ends the
+    trials itself (``interrupt_all``) and records them."""
+    import multiprocessing.forkserver as forkserver
+
+    ctx = _context()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    probe = ctx.Process(target=os.getpid)  # returns once the forkserver has imported torch: no trial waits on it
+    probe.start()
+    probe.join()
+
+
+def interrupt_all() -> None:
+    """Ctrl-C or SIGTERM of the sweeper: every running trial's process group is killed now; their outcome is
+    ``failed (interrupted)``, not the signal that ended them."""
+    INTERRUPTED.set()
+    with _LIVE_LOCK:
+        pids = list(_LIVE)
+    for pid in pids:
+        kill_group(pid)
+
+
+def _context() -> Any:
+    global _CONTEXT
+    if _CONTEXT is None:
+        if mp.get_start_method(allow_none=True) not in (None, "fork", "spawn", "forkserver"):
+            # Inside a joblib (loky) worker: children inherit the parent's start method by name, and "loky" is
+            # unknown to plain multiprocessing there.
+            mp.set_start_method("forkserver", force=True)
+        mp_context = mp.get_context("forkserver")
+        mp_context.set_forkserver_preload(["sweeper.trial.child"])
+        _CONTEXT = mp_context
+    return _CONTEXT
+
+
+def _log_tail(path: Path, n: int = 12) -> str:
+    """The last lines the trial printed (faulthandler's traceback for a crash), without its module list."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    text = text.split("\nExtension modules:", 1)[0]
+    return "\n".join(text.splitlines()[-n:])
+
+
+def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
+                 on_report: Callable[[int, float], bool] | None = None) -> TrialOutcome:
+    """Run ``cfg``'s trial in a child; never raises for anything the trial does.
+
+    ``on_report(step, value) -> prune?`` answers the child's intermediate reports (for pruning).
+    """
+    mp_context = _context()
+    parent, child = mp_context.Pipe(duplex=True)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    proc = mp_context.Process(target=_child_entry, args=(cfg, child, str(log_path)), daemon=False)
+    proc.start()
+    child.close()
+    with _LIVE_LOCK:
+        _LIVE[proc.pid] = None
+    if INTERRUPTED.is_set():  # the sweep was interrupted while this trial was being launched
+        kill_group(proc.pid)
+    deadline = started + timeout_s
+    message = None
+    try:
+        while message is None:
+            remaining = deadline - time.time()
+            if remaining <= 0:
+                kill_group(proc.pid)
+                proc.join()
+                return TrialOutcome(Status.FAILED, "timeout",
+                                    f"no result after {timeout_s:g} s (trial.timeout_s); process group killed",
+                                    started_at=started, ended_at=time.time())
+            if parent.poll(min(remaining, 0.5)):
+                try:
+                    msg = parent.recv()
+                except (EOFError, OSError):
+                    break  # the child died without a result
+                if msg[0] == "report":
+                    parent.send("prune" if on_report and on_report(msg[1], msg[2]) else "continue")
+                else:
+                    message = msg
+            elif not proc.is_alive():
+                break
+        proc.join(timeout=30)
+    finally:
+        kill_group(proc.pid)  # reap stragglers (DataLoader workers) in the trial's group
+        parent.close()
+        with _LIVE_LOCK:
+            _LIVE.pop(proc.pid, None)
+    if message is not None:
+        return TrialOutcome.from_dict(message[1])
+    if INTERRUPTED.is_set():
+        return TrialOutcome(Status.FAILED, "interrupted", "the sweep was interrupted (Ctrl-C or SIGTERM) while "
+                            "this trial ran; the same command runs it again", started_at=started, ended_at=time.time())
+    code = proc.exitcode
+    tail = _log_tail(log_path)
+    if code is not None and code < 0:
+        reason = f"signal:{signal.Signals(-code).name}"
+    else:
+        reason = f"exit:{code}"
+    return TrialOutcome(Status.FAILED, reason, f"trial process ended ({reason}) without a result\n{tail}".strip(),
+                        started_at=started, ended_at=time.time())
+
+
+def _child_entry(cfg: dict[str, Any], conn: Any, log_path: str) -> None:
+    from sweeper.trial.child import child_main
+
+    child_main(cfg, conn, log_path)

@@ -1,0 +1,54 @@
+"""One process's trial: set the device and threads, build the workload, measure it, add setup and compile facts.
+
+Runs in the isolated trial process, or in each rank of a distributed trial (``sweeper.trial.ranks``), or in the
+Hydra job itself with ``trial.isolate=false``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import torch
+
+from sweeper.trial.fingerprint import fingerprint
+from sweeper.trial.measure import measure
+import workloads
+
+
+def execute(cfg: dict[str, Any], report=None) -> dict[str, Any]:
+    """Build and measure the configured workload in this process; returns the flat metrics dict (fingerprint included)."""
+    t0 = time.perf_counter()
+    device = torch.device(cfg["device"])
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        torch.cuda.reset_peak_memory_stats(device)
+    torch.set_num_threads(int(cfg.get("cpu_threads") or len(os.sched_getaffinity(0))))
+    wl = cfg["workload"]
+    module = workloads.load(wl["name"], wl.get("module"))
+    work = module.build(cfg, device)
+    setup_s = time.perf_counter() - t0
+    m = cfg["measure"]
+    fp = fingerprint(device.type)
+    try:
+        metrics = measure(work, device, warmup_steps=int(m["warmup_steps"]), steps=int(m["steps"]),
+                          min_time_s=float(m.get("min_time_s") or 0.0), max_steps=m.get("max_steps"),
+                          rel_precision=m.get("rel_precision"),
+                          report=report, gpu_name=fp["gpu_name"] or None)
+    finally:
+        work.close()
+    metrics["setup_s"] = setup_s
+    if cfg["knobs"].get("compile", "off") != "off":
+        metrics["compile_s"] = max(0.0, metrics["first_step_s"] - metrics["step_ms_p50"] / 1e3)
+        metrics["graph_breaks"] = _graph_breaks()
+    else:
+        metrics["compile_s"], metrics["graph_breaks"] = 0.0, 0
+    metrics.update(fp)
+    return metrics
+
+
+def _graph_breaks() -> int:
+    from torch._dynamo.utils import counters
+
+    return int(sum(counters["graph_break"].values()))

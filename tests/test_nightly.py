@@ -1,0 +1,127 @@
+"""The nightly gate on nights measured for real (the faults workload's planted slowdown): per-configuration ratios
+with intervals from repeats, nights as studies, mixed sizes refused, the trend one point per study."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import run_cli
+from faultload.nights import measure_nights, night_config
+from sweeper.report.__main__ import main
+from sweeper.report.data import load
+from sweeper.report.nightly import nightly, select, trend
+
+DAY = "2026-11-30"
+SHORT = ["knobs.fault=none", "knobs.work=32", "workload.reps=36", "measure.warmup_steps=3", "measure.steps=10",
+         "measure.min_time_s=0.1", "measure.max_steps=1000000"]
+
+
+@pytest.fixture(scope="module")
+def day(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Six studies of one configuration started on one day (three trials each), then a seventh at another size."""
+    results = tmp_path_factory.mktemp("day") / "results"
+    measure_nights(results, {f"n{i}": {} for i in range(1, 7)}, 3, night_config(SHORT), day=DAY)
+    measure_nights(results, {"bigger": {}}, 3, night_config([*SHORT, "workload.reps=72"]))
+    return results
+
+
+def test_six_studies_of_one_day_are_six_nights(day: Path) -> None:
+    df = load(day)
+    t = trend(df[df["study"] != "bigger"])
+    assert t["night"].tolist() == [f"n{i}" for i in range(1, 7)], "one point per study, in the order they ran"
+    assert (t["trials"] == 3).all() and (t["lo"] < t["best"]).all() and (t["best"] < t["hi"]).all()
+    assert select(df, DAY, None) == ("n6", "bigger"), "a date means that day's last study"
+    assert select(df, "latest", None) == ("n6", "bigger")
+    assert select(df, "latest", ["n4"]) == ("n3", "n4")
+    assert select(df, "n2", ["n5"]) == ("n2", "n5")
+
+
+def test_date_without_a_later_study_says_so(day: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main([str(day), "--baseline", "2001-01-01"]) == 2
+    assert "no study started on that date" in capsys.readouterr().err
+    assert main([str(day), "--baseline", "bigger"]) == 2
+    err = capsys.readouterr().err
+    assert "no study started after the baseline (bigger)" in err and len(err.strip().splitlines()) == 1
+
+
+def test_mixed_sizes_say_the_parameters_differ_and_do_not_gate(day: Path) -> None:
+    proc = run_cli([str(day), "--baseline", "n6", "--study", "bigger", "--fail-on-regression", "5%", "--top", "5"],
+                   module="sweeper.report")
+    # 72 multiplications per step against 36: half the throughput, and still no verdict on it.
+    assert proc.returncode == 0, proc.stderr
+    assert "not gated: faults: the workload parameters differ" in proc.stderr
+    md = (day / "report.md").read_text()
+    assert "The workload parameters differ between the nights (reps: 36 in the baseline, 72 tonight)" in md
+    assert "| regression |" not in md and "not compared: the workload parameters differ" in md
+
+
+def test_same_nights_compare_per_configuration_with_repeats(day: Path) -> None:
+    df = load(day)
+    n = nightly(df, "n5", ["n6"], 0.05, 50, with_plots=False)
+    assert not n.regressions and not n.not_gated
+    table = next(b for b in n.blocks if getattr(b, "title", "").startswith("Configurations measured both nights"))
+    (row,) = table.rows
+    assert row[4] == "3 + 3" and row[5] in ("unchanged within noise", "faster", "slower, within the 5% threshold")
+
+
+FAULTS = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=faults", "knobs.fault=none"]
+
+
+def test_nightly_preset_measures_windows_long_enough_to_gate(tmp_path: Path) -> None:
+    """preset=nightly: a window of at least 1 s however short the steps (max_steps does not cut it); a max_steps
+    that does cut the window short is a warning and window_capped in the row."""
+    run_cli([*FAULTS, "preset=nightly", "cpu_threads=1"], tmp_path / "nightly", check=True)
+    row = pd.read_parquet(tmp_path / "nightly" / "trials").iloc[0]
+    assert row["preset"] == "nightly" and row["measured_s"] >= 1.0 and not row["window_capped"]
+    proc = run_cli([*FAULTS, "cpu_threads=1", "measure.min_time_s=1", "measure.steps=5", "measure.max_steps=10"],
+                   tmp_path / "capped", check=True)
+    row = pd.read_parquet(tmp_path / "capped" / "trials").iloc[0]
+    assert row["window_capped"] and row["steps_measured"] == 10 and row["measured_s"] < 1.0
+    assert "measure.max_steps stopped the window at" in proc.stdout + proc.stderr
+
+
+def _gate(df: pd.DataFrame, base: str, tonight: str, threshold: float = 0.05) -> bool:
+    two = df[df["study"].isin([base, tonight])]
+    return bool(nightly(two, base, [tonight], threshold, 10, with_plots=False).regressions)
+
+
+# Each step waits 50 ms: a wait keeps its length on a loaded CI machine (trial to trial spread under 1 % with ten
+# other processes on two cores), so the nights differ by what was planted, not by what else ran.
+NIGHT = ["knobs.fault=none", "knobs.work=8", "workload.wait_ms=50", "measure.warmup_steps=2", "measure.steps=5",
+         "measure.min_time_s=0.5", "measure.max_steps=1000000"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_planted_regressions_against_a_5_percent_gate(tmp_path: Path) -> None:
+    """20 repeated nights, five trials of one configuration per night and study (0.5 s windows of 50 ms steps), the
+    studies of a night interleaved, gated at 5 %: 10 % slower is flagged in at least 19 of 20 nights, an unchanged
+    night (the next night's baseline) in at most 1 of 20; 4 % slower (just below the threshold) and a noisy but
+    unchanged night (a wait per step 1.3x / 0.7x from one trial to the next) are never flagged in 10 nights."""
+    results = tmp_path / "results"
+    cfg = night_config(NIGHT)
+    for n in range(21):
+        plan = {f"base-{n:02d}": {}, f"slow10-{n:02d}": {"slowdown": 0.1}}
+        if n < 10:
+            plan.update({f"slow4-{n:02d}": {"slowdown": 0.04}, f"noisy-{n:02d}": {"noise": 0.3}})
+        measure_nights(results, plan if n < 20 else {"base-20": {}}, 5, cfg)
+    df = load(results, use_cache=False)
+    pairs = {"slow10": [(f"base-{n:02d}", f"slow10-{n:02d}") for n in range(20)],
+             "same": [(f"base-{n:02d}", f"base-{n + 1:02d}") for n in range(20)],
+             "slow4": [(f"base-{n:02d}", f"slow4-{n:02d}") for n in range(10)],
+             "noisy": [(f"base-{n:02d}", f"noisy-{n:02d}") for n in range(10)]}
+    flagged = {k: [p for p in v if _gate(df, *p)] for k, v in pairs.items()}
+    counts = {k: f"{len(flagged[k])} of {len(v)}" for k, v in pairs.items()}
+    print(f"nights flagged: {counts}")
+    assert len(flagged["slow10"]) >= 19 and len(flagged["same"]) <= 1, counts
+    assert not flagged["slow4"] and not flagged["noisy"], counts
+    base, tonight = flagged["slow10"][0]
+    proc = run_cli([str(results), "--baseline", base, "--study", tonight, "--fail-on-regression", "5%", "--top", "3"],
+                   module="sweeper.report")
+    assert proc.returncode == 3, proc.stderr
+    assert re.search(r"faults .*: 0\.\d{3}x \(0\.\d{3}–0\.\d{3}\) of the baseline, below 0\.95 \(5 \+ 5 trials\)",
+                     proc.stderr), proc.stderr

@@ -1,0 +1,27 @@
+"""The report names the input-pipeline stage that limits a data-bound configuration, from recorded rows."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from conftest import ROOT, run_cli
+from sweeper.report.diagnose import diagnose
+
+H200_JPEG = ROOT / "bench" / "results" / "h200-2026-12-01-ceiling-jpeg.parquet"
+
+
+def test_data_bound_names_the_stage_only_when_data_bound() -> None:
+    assert diagnose(0.45, 70, 0.1, "decode") == "data-bound (decode)"
+    assert diagnose(0.45, 70, 0.1, None) == "data-bound"
+    assert diagnose(0.02, 97, 0.5, "decode") == "compute-bound", "a stage is named only for a data-bound row"
+
+
+def test_report_of_recorded_h200_jpeg_rows_names_decode(tmp_path: Path) -> None:
+    """Rows of the H200 JPEG sweep of 2026-12-01: the baseline (0 workers) and the CPU-decoding recipe waited for
+    data (0.91, 0.42) and their rows say decode was the slowest stage; the report carries that into the diagnosis."""
+    trials = tmp_path / "results" / "trials"
+    trials.mkdir(parents=True)
+    shutil.copy(H200_JPEG, trials / "h200.parquet")
+    run_cli([str(tmp_path / "results"), "--out", str(tmp_path / "report.md")], module="sweeper.report", check=True)
+    assert "data-bound (decode)" in (tmp_path / "report.md").read_text()

@@ -1,0 +1,124 @@
+"""Node-wide resource slots: sweepers on one node never run two trials on the same core at once, and a row says
+when another trial shared its cores."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import ROOT, run_cli
+from sweeper.sweep.slots import NodeSlots, Occupancy, Slot
+
+FAULTS = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=faults"]
+GOOD = ["knobs.fault=none", "hydra.sweeper.params={knobs.fault:none,knobs.work:'range(8,600)'}"]
+PG_URL = os.environ.get("KNOB_SWEEPER_PG_URL")
+
+
+def _overlapping(df: pd.DataFrame) -> list[tuple[pd.Series, pd.Series]]:
+    rows = [r for _, r in df.iterrows()]
+    return [(a, b) for i, a in enumerate(rows) for b in rows[i + 1:]
+            if a["started_at"] < b["ended_at"] and b["started_at"] < a["ended_at"]]
+
+
+@pytest.mark.parametrize("kind", ["journal", "postgres"])
+def test_three_sweepers_on_one_node_never_share_a_core(results: Path, kind: str) -> None:
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two cores")
+    if kind == "postgres" and PG_URL is None:
+        if os.environ.get("CI"):
+            pytest.fail("KNOB_SWEEPER_PG_URL is unset in CI: .ci/run must start PostgreSQL")
+        pytest.skip("no PostgreSQL here (set KNOB_SWEEPER_PG_URL, as .ci/run does)")
+    url = f"journal://{results}/optuna.journal" if kind == "journal" else PG_URL
+    if kind == "postgres":  # Optuna's tables, created once: three processes creating them at once collide
+        from sweeper.study import make_storage
+
+        make_storage(url)
+    study = f"slots-{kind}-{uuid.uuid4().hex[:8]}"
+    # Each process alone would run two trials at once (one per core); three of them would run six on two cores.
+    args = [*FAULTS, *GOOD, "-m", "hydra.sweeper.n_trials=9", f"hydra.sweeper.study_name={study}",
+            f"hydra.sweeper.storage={url}", "trial.resources={cpus:1}", "cpu_threads=1", "measure.min_time_s=1.5",
+            "trial.timeout_s=300",
+            "measure.max_steps=1000000", "hydra.sweeper.sampler=random", "hydra.sweeper.repeat=true",
+            f"results_dir={results}"]
+    procs = [subprocess.Popen([sys.executable, "-m", "sweeper", *args, f"hydra.sweeper.seed={i}"], cwd=ROOT,
+                              env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True) for i in range(3)]
+    for p in procs:
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-2000:]
+    df = pd.read_parquet(results / "trials")
+    df = df[df["study"] == study]
+    assert len(df) == 9 and (df["status"] == "complete").all(), df[["trial", "status", "reason"]]
+    owners = df["hostname"].nunique()
+    assert owners == 1
+    pairs = _overlapping(df)
+    assert pairs, "trials ran at once (one per core)"
+    assert all(a["cpu_affinity"] != b["cpu_affinity"] for a, b in pairs), "no two trials on one core at once"
+    assert not df["node_shared"].any(), df[["trial", "cpu_affinity", "node_shared_with"]]
+
+
+def test_unpinned_trials_at_once_are_flagged_as_sharing(results: Path) -> None:
+    """n_jobs=2 without trial.resources: two trials at once on the same cores, which both rows say."""
+    run_cli([*FAULTS, *GOOD, "-m", "hydra.sweeper.n_jobs=2", "hydra.sweeper.n_trials=4", "measure.min_time_s=1.5",
+             "trial.timeout_s=300",
+             "measure.max_steps=1000000", "hydra.sweeper.repeat=true", "hydra.sweeper.sampler=random"],
+            results, check=True)
+    df = pd.read_parquet(results / "trials")
+    pairs = _overlapping(df)
+    assert pairs
+    for a, b in pairs:
+        assert a["node_shared"] and b["node_shared"]
+        assert f"#{b['trial']}" in a["node_shared_with"] and f"#{a['trial']}" in b["node_shared_with"]
+    alone = set(df["trial"]) - {r["trial"] for pair in pairs for r in pair}
+    assert not df[df["trial"].isin(alone)]["node_shared"].any()
+
+
+def test_a_slot_is_held_until_released_or_its_process_dies(tmp_path: Path) -> None:
+    slots = [Slot(0, None, (0,)), Slot(1, None, (1,))]
+    mine, theirs = NodeSlots(tmp_path, slots, 0), NodeSlots(tmp_path, slots, 0)
+    free = list(slots)
+    assert mine.take(free) == slots[0] and free == [slots[1]]
+    assert theirs.take([slots[0]]) is None, "core 0 is held by the other sweeper"
+    # Another process holding core 1 until it is killed: the kernel drops its lock.
+    code = ("import sys, time; sys.path.insert(0, %r); from sweeper.sweep.slots import NodeSlots, Slot; "
+            "n = NodeSlots(%r, [Slot(1, None, (1,))], 0); assert n.take([Slot(1, None, (1,))]); print('held', "
+            "flush=True); time.sleep(60)" % (str(ROOT), str(tmp_path)))
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert theirs.take([slots[1]]) is None
+    finally:
+        holder.kill()
+        holder.wait()
+    assert theirs.take([slots[1]]) == slots[1]
+    mine.release(slots[0])
+    assert mine.take([slots[0]]) is None, "released with the other sweeper waiting: its turn"
+    assert theirs.take([slots[0]]) == slots[0]
+    theirs.release(slots[0])
+    assert theirs.take([slots[0]]) == slots[0], "nobody waits: taken again at once"
+
+
+def test_occupancy_names_the_trials_that_shared_a_core(tmp_path: Path) -> None:
+    with Occupancy(tmp_path, ["cpu-0"], "a", 1) as a:
+        with Occupancy(tmp_path, ["cpu-1"], "b", 2) as b, Occupancy(tmp_path, ["cpu-0", "cpu-1"], "c", 3) as c:
+            pass
+        assert b.shared_with(c.start + 1) == ["c#3"] and c.shared_with(c.start + 1) == ["a#1", "b#2"]
+        assert a.shared_with(a.start + 10) == ["c#3"]
+    with Occupancy(tmp_path, ["cpu-0"], "d", 4) as d:
+        assert d.shared_with(d.start + 1) == [], "trials that ended before it started are not counted"
+
+
+def test_an_unusable_lock_dir_is_bad_input(results: Path, tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    proc = run_cli([*FAULTS, *GOOD, "-m", f"trial.lock_dir={tmp_path / 'a-file'}"], results)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: `trial.lock_dir`: "), proc.stderr
+    assert lines[0].endswith("give a writable folder, the same for every sweeper on the node")
+    assert not (results / "trials").exists(), "before any trial"
