@@ -385,24 +385,8 @@ def column_types(param_types: dict[str, type], defaults: dict[str, Any] | None =
     return out
 
 
-def sweep_facts(distributions: dict[str, Any], defaults: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """What the report needs of the sweep, recorded in every row (the report reads only Parquet): ``space``, the
-    search space as ``{column: Optuna distribution as JSON data}`` (importance uses each knob's real
-    distribution), and ``knob_defaults``, the workload's defaults as ``{column: value}`` (the baseline, labels).
-    Plain data, so it travels inside the trial's JSON context; ``facts_columns`` makes the row's two columns."""
-    import json
-
-    from optuna.distributions import distribution_to_json
-
-    space = {col: json.loads(distribution_to_json(d)) for k, d in distributions.items()
-             if (col := column_of(k)) is not None}
-    base = {col: v for k, v in defaults.items()
-            if (col := column_of(k)) is not None and (v is None or isinstance(v, (bool, int, float, str)))}
-    return {"space": space, "knob_defaults": base}
-
-
 def facts_columns(facts: dict[str, dict[str, Any]]) -> dict[str, str]:
-    """The ``space`` and ``knob_defaults`` columns (JSON text) of ``sweep_facts``; empty for none."""
+    """The ``space`` and ``knob_defaults`` columns (JSON text) of the sweep's facts (``sweep.job.sweep_facts``)."""
     import json
 
     return {name: json.dumps(facts[name], sort_keys=True) for name in ("space", "knob_defaults") if name in facts}

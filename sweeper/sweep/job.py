@@ -54,7 +54,23 @@ def _single_run_context(tcfg: dict[str, Any]) -> dict[str, Any]:
     knob_args = [o for o in hc.overrides.task if o.lstrip("+~").startswith(("knobs.", "distributed."))]
     return {"study": f"{tcfg['workload']['name']}-runs", "number": None, "log_dir": hc.runtime.output_dir,
             "objectives": objectives or ["throughput:maximize"], "column_types": {c: str(t) for c, t in types.items()},
-            "baseline": not knob_args, "facts": store.sweep_facts(dists, {} if knob_args else values)}
+            "baseline": not knob_args, "facts": sweep_facts(dists, {} if knob_args else values)}
+
+
+def sweep_facts(distributions: dict[str, Any], defaults: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """What the report needs of the sweep, recorded in every row (the report reads only Parquet): ``space``, the
+    search space as ``{column: Optuna distribution as JSON data}`` (importance uses each knob's real
+    distribution), and ``knob_defaults``, the workload's defaults as ``{column: value}`` (the baseline, labels).
+    Plain data, so it travels inside the trial's JSON context; ``facts_columns`` makes the row's two columns."""
+    import json
+
+    from optuna.distributions import distribution_to_json
+
+    space = {col: json.loads(distribution_to_json(d)) for k, d in distributions.items()
+             if (col := store.column_of(k)) is not None}
+    base = {col: v for k, v in defaults.items()
+            if (col := store.column_of(k)) is not None and (v is None or isinstance(v, (bool, int, float, str)))}
+    return {"space": space, "knob_defaults": base}
 
 
 def encode_context(ctx: dict[str, Any]) -> str:

@@ -30,7 +30,7 @@ from sweeper.sweep.slots import Slot, slot_overrides
 from sweeper.sweep import warm
 from sweeper.sweep import recovery
 from sweeper.sweep.config import with_values
-from sweeper.sweep.job import device_check, encode_context
+from sweeper.sweep.job import device_check, encode_context, sweep_facts
 from sweeper.trial import gpu
 from sweeper.sweep.secrets import mask
 from sweeper.sweep.space import ExpressionError, evaluate, value_types
@@ -323,7 +323,7 @@ class SweepImpl(recovery.Recovery):
         }
 
     def _facts(self) -> dict[str, dict[str, Any]]:
-        return store.sweep_facts({**self.plan.space.inactive, **self.plan.space.params}, self.plan.defaults)
+        return sweep_facts({**self.plan.space.inactive, **self.plan.space.params}, self.plan.defaults)
 
     def _device(self) -> Any:
         if getattr(self, "_device_info", None) is None:
