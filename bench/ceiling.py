@@ -29,10 +29,24 @@ from typing import Any
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
-MODEL_KNOBS = ("precision", "memory_format", "compile", "cudnn_benchmark", "batch_size", "optimizer_impl",
-               "grad_accum_steps", "activation_checkpointing")
-REFERENCE = ["knobs.precision=bf16", "knobs.memory_format=channels_last", "knobs.compile=default",
-             "knobs.cudnn_benchmark=true", "knobs.optimizer_impl=fused", "knobs.batch_size=256"]
+MODEL_KNOBS = (
+    "precision",
+    "memory_format",
+    "compile",
+    "cudnn_benchmark",
+    "batch_size",
+    "optimizer_impl",
+    "grad_accum_steps",
+    "activation_checkpointing",
+)
+REFERENCE = [
+    "knobs.precision=bf16",
+    "knobs.memory_format=channels_last",
+    "knobs.compile=default",
+    "knobs.cudnn_benchmark=true",
+    "knobs.optimizer_impl=fused",
+    "knobs.batch_size=256",
+]
 
 
 def log(out: Path, data: str, **row: Any) -> None:
@@ -50,8 +64,18 @@ def hand_loops(out: Path, specs: list[str], seconds: float) -> list[dict[str, An
     rows = []
     for spec in specs:
         precision, batch = spec.split(":")
-        cmd = [sys.executable, str(ROOT / "bench" / "hand_loop.py"), "--precision", precision, "--batch", batch,
-               "--seconds", str(seconds), "--json", str(out / "hand_loops.jsonl")]
+        cmd = [
+            sys.executable,
+            str(ROOT / "bench" / "hand_loop.py"),
+            "--precision",
+            precision,
+            "--batch",
+            batch,
+            "--seconds",
+            str(seconds),
+            "--json",
+            str(out / "hand_loops.jsonl"),
+        ]
         if precision == "fp16":
             cmd.append("--zero-init")
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env(), timeout=400)
@@ -67,8 +91,15 @@ def hand_loops(out: Path, specs: list[str], seconds: float) -> list[dict[str, An
 
 def single_run(out: Path, results: Path, overrides: list[str]) -> dict[str, Any]:
     before = set((results / "trials").glob("*.parquet")) if (results / "trials").exists() else set()
-    cmd = [sys.executable, "-m", "sweeper", "+workload=resnet50", f"results_dir={results}",
-           "hydra.sweeper.study_name=reference", *overrides]
+    cmd = [
+        sys.executable,
+        "-m",
+        "sweeper",
+        "+workload=resnet50",
+        f"results_dir={results}",
+        "hydra.sweeper.study_name=reference",
+        *overrides,
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env(), timeout=500)
     new = sorted(set((results / "trials").glob("*.parquet")) - before)
     if not new:
@@ -77,8 +108,17 @@ def single_run(out: Path, results: Path, overrides: list[str]) -> dict[str, Any]
 
 
 def sweep(out: Path, results: Path, data: str, seconds: float, extra: list[str]) -> tuple[float, pd.DataFrame]:
-    cmd = [sys.executable, "-m", "sweeper", "+workload=resnet50", "-m", f"results_dir={results}",
-           f"hydra.sweeper.timeout_s={int(seconds)}", "hydra.sweeper.n_trials=1000", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "sweeper",
+        "+workload=resnet50",
+        "-m",
+        f"results_dir={results}",
+        f"hydra.sweeper.timeout_s={int(seconds)}",
+        "hydra.sweeper.n_trials=1000",
+        *extra,
+    ]
     if data == "jpeg":
         cmd.append("workload.data=jpeg")
     started = time.time()
@@ -101,6 +141,10 @@ def curve(rows: pd.DataFrame, started: float) -> list[tuple[float, float]]:
             best = float(r["throughput"])
             points.append((round(float(r["t"]), 1), best))
     return points
+
+
+def _override_value(v: Any) -> str:
+    return str(v).lower() if isinstance(v, bool) else str(v)
 
 
 def first_at(points: list[tuple[float, float]], level: float) -> float | None:
@@ -131,8 +175,9 @@ def main() -> None:
             top = max(finite, key=lambda h: h["img_s"])
             reference, ref_name = top["img_s"], f"hand loop {top['precision']} bs{top['batch']}"
     else:
-        ref = single_run(out, results, REFERENCE + (["preset=tiny", "knobs.batch_size=4", "knobs.compile=off"]
-                                                    if args.smoke else []))
+        ref = single_run(
+            out, results, REFERENCE + (["preset=tiny", "knobs.batch_size=4", "knobs.compile=off"] if args.smoke else [])
+        )
         log(out, "jpeg", kind="reference", **{k: ref.get(k) for k in ("status", "throughput", "error")})
         reference, ref_name = float(ref.get("throughput") or 0.0), "tool, synthetic, bf16 compiled bs256"
 
@@ -140,31 +185,48 @@ def main() -> None:
     points = curve(rows, started)
     done = rows[rows["status"] == "complete"]
     best = done.loc[done["throughput"].idxmax()] if len(done) else None
-    summary: dict[str, Any] = {"kind": "summary", "trials": len(rows), "complete": len(done),
-                               "statuses": rows["status"].value_counts().to_dict(), "curve": points,
-                               "reference": reference, "reference_is": ref_name}
+    summary: dict[str, Any] = {
+        "kind": "summary",
+        "trials": len(rows),
+        "complete": len(done),
+        "statuses": rows["status"].value_counts().to_dict(),
+        "curve": points,
+        "reference": reference,
+        "reference_is": ref_name,
+    }
     if best is not None:
         final = float(best["throughput"])
         knobs = {c[5:]: best[c] for c in rows.columns if c.startswith("knob.") and pd.notna(best[c])}
-        summary.update(best=final, best_knobs=knobs, best_trial=int(best["trial"]),
-                       t_95_of_final=first_at(points, 0.95 * final),
-                       found_over_reference=final / reference if reference else None,
-                       t_reached_reference=first_at(points, reference) if reference else None)
+        summary.update(
+            best=final,
+            best_knobs=knobs,
+            best_trial=int(best["trial"]),
+            t_95_of_final=first_at(points, 0.95 * final),
+            found_over_reference=final / reference if reference else None,
+            t_reached_reference=first_at(points, reference) if reference else None,
+        )
         for col in ("data_wait_frac", "gpu_util_mean", "data_limit_stage", "mfu", "step_cv"):
             if col in best:
                 summary[f"best_{col}"] = best[col]
         if args.data == "jpeg":
-            same = [f"knobs.{k}={str(best[f'knob.{k}']).lower() if isinstance(best[f'knob.{k}'], bool) else best[f'knob.{k}']}"
-                    for k in MODEL_KNOBS if f"knob.{k}" in best and pd.notna(best[f"knob.{k}"])]
+            same = [
+                f"knobs.{k}={_override_value(best[f'knob.{k}'])}"
+                for k in MODEL_KNOBS
+                if f"knob.{k}" in best and pd.notna(best[f"knob.{k}"])
+            ]
             if args.smoke:
                 same.append("preset=tiny")
             own = single_run(out, results, same)
-            summary.update(own_model_synthetic=own.get("throughput"),
-                           over_own_model=final / float(own["throughput"]) if own.get("throughput") else None)
+            summary.update(
+                own_model_synthetic=own.get("throughput"),
+                over_own_model=final / float(own["throughput"]) if own.get("throughput") else None,
+            )
     log(out, args.data, **summary)
-    print(f"\nbest {summary.get('best')} vs {ref_name} {reference:.0f}: ratio {summary.get('found_over_reference')}"
-          f"; 95 % of final best at {summary.get('t_95_of_final')} s; reference level at "
-          f"{summary.get('t_reached_reference')} s; statuses {summary['statuses']}")
+    print(
+        f"\nbest {summary.get('best')} vs {ref_name} {reference:.0f}: ratio {summary.get('found_over_reference')}"
+        f"; 95 % of final best at {summary.get('t_95_of_final')} s; reference level at "
+        f"{summary.get('t_reached_reference')} s; statuses {summary['statuses']}"
+    )
     for t, v in points:
         print(f"  {t:7.1f} s  {v:10.4g}")
 

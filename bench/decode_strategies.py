@@ -31,15 +31,34 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     "cpu-tv-float32": {"decode_device": "cpu", "cpu_decoder": "torchvision", "transfer_dtype": "float32"},
     "cpu-tv-uint8": {"decode_device": "cpu", "cpu_decoder": "torchvision", "transfer_dtype": "uint8"},
     "cpu-pil-uint8": {"decode_device": "cpu", "cpu_decoder": "pil", "transfer_dtype": "uint8"},
-    "cpu-pil-reduced": {"decode_device": "cpu", "cpu_decoder": "pil", "decode_scale": "reduced",
-                        "transfer_dtype": "uint8"},
-    "cpu-pil-reduced-prefetch": {"decode_device": "cpu", "cpu_decoder": "pil", "decode_scale": "reduced",
-                                 "transfer_dtype": "uint8", "device_prefetch": True},
+    "cpu-pil-reduced": {
+        "decode_device": "cpu",
+        "cpu_decoder": "pil",
+        "decode_scale": "reduced",
+        "transfer_dtype": "uint8",
+    },
+    "cpu-pil-reduced-prefetch": {
+        "decode_device": "cpu",
+        "cpu_decoder": "pil",
+        "decode_scale": "reduced",
+        "transfer_dtype": "uint8",
+        "device_prefetch": True,
+    },
     "gpu": {"decode_device": "cuda"},
-    "hybrid-0.25": {"decode_device": "hybrid", "gpu_share": 0.25, "cpu_decoder": "pil", "decode_scale": "reduced",
-                    "transfer_dtype": "uint8"},
-    "hybrid-0.5": {"decode_device": "hybrid", "gpu_share": 0.5, "cpu_decoder": "pil", "decode_scale": "reduced",
-                   "transfer_dtype": "uint8"},
+    "hybrid-0.25": {
+        "decode_device": "hybrid",
+        "gpu_share": 0.25,
+        "cpu_decoder": "pil",
+        "decode_scale": "reduced",
+        "transfer_dtype": "uint8",
+    },
+    "hybrid-0.5": {
+        "decode_device": "hybrid",
+        "gpu_share": 0.5,
+        "cpu_decoder": "pil",
+        "decode_scale": "reduced",
+        "transfer_dtype": "uint8",
+    },
 }
 
 
@@ -63,18 +82,36 @@ def part_loader(o: Out, out: Path, smoke: bool, workers: int, seconds: float, on
     from workloads import data
 
     device = torch.device("cpu" if smoke else "cuda")
-    p = {"corpus_images": 64 if smoke else 2048, "corpus_width": 64 if smoke else 500,
-         "corpus_height": 48 if smoke else 375, "epoch_images": 100_000}
+    p = {
+        "corpus_images": 64 if smoke else 2048,
+        "corpus_width": 64 if smoke else 500,
+        "corpus_height": 48 if smoke else 375,
+        "epoch_images": 100_000,
+    }
     bs = 8 if smoke else 256
     for name, strat in STRATEGIES.items():
         if only and name not in only:
             continue
         if smoke and (strat["decode_device"] != "cpu" or strat.get("device_prefetch")):
             continue
-        knobs = {"num_workers": workers, "prefetch_factor": 4, "pin_memory": not smoke, "non_blocking": not smoke,
-                 "persistent_workers": False, **strat}
-        pipe = data.Pipeline(p, knobs, batch_size=bs, image_size=32 if smoke else 224, device=device,
-                             memory_format=torch.channels_last, cache_root=out / "results" / "data", num_classes=1000)
+        knobs = {
+            "num_workers": workers,
+            "prefetch_factor": 4,
+            "pin_memory": not smoke,
+            "non_blocking": not smoke,
+            "persistent_workers": False,
+            **strat,
+        }
+        pipe = data.Pipeline(
+            p,
+            knobs,
+            batch_size=bs,
+            image_size=32 if smoke else 224,
+            device=device,
+            memory_format=torch.channels_last,
+            cache_root=out / "results" / "data",
+            num_classes=1000,
+        )
         try:
             for _ in range(pipe.buffered_batches + 2):
                 pipe.next()
@@ -88,10 +125,26 @@ def part_loader(o: Out, out: Path, smoke: bool, workers: int, seconds: float, on
                 torch.cuda.synchronize()
             wall = time.perf_counter() - t0
             m = pipe.metrics()
-            o.add("loader", name, img_s=n * bs / wall, batches=n,
-                  **{k: m[k] for k in ("data_decode_ms", "data_augment_ms", "data_transfer_ms", "data_limit_stage",
-                                       "data_decoded_pixels_frac", "data_bytes_decoded_cpu", "data_bytes_decoded_gpu",
-                                       "data_corpus_bytes_mean", "data_corpus_s")})
+            o.add(
+                "loader",
+                name,
+                img_s=n * bs / wall,
+                batches=n,
+                **{
+                    k: m[k]
+                    for k in (
+                        "data_decode_ms",
+                        "data_augment_ms",
+                        "data_transfer_ms",
+                        "data_limit_stage",
+                        "data_decoded_pixels_frac",
+                        "data_bytes_decoded_cpu",
+                        "data_bytes_decoded_gpu",
+                        "data_corpus_bytes_mean",
+                        "data_corpus_s",
+                    )
+                },
+            )
         except Exception as e:  # noqa: BLE001 - one strategy's failure is a row, not the end of the bench
             o.add("loader", name, error=repr(e)[:300])
         finally:
@@ -103,8 +156,9 @@ def tool(o: Out, out: Path, name: str, overrides: list[str], timeout: float = 40
     before = set((results / "trials").glob("*.parquet")) if (results / "trials").exists() else set()
     cmd = [sys.executable, "-m", "sweeper", "+workload=resnet50", f"results_dir={results}", *overrides]
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.run(
+        cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+    )
     wall = time.perf_counter() - t0
     (out / "logs").mkdir(exist_ok=True)
     (out / "logs" / f"trial-{name}.log").write_text(proc.stdout + proc.stderr)
@@ -115,21 +169,44 @@ def tool(o: Out, out: Path, name: str, overrides: list[str], timeout: float = 40
         o.add("trials", name, error=f"exit {proc.returncode}, no row; {proc.stderr[-300:]}", wall_s=wall)
         return
     row = pd.read_parquet(new[-1]).iloc[-1].to_dict()
-    keep = ("status", "reason", "throughput", "step_ms_p50", "data_wait_frac", "gpu_util_mean", "mfu",
-            "first_step_s", "peak_mem_bytes", "data_limit_stage", "data_decode_ms", "data_augment_ms",
-            "data_transfer_ms", "loss_last")
+    keep = (
+        "status",
+        "reason",
+        "throughput",
+        "step_ms_p50",
+        "data_wait_frac",
+        "gpu_util_mean",
+        "mfu",
+        "first_step_s",
+        "peak_mem_bytes",
+        "data_limit_stage",
+        "data_decode_ms",
+        "data_augment_ms",
+        "data_transfer_ms",
+        "loss_last",
+    )
     o.add("trials", name, wall_s=wall, **{k: row.get(k) for k in keep if k in row})
 
 
 def part_trials(o: Out, out: Path, smoke: bool, workers: int) -> None:
-    model = ["knobs.precision=fp16", "knobs.memory_format=channels_last", "knobs.cudnn_benchmark=true",
-             "knobs.optimizer_impl=fused", "knobs.batch_size=256", "knobs.compile=default",
-             "measure.min_time_s=2"]
+    model = [
+        "knobs.precision=fp16",
+        "knobs.memory_format=channels_last",
+        "knobs.cudnn_benchmark=true",
+        "knobs.optimizer_impl=fused",
+        "knobs.batch_size=256",
+        "knobs.compile=default",
+        "measure.min_time_s=2",
+    ]
     if smoke:
         model = ["knobs.precision=fp32", "knobs.batch_size=2", "knobs.compile=off", "preset=tiny", "cpu_threads=1"]
     tool(o, out, "synthetic", model)
-    feed = [f"knobs.num_workers={workers}", "knobs.prefetch_factor=4", "knobs.pin_memory=true",
-            "knobs.non_blocking=true"]
+    feed = [
+        f"knobs.num_workers={workers}",
+        "knobs.prefetch_factor=4",
+        "knobs.pin_memory=true",
+        "knobs.non_blocking=true",
+    ]
     for name in ("cpu-tv-uint8", "cpu-pil-reduced-prefetch", "hybrid-0.25", "gpu"):
         if smoke and name != "cpu-tv-uint8":
             continue
@@ -154,13 +231,19 @@ def part_fp16(o: Out, smoke: bool) -> None:
         x = torch.randn(bs, 3, size, size, device=dev).contiguous(memory_format=torch.channels_last)
         y = torch.randint(0, 1000, (bs,), device=dev)
         acts: dict[str, float] = {}
-        hooks = [getattr(model, n).register_forward_hook(
-            lambda _m, _i, out, n=n: acts.__setitem__(n, float(out.detach().float().abs().max())))
-            for n in ("layer1", "layer2", "layer3", "layer4", "fc")]
+        hooks = [
+            getattr(model, n).register_forward_hook(
+                lambda _m, _i, out, n=n: acts.__setitem__(n, float(out.detach().float().abs().max()))
+            )
+            for n in ("layer1", "layer2", "layer3", "layer4", "fc")
+        ]
         grads: dict[str, float] = {}  # largest |d loss / d output| of each stage, loss-scaled, in fp32
-        hooks += [getattr(model, n).register_full_backward_hook(
-            lambda _m, _gi, go, n=n: grads.__setitem__(n, float(go[0].detach().float().abs().max())))
-            for n in ("layer1", "layer2", "layer3", "layer4", "fc")]
+        hooks += [
+            getattr(model, n).register_full_backward_hook(
+                lambda _m, _gi, go, n=n: grads.__setitem__(n, float(go[0].detach().float().abs().max()))
+            )
+            for n in ("layer1", "layer2", "layer3", "layer4", "fc")
+        ]
         trace = []
         for i in range(steps):
             with torch.autocast(dev.type, dtype=torch.float16):
@@ -170,12 +253,26 @@ def part_fp16(o: Out, smoke: bool) -> None:
             scaler.step(opt)
             scaler.update()
             opt.zero_grad(set_to_none=True)
-            trace.append({"step": i, "loss": float(loss.detach()), "scale": scaler.get_scale(), "grads_finite": grads_finite,
-                          "max_act": dict(acts), "max_grad_out": dict(grads)})
+            trace.append(
+                {
+                    "step": i,
+                    "loss": float(loss.detach()),
+                    "scale": scaler.get_scale(),
+                    "grads_finite": grads_finite,
+                    "max_act": dict(acts),
+                    "max_grad_out": dict(grads),
+                }
+            )
         for h in hooks:
             h.remove()
-        o.add("fp16", f"zero_init={zero_init}", first=trace[0], last=trace[-1],
-              losses=[round(t["loss"], 3) for t in trace], scales=[t["scale"] for t in trace])
+        o.add(
+            "fp16",
+            f"zero_init={zero_init}",
+            first=trace[0],
+            last=trace[-1],
+            losses=[round(t["loss"], 3) for t in trace],
+            scales=[t["scale"] for t in trace],
+        )
 
 
 def main() -> None:
@@ -192,16 +289,26 @@ def main() -> None:
     o = Out(args.out)
     for part in args.parts.split(","):
         t0 = time.perf_counter()
-        {"loader": lambda: part_loader(o, args.out, args.smoke, workers, 1.0 if args.smoke else args.seconds,
-                                     [s for s in args.strategies.split(",") if s]),
-         "trials": lambda: part_trials(o, args.out, args.smoke, workers),
-         "fp16": lambda: part_fp16(o, args.smoke)}[part]()
+        {
+            "loader": lambda: part_loader(
+                o,
+                args.out,
+                args.smoke,
+                workers,
+                1.0 if args.smoke else args.seconds,
+                [s for s in args.strategies.split(",") if s],
+            ),
+            "trials": lambda: part_trials(o, args.out, args.smoke, workers),
+            "fp16": lambda: part_fp16(o, args.smoke),
+        }[part]()
         print(f"== part {part}: {time.perf_counter() - t0:.0f} s", flush=True)
     print("\n| part | name | img/s | limit | wait | util |")
     for r in o.rows:
         v = r.get("img_s") or r.get("throughput")
-        print(f"| {r['part']} | {r['name']} | {v if v is None else round(v)} | {r.get('data_limit_stage', '')} | "
-              f"{r.get('data_wait_frac', '')} | {r.get('gpu_util_mean', '')} | {r.get('error', r.get('status', ''))}")
+        print(
+            f"| {r['part']} | {r['name']} | {v if v is None else round(v)} | {r.get('data_limit_stage', '')} | "
+            f"{r.get('data_wait_frac', '')} | {r.get('gpu_util_mean', '')} | {r.get('error', r.get('status', ''))}"
+        )
 
 
 if __name__ == "__main__":

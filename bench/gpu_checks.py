@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-import gpu_validate as gv
+import gpu_validate as gv  # noqa: E402
 
 TARGET = 0.02  # the README's accuracy target: the tool within 2 % of the reference
 SHORT_KERNELS = ((4096, 4096, 4096, "bf16"), (4096, 4096, 4096, "fp16"), (8192, 1024, 8192, "bf16"))
@@ -51,8 +51,13 @@ def _back_to_back_ms(m: int, n: int, k: int, dtype_name: str, calls: int = 2000)
     import torch
 
     dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32, "fp32": torch.float32}
-    bufs = [(torch.randn(m, k, device="cuda").to(dtypes[dtype_name]), torch.randn(k, n, device="cuda").to(
-        dtypes[dtype_name])) for _ in range(4)]
+    bufs = [
+        (
+            torch.randn(m, k, device="cuda").to(dtypes[dtype_name]),
+            torch.randn(k, n, device="cuda").to(dtypes[dtype_name]),
+        )
+        for _ in range(4)
+    ]
     out = torch.empty(m, n, device="cuda", dtype=dtypes[dtype_name])
     for i in range(calls):
         torch.matmul(*bufs[i % 4], out=out)
@@ -74,26 +79,58 @@ def stage_accuracy(b: Checks) -> None:
         for m, n, k, dt in SHORT_KERNELS:
             ref = _back_to_back_ms(m, n, k, dt)
             tool = next((r for r in reversed(b.rows) if r["name"] == f"matmul-{m}x{n}x{k}-{dt}-do_bench"), {})
-            b.record("accuracy", f"matmul-{m}x{n}x{k}-{dt}-back_to_back", ref_ms=ref, tool_ms=tool.get("tool_ms"),
-                     tool_over_ref_time=(tool.get("tool_ms") or float("nan")) / ref,
-                     do_bench_ms=tool.get("ref_ms"))
-    ratios = {r["name"]: r["tool_over_ref_time"] for r in b.rows[first:]
-              if r["name"].endswith(("-do_bench", "-autorange")) and r.get("tool_over_ref_time")}
+            b.record(
+                "accuracy",
+                f"matmul-{m}x{n}x{k}-{dt}-back_to_back",
+                ref_ms=ref,
+                tool_ms=tool.get("tool_ms"),
+                tool_over_ref_time=(tool.get("tool_ms") or float("nan")) / ref,
+                do_bench_ms=tool.get("ref_ms"),
+            )
+    ratios = {
+        r["name"]: r["tool_over_ref_time"]
+        for r in b.rows[first:]
+        if r["name"].endswith(("-do_bench", "-autorange")) and r.get("tool_over_ref_time")
+    }
     if ratios:
         dev = {name: abs(v - 1) for name, v in ratios.items()}
-        b.record("accuracy", "summary", configurations=len(ratios), median_abs_dev=statistics.median(dev.values()),
-                 worst=max(dev, key=dev.get), worst_abs_dev=max(dev.values()),
-                 over_target=sorted(n for n, d in dev.items() if d > TARGET))
+        b.record(
+            "accuracy",
+            "summary",
+            configurations=len(ratios),
+            median_abs_dev=statistics.median(dev.values()),
+            worst=max(dev, key=dev.get),
+            worst_abs_dev=max(dev.values()),
+            over_target=sorted(n for n, d in dev.items() if d > TARGET),
+        )
 
 
 def stage_gpu_tests(b: Checks) -> None:
     """``pytest -m gpu``: every GPU-only test, its output kept; one row per test with its outcome."""
     xml = b.out / "gpu_tests.xml"
-    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-v", "-rA", "-p", "no:cacheprovider", f"--junitxml={xml}",
-           str(ROOT / "tests")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-m",
+        "gpu",
+        "-v",
+        "-rA",
+        "-p",
+        "no:cacheprovider",
+        f"--junitxml={xml}",
+        str(ROOT / "tests"),
+    ]
     t0 = time.time()
-    proc = subprocess.run(cmd, check=False, cwd=ROOT, capture_output=True, text=True, timeout=480,
-                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.run(
+        cmd,
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=480,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     (b.out / "gpu_tests.log").write_text(f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
     counts: dict[str, int] = {}
     if xml.is_file():
@@ -101,10 +138,12 @@ def stage_gpu_tests(b: Checks) -> None:
             kinds = [c.tag for c in case if c.tag in ("failure", "error", "skipped")]
             outcome = kinds[0] if kinds else "passed"
             counts[outcome] = counts.get(outcome, 0) + 1
-            name = f"{case.get('classname')}::{case.get('name')}" if case.get("name") else \
-                f"collection of {case.get('classname')}"  # a module skipped as a whole (e.g. no Chromium)
-            b.record("gpu_tests", name, outcome=outcome,
-                     seconds=float(case.get("time") or 0))
+            name = (
+                f"{case.get('classname')}::{case.get('name')}"
+                if case.get("name")
+                else f"collection of {case.get('classname')}"
+            )  # a module skipped as a whole (e.g. no Chromium)
+            b.record("gpu_tests", name, outcome=outcome, seconds=float(case.get("time") or 0))
     b.record("gpu_tests", "summary", exit_code=proc.returncode, wall_s=time.time() - t0, **counts)
 
 
@@ -115,18 +154,31 @@ def stage_baseline(b: Checks) -> None:
     configs = {
         "fp32-defaults": ["knobs.precision=fp32"],
         "fp32-strict": ["knobs.precision=fp32-strict"],
-        "recipe": ["knobs.precision=bf16", "knobs.memory_format=channels_last", "knobs.cudnn_benchmark=true",
-                   f"knobs.optimizer_impl={opt}"],
+        "recipe": [
+            "knobs.precision=bf16",
+            "knobs.memory_format=channels_last",
+            "knobs.cudnn_benchmark=true",
+            f"knobs.optimizer_impl={opt}",
+        ],
     }
     measured: dict[str, Any] = {}
     for name, overrides in configs.items():
-        row = b.tool("baseline", name, "resnet50", [*overrides, f"knobs.batch_size={bs}"]
-                     + ([] if b.smoke else ["measure.min_time_s=3.0"]), keep=("steps_measured", "measured_s"))
+        row = b.tool(
+            "baseline",
+            name,
+            "resnet50",
+            [*overrides, f"knobs.batch_size={bs}"] + ([] if b.smoke else ["measure.min_time_s=3.0"]),
+            keep=("steps_measured", "measured_s"),
+        )
         measured[name] = row.get("throughput")
     if all(measured.values()):
-        b.record("baseline", "speedups", defaults_over_strict=measured["fp32-defaults"] / measured["fp32-strict"],
-                 recipe_over_defaults=measured["recipe"] / measured["fp32-defaults"],
-                 recipe_over_strict=measured["recipe"] / measured["fp32-strict"])
+        b.record(
+            "baseline",
+            "speedups",
+            defaults_over_strict=measured["fp32-defaults"] / measured["fp32-strict"],
+            recipe_over_defaults=measured["recipe"] / measured["fp32-defaults"],
+            recipe_over_strict=measured["recipe"] / measured["fp32-strict"],
+        )
 
 
 STAGES = {"accuracy": stage_accuracy, "gpu_tests": stage_gpu_tests, "baseline": stage_baseline}

@@ -30,7 +30,11 @@ def run(precision: str, batch: int, compile_mode: str, zero_init: bool, seconds:
     opt = torch.optim.SGD(model.parameters(), lr=0.1 * batch / 256, momentum=0.9, fused=True)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
     scaler = torch.amp.GradScaler("cuda", enabled=precision == "fp16")
-    fwd = model if compile_mode == "off" else torch.compile(model, mode=None if compile_mode == "default" else compile_mode)
+    fwd = (
+        model
+        if compile_mode == "off"
+        else torch.compile(model, mode=None if compile_mode == "default" else compile_mode)
+    )
     x = torch.randn(batch, 3, 224, 224, device=dev).contiguous(memory_format=torch.channels_last)
     y = torch.randint(0, 1000, (batch,), device=dev)
 
@@ -61,10 +65,19 @@ def run(precision: str, batch: int, compile_mode: str, zero_init: bool, seconds:
                 break
     wall = time.perf_counter() - t0
     finite = bool(torch.isfinite(torch.stack(losses)).all())
-    return {"precision": precision, "batch": batch, "compile": compile_mode, "zero_init": zero_init,
-            "img_s": n * batch / wall, "steps": n, "first_step_s": first_s, "finite": finite,
-            "loss_last": float(losses[-1]), "scale": float(scaler.get_scale()) if scaler.is_enabled() else None,
-            "peak_mem_gib": torch.cuda.max_memory_allocated() / 2**30}
+    return {
+        "precision": precision,
+        "batch": batch,
+        "compile": compile_mode,
+        "zero_init": zero_init,
+        "img_s": n * batch / wall,
+        "steps": n,
+        "first_step_s": first_s,
+        "finite": finite,
+        "loss_last": float(losses[-1]),
+        "scale": float(scaler.get_scale()) if scaler.is_enabled() else None,
+        "peak_mem_gib": torch.cuda.max_memory_allocated() / 2**30,
+    }
 
 
 def main() -> None:

@@ -4,8 +4,8 @@ The rows are built from real recorded sweeps (tests/fixtures/report/*): every ro
 values, and gets ``study`` (``scale-<k>``), ``trial`` (a fresh number) and a numeric knob, ``knob.batch_size``,
 that takes a NEW value in every trial of its study (1, 2, ..., as ``range(1, N)`` or an integer ``interval`` knob
 samples), recorded in the rows' ``space`` as an IntDistribution. So every row of a study is a distinct
-configuration: ranking, intervals, importance and marginals run over 1,000 configurations per study at 10,000
-rows, not over a few hundred repeated ones. Each row is written as its own Parquet file with
+configuration: ranking, intervals, importance and marginals run over 1,000 configurations per study at
+10,000 rows, not over a few hundred repeated ones. Each row is written as its own Parquet file with
 ``sweeper.results.store.write_row`` (as the sweeper writes them). Then it times, in this process:
 
 - read (cold): every Parquet file parsed, the report's cache written;
@@ -15,7 +15,8 @@ rows, not over a few hundred repeated ones. Each row is written as its own Parqu
 - and the whole CLI (``python -m sweeper.report``), in a subprocess, cold and cached.
 
 Then the results as they look after the sweeps ended: every study compacted (``sweeper.results.store.compact`` per
-study, one file per study instead of one per trial), timed as "compaction"; the read with the cache written before compaction
+study, one file per study instead of one per trial), timed as "compaction"; the read with the cache written before
+compaction
 (what a sweep's end does), the cold read, and the whole CLI again, cold and cached. ``--compacted-only`` writes
 each study as one compacted file directly (for 100,000 rows, where 100,000 small files would take most of an hour
 to write on a 2-core machine) and times only that part.

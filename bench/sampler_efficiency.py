@@ -37,8 +37,8 @@ from omegaconf import OmegaConf
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sweeper.sweep import study as studies  # noqa: E402
 from sweeper.results.outcome import Status, TrialOutcome  # noqa: E402
+from sweeper.sweep import study as studies  # noqa: E402
 from sweeper.sweep.space import SearchSpace, build_space  # noqa: E402
 
 OBJECTIVES = [("throughput", "maximize")]
@@ -117,13 +117,19 @@ def replay(name: str, seed: int, land: Landscape, target: float, first: list[dic
             continue
         value, cost = land.lookup[key]
         if key in seen:
-            outcome = TrialOutcome(Status.SKIPPED, "duplicate:0", metrics={} if value is None else {"throughput": value})
+            outcome = TrialOutcome(
+                Status.SKIPPED, "duplicate:0", metrics={} if value is None else {"throughput": value}
+            )
         else:
             spent += cost or 0.0
             status = Status.INFEASIBLE if value is None else Status.COMPLETE
-            outcome = TrialOutcome(status, "oom" if value is None else "",
-                                   metrics={} if value is None else {"throughput": value},
-                                   started_at=0.0, ended_at=cost or 0.0)
+            outcome = TrialOutcome(
+                status,
+                "oom" if value is None else "",
+                metrics={} if value is None else {"throughput": value},
+                started_at=0.0,
+                ended_at=cost or 0.0,
+            )
         seen.add(key)
         studies.tell(study, trial, outcome, OBJECTIVES)
         if value is not None and value >= target:
@@ -140,8 +146,14 @@ def summarize(name: str, runs: list[Replay], size: int) -> dict[str, Any]:
     """Median and p90 over seeds; a missed seed counts as the whole grid plus one (and no time)."""
     counts = [r.configurations if r.configurations is not None else size + 1 for r in runs]
     med, p90 = _median_p90(counts)
-    row = {"sampler": name, "median": med, "pct_of_grid": round(100 * med / size, 1), "p90": p90,
-           "missed": sum(r.configurations is None for r in runs), "seeds": len(runs)}
+    row = {
+        "sampler": name,
+        "median": med,
+        "pct_of_grid": round(100 * med / size, 1),
+        "p90": p90,
+        "missed": sum(r.configurations is None for r in runs),
+        "seeds": len(runs),
+    }
     seconds = [r.seconds for r in runs if r.seconds is not None]
     if len(seconds) == len(runs):
         row["median_s"], row["p90_s"] = (round(v) for v in _median_p90(seconds))
@@ -162,8 +174,10 @@ def main() -> None:
     target = (1 - args.within) * best
     size = len(land.lookup)
     total_s = sum(c for _v, c in land.lookup.values() if c is not None)
-    print(f"landscape {args.landscape.name}: {size} configurations, best {best:.4g}, target >= {target:.4g}"
-          + (f", grid measured in {total_s:.0f} s" if total_s else ""))
+    print(
+        f"landscape {args.landscape.name}: {size} configurations, best {best:.4g}, target >= {target:.4g}"
+        + (f", grid measured in {total_s:.0f} s" if total_s else "")
+    )
     print(f"every sampler measures first: {land.baseline or 'nothing (the defaults are outside the grid)'}")
     swept = {k: v for k, v in land.expensive.items() if k in land.space.params}
     print(f"expensive knobs (held cheap while screening): {swept or 'none swept in this space'}")
@@ -178,8 +192,11 @@ def main() -> None:
         runs = [replay(label.split("+")[0], seed, land, target, first, budget=20 * size) for seed in range(args.seeds)]
         row = summarize(label, runs, size)
         rows.append(row)
-        print(f"{label:<14} {row['median']:>7.1f} {row['pct_of_grid']:>6.1f}% {row['p90']:>5} {row['missed']:>6} "
-              f"{row.get('median_s', '-'):>9} {row.get('p90_s', '-'):>7}", flush=True)
+        print(
+            f"{label:<14} {row['median']:>7.1f} {row['pct_of_grid']:>6.1f}% {row['p90']:>5} {row['missed']:>6} "
+            f"{row.get('median_s', '-'):>9} {row.get('p90_s', '-'):>7}",
+            flush=True,
+        )
     pd.DataFrame(rows).to_csv(args.out or args.landscape.with_suffix(".samplers.csv"), index=False)
 
 

@@ -15,8 +15,9 @@ def _import_own_workloads() -> None:
     if "workloads" in sys.modules:
         return
     folder = Path(__file__).resolve().parent.parent / "workloads"
-    spec = importlib.util.spec_from_file_location("workloads", folder / "__init__.py",
-                                                  submodule_search_locations=[str(folder)])
+    spec = importlib.util.spec_from_file_location(
+        "workloads", folder / "__init__.py", submodule_search_locations=[str(folder)]
+    )
     if spec is None or spec.loader is None or not (folder / "__init__.py").is_file():
         return  # an unusual install: the ordinary import decides
     module = importlib.util.module_from_spec(spec)

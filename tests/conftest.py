@@ -12,8 +12,14 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_cli(args: list[str], results: Path | None = None, timeout: float = 300, env: dict[str, str] | None = None,
-            module: str = "sweeper", check: bool = False) -> subprocess.CompletedProcess:
+def run_cli(
+    args: list[str],
+    results: Path | None = None,
+    timeout: float = 300,
+    env: dict[str, str] | None = None,
+    module: str = "sweeper",
+    check: bool = False,
+) -> subprocess.CompletedProcess:
     """``python -m <module> <args> results_dir=<results>`` in a subprocess; returns the completed process."""
     cmd = [sys.executable, "-m", module, *args]
     if results is not None and module == "sweeper":
@@ -21,7 +27,9 @@ def run_cli(args: list[str], results: Path | None = None, timeout: float = 300, 
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200", **(env or {})}
     proc = subprocess.run(cmd, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}")
+        raise AssertionError(
+            f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
+        )
     return proc
 
 

@@ -18,14 +18,20 @@ import pyarrow.parquet as pq
 import pytest
 from optuna.trial import TrialState
 
-from conftest import ROOT, run_cli
 from sweeper.results import store
 from sweeper.sweep.space import build_space
 
+from conftest import ROOT, run_cli
+
 FAULTS = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=faults"]
 # trial.timeout_s: the first trial starts the forkserver (imports torch), which takes long on a loaded machine.
-QUICK = [*FAULTS, "-m", "hydra.sweeper.params={knobs.fault:none,knobs.work:'range(8,1000)'}",
-         "hydra.sweeper.sampler=random", "trial.timeout_s=300"]
+QUICK = [
+    *FAULTS,
+    "-m",
+    "hydra.sweeper.params={knobs.fault:none,knobs.work:'range(8,1000)'}",
+    "hydra.sweeper.sampler=random",
+    "trial.timeout_s=300",
+]
 
 
 def _one_line_exit_2(proc: subprocess.CompletedProcess, expected_start: str, results: Path) -> None:
@@ -41,8 +47,10 @@ def _one_line_exit_2(proc: subprocess.CompletedProcess, expected_start: str, res
 
 BAD = [
     # item 1: a knob value of the wrong type, swept or not, single run or sweep
-    (["+workload=matmul", "knobs.transpose_a=yes"], "`knobs.transpose_a`: 'yes' is a string but the workload "
-     "declares a bool (default False); give true or false"),
+    (
+        ["+workload=matmul", "knobs.transpose_a=yes"],
+        "`knobs.transpose_a`: 'yes' is a string but the workload declares a bool (default False); give true or false",
+    ),
     (["+workload=matmul", "-m", "knobs.allow_tf32=yes"], "`knobs.allow_tf32`: 'yes' is a string"),
     (["+workload=matmul", "-m", "knobs.allow_tf32=1"], "`knobs.allow_tf32`: 1 is an int"),
     (["+workload=matmul", "workload.m=1.5"], "`workload.m`: 1.5 is a float but the workload declares an int"),
@@ -63,28 +71,43 @@ BAD = [
     (["+workload=matmul", "-m", "knobs.dtype=choice()"], "`knobs.dtype`: cannot parse 'choice()'"),
     (["+workload=matmul", "-m", "knobs.dtype=choice(fp32"], "`knobs.dtype`: cannot parse 'choice(fp32'"),
     (["+workload=matmul", "knobs.dtype="], "`knobs.dtype`: is empty"),
-    (["+workload=matmul", "knobs.dtype=fp64"], "`knobs.dtype`: 'fp64' is not a value workload 'matmul' can run; use "
-     "one of: fp32, tf32, fp16, bf16"),
+    (
+        ["+workload=matmul", "knobs.dtype=fp64"],
+        "`knobs.dtype`: 'fp64' is not a value workload 'matmul' can run; use one of: fp32, tf32, fp16, bf16",
+    ),
     (["+workload=resnet50", "-m", "knobs.compile=choice(off,turbo)"], "`knobs.compile`: 'turbo' is not a value"),
     (["+workload=transformer_block", "knobs.sdpa_backend=fastest"], "`knobs.sdpa_backend`: 'fastest' is not a value"),
     (["+workload=matmul", "-m", "knobs.dtype="], "`knobs.dtype`: is empty"),
     # item 8: expressions that would fail or cost without bound at evaluation time
-    (["+workload=matmul", "-m", "+hydra.sweeper.constraints=['workload.m / 0 > 1']"],
-     "`hydra.sweeper.constraints[0]`: 'workload.m / 0 > 1' cannot be evaluated with the defaults "
-     "(ZeroDivisionError"),
-    (["+workload=matmul", "-m", "+hydra.sweeper.constraints=['knobs.dtype + 1 > 0']"],
-     "`hydra.sweeper.constraints[0]`: 'knobs.dtype + 1 > 0' cannot be evaluated with the defaults (TypeError"),
-    (["+workload=matmul", "-m", "+hydra.sweeper.constraints=['\"ab\" * 100000000 == \"\"']"],
-     "`hydra.sweeper.constraints[0]`: '\"ab\" * 100000000 == \"\"' cannot be evaluated with the defaults (a "
-     "repetition"),
-    (["+workload=matmul", "-m", "+hydra.sweeper.constraints=['workload.m < 10 ** 400']"],
-     "`hydra.sweeper.constraints[0]`: 'workload.m < 10 ** 400' uses Pow"),
-    (["+workload=matmul", "-m", "+hydra.sweeper.constraints=['" + " + ".join(["workload.m"] * 1200) + " > 0']"],
-     "`hydra.sweeper.constraints[0]`: the expression has"),
-    (["+workload=matmul", "-m", "+hydra.sweeper.constraints=['" + " + ".join(["workload.m"] * 60) + " > 0']"],
-     "`hydra.sweeper.constraints[0]`: the expression is too large"),
-    (["+workload=matmul", "-m", "++hydra.sweeper.conditions={knobs.fp16_reduced_precision:'1 // 0 == 0'}"],
-     "`hydra.sweeper.conditions.knobs.fp16_reduced_precision`: '1 // 0 == 0' cannot be evaluated"),
+    (
+        ["+workload=matmul", "-m", "+hydra.sweeper.constraints=['workload.m / 0 > 1']"],
+        "`hydra.sweeper.constraints[0]`: 'workload.m / 0 > 1' cannot be evaluated with the defaults (ZeroDivisionError",
+    ),
+    (
+        ["+workload=matmul", "-m", "+hydra.sweeper.constraints=['knobs.dtype + 1 > 0']"],
+        "`hydra.sweeper.constraints[0]`: 'knobs.dtype + 1 > 0' cannot be evaluated with the defaults (TypeError",
+    ),
+    (
+        ["+workload=matmul", "-m", '+hydra.sweeper.constraints=[\'"ab" * 100000000 == ""\']'],
+        '`hydra.sweeper.constraints[0]`: \'"ab" * 100000000 == ""\' cannot be evaluated with the defaults (a '
+        "repetition",
+    ),
+    (
+        ["+workload=matmul", "-m", "+hydra.sweeper.constraints=['workload.m < 10 ** 400']"],
+        "`hydra.sweeper.constraints[0]`: 'workload.m < 10 ** 400' uses Pow",
+    ),
+    (
+        ["+workload=matmul", "-m", "+hydra.sweeper.constraints=['" + " + ".join(["workload.m"] * 1200) + " > 0']"],
+        "`hydra.sweeper.constraints[0]`: the expression has",
+    ),
+    (
+        ["+workload=matmul", "-m", "+hydra.sweeper.constraints=['" + " + ".join(["workload.m"] * 60) + " > 0']"],
+        "`hydra.sweeper.constraints[0]`: the expression is too large",
+    ),
+    (
+        ["+workload=matmul", "-m", "++hydra.sweeper.conditions={knobs.fp16_reduced_precision:'1 // 0 == 0'}"],
+        "`hydra.sweeper.conditions.knobs.fp16_reduced_precision`: '1 // 0 == 0' cannot be evaluated",
+    ),
 ]
 
 
@@ -98,7 +121,8 @@ def test_results_dir_that_is_a_file_or_read_only(tmp_path: Path) -> None:
     file.write_text("not a folder")
     proc = run_cli(["+workload=matmul", "-m", f"results_dir={file}"], timeout=120)
     assert proc.returncode == 2 and proc.stderr.strip() == (
-        f"error: `results_dir`: '{file}' is a file; give a folder, e.g. results_dir=results"), proc.stderr
+        f"error: `results_dir`: '{file}' is a file; give a folder, e.g. results_dir=results"
+    ), proc.stderr
     ro = tmp_path / "ro"
     ro.mkdir()
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1M", "tmpfs", str(ro)]).returncode != 0:
@@ -106,7 +130,8 @@ def test_results_dir_that_is_a_file_or_read_only(tmp_path: Path) -> None:
     try:
         proc = run_cli(["+workload=matmul", f"results_dir={ro / 'r'}"], timeout=120)
         assert proc.returncode == 2 and proc.stderr.strip().startswith(
-            f"error: `results_dir`: '{ro}' is not writable"), proc.stderr
+            f"error: `results_dir`: '{ro}' is not writable"
+        ), proc.stderr
     finally:
         subprocess.run(["umount", str(ro)])
 
@@ -115,9 +140,19 @@ def test_expression_error_at_sampling_time_skips_the_configuration(tmp_path: Pat
     """A constraint that divides by a sampled value of zero: that configuration is skipped with the reason, the
     sweep goes on, and no trial stays RUNNING."""
     results = tmp_path / "results"
-    proc = run_cli([*FAULTS, "-m", "hydra.sweeper.params={knobs.fault:none,knobs.work:'choice(0,16)'}",
-                    "hydra.sweeper.sampler=grid", "+hydra.sweeper.constraints=['100 / knobs.work > 1']",
-                    "hydra.sweeper.n_trials=2", "trial.timeout_s=300"], results, timeout=300)
+    proc = run_cli(
+        [
+            *FAULTS,
+            "-m",
+            "hydra.sweeper.params={knobs.fault:none,knobs.work:'choice(0,16)'}",
+            "hydra.sweeper.sampler=grid",
+            "+hydra.sweeper.constraints=['100 / knobs.work > 1']",
+            "hydra.sweeper.n_trials=2",
+            "trial.timeout_s=300",
+        ],
+        results,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     df = store.read_results(results).set_index("knob.work")
     assert df.loc[0, "status"] == "skipped" and df.loc[0, "reason"].startswith("invalid:ZeroDivisionError")
@@ -137,15 +172,26 @@ def test_expressions_are_bounded_in_the_space_builder() -> None:
 
 # ---------------------------------------------------------------------------------------------------- reading
 
+
 def test_reader_survives_mixed_types_on_disk(tmp_path: Path) -> None:
     """Rows written before types were validated (a string where other files hold a bool, an int where others hold
     a float): the report runs, warns naming the column and the file, and the cache keeps refreshing."""
     results = tmp_path / "results"
     trials = results / "trials"
     trials.mkdir(parents=True)
-    base = {"study": "s", "trial": 0, "status": "complete", "reason": "", "workload": "matmul",
-            "objectives": "throughput:maximize", "throughput": 1.0, "throughput_unit": "x/s",
-            "started_at": pd.Timestamp("2026-12-01", tz="UTC"), "knob.allow_tf32": False, "knob.m": 8.0}
+    base = {
+        "study": "s",
+        "trial": 0,
+        "status": "complete",
+        "reason": "",
+        "workload": "matmul",
+        "objectives": "throughput:maximize",
+        "throughput": 1.0,
+        "throughput_unit": "x/s",
+        "started_at": pd.Timestamp("2026-12-01", tz="UTC"),
+        "knob.allow_tf32": False,
+        "knob.m": 8.0,
+    }
     for n, extra in enumerate([{}, {"knob.allow_tf32": True, "knob.m": 16}, {"knob.allow_tf32": "yes"}]):
         row = {**base, "trial": n, "throughput": 1.0 + n, **extra}
         pq.write_table(pa.Table.from_pylist([row]), trials / f"s-0123456789.{n:06d}.parquet")
@@ -216,10 +262,18 @@ def test_study_file_names_are_injective_and_visible() -> None:
 @pytest.mark.parametrize("study", ['odd "name" é', "../../up", "_lead"])
 def test_any_study_name_and_quotes_reach_the_trial_intact(tmp_path: Path, study: str) -> None:
     results = tmp_path / 'res"ults'
-    proc = run_cli([*FAULTS, "-m", f"hydra.sweeper.study_name='{study}'", "hydra.sweeper.n_trials=1",
-                    "hydra.sweeper.params={knobs.fault:none,knobs.work:16}", f"results_dir='{results}'",
-                    "trial.timeout_s=300"],
-                   timeout=300)
+    proc = run_cli(
+        [
+            *FAULTS,
+            "-m",
+            f"hydra.sweeper.study_name='{study}'",
+            "hydra.sweeper.n_trials=1",
+            "hydra.sweeper.params={knobs.fault:none,knobs.work:16}",
+            f"results_dir='{results}'",
+            "trial.timeout_s=300",
+        ],
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     files = store.trial_files(results / "trials")
     assert len(files) == 1 and files[0].parent == results / "trials" and files[0].name[0].isalnum()
@@ -228,6 +282,7 @@ def test_any_study_name_and_quotes_reach_the_trial_intact(tmp_path: Path, study:
 
 
 # ---------------------------------------------------------------------------------------------------- layout (#19)
+
 
 def test_four_readers_read_every_column_of_a_mixed_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two workloads in one folder: pandas, pyarrow, DuckDB and polars, with the README's commands, read every
@@ -260,6 +315,7 @@ def test_four_readers_read_every_column_of_a_mixed_folder(tmp_path: Path, monkey
 
 # ---------------------------------------------------------------------------------------------------- secrets
 
+
 @pytest.mark.skipif(not os.environ.get("KNOB_SWEEPER_PG_URL"), reason="needs PostgreSQL (KNOB_SWEEPER_PG_URL)")
 def test_storage_password_is_never_printed_or_written(tmp_path: Path) -> None:
     import psycopg
@@ -275,8 +331,17 @@ def test_storage_password_is_never_printed_or_written(tmp_path: Path) -> None:
 
     results = tmp_path / "results"
     name = f"secret-{uuid.uuid4().hex[:8]}"  # the server outlives the test
-    proc = run_cli([*QUICK, "hydra.sweeper.n_trials=2", f"hydra.sweeper.study_name={name}",
-                    f"hydra.sweeper.storage={url}", "hydra.sweeper.pruner.type=median"], results, timeout=300)
+    proc = run_cli(
+        [
+            *QUICK,
+            "hydra.sweeper.n_trials=2",
+            f"hydra.sweeper.study_name={name}",
+            f"hydra.sweeper.storage={url}",
+            "hydra.sweeper.pruner.type=median",
+        ],
+        results,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert password not in proc.stdout + proc.stderr
     saved = [p.read_text() for p in (results / "multirun").rglob("*.yaml")]
@@ -294,13 +359,15 @@ def test_storage_password_is_never_printed_or_written(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------------------------------------- interrupts
 
+
 def _start(args: list[str], results: Path, log: Path) -> subprocess.Popen:
     """The sweeper in its own session (as a terminal runs it); output to files, so that waiting for it waits for the
     sweeper only (the forkserver it leaves to exit by itself holds inherited pipes a little longer)."""
     cmd = [sys.executable, "-m", "sweeper", *args, f"results_dir={results}"]
     with open(log.with_suffix(".out"), "w") as out, open(log.with_suffix(".err"), "w") as err:
-        return subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdout=out, stderr=err,
-                                start_new_session=True)
+        return subprocess.Popen(
+            cmd, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdout=out, stderr=err, start_new_session=True
+        )
 
 
 def _wait_running(results: Path, study: str, number: int, timeout: float = 180) -> None:
@@ -319,8 +386,13 @@ def _wait_running(results: Path, study: str, number: int, timeout: float = 180) 
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_interrupt_stops_within_seconds_and_records_interrupted(tmp_path: Path, sig: int, code: int) -> None:
     results = tmp_path / "results"
-    args = [*FAULTS, "-m", "hydra.sweeper.n_trials=3", "hydra.sweeper.params={knobs.fault:hang,knobs.work:16}",
-            "trial.timeout_s=600"]
+    args = [
+        *FAULTS,
+        "-m",
+        "hydra.sweeper.n_trials=3",
+        "hydra.sweeper.params={knobs.fault:hang,knobs.work:16}",
+        "trial.timeout_s=600",
+    ]
     proc = _start(args, results, tmp_path / "sweep")
     _wait_running(results, "faults", 0)
     time.sleep(2)  # the trial process hangs in its step now
@@ -370,8 +442,11 @@ def test_full_disk_one_line_and_resumable(tmp_path: Path) -> None:
         if (disk / "results").exists():
             shutil.copytree(disk / "results", moved)
         subprocess.run(["umount", str(disk)])
-    proc = run_cli([*args[:-3], "hydra.sweeper.n_trials=1", "hydra.sweeper.seed=0",
-                    f"hydra.sweeper.storage=sqlite:///{db}"], moved, timeout=400)
+    proc = run_cli(
+        [*args[:-3], "hydra.sweeper.n_trials=1", "hydra.sweeper.seed=0", f"hydra.sweeper.storage=sqlite:///{db}"],
+        moved,
+        timeout=400,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     df = store.read_results(moved)
     study = optuna.load_study(study_name="faults", storage=f"sqlite:///{db}")
@@ -379,6 +454,7 @@ def test_full_disk_one_line_and_resumable(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------- resume
+
 
 def test_row_written_before_the_crash_is_told_on_resume(tmp_path: Path) -> None:
     """The sweeper died between a trial's row and the tell: the study is told what the row says (one truth)."""
@@ -413,7 +489,8 @@ def test_seeded_command_run_again_samples_new_configurations(tmp_path: Path) -> 
     assert df["knob.work"].nunique() == 8
 
 
-# ---------------------------------------------------------------------------------------------------- the report's input
+# -------------------------------------------------------------------------------------------------- the report's input
+
 
 def test_report_rejects_rows_that_are_not_trial_rows(tmp_path: Path) -> None:
     trials = tmp_path / "r" / "trials"
@@ -422,7 +499,8 @@ def test_report_rejects_rows_that_are_not_trial_rows(tmp_path: Path) -> None:
     proc = run_cli([str(tmp_path / "r")], module="sweeper.report", timeout=120)
     assert proc.returncode == 2 and proc.stderr.strip() == (
         f"error: `results`: the rows under {tmp_path / 'r'} have no study, status, workload, started_at column; they "
-        "are not trial rows of this tool (pass the folder a sweep wrote)"), proc.stderr[-2000:]
+        "are not trial rows of this tool (pass the folder a sweep wrote)"
+    ), proc.stderr[-2000:]
 
 
 def test_report_on_a_read_only_results_folder(tmp_path: Path) -> None:
@@ -435,10 +513,15 @@ def test_report_on_a_read_only_results_folder(tmp_path: Path) -> None:
         assert subprocess.run(["mount", "-o", "remount,ro", str(ro)]).returncode == 0
         proc = run_cli([str(ro / "results")], module="sweeper.report", timeout=300)
         assert proc.returncode == 2, proc.stderr[-2000:]
-        assert proc.stderr.strip() == (f"error: `--out`: cannot write {ro / 'results' / 'report.md'} (Read-only file "
-                                       "system); pass --out PATH in a folder you can write"), proc.stderr[-2000:]
-        proc = run_cli([str(ro / "results"), "--out", str(tmp_path / "r.md"), "--html", str(tmp_path / "r.html")],
-                       module="sweeper.report", timeout=300)
+        assert proc.stderr.strip() == (
+            f"error: `--out`: cannot write {ro / 'results' / 'report.md'} (Read-only file "
+            "system); pass --out PATH in a folder you can write"
+        ), proc.stderr[-2000:]
+        proc = run_cli(
+            [str(ro / "results"), "--out", str(tmp_path / "r.md"), "--html", str(tmp_path / "r.html")],
+            module="sweeper.report",
+            timeout=300,
+        )
         assert proc.returncode == 0 and (tmp_path / "r.md").is_file(), proc.stderr[-2000:]
     finally:
         subprocess.run(["umount", str(ro)])

@@ -168,17 +168,27 @@ def test_every_package_says_which_process_runs_it() -> None:
 
 
 def test_no_module_over_400_lines() -> None:
-    long = {str(p.relative_to(ROOT)): n for p in modules().values()
-            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 400}
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in modules().values()
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > 400
+    }
     assert long == {}
 
 
-@pytest.mark.parametrize(("module", "source", "expected"), [
-    ("workloads/extra.py", "from sweeper.results import store\n", "workloads may import only itself"),
-    ("sweeper/report/extra.py", "def f():\n    from sweeper.sweep import study\n", "sweeper.report may import only"),
-    ("sweeper/results/extra.py", "import optuna\n", "sweeper.results must not import optuna"),
-    ("sweeper/trial/extra.py", "from sweeper.sweep.space import flatten\n", "sweeper.trial may import only"),
-])
+@pytest.mark.parametrize(
+    ("module", "source", "expected"),
+    [
+        ("workloads/extra.py", "from sweeper.results import store\n", "workloads may import only itself"),
+        (
+            "sweeper/report/extra.py",
+            "def f():\n    from sweeper.sweep import study\n",
+            "sweeper.report may import only",
+        ),
+        ("sweeper/results/extra.py", "import optuna\n", "sweeper.results must not import optuna"),
+        ("sweeper/trial/extra.py", "from sweeper.sweep.space import flatten\n", "sweeper.trial may import only"),
+    ],
+)
 def test_a_forbidden_import_is_caught(tmp_path: Path, module: str, source: str, expected: str) -> None:
     """The checks above fail for a forbidden import (checked on a copy of the tree with one module added)."""
     copy = _copy_tree(tmp_path)

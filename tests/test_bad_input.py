@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from conftest import run_cli
 
 KNOWN = "matmul, resnet50, transformer_block"

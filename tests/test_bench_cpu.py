@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pytest
 import pyarrow.parquet as pq
+import pytest
+
 from conftest import ROOT
 
 
@@ -140,3 +141,7 @@ def test_gpu_checks_run_every_gpu_test_and_keep_the_output(tmp_path: Path) -> No
     summary = next(r for r in rows if r["name"] == "summary")
     assert summary["exit_code"] == 0 and summary["skipped"] >= 8
     assert "-m gpu" in (tmp_path / "gpu_tests.log").read_text()
+
+
+# End-to-end sweeps of real workloads: `python -m pytest -m "not slow"` skips them.
+pytestmark = pytest.mark.slow

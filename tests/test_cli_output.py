@@ -19,14 +19,20 @@ EXAMPLE = ROOT / "examples" / "my_project"
 def test_help_describes_the_tool_not_hydra() -> None:
     out = run_cli(["--help"], check=True).stdout
     assert "powered by Hydra" not in out and "__main__" not in out
-    for text in ("+workload=<name> -m", "--cfg job", "python -m sweeper.report", "-cd my_project/conf",
-                 "workload: matmul, resnet50, transformer_block"):
+    for text in (
+        "+workload=<name> -m",
+        "--cfg job",
+        "python -m sweeper.report",
+        "-cd my_project/conf",
+        "workload: matmul, resnet50, transformer_block",
+    ):
         assert text in out, text
 
 
 def test_cfg_job_shows_the_presets_values_and_the_search_space() -> None:
-    out = run_cli(["+workload=matmul", "--cfg", "job", "device=cpu", "preset=tiny",
-                   "knobs.transpose_a=choice(false)"], check=True).stdout
+    out = run_cli(
+        ["+workload=matmul", "--cfg", "job", "device=cpu", "preset=tiny", "knobs.transpose_a=choice(false)"], check=True
+    ).stdout
     assert "preset tiny applied" in out
     assert re.search(r"^  m: 128$", out, re.M), "the preset's workload size, not the YAML's 8192"
     space = out.split("search_space:", 1)[1]
@@ -45,8 +51,11 @@ def test_single_run_says_what_runs_and_where_the_row_goes(results: Path) -> None
 
 
 def test_one_console_line_per_trial_and_details_in_the_log(results: Path) -> None:
-    proc = run_cli(["+workload=matmul", "-m", "hydra.sweeper.n_trials=3", "hydra.sweeper.sampler=random",
-                    "hydra.sweeper.seed=0"], results, check=True)
+    proc = run_cli(
+        ["+workload=matmul", "-m", "hydra.sweeper.n_trials=3", "hydra.sweeper.sampler=random", "hydra.sweeper.seed=0"],
+        results,
+        check=True,
+    )
     out = proc.stdout + proc.stderr
     assert "trial.context" not in out and "Launching" not in out and "sqlite:" not in out
     lines = [line for line in out.splitlines() if re.match(r"trial +\d+ ", line)]
@@ -67,13 +76,23 @@ def test_own_workload_errors_are_one_line(tmp_path: Path) -> None:
     project = tmp_path / "p"
     shutil.copytree(EXAMPLE, project)
     (project / "conf" / "workload" / "nomodule.yaml").write_text(
-        "# @package _global_\nworkload:\n  name: nomodule\nknobs:\n  batch_size: 8\n")
-    for args, key in ((["-cd", "conf", "+workload=nomodule", "-m"], "`workload`"),
-                      (["hydra.searchpath=[file://conf]", "+workload=mlp", "workload.module=missing_bench", "-m"],
-                       "`workload.module`"),
-                      (["+workload=mlp", "-m"], "`workload`")):
-        proc = subprocess.run([sys.executable, "-m", "sweeper", *args, f"results_dir={tmp_path / 'r'}"], cwd=project,
-                              capture_output=True, text=True, timeout=300)
+        "# @package _global_\nworkload:\n  name: nomodule\nknobs:\n  batch_size: 8\n"
+    )
+    for args, key in (
+        (["-cd", "conf", "+workload=nomodule", "-m"], "`workload`"),
+        (
+            ["hydra.searchpath=[file://conf]", "+workload=mlp", "workload.module=missing_bench", "-m"],
+            "`workload.module`",
+        ),
+        (["+workload=mlp", "-m"], "`workload`"),
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "sweeper", *args, f"results_dir={tmp_path / 'r'}"],
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         err = proc.stderr.strip().splitlines()
         assert proc.returncode == 2, proc.stderr[-2000:]
         assert len(err) == 1 and err[0].startswith(f"error: {key}"), proc.stderr[-2000:]
@@ -86,7 +105,7 @@ def test_launch_log_masks_passwords(tmp_path: Path) -> None:
 
     log_launches_to(tmp_path / "sweep.log")
     logger = logging.getLogger("hydra._internal.core_plugins.basic_launcher")
-    logger.info("#0 : trial.context='{\"storage\":\"postgresql://knob:s3cret@db:5432/x\"}' %s", "postgresql://a:b@c/d")
+    logger.info('#0 : trial.context=\'{"storage":"postgresql://knob:s3cret@db:5432/x"}\' %s', "postgresql://a:b@c/d")
     for h in logger.handlers:
         h.flush()
     text = (tmp_path / "sweep.log").read_text()

@@ -13,10 +13,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from conftest import ROOT, run_cli
-from sweeper.results import store
 from sweeper.report.__main__ import main as report_main
 from sweeper.report.data import read_rows
+from sweeper.results import lookup, store
+
+from conftest import ROOT, run_cli
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
 SOURCES = ("single", "multi", "nights", "compare", "data", "failed")
@@ -24,8 +25,9 @@ SOURCES = ("single", "multi", "nights", "compare", "data", "failed")
 
 def write_fixture_rows(results: Path) -> pa.Table:
     """The recorded fixture rows written one file per trial, as the sweeper writes them (9 studies)."""
-    table = pa.concat_tables([pq.read_table(FIXTURES / s / "trials" / "rows.parquet") for s in SOURCES],
-                             promote_options="permissive")
+    table = pa.concat_tables(
+        [pq.read_table(FIXTURES / s / "trials" / "rows.parquet") for s in SOURCES], promote_options="permissive"
+    )
     types = {f.name: f.type for f in table.schema}
     for row in table.to_pylist():
         store.write_row(store.trial_path(results / "trials", row["study"], row["trial"]), row, types)
@@ -46,8 +48,10 @@ def by_trial(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_simple(trials: Path, study: str, trial: int, reason: str = "") -> None:
-    store.write_row(store.trial_path(trials, study, trial),
-                    {"study": study, "trial": trial, "status": "complete", "reason": reason, "value": trial * 2.0})
+    store.write_row(
+        store.trial_path(trials, study, trial),
+        {"study": study, "trial": trial, "status": "complete", "reason": reason, "value": trial * 2.0},
+    )
 
 
 def test_compaction_keeps_every_row_and_type_and_is_idempotent(tmp_path: Path) -> None:
@@ -55,8 +59,9 @@ def test_compaction_keeps_every_row_and_type_and_is_idempotent(tmp_path: Path) -
     trials = results / "trials"
     source = write_fixture_rows(results)
     single_run = store.trial_path(trials, "matmul-single", None)  # a run outside any study: never compacted
-    store.write_row(single_run, {**source.slice(0, 1).to_pylist()[0], "trial": None},
-                    {f.name: f.type for f in source.schema})
+    store.write_row(
+        single_run, {**source.slice(0, 1).to_pylist()[0], "trial": None}, {f.name: f.type for f in source.schema}
+    )
     before, types = store.read_results(results), column_types(store.trial_files(trials))
     cached_before = read_rows(results)  # writes the report cache over the per-trial files
 
@@ -83,8 +88,10 @@ def test_report_is_identical_after_compaction(tmp_path: Path) -> None:
 
     def report() -> list[str]:
         assert report_main([str(results), "--top", "3"]) == 0
-        return [re.sub(r"generated \d{4}-\d\d-\d\d \d\d:\d\d UTC", "generated", (results / name).read_text())
-                for name in ("report.md", "report.html")]
+        return [
+            re.sub(r"generated \d{4}-\d\d-\d\d \d\d:\d\d UTC", "generated", (results / name).read_text())
+            for name in ("report.md", "report.html")
+        ]
 
     per_trial = report()
     store.compact_all(results)
@@ -126,7 +133,7 @@ def test_which_copy_counts(tmp_path: Path) -> None:
     df = store.read_results(trials)
     assert sorted(df["trial"]) == list(range(5))
     assert df.set_index("trial").loc[2, "reason"] == "rewritten"
-    assert store.read_trial_outcome(trials, "s", 2).reason == "rewritten"
+    assert lookup.read_trial_outcome(trials, "s", 2).reason == "rewritten"
     shutil.copy2(first, tmp_path / first.name)
     second = store.compact(trials, "s")
     assert second is not None and visible(trials) == [second.name]
@@ -134,7 +141,7 @@ def test_which_copy_counts(tmp_path: Path) -> None:
     for df in (store.read_results(trials), read_rows(trials), read_rows(trials, use_cache=False)):
         assert sorted(df["trial"]) == list(range(5))
         assert df.set_index("trial").loc[2, "reason"] == "rewritten"
-    assert store.read_trial_outcome(trials, "s", 2).reason == "rewritten"
+    assert lookup.read_trial_outcome(trials, "s", 2).reason == "rewritten"
     third = store.compact(trials, "s")
     assert third is not None and visible(trials) == [third.name]
     assert store.read_results(trials).set_index("trial").loc[2, "reason"] == "rewritten"
@@ -150,11 +157,11 @@ def test_lookups_after_compaction(tmp_path: Path) -> None:
     write_simple(trials, "a.b", 3, reason="a.b/3")
     for study in ("a", "a.b", "<odd name>"):
         for n in range(3):
-            assert store.has_trial(trials, study, n)
-            assert store.read_trial_outcome(trials, study, n).reason == f"{study}/{n}"
-        assert not store.has_trial(trials, study, 7)
-        assert store.read_trial_outcome(trials, study, 7) is None
-    assert store.has_trial(trials, "a.b", 3) and not store.has_trial(trials, "a", 3)
+            assert lookup.has_trial(trials, study, n)
+            assert lookup.read_trial_outcome(trials, study, n).reason == f"{study}/{n}"
+        assert not lookup.has_trial(trials, study, 7)
+        assert lookup.read_trial_outcome(trials, study, 7) is None
+    assert lookup.has_trial(trials, "a.b", 3) and not lookup.has_trial(trials, "a", 3)
     assert len(store.trial_files(trials)) == 3 + 1 + 1 + 1, "compacting a.b left study a alone"
 
 
@@ -219,4 +226,7 @@ def test_sweep_leaves_its_study_compacted_and_resumes(results: Path) -> None:
     study = optuna.load_study(study_name=df["study"][0], storage=f"sqlite:///{results / 'optuna.db'}")
     assert len(study.trials) == 6
     for t in study.trials:
-        assert store.read_trial_outcome(trials, df["study"][0], t.number, df["study_id"][0]).status.value == t.user_attrs["status"]
+        assert (
+            lookup.read_trial_outcome(trials, df["study"][0], t.number, df["study_id"][0]).status.value
+            == t.user_attrs["status"]
+        )

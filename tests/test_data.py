@@ -14,13 +14,14 @@ from typing import Any
 import pandas as pd
 import pytest
 import torch
-from conftest import run_cli
 from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 from torchvision.io import decode_jpeg, encode_jpeg, write_jpeg
 
 from workloads import corpus, data, decode, resnet50
 from workloads.base import DeviceInfo
+
+from conftest import run_cli
 
 CPU = torch.device("cpu")
 # torchvision 0.29 deprecates its JPEG codec in favour of TorchCodec (not installed here); it still decodes.

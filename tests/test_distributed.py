@@ -19,10 +19,11 @@ import pytest
 import torch
 import torch.distributed.fsdp  # noqa: F401  (imported once here, not in each forked rank)
 
-from conftest import ROOT, run_cli
 from sweeper.results.outcome import Status, TrialOutcome
 from workloads import parallel
 from workloads.base import DeviceInfo
+
+from conftest import ROOT, run_cli
 
 
 def trial_cfg(*overrides: str) -> dict[str, Any]:

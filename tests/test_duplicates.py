@@ -13,13 +13,19 @@ import optuna
 import pandas as pd
 from optuna.trial import TrialState
 
-from conftest import ROOT, run_cli
 from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.sweep import dedup
 from sweeper.sweep.progress import SweepProgress
 from sweeper.sweep.space import build_space
 
-FAULTS = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=faults", "knobs.fault=none", "trial.timeout_s=300"]
+from conftest import ROOT, run_cli
+
+FAULTS = [
+    "hydra.searchpath=[file://tests/faultload/conf]",
+    "+workload=faults",
+    "knobs.fault=none",
+    "trial.timeout_s=300",
+]
 ONE_CONFIG = "hydra.sweeper.params={knobs.fault:none,knobs.work:'choice(16)'}"
 
 
@@ -61,11 +67,17 @@ def test_duplicates_do_not_count_and_an_exhausted_space_stops(results: Path) -> 
 
 def test_a_running_identical_configuration_is_waited_for_in_one_sweep(results: Path) -> None:
     """Two slots, one configuration: the second slot's ask must wait for the first's result, not measure it too."""
-    proc = run_cli([*FAULTS, ONE_CONFIG, "-m", "hydra.sweeper.n_trials=2", "hydra.sweeper.n_jobs=2",
-                    "measure.min_time_s=1.0"], results, check=True)
+    proc = run_cli(
+        [*FAULTS, ONE_CONFIG, "-m", "hydra.sweeper.n_trials=2", "hydra.sweeper.n_jobs=2", "measure.min_time_s=1.0"],
+        results,
+        check=True,
+    )
     df = pd.read_parquet(results / "trials")
     assert (df["status"] == "complete").sum() == 1, (df[["trial", "status", "reason"]], proc.stderr)
-    assert list(df[df["status"] == "skipped"]["reason"]) == ["duplicate:0"], (df[["trial", "status", "reason"]], proc.stderr)
+    assert list(df[df["status"] == "skipped"]["reason"]) == ["duplicate:0"], (
+        df[["trial", "status", "reason"]],
+        proc.stderr,
+    )
     assert "trial 1 waits: trial 0 is measuring the same configuration" in proc.stderr
     assert "space exhausted" in proc.stderr
 
@@ -74,11 +86,24 @@ def test_a_configuration_running_in_another_sweeper_is_not_launched_again(result
     """Two sweepers on one journal study: the second asks the configuration the first is measuring; it waits and
     reuses the result (issue: concurrent sweepers measured identical configurations twice)."""
     url = f"journal://{results}/optuna.journal"
-    args = [*FAULTS, ONE_CONFIG, "-m", "hydra.sweeper.n_trials=1", f"hydra.sweeper.storage={url}",
-            "hydra.sweeper.study_name=shared", f"results_dir={results}"]
+    args = [
+        *FAULTS,
+        ONE_CONFIG,
+        "-m",
+        "hydra.sweeper.n_trials=1",
+        f"hydra.sweeper.storage={url}",
+        "hydra.sweeper.study_name=shared",
+        f"results_dir={results}",
+    ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    first = subprocess.Popen([sys.executable, "-m", "sweeper", *args, "measure.min_time_s=20"], cwd=ROOT, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "sweeper", *args, "measure.min_time_s=20"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.time() + 120
         while time.time() < deadline:  # the first sweeper's trial is running (and keyed)

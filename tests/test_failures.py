@@ -12,6 +12,7 @@ from pathlib import Path
 import optuna
 import pandas as pd
 import psutil
+import pytest
 from optuna.trial import TrialState
 
 from conftest import ROOT, run_cli
@@ -36,8 +37,11 @@ def _study(results: Path, name: str) -> optuna.Study:
 
 def test_every_fault_gets_a_truthful_row_and_the_sweep_goes_on(results: Path) -> None:
     # The grid visits every (fault, work) pair once: 9 faults x 2 sizes = 18 trials.
-    proc = run_cli([*FAULTS, "-m", "hydra.sweeper.sampler=grid", "hydra.sweeper.n_trials=18", "trial.timeout_s=6"],
-                   results, timeout=400)
+    proc = run_cli(
+        [*FAULTS, "-m", "hydra.sweeper.sampler=grid", "hydra.sweeper.n_trials=18", "trial.timeout_s=6"],
+        results,
+        timeout=400,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     df = pd.read_parquet(results / "trials")
     assert sorted(df["trial"]) == list(range(18))
@@ -66,8 +70,17 @@ def test_every_fault_gets_a_truthful_row_and_the_sweep_goes_on(results: Path) ->
 
 
 def test_failure_budget_stops_a_broken_sweep(results: Path) -> None:
-    proc = run_cli([*FAULTS, "knobs.fault=raise", "-m", "hydra.sweeper.n_trials=10", "hydra.sweeper.max_failures=3",
-                    "hydra.sweeper.params={knobs.fault:raise}"], results)
+    proc = run_cli(
+        [
+            *FAULTS,
+            "knobs.fault=raise",
+            "-m",
+            "hydra.sweeper.n_trials=10",
+            "hydra.sweeper.max_failures=3",
+            "hydra.sweeper.params={knobs.fault:raise}",
+        ],
+        results,
+    )
     assert proc.returncode == 1
     assert "max_failures=3" in proc.stderr
     df = pd.read_parquet(results / "trials")
@@ -82,8 +95,16 @@ def _children_of(pid: int) -> list[psutil.Process]:
 
 
 def test_sigkill_mid_sweep_then_resume(results: Path) -> None:
-    args = [*FAULTS, "-m", "hydra.sweeper.n_trials=8", "hydra.sweeper.params={knobs.fault:none,knobs.work:'range(8,1000)'}",
-            "hydra.sweeper.sampler=random", "hydra.sweeper.seed=1", "measure.min_time_s=0.8", "measure.max_steps=100000"]
+    args = [
+        *FAULTS,
+        "-m",
+        "hydra.sweeper.n_trials=8",
+        "hydra.sweeper.params={knobs.fault:none,knobs.work:'range(8,1000)'}",
+        "hydra.sweeper.sampler=random",
+        "hydra.sweeper.seed=1",
+        "measure.min_time_s=0.8",
+        "measure.max_steps=100000",
+    ]
     cmd = [sys.executable, "-m", "sweeper", *args, f"results_dir={results}"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     sweeper = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -122,3 +143,7 @@ def test_sigkill_mid_sweep_then_resume(results: Path) -> None:
     study = _study(results, "faults")
     assert not [t for t in study.trials if t.state == TrialState.RUNNING]
     assert len(study.trials) == len(df)
+
+
+# End-to-end sweeps of real workloads: `python -m pytest -m "not slow"` skips them.
+pytestmark = pytest.mark.slow

@@ -21,10 +21,20 @@ SIZE, BATCH, CLASSES = 64, 4, 1000
 
 
 def cfg(results: Path) -> dict:
-    return {"workload": {"name": "resnet50", "data": "synthetic", "image_size": SIZE, "num_classes": CLASSES},
-            "knobs": {"precision": "fp16", "memory_format": "channels_last", "compile": "off", "batch_size": BATCH,
-                      "grad_accum_steps": 1, "optimizer_impl": "foreach", "activation_checkpointing": "off"},
-            "device": "cpu", "results_dir": str(results)}
+    return {
+        "workload": {"name": "resnet50", "data": "synthetic", "image_size": SIZE, "num_classes": CLASSES},
+        "knobs": {
+            "precision": "fp16",
+            "memory_format": "channels_last",
+            "compile": "off",
+            "batch_size": BATCH,
+            "grad_accum_steps": 1,
+            "optimizer_impl": "foreach",
+            "activation_checkpointing": "off",
+        },
+        "device": "cpu",
+        "results_dir": str(results),
+    }
 
 
 def test_the_workload_trains_fp16_with_finite_loss_and_no_skipped_step(tmp_path: Path) -> None:

@@ -69,3 +69,6 @@ def test_synthetic_sweep_leaves_the_data_knobs_inactive(swept: tuple[Path, pd.Da
     for col in DATA_KNOBS:
         assert synthetic[col].isna().all(), f"{col} is inactive on synthetic data"
     assert synthetic["knob.precision"].notna().all()
+
+# End-to-end sweeps of real workloads: `python -m pytest -m "not slow"` skips them.
+pytestmark = pytest.mark.slow

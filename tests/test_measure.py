@@ -52,14 +52,18 @@ def test_window_floor_and_ceiling_in_steps() -> None:
     assert m["steps_measured"] == 30, "max_steps ends a window that min_time_s would make longer"
 
 
-@pytest.mark.parametrize("step_s, steps, cuda, per_interval", [
-    (0.2e-3, 50, True, 5),  # a 0.2 ms kernel: 5 steps per event pair, one interval ~1 ms
-    (10e-6, 50, True, 12),  # 10 us: capped so the floor of 50 steps still gives 4 intervals
-    (50e-3, 20, True, 1),  # a training step: one event per step
-    (0.2e-3, 50, False, 1),  # the CPU: the host clock per step
-])
-def test_short_gpu_steps_are_timed_several_per_event_pair(step_s: float, steps: int, cuda: bool,
-                                                          per_interval: int) -> None:
+@pytest.mark.parametrize(
+    "step_s, steps, cuda, per_interval",
+    [
+        (0.2e-3, 50, True, 5),  # a 0.2 ms kernel: 5 steps per event pair, one interval ~1 ms
+        (10e-6, 50, True, 12),  # 10 us: capped so the floor of 50 steps still gives 4 intervals
+        (50e-3, 20, True, 1),  # a training step: one event per step
+        (0.2e-3, 50, False, 1),  # the CPU: the host clock per step
+    ],
+)
+def test_short_gpu_steps_are_timed_several_per_event_pair(
+    step_s: float, steps: int, cuda: bool, per_interval: int
+) -> None:
     k, block = plan(step_s, steps, cuda)
     assert k == per_interval
     assert block % k == 0 and block >= steps // 4

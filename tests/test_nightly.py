@@ -8,16 +8,24 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
-from conftest import run_cli
 from faultload.nights import measure_nights, night_config
+
 from sweeper.report.__main__ import main
 from sweeper.report.data import load
 from sweeper.report.nightly import nightly, select, trend
 
+from conftest import run_cli
+
 DAY = "2026-11-30"
-SHORT = ["knobs.fault=none", "knobs.work=32", "workload.reps=36", "measure.warmup_steps=3", "measure.steps=10",
-         "measure.min_time_s=0.1", "measure.max_steps=1000000"]
+SHORT = [
+    "knobs.fault=none",
+    "knobs.work=32",
+    "workload.reps=36",
+    "measure.warmup_steps=3",
+    "measure.steps=10",
+    "measure.min_time_s=0.1",
+    "measure.max_steps=1000000",
+]
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +57,10 @@ def test_date_without_a_later_study_says_so(day: Path, capsys: pytest.CaptureFix
 
 
 def test_mixed_sizes_say_the_parameters_differ_and_do_not_gate(day: Path) -> None:
-    proc = run_cli([str(day), "--baseline", "n6", "--study", "bigger", "--fail-on-regression", "5%", "--top", "5"],
-                   module="sweeper.report")
+    proc = run_cli(
+        [str(day), "--baseline", "n6", "--study", "bigger", "--fail-on-regression", "5%", "--top", "5"],
+        module="sweeper.report",
+    )
     # 72 multiplications per step against 36: half the throughput, and still no verdict on it.
     assert proc.returncode == 0, proc.stderr
     assert "not gated: faults: the workload parameters differ" in proc.stderr
@@ -77,8 +87,11 @@ def test_nightly_preset_measures_windows_long_enough_to_gate(tmp_path: Path) -> 
     run_cli([*FAULTS, "preset=nightly", "cpu_threads=1"], tmp_path / "nightly", check=True)
     row = pd.read_parquet(tmp_path / "nightly" / "trials").iloc[0]
     assert row["preset"] == "nightly" and row["measured_s"] >= 1.0 and not row["window_capped"]
-    proc = run_cli([*FAULTS, "cpu_threads=1", "measure.min_time_s=1", "measure.steps=5", "measure.max_steps=10"],
-                   tmp_path / "capped", check=True)
+    proc = run_cli(
+        [*FAULTS, "cpu_threads=1", "measure.min_time_s=1", "measure.steps=5", "measure.max_steps=10"],
+        tmp_path / "capped",
+        check=True,
+    )
     row = pd.read_parquet(tmp_path / "capped" / "trials").iloc[0]
     assert row["window_capped"] and row["steps_measured"] == 10 and row["measured_s"] < 1.0
     assert "measure.max_steps stopped the window at" in proc.stdout + proc.stderr
@@ -91,8 +104,15 @@ def _gate(df: pd.DataFrame, base: str, tonight: str, threshold: float = 0.05) ->
 
 # Each step waits 50 ms: a wait keeps its length on a loaded CI machine (trial to trial spread under 1 % with ten
 # other processes on two cores), so the nights differ by what was planted, not by what else ran.
-NIGHT = ["knobs.fault=none", "knobs.work=8", "workload.wait_ms=50", "measure.warmup_steps=2", "measure.steps=5",
-         "measure.min_time_s=0.5", "measure.max_steps=1000000"]
+NIGHT = [
+    "knobs.fault=none",
+    "knobs.work=8",
+    "workload.wait_ms=50",
+    "measure.warmup_steps=2",
+    "measure.steps=5",
+    "measure.min_time_s=0.5",
+    "measure.max_steps=1000000",
+]
 
 
 @pytest.mark.slow
@@ -110,18 +130,23 @@ def test_planted_regressions_against_a_5_percent_gate(tmp_path: Path) -> None:
             plan.update({f"slow4-{n:02d}": {"slowdown": 0.04}, f"noisy-{n:02d}": {"noise": 0.3}})
         measure_nights(results, plan if n < 20 else {"base-20": {}}, 5, cfg)
     df = load(results, use_cache=False)
-    pairs = {"slow10": [(f"base-{n:02d}", f"slow10-{n:02d}") for n in range(20)],
-             "same": [(f"base-{n:02d}", f"base-{n + 1:02d}") for n in range(20)],
-             "slow4": [(f"base-{n:02d}", f"slow4-{n:02d}") for n in range(10)],
-             "noisy": [(f"base-{n:02d}", f"noisy-{n:02d}") for n in range(10)]}
+    pairs = {
+        "slow10": [(f"base-{n:02d}", f"slow10-{n:02d}") for n in range(20)],
+        "same": [(f"base-{n:02d}", f"base-{n + 1:02d}") for n in range(20)],
+        "slow4": [(f"base-{n:02d}", f"slow4-{n:02d}") for n in range(10)],
+        "noisy": [(f"base-{n:02d}", f"noisy-{n:02d}") for n in range(10)],
+    }
     flagged = {k: [p for p in v if _gate(df, *p)] for k, v in pairs.items()}
     counts = {k: f"{len(flagged[k])} of {len(v)}" for k, v in pairs.items()}
     print(f"nights flagged: {counts}")
     assert len(flagged["slow10"]) >= 19 and len(flagged["same"]) <= 1, counts
     assert not flagged["slow4"] and not flagged["noisy"], counts
     base, tonight = flagged["slow10"][0]
-    proc = run_cli([str(results), "--baseline", base, "--study", tonight, "--fail-on-regression", "5%", "--top", "3"],
-                   module="sweeper.report")
+    proc = run_cli(
+        [str(results), "--baseline", base, "--study", tonight, "--fail-on-regression", "5%", "--top", "3"],
+        module="sweeper.report",
+    )
     assert proc.returncode == 3, proc.stderr
-    assert re.search(r"faults .*: 0\.\d{3}x \(0\.\d{3}–0\.\d{3}\) of the baseline, below 0\.95 \(5 \+ 5 trials\)",
-                     proc.stderr), proc.stderr
+    assert re.search(
+        r"faults .*: 0\.\d{3}x \(0\.\d{3}–0\.\d{3}\) of the baseline, below 0\.95 \(5 \+ 5 trials\)", proc.stderr
+    ), proc.stderr

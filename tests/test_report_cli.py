@@ -10,9 +10,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import run_cli
 from sweeper.report.__main__ import main
 from sweeper.report.data import read_rows
+
+from conftest import run_cli
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
 

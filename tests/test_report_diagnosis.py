@@ -5,8 +5,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from conftest import ROOT, run_cli
 from sweeper.report.diagnose import diagnose
+
+from conftest import ROOT, run_cli
 
 H200_JPEG = ROOT / "bench" / "results" / "h200-2026-12-01-ceiling-jpeg.parquet"
 

@@ -24,8 +24,13 @@ def test_baseline_and_labels_come_from_the_recorded_defaults_not_the_yaml() -> N
     defaults find the baseline and name the other configurations."""
     rows = load(FIXTURES / "single", use_cache=False)
     rows = rows.drop(columns=["baseline"]).assign(workload="copied-from-elsewhere")
-    defaults = {"knob.dtype": "bf16", "knob.transpose_a": False, "knob.transpose_b": True,
-                "knob.bf16_reduced_precision": True, "param.m": 256}
+    defaults = {
+        "knob.dtype": "bf16",
+        "knob.transpose_a": False,
+        "knob.transpose_b": True,
+        "knob.bf16_reduced_precision": True,
+        "param.m": 256,
+    }
     rows["knob_defaults"] = json.dumps(defaults)
     a = analyse(rows)
     base = a.configs[a.configs["is_baseline"]]
@@ -33,8 +38,11 @@ def test_baseline_and_labels_come_from_the_recorded_defaults_not_the_yaml() -> N
     assert (base.iloc[0]["v:knob.dtype"], base.iloc[0]["v:knob.transpose_b"]) == ("bf16", "true")
     assert base.iloc[0]["label"] == "defaults" and base.iloc[0]["speedup"] == pytest.approx(1.0)
     assert "defaults the rows record" in a.baseline_note
-    other = a.configs[(a.configs["v:knob.dtype"] == "fp32") & (a.configs["v:knob.transpose_a"] == "false")
-                      & (a.configs["v:knob.transpose_b"] == "false")]
+    other = a.configs[
+        (a.configs["v:knob.dtype"] == "fp32")
+        & (a.configs["v:knob.transpose_a"] == "false")
+        & (a.configs["v:knob.transpose_b"] == "false")
+    ]
     assert other.iloc[0]["label"] == "fp32 + no transpose_b", "named by what differs from the recorded defaults"
 
 
@@ -51,13 +59,27 @@ def test_importance_fits_a_numeric_knob_as_a_number_and_stays_fast() -> None:
     importance; the fit stays within seconds."""
     rng = np.random.default_rng(0)
     n = 500
-    values = pd.DataFrame({"knob.batch_size": [str(v) for v in rng.permutation(np.arange(1, n + 1))],
-                           "knob.flag": rng.choice(["false", "true"], n)})
-    target = pd.Series(np.sqrt(values["knob.batch_size"].astype(float)) * rng.uniform(0.98, 1.02, n),
-                       name="throughput")
-    space = recorded_space(pd.DataFrame({"space": [json.dumps({
-        "knob.batch_size": distribution_to_json(IntDistribution(1, n)),
-        "knob.lr": distribution_to_json(FloatDistribution(1e-4, 1e-1, log=True))})]}))
+    values = pd.DataFrame(
+        {
+            "knob.batch_size": [str(v) for v in rng.permutation(np.arange(1, n + 1))],
+            "knob.flag": rng.choice(["false", "true"], n),
+        }
+    )
+    target = pd.Series(np.sqrt(values["knob.batch_size"].astype(float)) * rng.uniform(0.98, 1.02, n), name="throughput")
+    space = recorded_space(
+        pd.DataFrame(
+            {
+                "space": [
+                    json.dumps(
+                        {
+                            "knob.batch_size": distribution_to_json(IntDistribution(1, n)),
+                            "knob.lr": distribution_to_json(FloatDistribution(1e-4, 1e-1, log=True)),
+                        }
+                    )
+                ]
+            }
+        )
+    )
     assert space["knob.batch_size"] == IntDistribution(1, n)
     t0 = time.perf_counter()
     imp, note = importance(values, target, space=space)
@@ -67,8 +89,9 @@ def test_importance_fits_a_numeric_knob_as_a_number_and_stays_fast() -> None:
     assert isinstance(dist, IntDistribution)
     order = np.argsort(values["knob.batch_size"].astype(int).to_numpy())
     levels = np.asarray(fitted)[order]
-    assert len(set(fitted)) <= 32 and (np.diff(levels) >= 0).all() and 1 <= levels.min() <= levels.max() <= n, \
+    assert len(set(fitted)) <= 32 and (np.diff(levels) >= 0).all() and 1 <= levels.min() <= levels.max() <= n, (
         "binned to at most 32 ordered levels within the knob's range"
+    )
     lr = pd.Series(["0.0001", "0.001", "0.01"])
     dist, _ = _distribution(lr, space["knob.lr"])
     assert isinstance(dist, FloatDistribution) and dist.log, "a log-scale knob keeps its scale"
@@ -85,15 +108,28 @@ def test_column_types_come_from_the_workloads_yaml(tmp_path: Path) -> None:
     from sweeper import store
     from sweeper.space import parse_param, value_types
 
-    defaults = {"knobs.workers": 0, "knobs.prefetch": None, "knobs.pinned": False, "knobs.decoder": "cpu",
-                "workload.size": 32}
+    defaults = {
+        "knobs.workers": 0,
+        "knobs.prefetch": None,
+        "knobs.pinned": False,
+        "knobs.decoder": "cpu",
+        "workload.size": 32,
+    }
     space = {"knobs.prefetch": parse_param("knobs.prefetch", "choice(2, 4)")}
     types = store.column_types(value_types(space), defaults)
-    assert types == {"knob.workers": pa.int64(), "knob.prefetch": pa.int64(), "knob.pinned": pa.bool_(),
-                     "knob.decoder": pa.string(), "param.size": pa.int64()}
+    assert types == {
+        "knob.workers": pa.int64(),
+        "knob.prefetch": pa.int64(),
+        "knob.pinned": pa.bool_(),
+        "knob.decoder": pa.string(),
+        "param.size": pa.int64(),
+    }
     for i, prefetch in enumerate((None, 4)):
-        store.write_row(tmp_path / f"s.{i:06d}.parquet", {"study": "s", "trial": i, "knob.prefetch": prefetch,
-                                                          "knob.decoder": None if i else "cpu"}, types)
+        store.write_row(
+            tmp_path / f"s.{i:06d}.parquet",
+            {"study": "s", "trial": i, "knob.prefetch": prefetch, "knob.decoder": None if i else "cpu"},
+            types,
+        )
     table = ds.dataset(tmp_path, format="parquet").to_table()
     assert table.schema.field("knob.prefetch").type == pa.int64() and table["knob.prefetch"].to_pylist() == [None, 4]
     assert table.schema.field("knob.decoder").type == pa.string()

@@ -15,10 +15,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import run_cli
 from sweeper.report.blocks import num
 from sweeper.report.importance import marginals
 from sweeper.report.stats import group_ranks, rank_configs
+
+from conftest import run_cli
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
 
@@ -35,9 +36,15 @@ def _mixed(tmp_path: Path) -> Path:
 def test_ranking_lists_by_throughput_with_ties_as_groups() -> None:
     # The issue's case: a narrow interval ahead of a wide one. Ranked by "nothing surely ahead", the wide
     # 0.952 got rank 1 and was listed above 1.321 (rank 2). Listed by value, ties are runs within noise.
-    configs = pd.DataFrame({"value": [0.952, 1.5, 1.321, 0.2], "lo": [0.40, 1.45, 1.30, 0.19],
-                            "hi": [1.60, 1.55, 1.34, 0.21], "peak_mem_bytes": [1.0, 2.0, 3.0, 4.0]},
-                           index=["wide", "a", "b", "slow"])
+    configs = pd.DataFrame(
+        {
+            "value": [0.952, 1.5, 1.321, 0.2],
+            "lo": [0.40, 1.45, 1.30, 0.19],
+            "hi": [1.60, 1.55, 1.34, 0.21],
+            "peak_mem_bytes": [1.0, 2.0, 3.0, 4.0],
+        },
+        index=["wide", "a", "b", "slow"],
+    )
     ranked = rank_configs(configs)
     assert list(ranked.index) == ["a", "b", "wide", "slow"]
     assert list(ranked["rank"]) == [1, 2, 2, 4]
@@ -48,8 +55,12 @@ def test_ranking_lists_by_throughput_with_ties_as_groups() -> None:
 
 def test_numeric_knob_values_sort_as_numbers() -> None:
     configs = pd.DataFrame({"value": [4.0, 3.0, 2.0, 1.0, 5.0], "n": [1] * 5})
-    values = pd.DataFrame({"knob.batch_size": ["128", "256", "32", "64", "null"],
-                           "knob.precision": ["bf16", "fp32", "bf16", "fp32", "tf32"]})
+    values = pd.DataFrame(
+        {
+            "knob.batch_size": ["128", "256", "32", "64", "null"],
+            "knob.precision": ["bf16", "fp32", "bf16", "fp32", "tf32"],
+        }
+    )
     m = marginals(configs, values, ["knob.batch_size", "knob.precision"])
     assert list(m[m["knob"] == "batch_size"]["value"]) == ["32", "64", "128", "256", "null"]
     assert list(m[m["knob"] == "precision"]["value"]) == ["bf16", "fp32", "tf32"]
@@ -67,8 +78,17 @@ def test_terminal_tables_fit_the_width_without_breaking_words(tmp_path: Path, wi
     def norm(word: str) -> str:
         return word.strip("()*_`.,;:")
 
-    known = {norm(w) for w in re.split(r"[\s|]+", md)} | {"...", "more", "rows", "columns", "and", "in",
-                                                         "report.md", "/", "report.html"}
+    known = {norm(w) for w in re.split(r"[\s|]+", md)} | {
+        "...",
+        "more",
+        "rows",
+        "columns",
+        "and",
+        "in",
+        "report.md",
+        "/",
+        "report.html",
+    }
     words = [w for line in lines for w in re.split(r"[\s│┃┏┓┗┛┡┩└┘┳┻╇╋━─┬┴┼├┤╭╮╰╯]+", line) if norm(w)]
     broken = sorted({w for w in words if norm(w) not in known})
     assert not broken, broken
@@ -85,8 +105,11 @@ def test_fingerprint_line_ignores_rows_that_never_ran(tmp_path: Path) -> None:
 
 def test_recipe_overrides_re_run_the_configuration(results: Path, tmp_path: Path) -> None:
     """The recipe's command, run as printed, measures the same configuration (every knob and parameter)."""
-    run_cli(["+workload=matmul", "-m", "hydra.sweeper.n_trials=3", "hydra.sweeper.sampler=random",
-             "hydra.sweeper.seed=5"], results, check=True)
+    run_cli(
+        ["+workload=matmul", "-m", "hydra.sweeper.n_trials=3", "hydra.sweeper.sampler=random", "hydra.sweeper.seed=5"],
+        results,
+        check=True,
+    )
     proc = run_cli([str(results), "--recipe"], module="sweeper.report", check=True)
     command = next(line for line in proc.stdout.splitlines() if line.startswith("python -m sweeper "))
     assert "# apply it in a training script:" in proc.stdout or "# no knob of it needs code" in proc.stdout

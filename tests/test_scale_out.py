@@ -15,8 +15,9 @@ import pandas as pd
 import pytest
 from optuna.trial import TrialState
 
-from conftest import ROOT, run_cli
 from sweeper.sweep.study import is_counted, is_interrupted
+
+from conftest import ROOT, run_cli
 
 FAULTS = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=faults"]
 GOOD = ["knobs.fault=none", "hydra.sweeper.params={knobs.fault:none,knobs.work:'range(8,600)'}"]
@@ -118,7 +119,8 @@ def test_submitit_local_launcher(results: Path) -> None:
              "hydra.launcher.timeout_min=5"], results, check=True, timeout=600)
     df = pd.read_parquet(results / "trials").set_index("knob.fault")
     assert df.loc["none", "status"] == "complete"
-    assert (df.loc["gpu_only", "status"], df.loc["gpu_only", "reason"]) == ("skipped", "invalid:fault=gpu_only needs a GPU")
+    gpu_only = df.loc["gpu_only"]
+    assert (gpu_only["status"], gpu_only["reason"]) == ("skipped", "invalid:fault=gpu_only needs a GPU")
     submitted = list((results / "multirun").rglob("*_submitted.pkl"))
     assert len(submitted) == 1, f"one job submitted, for the trial that ran: {submitted}"
 
@@ -153,3 +155,7 @@ def test_pruning_stops_every_clearly_worse_trial_and_keeps_the_best(results: Pat
     assert (slow["status"] == "pruned").all(), slow[["trial", "param.wait_ms", "status", "reason"]]
     assert (slow["throughput"] > 0).all(), "a pruned trial keeps the throughput seen so far"
     assert (slow["throughput"] < best["throughput"] / 4).all()
+
+
+# End-to-end sweeps of real workloads: `python -m pytest -m "not slow"` skips them.
+pytestmark = pytest.mark.slow

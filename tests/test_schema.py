@@ -22,9 +22,14 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_every_field_has_a_docstring(name: str) -> None:
     cls = schema.SCHEMAS[name]
     body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body
-    documented = {stmt.target.id for stmt, nxt in zip(body, body[1:])
-                  if isinstance(stmt, ast.AnnAssign) and isinstance(nxt, ast.Expr)
-                  and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)}
+    documented = {
+        stmt.target.id
+        for stmt, nxt in zip(body, body[1:])
+        if isinstance(stmt, ast.AnnAssign)
+        and isinstance(nxt, ast.Expr)
+        and isinstance(nxt.value, ast.Constant)
+        and isinstance(nxt.value.value, str)
+    }
     assert {f.name for f in dataclasses.fields(cls)} - documented == set()
 
 
@@ -34,8 +39,9 @@ def test_schema_is_registered_and_matches_config_yaml(name: str) -> None:
 
     stored = ConfigStore.instance().load(f"schema/{name}.yaml").node
     yaml = OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / "config.yaml")[name])
-    assert OmegaConf.to_container(stored) == OmegaConf.to_container(OmegaConf.merge(stored, yaml)), \
+    assert OmegaConf.to_container(stored) == OmegaConf.to_container(OmegaConf.merge(stored, yaml)), (
         f"conf/config.yaml's {name} defaults differ from the schema's"
+    )
 
 
 def test_validate_accepts_the_defaults_and_names_the_bad_key() -> None:

@@ -12,8 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import ROOT, run_cli
 from sweeper.sweep.slots import NodeSlots, Occupancy, Slot
+
+from conftest import ROOT, run_cli
 
 FAULTS = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=faults"]
 GOOD = ["knobs.fault=none", "hydra.sweeper.params={knobs.fault:none,knobs.work:'range(8,600)'}"]
@@ -22,8 +23,12 @@ PG_URL = os.environ.get("KNOB_SWEEPER_PG_URL")
 
 def _overlapping(df: pd.DataFrame) -> list[tuple[pd.Series, pd.Series]]:
     rows = [r for _, r in df.iterrows()]
-    return [(a, b) for i, a in enumerate(rows) for b in rows[i + 1:]
-            if a["started_at"] < b["ended_at"] and b["started_at"] < a["ended_at"]]
+    return [
+        (a, b)
+        for i, a in enumerate(rows)
+        for b in rows[i + 1 :]
+        if a["started_at"] < b["ended_at"] and b["started_at"] < a["ended_at"]
+    ]
 
 
 @pytest.mark.parametrize("kind", ["journal", "postgres"])
@@ -41,14 +46,33 @@ def test_three_sweepers_on_one_node_never_share_a_core(results: Path, kind: str)
         make_storage(url)
     study = f"slots-{kind}-{uuid.uuid4().hex[:8]}"
     # Each process alone would run two trials at once (one per core); three of them would run six on two cores.
-    args = [*FAULTS, *GOOD, "-m", "hydra.sweeper.n_trials=9", f"hydra.sweeper.study_name={study}",
-            f"hydra.sweeper.storage={url}", "trial.resources={cpus:1}", "cpu_threads=1", "measure.min_time_s=1.5",
-            "trial.timeout_s=300",
-            "measure.max_steps=1000000", "hydra.sweeper.sampler=random", "hydra.sweeper.repeat=true",
-            f"results_dir={results}"]
-    procs = [subprocess.Popen([sys.executable, "-m", "sweeper", *args, f"hydra.sweeper.seed={i}"], cwd=ROOT,
-                              env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True) for i in range(3)]
+    args = [
+        *FAULTS,
+        *GOOD,
+        "-m",
+        "hydra.sweeper.n_trials=9",
+        f"hydra.sweeper.study_name={study}",
+        f"hydra.sweeper.storage={url}",
+        "trial.resources={cpus:1}",
+        "cpu_threads=1",
+        "measure.min_time_s=1.5",
+        "trial.timeout_s=300",
+        "measure.max_steps=1000000",
+        "hydra.sweeper.sampler=random",
+        "hydra.sweeper.repeat=true",
+        f"results_dir={results}",
+    ]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "sweeper", *args, f"hydra.sweeper.seed={i}"],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(3)
+    ]
     for p in procs:
         _, err = p.communicate(timeout=600)
         assert p.returncode == 0, err[-2000:]
@@ -65,10 +89,22 @@ def test_three_sweepers_on_one_node_never_share_a_core(results: Path, kind: str)
 
 def test_unpinned_trials_at_once_are_flagged_as_sharing(results: Path) -> None:
     """n_jobs=2 without trial.resources: two trials at once on the same cores, which both rows say."""
-    run_cli([*FAULTS, *GOOD, "-m", "hydra.sweeper.n_jobs=2", "hydra.sweeper.n_trials=4", "measure.min_time_s=1.5",
-             "trial.timeout_s=300",
-             "measure.max_steps=1000000", "hydra.sweeper.repeat=true", "hydra.sweeper.sampler=random"],
-            results, check=True)
+    run_cli(
+        [
+            *FAULTS,
+            *GOOD,
+            "-m",
+            "hydra.sweeper.n_jobs=2",
+            "hydra.sweeper.n_trials=4",
+            "measure.min_time_s=1.5",
+            "trial.timeout_s=300",
+            "measure.max_steps=1000000",
+            "hydra.sweeper.repeat=true",
+            "hydra.sweeper.sampler=random",
+        ],
+        results,
+        check=True,
+    )
     df = pd.read_parquet(results / "trials")
     pairs = _overlapping(df)
     assert pairs
@@ -86,9 +122,11 @@ def test_a_slot_is_held_until_released_or_its_process_dies(tmp_path: Path) -> No
     assert mine.take(free) == slots[0] and free == [slots[1]]
     assert theirs.take([slots[0]]) is None, "core 0 is held by the other sweeper"
     # Another process holding core 1 until it is killed: the kernel drops its lock.
-    code = ("import sys, time; sys.path.insert(0, %r); from sweeper.sweep.slots import NodeSlots, Slot; "
-            "n = NodeSlots(%r, [Slot(1, None, (1,))], 0); assert n.take([Slot(1, None, (1,))]); print('held', "
-            "flush=True); time.sleep(60)" % (str(ROOT), str(tmp_path)))
+    code = (
+        "import sys, time; sys.path.insert(0, %r); from sweeper.sweep.slots import NodeSlots, Slot; "
+        "n = NodeSlots(%r, [Slot(1, None, (1,))], 0); assert n.take([Slot(1, None, (1,))]); print('held', "
+        "flush=True); time.sleep(60)" % (str(ROOT), str(tmp_path))
+    )
     holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"

@@ -26,8 +26,12 @@ def test_a_pinned_knob_keeps_its_condition() -> None:
 
 def test_a_knob_pinned_to_null_needs_no_condition() -> None:
     defaults = {"knobs.num_workers": 0, "knobs.prefetch_factor": None}
-    space = build_space({"knobs.num_workers": "choice(0, 4)", "knobs.prefetch_factor": "null"},
-                        {"knobs.prefetch_factor": "knobs.num_workers > 0"}, [], defaults)
+    space = build_space(
+        {"knobs.num_workers": "choice(0, 4)", "knobs.prefetch_factor": "null"},
+        {"knobs.prefetch_factor": "knobs.num_workers > 0"},
+        [],
+        defaults,
+    )
     assert space.fixed == {"knobs.prefetch_factor": None} and "knobs.prefetch_factor" not in space.conditions
 
 
@@ -36,12 +40,21 @@ def test_a_condition_false_for_the_whole_run_takes_the_knob_out_of_the_grid() ->
     column types still come from the choices (rows of both data sources stay readable together)."""
     from sweeper.sweep.space import value_types
 
-    params = {"knobs.precision": "choice(fp32, bf16)", "knobs.num_workers": "choice(0, 4)",
-              "knobs.prefetch_factor": "choice(2, 4)"}
-    conditions = {"knobs.num_workers": "workload.data == 'jpeg'",
-                  "knobs.prefetch_factor": "workload.data == 'jpeg' and knobs.num_workers > 0"}
-    defaults = {"workload.data": "synthetic", "knobs.precision": "fp32", "knobs.num_workers": 0,
-                "knobs.prefetch_factor": None}
+    params = {
+        "knobs.precision": "choice(fp32, bf16)",
+        "knobs.num_workers": "choice(0, 4)",
+        "knobs.prefetch_factor": "choice(2, 4)",
+    }
+    conditions = {
+        "knobs.num_workers": "workload.data == 'jpeg'",
+        "knobs.prefetch_factor": "workload.data == 'jpeg' and knobs.num_workers > 0",
+    }
+    defaults = {
+        "workload.data": "synthetic",
+        "knobs.precision": "fp32",
+        "knobs.num_workers": 0,
+        "knobs.prefetch_factor": None,
+    }
     space = build_space(params, conditions, [], defaults)
     assert list(space.params) == ["knobs.precision"] and space.size() == 2
     assert space.fixed == {"knobs.num_workers": None, "knobs.prefetch_factor": None}
@@ -66,11 +79,29 @@ def test_contains_respects_types_and_steps() -> None:
 
 def test_a_start_fixes_knobs_in_dependency_order() -> None:
     """What a start fixes: a knob outside the space does not switch on the knobs that depend on it."""
-    defaults = {"knobs.num_workers": 0, "knobs.prefetch_factor": None, "knobs.compile": "off", "knobs.precision": "fp32"}
-    space = build_space({"knobs.num_workers": "choice(0, 2)", "knobs.prefetch_factor": "choice(2, 4)",
-                         "knobs.precision": "choice(fp32, bf16)", "knobs.compile": "off"},
-                        {"knobs.prefetch_factor": "knobs.num_workers > 0"}, [], defaults)
-    recipe = {"knobs.prefetch_factor": 4, "knobs.num_workers": 14, "knobs.precision": "bf16", "knobs.compile": "default"}
+    defaults = {
+        "knobs.num_workers": 0,
+        "knobs.prefetch_factor": None,
+        "knobs.compile": "off",
+        "knobs.precision": "fp32",
+    }
+    space = build_space(
+        {
+            "knobs.num_workers": "choice(0, 2)",
+            "knobs.prefetch_factor": "choice(2, 4)",
+            "knobs.precision": "choice(fp32, bf16)",
+            "knobs.compile": "off",
+        },
+        {"knobs.prefetch_factor": "knobs.num_workers > 0"},
+        [],
+        defaults,
+    )
+    recipe = {
+        "knobs.prefetch_factor": 4,
+        "knobs.num_workers": 14,
+        "knobs.precision": "bf16",
+        "knobs.compile": "default",
+    }
     kept, dropped = space.fix(recipe, defaults)
     assert kept == {"knobs.precision": "bf16"}
     assert set(dropped) == {"knobs.num_workers", "knobs.prefetch_factor", "knobs.compile"}

@@ -16,8 +16,11 @@ from sweeper.sweep.space import build_space
 from sweeper.sweep.staged import STAGE_KEY, StagedSampler
 from tests.faultload.costly import speed
 
-PARAMS = {"knobs.level": "choice(1,2,3,4,5,6)", "knobs.batch": "choice(1,2)",
-          "knobs.compile": "choice(off,default,max)"}
+PARAMS = {
+    "knobs.level": "choice(1,2,3,4,5,6)",
+    "knobs.batch": "choice(1,2)",
+    "knobs.compile": "choice(off,default,max)",
+}
 DEFAULTS = {"knobs.level": 1, "knobs.batch": 1, "knobs.compile": "off"}
 EXPENSIVE = {"knobs.compile": "off"}
 
@@ -31,7 +34,9 @@ def _quiet() -> None:
 def _sweep(seed: int, n: int) -> list[tuple[str, dict, float]]:
     """``n`` asks of a staged study on the costly workload's formula (compile: 10 s more per trial)."""
     space = build_space(PARAMS, {}, [], DEFAULTS)
-    study = optuna.create_study(direction="maximize", sampler=st.make_sampler("staged", seed, space, EXPENSIVE, DEFAULTS))
+    study = optuna.create_study(
+        direction="maximize", sampler=st.make_sampler("staged", seed, space, EXPENSIVE, DEFAULTS)
+    )
     seen: set[tuple] = set()
     out = []
     for _ in range(n):
@@ -41,8 +46,12 @@ def _sweep(seed: int, n: int) -> list[tuple[str, dict, float]]:
         key = tuple(v.values())
         cost = 0.0 if key in seen else 1.0 + 10.0 * (v["knobs.compile"] != "off")
         status, reason = (Status.SKIPPED, "duplicate:0") if key in seen else (Status.COMPLETE, "")
-        st.tell(study, trial, TrialOutcome(status, reason, metrics={"throughput": y}, started_at=0.0, ended_at=cost),
-                [("throughput", "maximize")])
+        st.tell(
+            study,
+            trial,
+            TrialOutcome(status, reason, metrics={"throughput": y}, started_at=0.0, ended_at=cost),
+            [("throughput", "maximize")],
+        )
         seen.add(key)
         frozen = study.trials[-1]
         assert frozen.user_attrs["wall_s"] == cost, "each trial's cost reaches the study"
@@ -69,11 +78,16 @@ def test_screen_then_promote_the_best_screened_with_each_mode_then_search(seed: 
 
 
 def _add(study: optuna.Study, level: int, compile: str, value: float, cost: float, stage: str) -> None:
-    study.add_trial(create_trial(
-        state=TrialState.COMPLETE, value=value,
-        params={"knobs.level": level, "knobs.batch": 1, "knobs.compile": compile},
-        distributions={k: d for k, d in build_space(PARAMS, {}, [], DEFAULTS).params.items()},
-        user_attrs={"wall_s": cost}, system_attrs={STAGE_KEY: stage}))
+    study.add_trial(
+        create_trial(
+            state=TrialState.COMPLETE,
+            value=value,
+            params={"knobs.level": level, "knobs.batch": 1, "knobs.compile": compile},
+            distributions={k: d for k, d in build_space(PARAMS, {}, [], DEFAULTS).params.items()},
+            user_attrs={"wall_s": cost},
+            system_attrs={STAGE_KEY: stage},
+        )
+    )
 
 
 def test_promotions_go_by_expected_gain_per_second_and_skip_hopeless_ones() -> None:
@@ -81,8 +95,9 @@ def test_promotions_go_by_expected_gain_per_second_and_skip_hopeless_ones() -> N
     the next screened one goes to default first (expected 17.3 for 10 s beats 17.8 for 40 s); a configuration
     that cannot reach the best even with the slack allowance is not promoted at all."""
     space = build_space(PARAMS, {}, [], DEFAULTS)
-    sampler = StagedSampler(optuna.samplers.RandomSampler(seed=0), space, EXPENSIVE, DEFAULTS, top_k=3, min_screen=3,
-                            patience=1)
+    sampler = StagedSampler(
+        optuna.samplers.RandomSampler(seed=0), space, EXPENSIVE, DEFAULTS, top_k=3, min_screen=3, patience=1
+    )
     study = optuna.create_study(direction="maximize", sampler=sampler)
     for level, value in ((6, 10.0), (5, 9.9), (1, 2.0)):
         _add(study, level, "off", value, 1.0, "screen")

@@ -39,8 +39,19 @@ def test_sweep_resume_and_report(results: Path, workload: str) -> None:
     assert (complete["throughput"] > 0).all()
     assert (complete["peak_mem_bytes"] > 0).all()
     assert (complete["workload"] == workload).all()
-    assert {"knob.precision" if workload != "matmul" else "knob.dtype", "step_ms_p50", "step_ms_p10", "step_ms_p90",
-            "step_cv", "first_step_s", "setup_s", "hostname", "torch_version", "cpu_model", "started_at"} <= set(df.columns)
+    assert {
+        "knob.precision" if workload != "matmul" else "knob.dtype",
+        "step_ms_p50",
+        "step_ms_p10",
+        "step_ms_p90",
+        "step_cv",
+        "first_step_s",
+        "setup_s",
+        "hostname",
+        "torch_version",
+        "cpu_model",
+        "started_at",
+    } <= set(df.columns)
 
     # Same command again: the same study continues, trial numbers go on, nothing measured twice.
     first = len(df)
@@ -77,8 +88,11 @@ def test_single_run_writes_one_row(results: Path) -> None:
 
 
 def test_conditional_knob_is_null_when_inactive(results: Path) -> None:
-    run_cli(["+workload=matmul", "-m", "hydra.sweeper.n_trials=8", "hydra.sweeper.sampler=random",
-             "hydra.sweeper.seed=3"], results, check=True)
+    run_cli(
+        ["+workload=matmul", "-m", "hydra.sweeper.n_trials=8", "hydra.sweeper.sampler=random", "hydra.sweeper.seed=3"],
+        results,
+        check=True,
+    )
     df = rows(results)
     fp32 = df[df["knob.dtype"] == "fp32"]
     bf16 = df[df["knob.dtype"] == "bf16"]
@@ -88,8 +102,18 @@ def test_conditional_knob_is_null_when_inactive(results: Path) -> None:
 
 
 def test_constraint_skips_before_launch(results: Path) -> None:
-    run_cli(["+workload=matmul", "-m", "hydra.sweeper.n_trials=6", "hydra.sweeper.sampler=random",
-             "hydra.sweeper.seed=0", "+hydra.sweeper.constraints=[\"knobs.dtype != 'fp32'\"]"], results, check=True)
+    run_cli(
+        [
+            "+workload=matmul",
+            "-m",
+            "hydra.sweeper.n_trials=6",
+            "hydra.sweeper.sampler=random",
+            "hydra.sweeper.seed=0",
+            "+hydra.sweeper.constraints=[\"knobs.dtype != 'fp32'\"]",
+        ],
+        results,
+        check=True,
+    )
     df = rows(results)
     fp32 = df[df["knob.dtype"] == "fp32"]
     assert len(fp32) >= 1, "seed 0 proposes fp32 at least once in 6 draws"
@@ -99,9 +123,17 @@ def test_constraint_skips_before_launch(results: Path) -> None:
 
 
 def test_multi_objective_pareto(results: Path) -> None:
-    run_cli(["+workload=transformer_block", "-m", "hydra.sweeper.n_trials=5", "hydra.sweeper.sampler=nsgaii",
-             "hydra.sweeper.objectives=[{metric:throughput,direction:maximize},{metric:peak_mem_bytes,direction:minimize}]"],
-            results, check=True)
+    run_cli(
+        [
+            "+workload=transformer_block",
+            "-m",
+            "hydra.sweeper.n_trials=5",
+            "hydra.sweeper.sampler=nsgaii",
+            "hydra.sweeper.objectives=[{metric:throughput,direction:maximize},{metric:peak_mem_bytes,direction:minimize}]",
+        ],
+        results,
+        check=True,
+    )
     df = rows(results)
     assert (df["objectives"] == "throughput:maximize,peak_mem_bytes:minimize").all()
     study = optuna.load_study(study_name=df["study"][0], storage=f"sqlite:///{results / 'optuna.db'}")
@@ -112,9 +144,10 @@ def test_multi_objective_pareto(results: Path) -> None:
     # The front computed here from the rows: configurations no other beats on both objectives.
     done = df[df["status"] == "complete"]
     means = done.groupby(configs(done))[["throughput", "peak_mem_bytes"]].mean()
+    thr, mem = means["throughput"], means["peak_mem_bytes"]
     front = [k for k, r in means.iterrows()
-             if not ((means["throughput"] >= r["throughput"]) & (means["peak_mem_bytes"] <= r["peak_mem_bytes"])
-                     & ((means["throughput"] > r["throughput"]) | (means["peak_mem_bytes"] < r["peak_mem_bytes"]))).any()]
+             if not ((thr >= r["throughput"]) & (mem <= r["peak_mem_bytes"])
+                     & ((thr > r["throughput"]) | (mem < r["peak_mem_bytes"]))).any()]
     assert len(marked) == len(means), "every configuration is a row of the ranking"
     assert sum(marked) == len(front) >= 1, (marked, front)
 
@@ -135,8 +168,9 @@ def _pareto_marks(md: str) -> list[bool]:
 def test_grid_stops_when_exhausted(results: Path) -> None:
     # matmul's tiny space: dtype(2) x transpose_a(2) x transpose_b(2) x two conditional flags(2 x 2) = 32 grid
     # points, of which 4 (fp32) + 8 (bf16) = 12 are distinct configurations once the conditions apply.
-    proc = run_cli(["+workload=matmul", "-m", "hydra.sweeper.n_trials=50", "hydra.sweeper.sampler=grid"], results,
-                   check=True)
+    proc = run_cli(
+        ["+workload=matmul", "-m", "hydra.sweeper.n_trials=50", "hydra.sweeper.sampler=grid"], results, check=True
+    )
     df = rows(results)
     assert len(df) <= 32, "stops when the grid is exhausted, not at n_trials=50"
     assert "space exhausted: all 12 configurations" in proc.stderr, "...or as soon as all 12 are measured"
@@ -170,8 +204,11 @@ def test_starts_are_measured_after_the_baseline_then_the_sampler_takes_over(resu
     """hydra.sweeper.starts: a recipe runs right after the baseline. Its keys the space does not sample (inactive
     under a condition: fp16_reduced_precision with bf16) or values outside the space are left to the sampler."""
     start = "[{knobs.dtype:bf16,knobs.transpose_a:true,knobs.fp16_reduced_precision:false,knobs.transpose_b:maybe}]"
-    run_cli(["+workload=matmul", "-m", "hydra.sweeper.n_trials=3", "hydra.sweeper.seed=0",
-             f"hydra.sweeper.starts={start}"], results, check=True)
+    run_cli(
+        ["+workload=matmul", "-m", "hydra.sweeper.n_trials=3", "hydra.sweeper.seed=0", f"hydra.sweeper.starts={start}"],
+        results,
+        check=True,
+    )
     df = rows(results)
     assert list(df["trial"]) == [0, 1, 2]
     assert df["baseline"].tolist()[0] and not df["baseline"].tolist()[1]
@@ -180,15 +217,26 @@ def test_starts_are_measured_after_the_baseline_then_the_sampler_takes_over(resu
     assert pd.isna(recipe["knob.fp16_reduced_precision"]), "inactive with bf16: not fixed by the start"
     assert recipe["knob.transpose_b"] in (True, False), "outside the space: the sampler picked it"
     # A second command on the same study does not measure the starts again.
-    run_cli(["+workload=matmul", "-m", "hydra.sweeper.n_trials=1", f"hydra.sweeper.starts={start}"], results,
-            check=True)
+    run_cli(
+        ["+workload=matmul", "-m", "hydra.sweeper.n_trials=1", f"hydra.sweeper.starts={start}"], results, check=True
+    )
     study = optuna.load_study(study_name="matmul-tiny", storage=f"sqlite:///{results / 'optuna.db'}")
     assert sum(1 for t in study.trials if t.system_attrs.get("fixed_params")) == 2, "baseline + the one start"
 
 
 def test_confirm_top_k_re_measures_the_best(results: Path) -> None:
-    run_cli(["+workload=matmul", "-m", "hydra.sweeper.n_trials=4", "hydra.sweeper.repeat=true",
-             "hydra.sweeper.confirm_top_k=2", "hydra.sweeper.seed=0"], results, check=True)
+    run_cli(
+        [
+            "+workload=matmul",
+            "-m",
+            "hydra.sweeper.n_trials=4",
+            "hydra.sweeper.repeat=true",
+            "hydra.sweeper.confirm_top_k=2",
+            "hydra.sweeper.seed=0",
+        ],
+        results,
+        check=True,
+    )
     df = rows(results)
     assert len(df) == 6 and list(df["trial"]) == list(range(6)), "4 trials, then exactly 2 confirmations"
     first, confirms = df.iloc[:4], df.iloc[4:]
@@ -199,3 +247,7 @@ def test_confirm_top_k_re_measures_the_best(results: Path) -> None:
         orig = first[first["trial"] == r["confirm_of"]].iloc[0]
         assert (r["knob.dtype"], r["knob.transpose_a"]) == (orig["knob.dtype"], orig["knob.transpose_a"])
         assert r["status"] == "complete"
+
+
+# End-to-end sweeps of real workloads: `python -m pytest -m "not slow"` skips them.
+pytestmark = pytest.mark.slow

@@ -10,10 +10,16 @@ from pathlib import Path
 
 import optuna
 import pandas as pd
+
 from conftest import run_cli
 
-COSTLY = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=costly", "-m", "hydra.sweeper.seed=0",
-          "knobs.compile_cost_s=0.3"]
+COSTLY = [
+    "hydra.searchpath=[file://tests/faultload/conf]",
+    "+workload=costly",
+    "-m",
+    "hydra.sweeper.seed=0",
+    "knobs.compile_cost_s=0.3",
+]
 KNOBS = ["knob.level", "knob.batch", "knob.compile"]
 
 
@@ -31,8 +37,11 @@ def test_second_night_with_warm_start_reaches_the_first_nights_best_within_3_tri
     first_compiled = night1.index[night1["knob.compile"] != "off"].min()
     assert first_compiled >= 8 or pd.isna(first_compiled)
 
-    run_cli([*COSTLY, "hydra.sweeper.study_name=night2", "hydra.sweeper.warm_start=latest",
-             "hydra.sweeper.n_trials=3"], results, check=True)
+    run_cli(
+        [*COSTLY, "hydra.sweeper.study_name=night2", "hydra.sweeper.warm_start=latest", "hydra.sweeper.n_trials=3"],
+        results,
+        check=True,
+    )
     night2 = _rows(results, "night2")
     assert list(night2["trial"]) == list(range(3)), "three trials measured tonight, numbered from 0"
     assert (night2["status"] == "complete").all()
@@ -50,11 +59,16 @@ def test_second_night_with_warm_start_reaches_the_first_nights_best_within_3_tri
     assert {t.user_attrs["warm_start_from"] for t in seeded} == {f"night1#{n}" for n in measured["trial"]}
 
     # A third night: warm start from night 2 (the latest) carries night 1's trials too, each once.
-    run_cli([*COSTLY, "hydra.sweeper.study_name=night3", "hydra.sweeper.warm_start=latest",
-             "hydra.sweeper.n_trials=1"], results, check=True)
+    run_cli(
+        [*COSTLY, "hydra.sweeper.study_name=night3", "hydra.sweeper.warm_start=latest", "hydra.sweeper.n_trials=1"],
+        results,
+        check=True,
+    )
     study3 = optuna.load_study(study_name="night3", storage=f"sqlite:///{results / 'optuna.db'}")
     origins = [t.user_attrs["warm_start_from"] for t in study3.trials if "warm_start_from" in t.user_attrs]
     assert len(origins) == len(set(origins)) == len(measured) + 3
     night3 = _rows(results, "night3")
-    assert night3.loc[0, KNOBS].tolist() == best1[KNOBS].tolist() or \
-        night3.loc[0, "throughput"] >= 0.9 * best1["throughput"]
+    assert (
+        night3.loc[0, KNOBS].tolist() == best1[KNOBS].tolist()
+        or night3.loc[0, "throughput"] >= 0.9 * best1["throughput"]
+    )

@@ -49,8 +49,10 @@ def load(name: str, module: str | None = None) -> ModuleType:
     """The workload module for ``name``; a failed lookup lists the known names."""
     target = module or f"{__name__}.{name}"
     if module is None and name not in available():
-        raise KeyError(f"unknown workload {name!r}; known workloads: {', '.join(available())}; a workload of "
-                       "your own names its Python module in its YAML: `workload.module: my_bench`")
+        raise KeyError(
+            f"unknown workload {name!r}; known workloads: {', '.join(available())}; a workload of "
+            "your own names its Python module in its YAML: `workload.module: my_bench`"
+        )
     mod = _import(target)
     if not callable(getattr(mod, "build", None)):
         raise KeyError(f"workload module {target!r} has no build(cfg, device) function")
@@ -87,5 +89,7 @@ def _import(target: str) -> ModuleType:
             except ModuleNotFoundError as e2:
                 if e2.name not in (top, target):
                     raise
-        raise KeyError(f"workload module {target!r} is not importable from {cwd}; run from the folder that holds "
-                       "it, or give its file: `workload.module: path/to/my_bench.py`") from None
+        raise KeyError(
+            f"workload module {target!r} is not importable from {cwd}; run from the folder that holds "
+            "it, or give its file: `workload.module: path/to/my_bench.py`"
+        ) from None

@@ -90,8 +90,14 @@ def write_corpus(folder: Path, images: int, width: int, height: int, sizes: str 
             (folder / f"class_{i % classes:03d}" / f"{i:06d}.jpg").write_bytes(data.numpy().tobytes())
     finally:
         torch.set_num_threads(threads)
-    manifest = {"images": images, "width": width, "height": height, "sizes": sizes, "quality": CORPUS_QUALITY,
-                "classes": classes}
+    manifest = {
+        "images": images,
+        "width": width,
+        "height": height,
+        "sizes": sizes,
+        "quality": CORPUS_QUALITY,
+        "classes": classes,
+    }
     (folder / MANIFEST).write_text(json.dumps(manifest))
 
 

@@ -35,10 +35,9 @@ from torchvision.datasets import DatasetFolder
 from torchvision.io import read_file
 
 from workloads import decode
-from workloads.device_side import (  # noqa: F401 (MEAN, STD, unpack_bytes: part of this module's interface)
-    MEAN, PREFETCH_DEPTH, STD, DeviceSide, Normalize, Prefetcher, pack_bytes, unpack_bytes)
 from workloads.base import DeviceInfo
 from workloads.corpus import corpus_path, corpus_sizes, ensure_corpus
+from workloads.device_side import MEAN, PREFETCH_DEPTH, STD, DeviceSide, Normalize, Prefetcher, pack_bytes, unpack_bytes  # noqa: F401 (MEAN, STD, unpack_bytes: part of this module's interface)
 
 DECODE_DEVICES = ("cpu", "cuda", "hybrid")
 TRANSFER_DTYPES = ("float32", "uint8")

@@ -33,9 +33,9 @@ import numpy as np
 import torch
 from PIL import Image
 from torchvision import transforms
-from torchvision.transforms import v2
 from torchvision.io import ImageReadMode, decode_jpeg
 from torchvision.ops import roi_align
+from torchvision.transforms import v2
 
 CPU_DECODERS = ("torchvision", "pil")
 DECODE_SCALES = ("full", "reduced")
@@ -74,8 +74,10 @@ class CpuDecode:
         if scale not in DECODE_SCALES:
             raise ValueError(f"knobs.decode_scale must be one of {DECODE_SCALES}, got {scale!r}")
         if scale == "reduced" and decoder != "pil":
-            raise ValueError("knobs.decode_scale=reduced needs knobs.cpu_decoder=pil (libjpeg's DCT scaling through "
-                             "Image.draft); torchvision.io.decode_jpeg always decodes at full size")
+            raise ValueError(
+                "knobs.decode_scale=reduced needs knobs.cpu_decoder=pil (libjpeg's DCT scaling through "
+                "Image.draft); torchvision.io.decode_jpeg always decodes at full size"
+            )
         self.size, self.decoder, self.reduced = image_size, decoder, scale == "reduced"
 
     def __call__(self, data: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -105,8 +107,7 @@ class CpuDecode:
         box = (left * sx, top * sy, (left + w) * sx, (top + h) * sy)
         out = im.resize((self.size, self.size), Image.Resampling.BILINEAR, box=box)
         crop = _flip(torch.from_numpy(np.array(out)).permute(2, 0, 1).contiguous())
-        return crop, _stats(t1 - t0, time.perf_counter() - t1, im.size[0] * im.size[1], width * height,
-                            data.numel())
+        return crop, _stats(t1 - t0, time.perf_counter() - t1, im.size[0] * im.size[1], width * height, data.numel())
 
 
 class GpuDecode:
@@ -141,15 +142,16 @@ class GpuDecode:
             boxes[i] = torch.tensor([i, left, top, left + w, top + h], dtype=torch.float32)
         out = torch.empty(n, 3, size, size, device=self.device)
         for start in range(0, n, self.CHUNK):
-            chunk = images[start:start + self.CHUNK]
+            chunk = images[start : start + self.CHUNK]
             height, width = max(im.shape[1] for im in chunk), max(im.shape[2] for im in chunk)
             padded = torch.zeros(len(chunk), 3, height, width, dtype=torch.uint8, device=self.device)
             for j, im in enumerate(chunk):
                 padded[j, :, : im.shape[1], : im.shape[2]].copy_(im)
-            rois = boxes[start:start + len(chunk)].clone()
+            rois = boxes[start : start + len(chunk)].clone()
             rois[:, 0] -= start
-            out[start:start + len(chunk)] = roi_align(padded.float(), rois.to(self.device), (size, size),
-                                                      spatial_scale=1.0, sampling_ratio=0, aligned=True)
+            out[start : start + len(chunk)] = roi_align(
+                padded.float(), rois.to(self.device), (size, size), spatial_scale=1.0, sampling_ratio=0, aligned=True
+            )
         flip = torch.rand(n) < 0.5
         if flip.any():
             idx = flip.nonzero().flatten().to(self.device)

@@ -32,7 +32,6 @@ class Normalize:
         return batch.sub_(self.mean).div_(self.std)
 
 
-
 def pack_bytes(files: list[torch.Tensor]) -> torch.Tensor:
     """Files as one 1-D uint8 tensor: their lengths as int64 (8 bytes each), then the files back to back.
 
@@ -46,7 +45,7 @@ def pack_bytes(files: list[torch.Tensor]) -> torch.Tensor:
 def unpack_bytes(packed: torch.Tensor, count: int) -> list[torch.Tensor]:
     """The ``count`` files of a :func:`pack_bytes` tensor, as views of it."""
     lengths = packed[: 8 * count].view(torch.int64).tolist()
-    return list(torch.split(packed[8 * count:], lengths))
+    return list(torch.split(packed[8 * count :], lengths))
 
 
 class DeviceSide:
@@ -56,8 +55,9 @@ class DeviceSide:
     decoded in one batched call and cropped there; the two parts are concatenated in the labels' order.
     """
 
-    def __init__(self, image_size: int, device: torch.device, memory_format: torch.memory_format,
-                 non_blocking: bool) -> None:
+    def __init__(
+        self, image_size: int, device: torch.device, memory_format: torch.memory_format, non_blocking: bool
+    ) -> None:
         self.device, self.memory_format, self.non_blocking = device, memory_format, non_blocking
         self.normalize = Normalize(device)
         self.gpu = decode.GpuDecode(image_size, device)
@@ -167,5 +167,3 @@ class Prefetcher:
         except queue.Empty:
             pass
         self.thread.join(timeout=10)
-
-

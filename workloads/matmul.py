@@ -45,8 +45,10 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
         t = torch.randn(shape, device=device, dtype=torch.float32).to(dtype)
         return t.t() if transposed else t  # a transposed view: the GEMM reads it column-major
 
-    bufs = [(operand(m, k, bool(knobs.get("transpose_a", False))), operand(k, n, bool(knobs.get("transpose_b", False))))
-            for _ in range(n_buf)]
+    bufs = [
+        (operand(m, k, bool(knobs.get("transpose_a", False))), operand(k, n, bool(knobs.get("transpose_b", False))))
+        for _ in range(n_buf)
+    ]
     out = torch.empty((m, n), device=device, dtype=dtype)
     counter = [0]
 
@@ -56,19 +58,25 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
         torch.matmul(a, b, out=out)
 
     flops = 2.0 * m * n * k
-    return Workload(step=step, samples_per_step=flops / 1e12, flops_per_step=flops, throughput_unit="TFLOP/s",
-                    precision=dtype_name)
+    return Workload(
+        step=step, samples_per_step=flops / 1e12, flops_per_step=flops, throughput_unit="TFLOP/s", precision=dtype_name
+    )
 
 
 # ---------------------------------------------------------------- recipe snippets (sweeper.report --recipe)
 RECIPE: dict[str, Any] = {
-    "dtype": lambda v: {"tf32": ["torch.backends.cuda.matmul.allow_tf32 = True"],
-                        "bf16": ["a, b = a.bfloat16(), b.bfloat16()"], "fp16": ["a, b = a.half(), b.half()"]}.get(v, []),
+    "dtype": lambda v: {
+        "tf32": ["torch.backends.cuda.matmul.allow_tf32 = True"],
+        "bf16": ["a, b = a.bfloat16(), b.bfloat16()"],
+        "fp16": ["a, b = a.half(), b.half()"],
+    }.get(v, []),
     "allow_tf32": lambda v: ["torch.backends.cuda.matmul.allow_tf32 = True"] if v else [],
-    "fp16_reduced_precision": lambda v: [f"torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = {v}"]
-    if v is not None else [],
-    "bf16_reduced_precision": lambda v: [f"torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = {v}"]
-    if v is not None else [],
+    "fp16_reduced_precision": lambda v: (
+        [f"torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = {v}"] if v is not None else []
+    ),
+    "bf16_reduced_precision": lambda v: (
+        [f"torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = {v}"] if v is not None else []
+    ),
     "transpose_a": lambda v: ["a = a.t().contiguous().t()  # column-major A"] if v else [],
     "transpose_b": lambda v: ["b = b.t().contiguous().t()  # column-major B"] if v else [],
 }

@@ -15,14 +15,19 @@ import torch.nn.functional as F
 import torchvision
 
 from workloads import common, parallel
-from workloads.data import DECODE_DEVICES, TRANSFER_DTYPES
 from workloads.base import DeviceInfo, Workload
+from workloads.data import DECODE_DEVICES, TRANSFER_DTYPES
 
 STAGES = ("layer1", "layer2", "layer3", "layer4")
 # String knobs and the values this workload can run (checked before launch).
-KNOB_VALUES = {"precision": common.PRECISIONS, "compile": common.COMPILE_MODES, "optimizer_impl": ("foreach", "fused", "for_loop"),
-               "memory_format": ("contiguous", "channels_last"), "decode_device": DECODE_DEVICES,
-               "transfer_dtype": TRANSFER_DTYPES}
+KNOB_VALUES = {
+    "precision": common.PRECISIONS,
+    "compile": common.COMPILE_MODES,
+    "optimizer_impl": ("foreach", "fused", "for_loop"),
+    "memory_format": ("contiguous", "channels_last"),
+    "decode_device": DECODE_DEVICES,
+    "transfer_dtype": TRANSFER_DTYPES,
+}
 
 
 def check(cfg: dict[str, Any], device: DeviceInfo) -> str | None:
@@ -68,8 +73,12 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
     model = parallel.wrap(model, cfg.get("distributed"), device, blocks=[getattr(model, n) for n in STAGES])
     # Goyal et al.'s linear scaling rule: lr 0.1 per 256 images of effective batch (tiny batches stay finite).
     lr = 0.1 * bs * int(knobs.get("grad_accum_steps", 1) or 1) / 256
-    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9,
-                          **common.optimizer_kwargs(knobs.get("optimizer_impl", "foreach"), device))
+    opt = torch.optim.SGD(
+        model.parameters(),
+        lr=lr,
+        momentum=0.9,
+        **common.optimizer_kwargs(knobs.get("optimizer_impl", "foreach"), device),
+    )
     train = common.TrainStep(model, F.cross_entropy, opt, knobs, device)
     accum = train.accum
 
@@ -84,15 +93,31 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
     elif p["data"] == "jpeg":
         from workloads import data
 
-        pipe = data.Pipeline(p, knobs, batch_size=bs, image_size=size, device=device, memory_format=fmt,
-                             cache_root=f"{cfg['results_dir']}/data", num_classes=classes)
+        pipe = data.Pipeline(
+            p,
+            knobs,
+            batch_size=bs,
+            image_size=size,
+            device=device,
+            memory_format=fmt,
+            cache_root=f"{cfg['results_dir']}/data",
+            num_classes=classes,
+        )
         next_batch = lambda: [pipe.next() for _ in range(accum)]  # noqa: E731
         close, extra = pipe.close, pipe.metrics
         buffered, ready = -(-pipe.buffered_batches // accum), pipe.ready_batches
     else:
         raise ValueError(f"workload.data must be 'synthetic' or 'jpeg', got {p['data']!r}")
 
-    return Workload(step=train, next_batch=next_batch, samples_per_step=bs * accum,
-                    flops_per_step=flops_per_sample(size, classes) * bs * accum, throughput_unit="samples/s",
-                    precision=knobs.get("precision", "fp32"), close=close, extra_metrics=extra,
-                    buffered_steps=buffered, ready_batches=ready)
+    return Workload(
+        step=train,
+        next_batch=next_batch,
+        samples_per_step=bs * accum,
+        flops_per_step=flops_per_sample(size, classes) * bs * accum,
+        throughput_unit="samples/s",
+        precision=knobs.get("precision", "fp32"),
+        close=close,
+        extra_metrics=extra,
+        buffered_steps=buffered,
+        ready_batches=ready,
+    )

@@ -30,11 +30,17 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
     for _ in range(depth):
         layers += [nn.Linear(width, width), nn.GELU()]
     model = nn.Sequential(*layers, nn.Linear(width, 10)).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3,
-                            **common.optimizer_kwargs(knobs.get("optimizer_impl", "foreach"), device))
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=1e-3, **common.optimizer_kwargs(knobs.get("optimizer_impl", "foreach"), device)
+    )
     train = common.TrainStep(model, F.cross_entropy, opt, knobs, device)  # autocast, GradScaler, compile
     x = torch.randn(bs, width, device=device)
     y = torch.randint(0, 10, (bs,), device=device)
     flops = 6.0 * bs * sum(m.weight.numel() for m in model if isinstance(m, nn.Linear))  # fwd + bwd
-    return Workload(step=lambda _batch: train((x, y)), samples_per_step=bs, flops_per_step=flops,
-                    throughput_unit="samples/s", precision=knobs.get("precision", "fp32"))
+    return Workload(
+        step=lambda _batch: train((x, y)),
+        samples_per_step=bs,
+        flops_per_step=flops,
+        throughput_unit="samples/s",
+        precision=knobs.get("precision", "fp32"),
+    )

@@ -9,8 +9,16 @@ import numpy as np
 import pandas as pd
 
 from sweeper.report import baseline as bl
-from sweeper.report.data import (config_columns, config_keys, normalized, objectives_of, status_counts, unit_of,
-                                 usable, varying)
+from sweeper.report.data import (
+    config_columns,
+    config_keys,
+    normalized,
+    objectives_of,
+    status_counts,
+    unit_of,
+    usable,
+    varying,
+)
 from sweeper.report.diagnose import diagnose
 from sweeper.report.importance import importance, marginals, recorded_space
 from sweeper.report.stats import aggregate, pareto_mask, rank_configs, ratio

@@ -20,8 +20,13 @@ import warnings
 
 import numpy as np
 import pandas as pd
-from optuna.distributions import (BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution,
-                                  json_to_distribution)
+from optuna.distributions import (
+    BaseDistribution,
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
+    json_to_distribution,
+)
 
 from sweeper.report.data import short_name, value_order
 

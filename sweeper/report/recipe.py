@@ -29,8 +29,9 @@ def choose(a: Analysis) -> tuple[str, str]:
     group = c[c["rank"] == c.iloc[0]["rank"]]
     mem = pd.to_numeric(group["peak_mem_bytes"], errors="coerce")
     if len(group) > 1 and mem.notna().any():
-        return str(mem.idxmin()), (f"the least peak memory of the {len(group)} configurations tied with the best "
-                                   "within noise")
+        return str(mem.idxmin()), (
+            f"the least peak memory of the {len(group)} configurations tied with the best within noise"
+        )
     return str(c.index[0]), "the best"
 
 
@@ -55,11 +56,11 @@ def overrides(row: pd.Series) -> list[str]:
     for col in row.index:
         if col.startswith("knob.distributed."):
             if distributed:
-                out.append(f"distributed.{col[len('knob.distributed.'):]}={hydra_value(row[col])}")
+                out.append(f"distributed.{col[len('knob.distributed.') :]}={hydra_value(row[col])}")
         elif col.startswith("knob."):
-            out.append(f"knobs.{col[len('knob.'):]}={hydra_value(row[col])}")
+            out.append(f"knobs.{col[len('knob.') :]}={hydra_value(row[col])}")
         elif col.startswith("param."):
-            out.append(f"workload.{col[len('param.'):]}={hydra_value(row[col])}")
+            out.append(f"workload.{col[len('param.') :]}={hydra_value(row[col])}")
     return out
 
 
@@ -79,8 +80,11 @@ def code_lines(row: pd.Series) -> list[str]:
         tables.insert(0, getattr(workloads.load(str(row["workload"])), "RECIPE", {}))
     except Exception:  # noqa: BLE001 - a workload of the user's own, not importable here: the shared knobs remain
         pass
-    knobs = {c[len("knob."):]: _value(row[c]) for c in row.index
-             if c.startswith("knob.") and not c.startswith("knob.distributed.")}
+    knobs = {
+        c[len("knob.") :]: _value(row[c])
+        for c in row.index
+        if c.startswith("knob.") and not c.startswith("knob.distributed.")
+    }
     lines: list[str] = []
     for name, value in knobs.items():
         snippet = next((t[name] for t in tables if name in t), None)
@@ -91,7 +95,7 @@ def code_lines(row: pd.Series) -> list[str]:
         args = ", ".join(f"{k}={v!r}" for k, v in loader.items())
         lines.append(f"loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, {args})")
     if str(row.get("knob.distributed.strategy") or "none") != "none":
-        dist = {c[len("knob.distributed."):]: _value(row[c]) for c in row.index if c.startswith("knob.distributed.")}
+        dist = {c[len("knob.distributed.") :]: _value(row[c]) for c in row.index if c.startswith("knob.distributed.")}
         world = int(_value(row.get("world_size")) or dist.get("nproc") or 1)
         lines += parallel.recipe(dist, world)
     return list(dict.fromkeys(lines))  # a line two knobs both need (TF32 flags), once

@@ -6,8 +6,20 @@ import pandas as pd
 
 from sweeper.report import plots
 from sweeper.report.analysis import Analysis
-from sweeper.report.blocks import (Block, Contents, Heading, Para, Plot, Table, first_line, interval, mib, num, pct,
-                                   times)
+from sweeper.report.blocks import (
+    Block,
+    Contents,
+    Heading,
+    Para,
+    Plot,
+    Table,
+    first_line,
+    interval,
+    mib,
+    num,
+    pct,
+    times,
+)
 from sweeper.report.data import short_name
 from sweeper.report.diagnose import COMPUTE_MFU, DATA_WAIT, LAUNCH_UTIL
 
@@ -16,8 +28,14 @@ MAX_MARGINAL_PLOTS = 4
 
 def study_blocks(a: Analysis, limit: int, with_plots: bool = True) -> list[Block]:
     out: list[Block] = [Heading(a.title, 2)]
-    out.append(Para("Trials: " + ", ".join(f"{k} {v}" for k, v in sorted(a.counts.items()))
-                    + (f". Ran on {'; '.join(a.machines)}." if a.machines else "."), "note"))
+    out.append(
+        Para(
+            "Trials: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(a.counts.items()))
+            + (f". Ran on {'; '.join(a.machines)}." if a.machines else "."),
+            "note",
+        )
+    )
     if a.configs.empty:
         out.append(Para("No completed trials to rank.", "alert"))
         out += failures(a)
@@ -45,12 +63,28 @@ def summary_blocks(analyses: list[Analysis]) -> list[Block]:
             continue
         best = a.configs.iloc[0]
         tied = int((a.configs["rank"] == best["rank"]).sum()) - 1
-        rows.append([a.study, a.workload, trials, best["label"], f"{num(best['value'])} {a.unit}",
-                     times(best["speedup"]), str(tied)])
-    return [Contents(), Table("Summary: the best configuration of each study",
-                              ["study", "workload", "trials", "best configuration", "throughput", "vs baseline",
-                               "tied with"], rows, align="llrlrrr", brief=[0, 3, 4, 5, 1, 2, 6],
-                              note="Each study's section below has its ranking, noise and importance.")]
+        rows.append(
+            [
+                a.study,
+                a.workload,
+                trials,
+                best["label"],
+                f"{num(best['value'])} {a.unit}",
+                times(best["speedup"]),
+                str(tied),
+            ]
+        )
+    return [
+        Contents(),
+        Table(
+            "Summary: the best configuration of each study",
+            ["study", "workload", "trials", "best configuration", "throughput", "vs baseline", "tied with"],
+            rows,
+            align="llrlrrr",
+            brief=[0, 3, 4, 5, 1, 2, 6],
+            note="Each study's section below has its ranking, noise and importance.",
+        ),
+    ]
 
 
 def headline(a: Analysis) -> str:
@@ -60,36 +94,82 @@ def headline(a: Analysis) -> str:
     text = f"Best: {best['label']}: {num(best['value'])} {a.unit} (95% CI {interval(best['lo'], best['hi'])})"
     if pd.notna(best["speedup"]):
         text += f", {times(best['speedup'])} baseline"
-    text += "; " + (f"tied within noise with {tied} other configuration{'s' * (tied != 1)}." if tied
-                    else "ahead of every other configuration beyond noise.")
+    text += "; " + (
+        f"tied within noise with {tied} other configuration{'s' * (tied != 1)}."
+        if tied
+        else "ahead of every other configuration beyond noise."
+    )
     return text
 
 
 def ranking(a: Analysis, limit: int) -> Table:
     c = a.configs
     knobs = a.swept
-    header = ["#", "tie", "configuration", f"throughput ({a.unit})", "95% CI", "n", "vs baseline", "peak mem (MiB)",
-              "mem #", "pareto", "diagnosis", "data wait", "gpu util", "mfu", "step p50 (ms)", "step cv",
-              "trials"] + [short_name(k) for k in knobs]
+    header = [
+        "#",
+        "tie",
+        "configuration",
+        f"throughput ({a.unit})",
+        "95% CI",
+        "n",
+        "vs baseline",
+        "peak mem (MiB)",
+        "mem #",
+        "pareto",
+        "diagnosis",
+        "data wait",
+        "gpu util",
+        "mfu",
+        "step p50 (ms)",
+        "step cv",
+        "trials",
+    ] + [short_name(k) for k in knobs]
     rows, marks = [], []
     for key, r in c.head(limit).iterrows():
         rank = str(int(r["rank"]))
         vs = "baseline" if r["is_baseline"] else times(r["speedup"], r["speedup_lo"], r["speedup_hi"])
-        rows.append([rank, "tied" if r["tied"] else "", r["label"], num(r["value"]), interval(r["lo"], r["hi"]),
-                     str(int(r["n"])), vs, mib(r["peak_mem_bytes"]), _rank(r["rank_memory"]),
-                     "*" if r["pareto"] else "", r["diagnosis"], pct(r["data_wait_frac"]),
-                     num(r["gpu_util_mean"], 3), num(r["mfu"], 3), num(r["step_ms_p50"]), num(r["step_cv"], 3),
-                     r["trials"]] + [_shown(r[f"v:{k}"]) for k in knobs])
+        rows.append(
+            [
+                rank,
+                "tied" if r["tied"] else "",
+                r["label"],
+                num(r["value"]),
+                interval(r["lo"], r["hi"]),
+                str(int(r["n"])),
+                vs,
+                mib(r["peak_mem_bytes"]),
+                _rank(r["rank_memory"]),
+                "*" if r["pareto"] else "",
+                r["diagnosis"],
+                pct(r["data_wait_frac"]),
+                num(r["gpu_util_mean"], 3),
+                num(r["mfu"], 3),
+                num(r["step_ms_p50"]),
+                num(r["step_cv"], 3),
+                r["trials"],
+            ]
+            + [_shown(r[f"v:{k}"]) for k in knobs]
+        )
         marks.append("baseline" if r["is_baseline"] else ("best" if r["rank"] == 1 else ""))
-    note = (f"Listed by throughput; configurations within noise of the best of their group (95% intervals "
-            f"overlapping its interval) share its rank, marked `tied`. Noise: "
-            f"{noise_text(a)}. Pareto: {' / '.join(f'{m} ({d})' for m, d in pareto_objectives(a))}. "
-            f"Diagnosis: data-bound if data wait >= {DATA_WAIT:.0%}; compute-bound if MFU >= {COMPUTE_MFU}; "
-            f"launch-bound if GPU util < {LAUNCH_UTIL:.0f}%; memory-bound if busy below that MFU; n/a without "
-            f"GPU counters.")
-    return Table("Ranking by throughput", header, rows, align="rllrrrrrrllrrrrrl" + "l" * len(knobs), note=note,
-                 marks=marks, more=max(0, len(c) - limit), brief=[0, 2, 3, 6, 4, 7, 10, 1, 9, 5],
-                 page=list(range(len(header) - len(knobs))))  # the label names the configuration; .md has a column per knob
+    note = (
+        f"Listed by throughput; configurations within noise of the best of their group (95% intervals "
+        f"overlapping its interval) share its rank, marked `tied`. Noise: "
+        f"{noise_text(a)}. Pareto: {' / '.join(f'{m} ({d})' for m, d in pareto_objectives(a))}. "
+        f"Diagnosis: data-bound if data wait >= {DATA_WAIT:.0%}; compute-bound if MFU >= {COMPUTE_MFU}; "
+        f"launch-bound if GPU util < {LAUNCH_UTIL:.0f}%; memory-bound if busy below that MFU; n/a without "
+        f"GPU counters."
+    )
+    return Table(
+        "Ranking by throughput",
+        header,
+        rows,
+        align="rllrrrrrrllrrrrrl" + "l" * len(knobs),
+        note=note,
+        marks=marks,
+        more=max(0, len(c) - limit),
+        brief=[0, 2, 3, 6, 4, 7, 10, 1, 9, 5],
+        page=list(range(len(header) - len(knobs))),
+    )  # the label names the configuration; .md has a column per knob
 
 
 def _rank(value: object) -> str:
@@ -105,10 +185,14 @@ def noise_text(a: Analysis) -> str:
     pooled = a.configs.attrs.get("pooled_rel_sd")
     dof = int(a.configs.attrs.get("pooled_df") or 0)
     if dof:
-        return (f"repeats of the same configuration give a between-trial spread of {pct(pooled, 1)} per trial "
-                f"(pooled, df={dof}); each configuration uses the larger of that and its own step-time noise")
-    return "no repeated configurations, so intervals come from each trial's step times only (they miss " \
-           "trial-to-trial noise: use confirm_top_k or repeat=true to measure it)"
+        return (
+            f"repeats of the same configuration give a between-trial spread of {pct(pooled, 1)} per trial "
+            f"(pooled, df={dof}); each configuration uses the larger of that and its own step-time noise"
+        )
+    return (
+        "no repeated configurations, so intervals come from each trial's step times only (they miss "
+        "trial-to-trial noise: use confirm_top_k or repeat=true to measure it)"
+    )
 
 
 def pareto_objectives(a: Analysis) -> list[tuple[str, str]]:
@@ -117,10 +201,24 @@ def pareto_objectives(a: Analysis) -> list[tuple[str, str]]:
 
 def memory_ranking(a: Analysis, limit: int) -> Table:
     c = a.configs.sort_values(["rank_memory", "value"], ascending=[True, False])
-    rows = [[_rank(r["rank_memory"]), r["label"], mib(r["peak_mem_bytes"]), num(r["value"]), str(int(r["rank"])),
-             "*" if r["pareto"] else ""] for _, r in c.head(limit).iterrows()]
-    return Table("Ranking by peak memory", ["mem #", "configuration", "peak mem (MiB)", f"throughput ({a.unit})",
-                                            "#", "pareto"], rows, align="rlrrrl", more=max(0, len(c) - limit))
+    rows = [
+        [
+            _rank(r["rank_memory"]),
+            r["label"],
+            mib(r["peak_mem_bytes"]),
+            num(r["value"]),
+            str(int(r["rank"])),
+            "*" if r["pareto"] else "",
+        ]
+        for _, r in c.head(limit).iterrows()
+    ]
+    return Table(
+        "Ranking by peak memory",
+        ["mem #", "configuration", "peak mem (MiB)", f"throughput ({a.unit})", "#", "pareto"],
+        rows,
+        align="rlrrrl",
+        more=max(0, len(c) - limit),
+    )
 
 
 def importance_blocks(a: Analysis, with_plots: bool) -> list[Block]:
@@ -129,21 +227,42 @@ def importance_blocks(a: Analysis, with_plots: bool) -> list[Block]:
         metrics = list(a.importance)
         knobs = sorted(a.importance[metrics[0]], key=a.importance[metrics[0]].get, reverse=True)
         rows = [[k] + [num(a.importance[m].get(k, float("nan")), 3) for m in metrics] for k in knobs]
-        out.append(Table("Knob importance", ["knob"] + [f"importance ({m})" for m in metrics], rows,
-                         note=f"{a.importance_note}; importances of one metric sum to 1."))
+        out.append(
+            Table(
+                "Knob importance",
+                ["knob"] + [f"importance ({m})" for m in metrics],
+                rows,
+                note=f"{a.importance_note}; importances of one metric sum to 1.",
+            )
+        )
         if with_plots:
             out.append(Plot("Knob importance", plots.importance_bars(a)))
     elif a.swept:
         out.append(Para(f"Knob importance: {a.importance_note}.", "note"))
     if not a.marginals.empty:
         m = a.marginals
-        rows = [[r["knob"], _shown(r["value"], "(inactive)"), str(r["configs"]), str(r["trials"]), num(r["mean"]),
-                 num(r["best"]), times(r["vs_best_value"])] for _, r in m.iterrows()]
-        out.append(Table("Marginal effect of each knob", ["knob", "value", "configs", "trials",
-                                                          f"mean ({a.unit})", f"best ({a.unit})", "mean vs best value"],
-                         rows, align="llrrrrr",
-                         note="mean = mean over the configurations with that value (each configuration counted "
-                              "once); 1.00x marks the knob's best value."))
+        rows = [
+            [
+                r["knob"],
+                _shown(r["value"], "(inactive)"),
+                str(r["configs"]),
+                str(r["trials"]),
+                num(r["mean"]),
+                num(r["best"]),
+                times(r["vs_best_value"]),
+            ]
+            for _, r in m.iterrows()
+        ]
+        out.append(
+            Table(
+                "Marginal effect of each knob",
+                ["knob", "value", "configs", "trials", f"mean ({a.unit})", f"best ({a.unit})", "mean vs best value"],
+                rows,
+                align="llrrrrr",
+                note="mean = mean over the configurations with that value (each configuration counted "
+                "once); 1.00x marks the knob's best value.",
+            )
+        )
         if with_plots:
             order = list(a.importance.get("throughput", {})) or list(dict.fromkeys(m["knob"]))
             order = [k for k in order if (m["knob"] == k).sum() > 1]  # a knob seen at one value has no effect
@@ -156,7 +275,8 @@ def failures(a: Analysis) -> list[Block]:
     f = a.failures
     if f.empty:
         return []
-    rows = [[f"{a.study}/{r.get('trial', '-')}", str(r["status"]), str(r.get("reason", "")),
-             first_line(r.get("message"))] for r in f.to_dict("records")]
-    return [Table("Failed and infeasible trials", ["study/trial", "status", "reason", "message"], rows,
-                  align="llll")]
+    rows = [
+        [f"{a.study}/{r.get('trial', '-')}", str(r["status"]), str(r.get("reason", "")), first_line(r.get("message"))]
+        for r in f.to_dict("records")
+    ]
+    return [Table("Failed and infeasible trials", ["study/trial", "status", "reason", "message"], rows, align="llll")]

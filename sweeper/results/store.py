@@ -41,8 +41,17 @@ import pyarrow.parquet as pq
 from sweeper.results.keys import flatten
 from sweeper.results.outcome import TrialOutcome
 from sweeper.results.readers import (  # noqa: F401 - re-exported: the store's reading side
-    concat, is_compacted, precedence as _precedence, read_file, read_files, read_once, read_table, retry_vanished,
+    concat,
+    is_compacted,
+    read_file,
+    read_files,
+    read_once,
+    read_table,
+    retry_vanished,
     study_of,
+)
+from sweeper.results.readers import (
+    precedence as _precedence,
 )
 
 log = logging.getLogger(__name__)
@@ -54,8 +63,12 @@ def file_prefix(study: str, uid: str | None = "") -> str:
     reader takes the file for hidden or metadata) and a hash of the exact study name and the study's id (see
     ``study.study_id``), so two studies never share files, whatever characters their names hold, and two storages
     that use one study name (two machines) never overwrite or hide each other's rows when their files are merged."""
-    readable = re.sub(r"[^A-Za-z0-9_-]+", "_", unicodedata.normalize("NFKD", study).encode("ascii", "ignore")
-                      .decode()).strip("_-")[:60] or "study"
+    readable = (
+        re.sub(r"[^A-Za-z0-9_-]+", "_", unicodedata.normalize("NFKD", study).encode("ascii", "ignore").decode()).strip(
+            "_-"
+        )[:60]
+        or "study"
+    )
     digest = hashlib.sha256(f"{study}\0{uid or ''}".encode()).hexdigest()[:10]
     return f"{readable}-{digest}"
 
@@ -73,8 +86,15 @@ def _timestamp(seconds: float | None) -> dt.datetime | None:
     return None if seconds is None else dt.datetime.fromtimestamp(seconds, dt.timezone.utc)
 
 
-def make_row(outcome: TrialOutcome, *, study: str, trial: int | None, cfg: dict[str, Any],
-             objectives: list[tuple[str, str]], study_id: str | None = "") -> dict[str, Any]:
+def make_row(
+    outcome: TrialOutcome,
+    *,
+    study: str,
+    trial: int | None,
+    cfg: dict[str, Any],
+    objectives: list[tuple[str, str]],
+    study_id: str | None = "",
+) -> dict[str, Any]:
     """The Parquet row of one trial: identity, status, knobs, workload parameters, metrics, fingerprint."""
     row: dict[str, Any] = {
         "study": study,
@@ -109,15 +129,23 @@ def make_row(outcome: TrialOutcome, *, study: str, trial: int | None, cfg: dict[
 # Types of columns that may be null in one row and set in another, so every file agrees on them (a null-typed
 # column in one file would make pyarrow's and pandas' directory readers fail on the next file).
 _NULLABLE_TYPES: dict[str, pa.DataType] = {
-    "trial": pa.int64(), "throughput": pa.float64(), "peak_mem_bytes": pa.float64(),
-    "peak_mem_reserved_bytes": pa.float64(), "gpu_mem_bytes": pa.float64(),
-    "started_at": pa.timestamp("us", tz="UTC"), "ended_at": pa.timestamp("us", tz="UTC"),
-    "knob.distributed.nproc": pa.int64(), "knob.distributed.replicate_degree": pa.int64(),
-    "knob.distributed.param_dtype": pa.string(), "knob.distributed.reduce_dtype": pa.string(),
-    "confirm_of": pa.int64(), "baseline": pa.bool_(),
+    "trial": pa.int64(),
+    "throughput": pa.float64(),
+    "peak_mem_bytes": pa.float64(),
+    "peak_mem_reserved_bytes": pa.float64(),
+    "gpu_mem_bytes": pa.float64(),
+    "started_at": pa.timestamp("us", tz="UTC"),
+    "ended_at": pa.timestamp("us", tz="UTC"),
+    "knob.distributed.nproc": pa.int64(),
+    "knob.distributed.replicate_degree": pa.int64(),
+    "knob.distributed.param_dtype": pa.string(),
+    "knob.distributed.reduce_dtype": pa.string(),
+    "confirm_of": pa.int64(),
+    "baseline": pa.bool_(),
     # metrics of the JPEG pipeline that are null in some rows (knob columns get their types from the workload's
-    # YAML via column_types, never from a list here)
-    "data_decoded_pixels_frac": pa.float64(), "data_transfer_dtype": pa.string(),
+    # YAML via lookup.column_types, never from a list here)
+    "data_decoded_pixels_frac": pa.float64(),
+    "data_transfer_dtype": pa.string(),
 }
 _FLOAT_METRICS = {"peak_mem_bytes", "peak_mem_reserved_bytes", "gpu_mem_bytes"}
 
@@ -164,8 +192,9 @@ def _array(key: str, value: Any, hint: pa.DataType | None) -> pa.Array:
                 raise pa.ArrowInvalid("bool vs other")
             return pa.array([value], type=hint)
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-            log.warning("column %s: %r does not fit the column type %s; written as %s", key, value, hint,
-                        value_type(value))
+            log.warning(
+                "column %s: %r does not fit the column type %s; written as %s", key, value, hint, value_type(value)
+            )
     return pa.array([value], type=value_type(value) if value is not None else pa.string())
 
 
@@ -198,6 +227,7 @@ def write_row(path: Path, row: dict[str, Any], types: dict[str, pa.DataType] | N
 
 # ---------------------------------------------------------------------------------------------------- the folder
 
+
 def folder_schema(trials_dir: Path) -> pa.Schema:
     """The columns of the folder (``+schema.parquet``); empty when it has none yet or it is unreadable."""
     try:
@@ -212,8 +242,9 @@ def update_schema(trials_dir: Path, schema: pa.Schema) -> None:
     trials_dir = Path(trials_dir)
 
     def known(current: pa.Schema) -> bool:
-        return all(f.name in current.names and (f.type == pa.null() or current.field(f.name).type != pa.null())
-                   for f in schema)
+        return all(
+            f.name in current.names and (f.type == pa.null() or current.field(f.name).type != pa.null()) for f in schema
+        )
 
     if known(folder_schema(trials_dir)):
         return
@@ -258,6 +289,7 @@ def read_results(results: Path | str) -> "Any":
 
 # ---------------------------------------------------------------------------------------------------- compaction
 
+
 def _study_files(trials_dir: Path, key: str) -> list[Path]:
     return [p for p in trial_files(trials_dir) if study_of(p.name) == key and ".run-" not in p.name]
 
@@ -268,8 +300,9 @@ def compacted_files(trials_dir: Path, study: str, uid: str | None = "") -> list[
 
 
 def _compacted(trials_dir: Path, key: str) -> list[Path]:
-    return sorted((p for p in _study_files(trials_dir, key) if is_compacted(p)),
-                  key=lambda p: _precedence(p.name), reverse=True)
+    return sorted(
+        (p for p in _study_files(trials_dir, key) if is_compacted(p)), key=lambda p: _precedence(p.name), reverse=True
+    )
 
 
 @contextlib.contextmanager
@@ -360,87 +393,3 @@ def compact_all(results: Path | str) -> list[Path]:
     trials = Path(results) / "trials" if (Path(results) / "trials").is_dir() else Path(results)
     keys = sorted({s for p in trial_files(trials) if (s := study_of(p.name)) is not None and ".run-" not in p.name})
     return [out for k in keys if (out := compact_key(trials, k)) is not None]
-
-
-_PREFIXES = {"knobs": "knob.", "workload": "param.", "distributed": "knob.distributed."}
-_ARROW = {bool: pa.bool_(), int: pa.int64(), float: pa.float64(), str: pa.string()}
-
-
-def column_of(key: str) -> str | None:
-    """The row column of a dotted config key (``knobs.x`` -> ``knob.x``, ``workload.x`` -> ``param.x``), or None."""
-    section, _, name = key.partition(".")
-    prefix = _PREFIXES.get(section)
-    return prefix + name if prefix else None
-
-
-def column_types(param_types: dict[str, type], defaults: dict[str, Any] | None = None) -> dict[str, pa.DataType]:
-    """Arrow types of the ``knob.*``/``param.*`` columns, as the workload's YAML declares them: the type of each
-    default (flat dotted keys), and for a knob whose default is null (or a swept one) its search space's value type
-    (``param_types``, from ``space.value_types``). A column null in one row then has the same type in every file."""
-    declared = {k: type(v) for k, v in (defaults or {}).items() if isinstance(v, (bool, int, float, str))}
-    out = {}
-    for key, kind in {**declared, **param_types}.items():
-        if (col := column_of(key)) is not None:
-            out[col] = _ARROW.get(kind, pa.string())
-    return out
-
-
-def facts_columns(facts: dict[str, dict[str, Any]]) -> dict[str, str]:
-    """The ``space`` and ``knob_defaults`` columns (JSON text) of the sweep's facts (``sweep.job.sweep_facts``)."""
-    import json
-
-    return {name: json.dumps(facts[name], sort_keys=True) for name in ("space", "knob_defaults") if name in facts}
-
-
-_ROW_FIELDS = {"study", "study_id", "trial", "status", "reason", "message", "workload", "preset", "objectives",
-               "started_at", "ended_at", "wall_s", "baseline", "confirm_of", "space", "knob_defaults"}
-
-
-def _compacted_row(trials_dir: Path, key: str, trial: int, columns: list[str] | None = None) -> dict | None:
-    """The row of ``trial`` in the study's compacted files (the one that counts first). Looks again while the
-    set of compacted files changes (another process compacting), so a row moving between files is not missed."""
-    wanted = pc.field("trial") == trial
-    seen: list[Path] | None = None
-    while (files := _compacted(trials_dir, key)) != seen:
-        seen = files
-        try:
-            for p in files:
-                try:
-                    table = pq.read_table(p, columns=columns, filters=wanted)
-                except (pa.ArrowException, OSError) as e:
-                    if isinstance(e, FileNotFoundError):
-                        raise
-                    continue  # unreadable: read_file warns where it matters
-                if table.num_rows:
-                    return table.to_pylist()[0]
-        except FileNotFoundError:
-            continue
-    return None
-
-
-def has_trial(trials_dir: Path, study: str, trial: int, uid: str | None = "") -> bool:
-    """Whether a row of the trial is stored: its own file, or a compacted file of the study."""
-    return (trial_path(trials_dir, study, trial, uid).exists()
-            or _compacted_row(trials_dir, file_prefix(study, uid), trial, ["trial"]) is not None)
-
-
-def read_trial_outcome(trials_dir: Path, study: str, trial: int, uid: str | None = "") -> TrialOutcome | None:
-    """The outcome a trial's own row records (None if it has no readable row): the task's word beats a
-    launcher's, and a row written just before a crash is what the study is told on resume."""
-    from sweeper.results.outcome import Status
-
-    path = trial_path(trials_dir, study, trial, uid)
-    row: dict | None = None
-    if path.exists():
-        with contextlib.suppress(FileNotFoundError):
-            table = read_file(path)
-            row = table.to_pylist()[0] if table is not None and table.num_rows else None
-    if row is None:
-        row = _compacted_row(trials_dir, file_prefix(study, uid), trial)
-    if row is None:
-        return None
-    metrics = {k: v for k, v in row.items()
-               if k not in _ROW_FIELDS and not k.startswith(("knob.", "param.")) and v is not None}
-    started, ended = row.get("started_at"), row.get("ended_at")
-    return TrialOutcome(Status(row["status"]), row.get("reason") or "", row.get("message") or "", metrics,
-                        started.timestamp() if started else None, ended.timestamp() if ended else None)

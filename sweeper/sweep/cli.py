@@ -14,8 +14,20 @@ import sys
 
 from sweeper.errors import ConfigError
 
-_FLAGS_WITH_VALUE = {"-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir", "--experimental-rerun",
-                     "-p", "--package", "--info", "-c", "--cfg"}
+_FLAGS_WITH_VALUE = {
+    "-cp",
+    "--config-path",
+    "-cn",
+    "--config-name",
+    "-cd",
+    "--config-dir",
+    "--experimental-rerun",
+    "-p",
+    "--package",
+    "--info",
+    "-c",
+    "--cfg",
+}
 _SWEEP = re.compile(r"=\s*(choice|range|interval|tag|glob|sort|shuffle)\s*\(|^[^=]*=[^'\"\[{]*,")
 
 
@@ -41,7 +53,11 @@ def _translate(exc: Exception, overrides: list[str], known_keys: list[str]) -> C
     m = re.search(r"Could not find '([^/']+)/([^']+)'", text)
     if m:
         group, name = m.groups()
-        options = re.findall(r"^\s+(\S+)\s*$", text.split("Available options", 1)[-1], re.M) if "Available options" in text else []
+        options = (
+            re.findall(r"^\s+(\S+)\s*$", text.split("Available options", 1)[-1], re.M)
+            if "Available options" in text
+            else []
+        )
         close = difflib.get_close_matches(name, options, n=1)
         hint = f"did you mean {group}={close[0]}? " if close else ""
         return ConfigError(group, f"unknown {group} {name!r}", f"{hint}known: {', '.join(options) or 'none'}")
@@ -49,13 +65,20 @@ def _translate(exc: Exception, overrides: list[str], known_keys: list[str]) -> C
     m = re.search(r"full_key: (hydra\.sweeper\.(?:params|conditions|constraints))\.(\S+)", cause)
     if m and "is not in struct" in cause:
         group, key = m.groups()
-        return ConfigError(group, f"`{group}=` can only replace entries the workload already has, not add `{key}`",
-                           f"add entries with `++{group}={{...}}`, or sweep a knob directly: {key}='choice(...)'")
+        return ConfigError(
+            group,
+            f"`{group}=` can only replace entries the workload already has, not add `{key}`",
+            f"add entries with `++{group}={{...}}`, or sweep a knob directly: {key}='choice(...)'",
+        )
     m = re.search(r"Could not override '([^']+)'", text) or re.search(r"Key '([^']+)' is not in struct", text)
     if m:
         key = m.group(1)
         close = difflib.get_close_matches(key, known_keys, n=1)
-        hint = f"did you mean `{close[0]}`?" if close else "list the keys with `python -m sweeper +workload=<name> --cfg job`"
+        hint = (
+            f"did you mean `{close[0]}`?"
+            if close
+            else "list the keys with `python -m sweeper +workload=<name> --cfg job`"
+        )
         return ConfigError(key, "is not a key of this workload's config", hint)
     m = re.search(r"Could not append to config\. An item is already at '([^']+)'", text)
     if m:
@@ -110,8 +133,11 @@ def preflight(argv: list[str], conf_dir: str) -> None:
             if not any(o.lstrip("+").startswith("workload=") for o in overrides) and "workload" not in cfg:
                 from workloads import available
 
-                raise ConfigError("workload", "no workload selected",
-                                  f"add +workload=<name>; known workloads: {', '.join(available())}")
+                raise ConfigError(
+                    "workload",
+                    "no workload selected",
+                    f"add +workload=<name>; known workloads: {', '.join(available())}",
+                )
             _check_values(cfg, overrides)
     except ConfigError as e:
         fail(e)
@@ -133,8 +159,13 @@ def _check_syntax(overrides: list[str]) -> None:
             key, _, value = override.partition("=")
             lines = [ln.strip() for ln in str(e).splitlines() if ln.strip() and not ln.startswith(("See ", "Error "))]
             why = (lines[0] if lines else type(e).__name__).replace("ValueError while evaluating ", "")
-            fail(ConfigError(key.lstrip("+~"), f"cannot parse {value!r} ({why})",
-                             "write a value, or choice(a, b), range(start, stop, step), interval(a, b)"))
+            fail(
+                ConfigError(
+                    key.lstrip("+~"),
+                    f"cannot parse {value!r} ({why})",
+                    "write a value, or choice(a, b), range(start, stop, step), interval(a, b)",
+                )
+            )
 
 
 def _check_values(cfg: object, overrides: list[str]) -> None:
@@ -144,8 +175,8 @@ def _check_values(cfg: object, overrides: list[str]) -> None:
     from hydra import compose
     from omegaconf import OmegaConf
 
-    from sweeper.sweep.config import check_enumerations, check_results_dir, check_settings, check_values
     from sweeper.results.keys import flatten
+    from sweeper.sweep.config import check_enumerations, check_results_dir, check_settings, check_values
 
     full = OmegaConf.to_container(cfg, resolve=False)
     given = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
@@ -153,9 +184,13 @@ def _check_values(cfg: object, overrides: list[str]) -> None:
     for key in sorted(k for k in given if k in flat and flat[k] == ""):
         raise ConfigError(key, "is empty", f"give a value ({key}=<value>), or null to turn it off")
     base_overrides = [o for o in overrides if "." not in o.split("=", 1)[0] or o.lstrip("+~").startswith("hydra.")]
-    declared = flatten({k: v for k, v in OmegaConf.to_container(compose("config", overrides=base_overrides),
-                                                                  resolve=False).items()
-                        if k in ("knobs", "distributed", "workload")})
+    declared = flatten(
+        {
+            k: v
+            for k, v in OmegaConf.to_container(compose("config", overrides=base_overrides), resolve=False).items()
+            if k in ("knobs", "distributed", "workload")
+        }
+    )
     check_values({k: v for k, v in flat.items() if k in given}, declared)
     wl = full.get("workload") or {}
     check_enumerations({k: v for k, v in flat.items() if k in given}, str(wl.get("name")), wl.get("module"))
@@ -199,14 +234,18 @@ def show_job(argv: list[str], conf_dir: str) -> None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
 
-    from sweeper.sweep.config import as_dict as plain, preset_params, trial_config
+    from sweeper.sweep.config import as_dict as plain
+    from sweeper.sweep.config import preset_params, trial_config
     from sweeper.sweep.launch import command_line_params
     from sweeper.trial import gpu
 
     args = [a for a in argv if "=" in a and not a.startswith("-")]
     parsed = OverridesParser.create().parse_overrides(args)
-    plain_args = [o.input_line for o in parsed if not o.is_sweep_override()
-                  and not o.input_line.lstrip("+").startswith("hydra.searchpath=")] + user_search_path(argv)
+    plain_args = [
+        o.input_line
+        for o in parsed
+        if not o.is_sweep_override() and not o.input_line.lstrip("+").startswith("hydra.searchpath=")
+    ] + user_search_path(argv)
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
@@ -220,14 +259,18 @@ def show_job(argv: list[str], conf_dir: str) -> None:
     params = dict(sweeper_conf.get("params") or {})
     params.update(preset_params(cfg))
     params.update(command_line_params([a for a in args if a.startswith("hydra.sweeper.params")]))
-    params.update({o.get_key_element().lstrip("+~"): o.input_line.split("=", 1)[1] for o in parsed
-                   if o.is_sweep_override()})
+    params.update(
+        {o.get_key_element().lstrip("+~"): o.input_line.split("=", 1)[1] for o in parsed if o.is_sweep_override()}
+    )
     shown = {k: v for k, v in cfg.items() if k not in ("presets", "env")}
     print(f"# the config a trial runs on (device {cfg['device']}, preset {cfg['preset'] or 'none'} applied)")
     print(OmegaConf.to_yaml(shown), end="")
     print("# the search space of `-m` (hydra.sweeper.params, after the preset and the command line)")
-    space = {"params": params, "conditions": sweeper_conf.get("conditions") or {},
-             "constraints": sweeper_conf.get("constraints") or []}
+    space = {
+        "params": params,
+        "conditions": sweeper_conf.get("conditions") or {},
+        "constraints": sweeper_conf.get("constraints") or [],
+    }
     print(OmegaConf.to_yaml({"search_space": space}), end="")
     raise SystemExit(0)
 

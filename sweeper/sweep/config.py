@@ -48,8 +48,11 @@ def resolve_preset(composed: dict[str, Any], device: str) -> str | None:
         return "tiny" if device == "cpu" and "tiny" in presets else None
     if name not in presets:
         known = ", ".join(sorted(presets)) or "none"
-        raise ConfigError("preset", f"{name!r} is not a preset of workload {composed['workload']['name']!r}",
-                          f"use auto, none or one of: {known}")
+        raise ConfigError(
+            "preset",
+            f"{name!r} is not a preset of workload {composed['workload']['name']!r}",
+            f"use auto, none or one of: {known}",
+        )
     return str(name)
 
 
@@ -72,8 +75,12 @@ def _reapply(cfg: dict[str, Any], overrides: list[str]) -> None:
 
     for override in OverridesParser.create().parse_overrides(list(overrides)):
         key = override.key_or_group.lstrip("+~")
-        if (override.is_delete() or override.is_sweep_override() or "." not in key  # "+workload=x" is a group
-                or key.split(".", 1)[0] not in _MERGED_BY_PRESET):
+        if (
+            override.is_delete()
+            or override.is_sweep_override()
+            or "." not in key  # "+workload=x" is a group
+            or key.split(".", 1)[0] not in _MERGED_BY_PRESET
+        ):
             continue
         set_dotted(cfg, key, override.value())
 
@@ -82,11 +89,18 @@ def trial_config(composed: dict[str, Any], info: DeviceInfo, overrides: list[str
     """The composed config (plain dict, no ``hydra`` node) with device and preset resolved and applied.
 
     ``overrides`` are the command line's (or the sweeper's) overrides: they win over the preset."""
-    if "workload" not in composed or not isinstance(composed.get("workload"), dict) or "name" not in composed["workload"]:
+    if (
+        "workload" not in composed
+        or not isinstance(composed.get("workload"), dict)
+        or "name" not in composed["workload"]
+    ):
         from workloads import available
 
-        raise ConfigError("workload", "no workload selected",
-                          f"add +workload=<name> to the command; known workloads: {', '.join(available())}")
+        raise ConfigError(
+            "workload",
+            "no workload selected",
+            f"add +workload=<name> to the command; known workloads: {', '.join(available())}",
+        )
     cfg = copy.deepcopy(composed)
     cfg["device"] = resolve_device(cfg.get("device", "auto"), info)
     preset = resolve_preset(cfg, "cuda" if cfg["device"].startswith("cuda") else "cpu")
@@ -139,8 +153,9 @@ def load_workload(wl: dict[str, Any]) -> ModuleType:
     try:
         return workloads.load(wl["name"], wl.get("module"))
     except KeyError as e:
-        raise ConfigError("workload.module" if wl.get("module") else "workload", str(e.args[0]),
-                          "see the README's 'Your own model'") from None
+        raise ConfigError(
+            "workload.module" if wl.get("module") else "workload", str(e.args[0]), "see the README's 'Your own model'"
+        ) from None
 
 
 # ---------------------------------------------------------------------------------------------------- validation
@@ -167,10 +182,14 @@ def check_value(key: str, value: Any, declared: Any) -> None:
     else:
         ok = isinstance(value, (str, int, float)) and not isinstance(value, bool)
     if not ok:
-        example = {"bool": "true or false", "int": "an integer", "float": "a number"}.get(_type_name(declared),
-                                                                                        "a string")
-        raise ConfigError(key, f"{value!r} is {_article(value)} but the workload declares {_article(declared)}"
-                               f" (default {declared!r})", f"give {example}, e.g. {key}={_example(declared)}")
+        example = {"bool": "true or false", "int": "an integer", "float": "a number"}.get(
+            _type_name(declared), "a string"
+        )
+        raise ConfigError(
+            key,
+            f"{value!r} is {_article(value)} but the workload declares {_article(declared)} (default {declared!r})",
+            f"give {example}, e.g. {key}={_example(declared)}",
+        )
 
 
 def _article(declared: Any) -> str:
@@ -216,14 +235,20 @@ def check_settings(cfg: dict[str, Any]) -> None:
             raise ConfigError(key, f"must be {'>=' if inclusive else '>'} {low}, got {value!r}", fix)
     rel = flat.get("measure.rel_precision")
     if rel is not None and (isinstance(rel, bool) or not isinstance(rel, (int, float)) or not 0 < rel < 1):
-        raise ConfigError("measure.rel_precision", f"must be a fraction in (0, 1), got {rel!r}",
-                          "e.g. measure.rel_precision=0.01, or null")
+        raise ConfigError(
+            "measure.rel_precision",
+            f"must be a fraction in (0, 1), got {rel!r}",
+            "e.g. measure.rel_precision=0.01, or null",
+        )
     resources = (cfg.get("trial") or {}).get("resources") or {}
     for name in ("gpus", "cpus"):
         value = resources.get(name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ConfigError(f"trial.resources.{name}", f"must be a whole number >= 1 or null, got {value!r}",
-                              f"give what one trial needs, e.g. trial.resources.{name}=1, or null for the whole node")
+            raise ConfigError(
+                f"trial.resources.{name}",
+                f"must be a whole number >= 1 or null, got {value!r}",
+                f"give what one trial needs, e.g. trial.resources.{name}=1, or null for the whole node",
+            )
 
 
 def check_results_dir(path: str | Path) -> None:
@@ -235,25 +260,47 @@ def check_results_dir(path: str | Path) -> None:
     if p.exists() and not p.is_dir():
         raise ConfigError("results_dir", f"{str(p)!r} is a file", "give a folder, e.g. results_dir=results")
     if existing is not None and existing.is_dir() and not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError("results_dir", f"{str(existing)!r} is not writable",
-                          "give a folder you can write, e.g. results_dir=$HOME/results")
+        raise ConfigError(
+            "results_dir",
+            f"{str(existing)!r} is not writable",
+            "give a folder you can write, e.g. results_dir=$HOME/results",
+        )
     if existing is not None and not existing.is_dir():
-        raise ConfigError("results_dir", f"{str(existing)!r} is a file, so {str(p)!r} cannot be a folder",
-                          "give a folder, e.g. results_dir=results")
+        raise ConfigError(
+            "results_dir",
+            f"{str(existing)!r} is a file, so {str(p)!r} cannot be a folder",
+            "give a folder, e.g. results_dir=results",
+        )
 
 
 def check_sweeper(conf: Any) -> None:
     """The sweeper's numeric settings (``hydra.sweeper.*``): one line per broken rule."""
     rules = (
         ("n_jobs", lambda v: isinstance(v, int) and v >= 1, "a whole number >= 1", "e.g. hydra.sweeper.n_jobs=1"),
-        ("max_failures", lambda v: isinstance(v, int) and v >= 1, "a whole number >= 1 or null",
-         "e.g. hydra.sweeper.max_failures=5, or null for no limit"),
-        ("max_failure_rate", lambda v: isinstance(v, (int, float)) and 0 <= v <= 1, "a fraction in [0, 1] or null",
-         "e.g. hydra.sweeper.max_failure_rate=0.5, or null for no limit"),
-        ("confirm_top_k", lambda v: isinstance(v, int) and v >= 0, "a whole number >= 0",
-         "e.g. hydra.sweeper.confirm_top_k=3, or 0 for none"),
-        ("heartbeat_interval", lambda v: isinstance(v, int) and v >= 1, "a whole number of seconds >= 1 or null",
-         "e.g. hydra.sweeper.heartbeat_interval=10"),
+        (
+            "max_failures",
+            lambda v: isinstance(v, int) and v >= 1,
+            "a whole number >= 1 or null",
+            "e.g. hydra.sweeper.max_failures=5, or null for no limit",
+        ),
+        (
+            "max_failure_rate",
+            lambda v: isinstance(v, (int, float)) and 0 <= v <= 1,
+            "a fraction in [0, 1] or null",
+            "e.g. hydra.sweeper.max_failure_rate=0.5, or null for no limit",
+        ),
+        (
+            "confirm_top_k",
+            lambda v: isinstance(v, int) and v >= 0,
+            "a whole number >= 0",
+            "e.g. hydra.sweeper.confirm_top_k=3, or 0 for none",
+        ),
+        (
+            "heartbeat_interval",
+            lambda v: isinstance(v, int) and v >= 1,
+            "a whole number of seconds >= 1 or null",
+            "e.g. hydra.sweeper.heartbeat_interval=10",
+        ),
     )
     for key, ok, what, fix in rules:
         value = conf.get(key)
@@ -271,13 +318,16 @@ def check_enumerations(values: dict[str, Any], workload: str, module: str | None
 
     declared = getattr(workloads.load(workload, module), "KNOB_VALUES", {}) or {}
     for key, given in values.items():
-        name = key[len("knobs."):] if key.startswith("knobs.") else None
+        name = key[len("knobs.") :] if key.startswith("knobs.") else None
         if name not in declared:
             continue
         for value in given if isinstance(given, (list, tuple)) else [given]:
             if value is not None and value not in declared[name]:
-                raise ConfigError(key, f"{value!r} is not a value workload {workload!r} can run",
-                                  f"use one of: {', '.join(map(str, declared[name]))}")
+                raise ConfigError(
+                    key,
+                    f"{value!r} is not a value workload {workload!r} can run",
+                    f"use one of: {', '.join(map(str, declared[name]))}",
+                )
 
 
 plain = as_dict  # the name bench/gpu_validate.py imports (renamed: `plain` also named the dict itself)

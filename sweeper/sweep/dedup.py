@@ -89,19 +89,26 @@ def exhausted(study: optuna.Study, keys: set[str] | None) -> bool:
     """Every valid configuration of the space has its answer in the study."""
     if not keys:
         return False
-    done = {t.user_attrs.get(KEY) for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,
-                                                                                      TrialState.PRUNED))
-            if settled(t)}
+    done = {
+        t.user_attrs.get(KEY)
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
+        if settled(t)
+    }
     return keys <= done
 
 
-def reuse(t: FrozenTrial, bookkeeping: tuple[str, ...] = (OWNER_KEY, REASON_KEY, "status", "confirm_of")
-          ) -> TrialOutcome:
+def reuse(
+    t: FrozenTrial, bookkeeping: tuple[str, ...] = (OWNER_KEY, REASON_KEY, "status", "confirm_of")
+) -> TrialOutcome:
     """The outcome of a trial whose configuration ``t`` measured: skipped, with ``t``'s metrics (its user
     attributes but the ``bookkeeping`` ones)."""
     metrics = {k: v for k, v in t.user_attrs.items() if k not in (KEY, WAITS_KEY, *bookkeeping)}
-    return TrialOutcome(Status.SKIPPED, f"duplicate:{t.number}",
-                        f"same configuration as trial {t.number}; its result is reused", metrics=metrics)
+    return TrialOutcome(
+        Status.SKIPPED,
+        f"duplicate:{t.number}",
+        f"same configuration as trial {t.number}; its result is reused",
+        metrics=metrics,
+    )
 
 
 class Waiting:

@@ -9,6 +9,7 @@ runs trials from several threads at once.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import logging
 import time
@@ -19,15 +20,15 @@ import pyarrow as pa
 from omegaconf import DictConfig, OmegaConf
 from optuna.distributions import BaseDistribution
 
-from sweeper.results import store
-from sweeper.sweep.config import as_dict, load_workload, preset_params, trial_config
 from sweeper.errors import ConfigError
-from sweeper.trial import gpu
+from sweeper.results import lookup, store
+from sweeper.results.keys import flatten
 from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.sweep import schema
+from sweeper.sweep.config import as_dict, load_workload, preset_params, trial_config, with_values
 from sweeper.sweep.slots import Occupancy, node_lock_dir, trial_units
-from sweeper.results.keys import flatten
 from sweeper.sweep.space import parse_param, value_types
+from sweeper.trial import gpu
 from workloads.base import DeviceInfo
 
 log = logging.getLogger(__name__)
@@ -49,12 +50,18 @@ def _single_run_context(tcfg: dict[str, Any]) -> dict[str, Any]:
         if isinstance(parsed, BaseDistribution):
             dists[key] = parsed
     values = flatten({k: v for k, v in tcfg.items() if k in ("knobs", "workload", "distributed")})
-    types = store.column_types(value_types(dists), values)
+    types = lookup.column_types(value_types(dists), values)
     # A run with no knob given on the command line runs the workload's defaults: the baseline of its study.
     knob_args = [o for o in hc.overrides.task if o.lstrip("+~").startswith(("knobs.", "distributed."))]
-    return {"study": f"{tcfg['workload']['name']}-runs", "number": None, "log_dir": hc.runtime.output_dir,
-            "objectives": objectives or ["throughput:maximize"], "column_types": {c: str(t) for c, t in types.items()},
-            "baseline": not knob_args, "facts": sweep_facts(dists, {} if knob_args else values)}
+    return {
+        "study": f"{tcfg['workload']['name']}-runs",
+        "number": None,
+        "log_dir": hc.runtime.output_dir,
+        "objectives": objectives or ["throughput:maximize"],
+        "column_types": {c: str(t) for c, t in types.items()},
+        "baseline": not knob_args,
+        "facts": sweep_facts(dists, {} if knob_args else values),
+    }
 
 
 def sweep_facts(distributions: dict[str, Any], defaults: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -67,16 +74,18 @@ def sweep_facts(distributions: dict[str, Any], defaults: dict[str, Any]) -> dict
     from optuna.distributions import distribution_to_json
 
     space = {col: json.loads(distribution_to_json(d)) for k, d in distributions.items()
-             if (col := store.column_of(k)) is not None}
+             if (col := lookup.column_of(k)) is not None}
     base = {col: v for k, v in defaults.items()
-            if (col := store.column_of(k)) is not None and (v is None or isinstance(v, (bool, int, float, str)))}
+            if (col := lookup.column_of(k)) is not None and (v is None or isinstance(v, (bool, int, float, str)))}
     return {"space": space, "knob_defaults": base}
 
 
 def encode_context(ctx: dict[str, Any]) -> str:
     """The sweep's context as one override value that Hydra passes on unchanged, whatever characters the study
     name, folders or knob values hold (quotes, backslashes, non-ASCII): URL-safe base64 of its JSON."""
-    return "b64:" + base64.urlsafe_b64encode(json.dumps(ctx, separators=(",", ":"), default=str).encode()).decode().rstrip("=")
+    return "b64:" + base64.urlsafe_b64encode(
+        json.dumps(ctx, separators=(",", ":"), default=str).encode()
+    ).decode().rstrip("=")
 
 
 def decode_context(raw: str) -> dict[str, Any]:
@@ -98,8 +107,12 @@ def _run_recorded(tcfg: dict[str, Any], context: dict[str, Any]) -> tuple[TrialO
             from sweeper.sweep.prune import reporter
             from sweeper.trial.isolate import run_isolated
 
-            outcome = run_isolated(tcfg, float(tcfg["trial"]["timeout_s"]), Path(context["log_dir"]) / "trial.log",
-                                   on_report=reporter(context))
+            outcome = run_isolated(
+                tcfg,
+                float(tcfg["trial"]["timeout_s"]),
+                Path(context["log_dir"]) / "trial.log",
+                on_report=reporter(context),
+            )
         else:
             from sweeper.trial.child import run_here
 
@@ -112,6 +125,22 @@ def device_check(tcfg: dict[str, Any], info: DeviceInfo) -> str | None:
     module = load_workload(tcfg["workload"])
     target = info if tcfg["device"].startswith("cuda") else DeviceInfo(kind="cpu")  # what the trial will run on
     return module.check(tcfg, target) if hasattr(module, "check") else None
+
+
+@functools.lru_cache(maxsize=1)
+def _sweeper_device() -> DeviceInfo:
+    return gpu.device_info()  # the same description the sweep plan built the defaults with
+
+
+def device_skip(cfg: dict[str, Any], values: dict[str, Any]) -> TrialOutcome | None:
+    """In the sweeper, before launch: the outcome ``skipped`` when this device cannot run ``cfg`` with ``values``."""
+    reason = device_check(with_values(cfg, values), _sweeper_device())
+    return TrialOutcome(Status.SKIPPED, f"invalid:{reason}", reason) if reason else None
+
+
+def space_facts(space: Any, defaults: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``sweep_facts`` of a sweep's search space (inactive knobs included) and the workload's defaults."""
+    return sweep_facts({**space.inactive, **space.params}, defaults)
 
 
 def run_trial(cfg: DictConfig) -> dict[str, Any]:
@@ -134,18 +163,29 @@ def run_trial(cfg: DictConfig) -> dict[str, Any]:
     else:
         outcome, shared = _run_recorded(tcfg, context)
     if outcome.metrics.get("window_capped"):
-        log.warning("trial %s: measure.max_steps stopped the window at %.3g s, before measure.min_time_s=%s s; "
-                    "raise measure.max_steps (preset=nightly does)", context["number"],
-                    outcome.metrics.get("measured_s", 0.0), tcfg["measure"].get("min_time_s"))
+        log.warning(
+            "trial %s: measure.max_steps stopped the window at %.3g s, before measure.min_time_s=%s s; "
+            "raise measure.max_steps (preset=nightly does)",
+            context["number"],
+            outcome.metrics.get("measured_s", 0.0),
+            tcfg["measure"].get("min_time_s"),
+        )
     objectives = [tuple(o.split(":", 1)) for o in context["objectives"]]
-    row = store.make_row(outcome, study=context["study"], trial=context["number"], cfg=tcfg, objectives=objectives,
-                         study_id=context.get("study_id"))
+    row = store.make_row(
+        outcome,
+        study=context["study"],
+        trial=context["number"],
+        cfg=tcfg,
+        objectives=objectives,
+        study_id=context.get("study_id"),
+    )
     row["baseline"] = bool(context.get("baseline", False))
     row["confirm_of"] = context.get("confirm_of")
-    row.update(store.facts_columns(context.get("facts") or {}))
+    row.update(lookup.facts_columns(context.get("facts") or {}))
     if not reason:
         row["node_shared"], row["node_shared_with"] = bool(shared), ",".join(shared)
-    path = store.trial_path(Path(tcfg["results_dir"]) / "trials", context["study"], context["number"],
-                            context.get("study_id"))
+    path = store.trial_path(
+        Path(tcfg["results_dir"]) / "trials", context["study"], context["number"], context.get("study_id")
+    )
     store.write_row(path, row, {**_arrow_types(context.get("column_types") or {}), "confirm_of": pa.int64()})
     return outcome.to_dict()

@@ -12,18 +12,19 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from sweeper.trial import gpu
-from sweeper.sweep.config import as_dict, preset_params, trial_config
 from sweeper.errors import ConfigError
-from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.results.keys import flatten
+from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.sweep.config import as_dict, preset_params, trial_config
 from sweeper.sweep.space import SearchSpace, build_space
+from sweeper.trial import gpu
 
 log = logging.getLogger(__name__)
 
 
-def resolve_space(config: DictConfig, conf: Mapping[str, Any], arguments: list[str]
-                  ) -> tuple[dict[str, Any], SearchSpace, dict[str, Any], list[str]]:
+def resolve_space(
+    config: DictConfig, conf: Mapping[str, Any], arguments: list[str]
+) -> tuple[dict[str, Any], SearchSpace, dict[str, Any], list[str]]:
     """What a sweep samples, from Hydra's composed ``config``, the sweeper's ``conf`` and the command's
     ``arguments``: the trial config of the defaults, the search space, the defaults as flat dotted keys, and the
     plain (non-sweep) overrides every trial gets. The space is the workload's, then its preset's, then what the
@@ -31,8 +32,7 @@ def resolve_space(config: DictConfig, conf: Mapping[str, Any], arguments: list[s
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     parsed = OverridesParser.create().parse_overrides(arguments)
-    cfg = trial_config(as_dict(config), gpu.device_info(), [o.input_line for o in parsed
-                                                                 if not o.is_sweep_override()])
+    cfg = trial_config(as_dict(config), gpu.device_info(), [o.input_line for o in parsed if not o.is_sweep_override()])
     params = dict(conf.get("params") or {})
     params.update(preset_params(cfg))
     params.update(command_line_params(list(config.hydra.overrides.hydra)))  # the user's beats the preset's
@@ -98,7 +98,8 @@ def thread_safe_launcher(hydra_context: Any, task_function: Any, config: DictCon
     if not isinstance(loader.load_sweep_config, _Serialized):
         loader.load_sweep_config = _Serialized(loader.load_sweep_config)
     return Plugins.instance().instantiate_launcher(
-        hydra_context=hydra_context, task_function=_UnlockedTask(task_function), config=config)
+        hydra_context=hydra_context, task_function=_UnlockedTask(task_function), config=config
+    )
 
 
 def in_process(launcher: Any) -> bool:
@@ -119,8 +120,11 @@ def check_concurrent(launcher: Any, config: DictConfig, slots: int) -> None:
                           "set trial.isolate=true, or run one trial at a time (no trial.resources)")
     for key in ("chdir", "env_set"):
         if config.hydra.job.get(key):
-            raise ConfigError(f"hydra.job.{key}", "is process-wide, and trials run at once in the sweeper's process",
-                              "turn it off (trial environment variables go in `env:`), or run one trial at a time")
+            raise ConfigError(
+                f"hydra.job.{key}",
+                "is process-wide, and trials run at once in the sweeper's process",
+                "turn it off (trial environment variables go in `env:`), or run one trial at a time",
+            )
 
 
 def launch_one(launcher: Any, overrides: list[str], job_idx: int) -> Any:
@@ -170,10 +174,11 @@ def outcome_of(ret: Any) -> TrialOutcome:
 
     now = time.time()
     if isinstance(ret, BaseException):
-        return TrialOutcome(Status.FAILED, f"launcher:{type(ret).__name__}", str(ret)[:2000], started_at=now, ended_at=now)
+        return TrialOutcome(
+            Status.FAILED, f"launcher:{type(ret).__name__}", str(ret)[:2000], started_at=now, ended_at=now
+        )
     if ret.status == JobStatus.COMPLETED and isinstance(ret.return_value, dict):
         return TrialOutcome.from_dict(ret.return_value)
     exc = getattr(ret, "_return_value", None)
     name = type(exc).__name__ if isinstance(exc, BaseException) else "unknown"
     return TrialOutcome(Status.FAILED, f"exception:{name}", str(exc)[:2000], started_at=now, ended_at=now)
-

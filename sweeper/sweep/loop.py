@@ -19,23 +19,21 @@ from omegaconf import DictConfig
 from optuna.trial import TrialState
 
 from sweeper.errors import ConfigError
-from sweeper.results import store
+from sweeper.results import lookup, store
 from sweeper.results.keys import override_string, set_dotted
 from sweeper.results.outcome import Status, TrialOutcome
-from sweeper.sweep import dedup, launch
+from sweeper.sweep import dedup, launch, recovery, warm
 from sweeper.sweep import study as studies
+from sweeper.sweep.job import device_skip, encode_context, space_facts
 from sweeper.sweep.plan import SweepPlan, prepare
 from sweeper.sweep.progress import SweepProgress, log_launches_to
-from sweeper.sweep.slots import Slot, slot_overrides
-from sweeper.sweep import warm
-from sweeper.sweep import recovery
-from sweeper.sweep.config import with_values
-from sweeper.sweep.job import device_check, encode_context, sweep_facts
-from sweeper.trial import gpu
 from sweeper.sweep.secrets import mask
+from sweeper.sweep.slots import Slot, slot_overrides
 from sweeper.sweep.space import ExpressionError, evaluate, value_types
 
 log = logging.getLogger(__name__)
+
+
 class SweepImpl(recovery.Recovery):
     def __init__(self, **conf: Any) -> None:
         self.conf = conf
@@ -76,9 +74,12 @@ class SweepImpl(recovery.Recovery):
         self._recover_interrupted()
         target = studies.update_target(self.plan.study, int(self.conf.get("n_trials", 10)))
         self._enqueue_first()
-        finished = sum(1 for t in self.plan.study.get_trials(deepcopy=False) if studies.is_counted(t) and t.state.is_finished())
-        progress = SweepProgress(self.plan.study_name, target, self.plan.objectives, finished, self.plan.defaults,
-                                 self.plan.study)
+        finished = sum(
+            1 for t in self.plan.study.get_trials(deepcopy=False) if studies.is_counted(t) and t.state.is_finished()
+        )
+        progress = SweepProgress(
+            self.plan.study_name, target, self.plan.objectives, finished, self.plan.defaults, self.plan.study
+        )
         log_launches_to(Path(str(self.config.hydra.sweep.dir)) / "sweep.log")
         with progress, studies.Heartbeat(self.plan.storage) as heartbeat:
             results = self._run_until(target, progress, heartbeat)
@@ -89,19 +90,24 @@ class SweepImpl(recovery.Recovery):
                 progress.extend(extra)
                 results += self._run_until(self._counted() + extra, progress, heartbeat, confirming=True)
         progress.summary(self.plan.study)
-        launch.compact_and_refresh(self.plan.trials_dir.parent, self.plan.study_name, self.plan.study_id)  # none of this sweep's trials runs now
+        launch.compact_and_refresh(
+            self.plan.trials_dir.parent, self.plan.study_name, self.plan.study_id
+        )  # none of this sweep's trials runs now
         if self.stopped == "failures":
             raise SystemExit(1)
         return results
 
-    def _run_until(self, target: int, progress: SweepProgress, heartbeat: studies.Heartbeat,
-                   confirming: bool = False) -> list[Any]:
+    def _run_until(
+        self, target: int, progress: SweepProgress, heartbeat: studies.Heartbeat, confirming: bool = False
+    ) -> list[Any]:
         """Keep every slot busy until the study holds ``target`` counted trials: no batch barrier."""
         free = list(self.plan.slots)
         running: dict[Future, tuple[optuna.Trial, dict[str, Any], Slot]] = {}
         results: list[Any] = []
-        with ThreadPoolExecutor(max_workers=len(self.plan.slots), thread_name_prefix="trial") as pool, \
-                self._interruptible(running):
+        with (
+            ThreadPoolExecutor(max_workers=len(self.plan.slots), thread_name_prefix="trial") as pool,
+            self._interruptible(running),
+        ):
             while True:
                 if time.time() - self.last_recovery >= self.recover_every_s:
                     self._recover_interrupted()  # trials of another process that died (dead pid, stale heartbeat)
@@ -144,8 +150,12 @@ class SweepImpl(recovery.Recovery):
                     outcome = launch.outcome_of(ret)
                     if outcome.status is Status.FAILED and outcome.reason.startswith(("exception:", "launcher:")):
                         # The job failed around the task (launcher, logging); if the trial wrote its row, it ran.
-                        outcome = store.read_trial_outcome(self.plan.trials_dir, self.plan.study_name, trial.number,
-                                                          self.plan.study_id) or outcome
+                        outcome = (
+                            lookup.read_trial_outcome(
+                                self.plan.trials_dir, self.plan.study_name, trial.number, self.plan.study_id
+                            )
+                            or outcome
+                        )
                     studies.tell(self.plan.study, trial, outcome, self.plan.objectives)
                     heartbeat.discard(trial._trial_id)
                     self._record(trial.number, values, outcome, only_if_missing=True)
@@ -156,8 +166,10 @@ class SweepImpl(recovery.Recovery):
                     free.append(slot)
                 if self._failure_budget_spent():
                     if not self.stopped:
-                        progress.note(f"stopping: {self._failures()} failed trials reach the failure budget "
-                                      f"({self._budget_text()}); the workload itself looks broken")
+                        progress.note(
+                            f"stopping: {self._failures()} failed trials reach the failure budget "
+                            f"({self._budget_text()}); the workload itself looks broken"
+                        )
                     self.stopped = "failures"
 
     def _counted(self) -> int:
@@ -167,8 +179,8 @@ class SweepImpl(recovery.Recovery):
         return studies.failures(self.plan.study)
 
     def _budget_text(self) -> str:
-        return ", ".join(f"{k}={v}" for k, v in (("max_failures", self.plan.max_failures),
-                                                  ("max_failure_rate", self.plan.max_failure_rate)) if v is not None)
+        limits = {"max_failures": self.plan.max_failures, "max_failure_rate": self.plan.max_failure_rate}
+        return ", ".join(f"{k}={v}" for k, v in limits.items() if v is not None)
 
     def _failure_budget_spent(self) -> bool:
         return studies.failure_budget_spent(self.plan.study, self.plan.max_failures, self.plan.max_failure_rate)
@@ -180,10 +192,16 @@ class SweepImpl(recovery.Recovery):
         """A new study measures the warm-start studies' best first, then the workload's defaults (the baseline the
         report compares against), then the declared ``starts`` (known-good recipes), before the sampler's own
         choices; the warm-start studies' trials join the sampler's history."""
-        if self.plan.study.trials or not self.plan.space.params or isinstance(self.plan.study.sampler, optuna.samplers.GridSampler):
+        if (
+            self.plan.study.trials
+            or not self.plan.space.params
+            or isinstance(self.plan.study.sampler, optuna.samplers.GridSampler)
+        ):
             return  # the grid holds every configuration anyway
-        best, history = warm.gather(self.plan.storage, self.plan.warm_sources, self.plan.study, self.plan.space,
-                                    self.plan.defaults, int(self.conf.get("warm_start_k", 3)))
+        p = self.plan
+        best, history = warm.gather(
+            p.storage, p.warm_sources, p.study, p.space, p.defaults, int(self.conf.get("warm_start_k", 3))
+        )
         enqueued: list[dict[str, Any]] = list(best)  # the earlier studies' best, measured again first
         if self.conf.get("baseline_first", True):
             baseline = self._baseline_params()
@@ -210,8 +228,11 @@ class SweepImpl(recovery.Recovery):
 
     def _enqueue_confirmations(self, k: int) -> int:
         """Re-measure the k best configurations (repeats give the report a noise estimate)."""
-        best = [t for t in self.plan.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                if t.user_attrs.get("status") == "complete"]
+        best = [
+            t
+            for t in self.plan.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            if t.user_attrs.get("status") == "complete"
+        ]
         metric, direction = self.plan.objectives[0]
         best.sort(key=lambda t: t.values[0], reverse=direction == "maximize")
         for t in best[:k]:
@@ -222,8 +243,10 @@ class SweepImpl(recovery.Recovery):
         """Ask one trial; returns (trial, values) to launch, None if it was settled without launching, or _STOP."""
         if self.deadline is not None and time.time() >= self.deadline:
             if not self.stopped:
-                progress.note(f"time limit: hydra.sweeper.timeout_s={self.conf.get('timeout_s')} reached; "
-                              "running trials finish, no new one starts (run the command again to continue)")
+                progress.note(
+                    f"time limit: hydra.sweeper.timeout_s={self.conf.get('timeout_s')} reached; "
+                    "running trials finish, no new one starts (run the command again to continue)"
+                )
             self.stopped = "timeout"
             return _STOP
         sampler = self.plan.study.sampler
@@ -246,14 +269,17 @@ class SweepImpl(recovery.Recovery):
             return trial, values
         if outcome is _WAIT:
             self.waits.add(trial, values)
-            progress.note(f"trial {trial.number} waits: trial {trial.user_attrs.get(dedup.WAITS_KEY)} is measuring "
-                          "the same configuration")
+            progress.note(
+                f"trial {trial.number} waits: trial {trial.user_attrs.get(dedup.WAITS_KEY)} is measuring "
+                "the same configuration"
+            )
             return None
         self._settle(trial, values, outcome, progress)
         return None
 
-    def _settle(self, trial: optuna.Trial, values: dict[str, Any], outcome: TrialOutcome,
-                progress: SweepProgress) -> None:
+    def _settle(
+        self, trial: optuna.Trial, values: dict[str, Any], outcome: TrialOutcome, progress: SweepProgress
+    ) -> None:
         """A trial decided without launching (constraint, duplicate): told, recorded, shown; an exhausted space
         stops the sweep (duplicates do not count toward n_trials, so the sampler would be asked forever)."""
         outcome.started_at = outcome.ended_at = time.time()  # settled before launch: costs no time
@@ -268,19 +294,24 @@ class SweepImpl(recovery.Recovery):
         if self.valid_keys is _UNKNOWN:
             self.valid_keys = dedup.valid_keys(self.plan.space, self.plan.defaults)  # None: too large/continuous
         if dedup.exhausted(self.plan.study, self.valid_keys):
-            progress.note(f"space exhausted: all {len(self.valid_keys)} configurations of the search space are "
-                          "measured (or cannot run here); widen the space (or hydra.sweeper.repeat=true to "
-                          "measure again)")
+            progress.note(
+                f"space exhausted: all {len(self.valid_keys)} configurations of the search space are "
+                "measured (or cannot run here); widen the space (or hydra.sweeper.repeat=true to "
+                "measure again)"
+            )
             self.stopped = "exhausted"
         elif self.duplicates_in_a_row >= _MAX_DUPLICATES_IN_A_ROW:
-            progress.note(f"stopping: the sampler proposed {self.duplicates_in_a_row} measured configurations in a "
-                          "row; the space looks exhausted (widen it, or try another sampler)")
+            progress.note(
+                f"stopping: the sampler proposed {self.duplicates_in_a_row} measured configurations in a "
+                "row; the space looks exhausted (widen it, or try another sampler)"
+            )
             self.stopped = "exhausted"
 
     def _is_surplus(self, trial: optuna.Trial, target: int) -> bool:
         """Another process on the same study got there first: this ask would exceed the target."""
-        earlier = [t for t in self.plan.study.get_trials(deepcopy=False)
-                   if t.number < trial.number and studies.is_counted(t)]
+        earlier = [
+            t for t in self.plan.study.get_trials(deepcopy=False) if t.number < trial.number and studies.is_counted(t)
+        ]
         return len(earlier) >= target
 
     def _sample(self, trial: optuna.Trial, repeat: bool = False) -> tuple[dict[str, Any], TrialOutcome | None]:
@@ -293,10 +324,8 @@ class SweepImpl(recovery.Recovery):
                     return values, TrialOutcome(Status.SKIPPED, f"invalid:{expr}", f"constraint does not hold: {expr}")
         except ExpressionError as e:  # e.g. a division by a sampled zero: this configuration is not launched
             return dict(trial.params), TrialOutcome(Status.SKIPPED, f"invalid:{e}", f"an expression failed: {e}")
-        # The device check runs here, before any launcher job (a SLURM job is never submitted only to be skipped).
-        reason = device_check(with_values(self.plan.cfg, {**self.plan.space.fixed, **values}), self._device())
-        if reason:
-            return values, TrialOutcome(Status.SKIPPED, f"invalid:{reason}", reason)
+        if (skipped := device_skip(self.plan.cfg, {**self.plan.space.fixed, **values})) is not None:
+            return values, skipped  # checked before any launcher job: none is submitted only to be skipped
         key = dedup.config_key(values)
         trial.set_user_attr(dedup.KEY, key)
         if repeat or self.conf.get("repeat", False):
@@ -311,24 +340,20 @@ class SweepImpl(recovery.Recovery):
 
     def _context(self, trial: optuna.Trial, values: dict[str, Any], job_idx: int) -> dict[str, Any]:
         """What the task needs to know of the sweep, passed as one override (no Hydra singletons: thread safe)."""
-        types = store.column_types(value_types(self.plan.space), self.plan.defaults)
+        types = lookup.column_types(value_types(self.plan.space), self.plan.defaults)
         return {
-            "study": self.plan.study_name, "study_id": self.plan.study_id, "number": trial.number,
+            "study": self.plan.study_name,
+            "study_id": self.plan.study_id,
+            "number": trial.number,
             "storage": mask(self.plan.storage_url),  # the trial reveals it from the environment (sweep.secrets)
             "objectives": [f"{m}:{d}" for m, d in self.plan.objectives],
             "log_dir": str(Path(str(self.config.hydra.sweep.dir)) / str(job_idx)),
             "column_types": {c: str(t) for c, t in types.items()},
-            "pruner": dict(self.plan.pruner_conf), "baseline": self._is_baseline(values),
-            "confirm_of": trial.user_attrs.get("confirm_of"), "facts": self._facts(),
+            "pruner": dict(self.plan.pruner_conf),
+            "baseline": self._is_baseline(values),
+            "confirm_of": trial.user_attrs.get("confirm_of"),
+            "facts": space_facts(self.plan.space, self.plan.defaults),
         }
-
-    def _facts(self) -> dict[str, dict[str, Any]]:
-        return sweep_facts({**self.plan.space.inactive, **self.plan.space.params}, self.plan.defaults)
-
-    def _device(self) -> Any:
-        if getattr(self, "_device_info", None) is None:
-            self._device_info = gpu.device_info()  # the same description the plan built the defaults with
-        return self._device_info
 
     def _is_baseline(self, values: dict[str, Any]) -> bool:
         """This configuration is the workload's defaults (what a user gets without tuning)."""
@@ -345,19 +370,27 @@ class SweepImpl(recovery.Recovery):
         except Exception as e:  # noqa: BLE001 - a launcher error fails this trial, not the sweep
             return e
 
-    def _record(self, number: int, values: dict[str, Any], outcome: TrialOutcome, only_if_missing: bool = False) -> None:
+    def _record(
+        self, number: int, values: dict[str, Any], outcome: TrialOutcome, only_if_missing: bool = False
+    ) -> None:
         """The Parquet row for a trial the task could not write itself (never launched, or its job crashed)."""
         path = store.trial_path(self.plan.trials_dir, self.plan.study_name, number, self.plan.study_id)
-        if only_if_missing and store.has_trial(self.plan.trials_dir, self.plan.study_name, number, self.plan.study_id):
+        if only_if_missing and lookup.has_trial(self.plan.trials_dir, self.plan.study_name, number, self.plan.study_id):
             return
         cfg = json.loads(json.dumps(self.plan.cfg, default=str))
         for key, value in {**self.plan.space.fixed, **values}.items():
             set_dotted(cfg, key, value)
-        row = store.make_row(outcome, study=self.plan.study_name, trial=number, cfg=cfg, objectives=self.plan.objectives,
-                             study_id=self.plan.study_id)
+        row = store.make_row(
+            outcome,
+            study=self.plan.study_name,
+            trial=number,
+            cfg=cfg,
+            objectives=self.plan.objectives,
+            study_id=self.plan.study_id,
+        )
         row["baseline"] = self._is_baseline(values)
-        row.update(store.facts_columns(self._facts()))
-        store.write_row(path, row, store.column_types(value_types(self.plan.space), self.plan.defaults))
+        row.update(lookup.facts_columns(space_facts(self.plan.space, self.plan.defaults)))
+        store.write_row(path, row, lookup.column_types(value_types(self.plan.space), self.plan.defaults))
 
 
 _STOP = object()

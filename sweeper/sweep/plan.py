@@ -17,19 +17,37 @@ import optuna
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from sweeper.errors import ConfigError
-from sweeper.sweep.config import check_enumerations, check_results_dir, check_sweeper
 from sweeper.sweep import launch, schema, warm
 from sweeper.sweep import study as studies
+from sweeper.sweep.config import check_enumerations, check_results_dir, check_sweeper
 from sweeper.sweep.prune import make_pruner
 from sweeper.sweep.slots import NodeSlots, Slot, make_slots, node_lock_dir
 from sweeper.sweep.space import SearchSpace, check_known
 from sweeper.trial import gpu
 
 KNOWN_METRICS = (
-    "throughput", "peak_mem_bytes", "peak_mem_reserved_bytes", "step_ms_p50", "step_ms_p10", "step_ms_p90",
-    "step_ms_mean", "step_cv", "data_wait_frac", "achieved_tflops", "mfu", "gpu_util_mean", "gpu_util_p10",
-    "first_step_s", "setup_s", "compile_s", "measured_s",
-    "world_size", "step_ms_p50_rank_min", "comm_frac", "comm_ms_per_step", "launch_s",
+    "throughput",
+    "peak_mem_bytes",
+    "peak_mem_reserved_bytes",
+    "step_ms_p50",
+    "step_ms_p10",
+    "step_ms_p90",
+    "step_ms_mean",
+    "step_cv",
+    "data_wait_frac",
+    "achieved_tflops",
+    "mfu",
+    "gpu_util_mean",
+    "gpu_util_p10",
+    "first_step_s",
+    "setup_s",
+    "compile_s",
+    "measured_s",
+    "world_size",
+    "step_ms_p50_rank_min",
+    "comm_frac",
+    "comm_ms_per_step",
+    "launch_s",
 )
 Start = tuple[str, dict[str, Any], dict[str, str]]  # (config key, the sampled knobs it fixes, {knob: why not})
 
@@ -64,11 +82,17 @@ def prepare(conf: Mapping[str, Any], config: DictConfig, launcher: Any, argument
     """The plan of the sweep that the sweeper's ``conf``, Hydra's ``config`` and the command's ``arguments`` say."""
     c = conf
     if int(c.get("n_trials", 10)) < 1:
-        raise ConfigError("hydra.sweeper.n_trials", f"must be >= 1, got {c.get('n_trials')}",
-                          "give the number of trials this command should add")
+        raise ConfigError(
+            "hydra.sweeper.n_trials",
+            f"must be >= 1, got {c.get('n_trials')}",
+            "give the number of trials this command should add",
+        )
     if c.get("timeout_s") is not None and float(c["timeout_s"]) <= 0:
-        raise ConfigError("hydra.sweeper.timeout_s", f"must be > 0 seconds, got {c['timeout_s']}",
-                          "give the time after which no new trial starts, or null for no limit")
+        raise ConfigError(
+            "hydra.sweeper.timeout_s",
+            f"must be > 0 seconds, got {c['timeout_s']}",
+            "give the time after which no new trial starts, or null for no limit",
+        )
     check_sweeper(c)
     cfg, space, defaults, fixed_args = launch.resolve_space(config, c, arguments)
     check_results_dir(cfg["results_dir"])
@@ -80,29 +104,43 @@ def prepare(conf: Mapping[str, Any], config: DictConfig, launcher: Any, argument
     node = NodeSlots(node_lock_dir(cfg), slots, gpu.device_info().count)
     objectives = [(str(o["metric"]), str(o.get("direction", "maximize"))) for o in c["objectives"]]
     _check_objectives(objectives, workload, cfg["workload"].get("module"))
-    check_enumerations({k: list(getattr(d, "choices", ())) for k, d in space.params.items()}, workload,
-                       cfg["workload"].get("module"))
+    check_enumerations(
+        {k: list(getattr(d, "choices", ())) for k, d in space.params.items()}, workload, cfg["workload"].get("module")
+    )
     results_dir = Path(cfg["results_dir"])
     data = cfg["workload"].get("data")  # resnet50-jpeg(-tiny): synthetic and JPEG trials never share a study
-    workload_key = (workload + (f"-{data}" if data not in (None, "synthetic") else "")
-                    + (f"-{cfg['preset']}" if cfg["preset"] else ""))
+    workload_key = (
+        workload
+        + (f"-{data}" if data not in (None, "synthetic") else "")
+        + (f"-{cfg['preset']}" if cfg["preset"] else "")
+    )
     study_name = c.get("study_name") or workload_key
     storage_url = studies.storage_url(c.get("storage"), results_dir)
     storage = studies.make_storage(storage_url, c.get("heartbeat_interval"), c.get("grace_period"))
     expensive = c.get("expensive")
     expensive = OmegaConf.to_container(expensive) if isinstance(expensive, DictConfig) else expensive
     seed = studies.resumed_seed(storage, study_name, c.get("seed"), str(c.get("sampler", "staged")))
-    sampler = studies.make_sampler(str(c.get("sampler", "staged")), seed, space, expensive or {}, defaults,
-                                   c.get("timeout_s"))
+    sampler = studies.make_sampler(
+        str(c.get("sampler", "staged")), seed, space, expensive or {}, defaults, c.get("timeout_s")
+    )
     spec = c.get("warm_start")  # resolved before the study exists: a bad name creates nothing
-    warm_sources = warm.resolve(storage, OmegaConf.to_container(spec) if isinstance(spec, ListConfig) else spec,
-                                study_name, workload_key)
+    warm_sources = warm.resolve(
+        storage, OmegaConf.to_container(spec) if isinstance(spec, ListConfig) else spec, study_name, workload_key
+    )
     try:
-        study = optuna.create_study(study_name=study_name, storage=storage, sampler=sampler, load_if_exists=True,
-                                    directions=[d for _m, d in objectives])
+        study = optuna.create_study(
+            study_name=study_name,
+            storage=storage,
+            sampler=sampler,
+            load_if_exists=True,
+            directions=[d for _m, d in objectives],
+        )
     except ValueError as e:
-        raise ConfigError("hydra.sweeper.objectives", str(e).splitlines()[0],
-                          "use the study's original objectives or a new hydra.sweeper.study_name") from None
+        raise ConfigError(
+            "hydra.sweeper.objectives",
+            str(e).splitlines()[0],
+            "use the study's original objectives or a new hydra.sweeper.study_name",
+        ) from None
     with warnings.catch_warnings():  # optuna-dashboard shows "throughput", not "Objective 0"
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         study.set_metric_names([m for m, _d in objectives])
@@ -113,14 +151,33 @@ def prepare(conf: Mapping[str, Any], config: DictConfig, launcher: Any, argument
     pruner_conf = OmegaConf.to_container(pruner) if isinstance(pruner, DictConfig) else dict(pruner)
     make_pruner(pruner_conf)  # validates
     if pruner_conf.get("type", "none") != "none" and objectives != [("throughput", "maximize")]:
-        raise ConfigError("hydra.sweeper.pruner.type", "pruning needs the single objective throughput:maximize",
-                          "set hydra.sweeper.pruner.type=none for this study")
-    return SweepPlan(cfg=cfg, space=space, defaults=defaults, fixed_args=fixed_args, workload=workload,
-                     starts=starts, slots=slots, node=node, objectives=objectives, trials_dir=results_dir / "trials",
-                     study_name=study_name, storage_url=storage_url, storage=storage, study=study,
-                     max_failures=c.get("max_failures"), max_failure_rate=c.get("max_failure_rate"),
-                     pruner_conf=pruner_conf, workload_key=workload_key, warm_sources=warm_sources,
-                     study_id=study_id)
+        raise ConfigError(
+            "hydra.sweeper.pruner.type",
+            "pruning needs the single objective throughput:maximize",
+            "set hydra.sweeper.pruner.type=none for this study",
+        )
+    return SweepPlan(
+        cfg=cfg,
+        space=space,
+        defaults=defaults,
+        fixed_args=fixed_args,
+        workload=workload,
+        starts=starts,
+        slots=slots,
+        node=node,
+        objectives=objectives,
+        trials_dir=results_dir / "trials",
+        study_name=study_name,
+        storage_url=storage_url,
+        storage=storage,
+        study=study,
+        max_failures=c.get("max_failures"),
+        max_failure_rate=c.get("max_failure_rate"),
+        pruner_conf=pruner_conf,
+        workload_key=workload_key,
+        warm_sources=warm_sources,
+        study_id=study_id,
+    )
 
 
 def _check_objectives(objectives: list[tuple[str, str]], workload: str, module_name: str | None) -> None:
@@ -132,12 +189,17 @@ def _check_objectives(objectives: list[tuple[str, str]], workload: str, module_n
         raise ConfigError("hydra.sweeper.objectives", "is empty", "name at least one metric, e.g. throughput")
     for i, (metric, direction) in enumerate(objectives):
         if metric not in known:
-            raise ConfigError(f"hydra.sweeper.objectives[{i}].metric",
-                              f"{metric!r} is not a metric workload {workload!r} produces",
-                              f"use one of: {', '.join(sorted(known))}")
+            raise ConfigError(
+                f"hydra.sweeper.objectives[{i}].metric",
+                f"{metric!r} is not a metric workload {workload!r} produces",
+                f"use one of: {', '.join(sorted(known))}",
+            )
         if direction not in ("maximize", "minimize"):
-            raise ConfigError(f"hydra.sweeper.objectives[{i}].direction", f"{direction!r} is not a direction",
-                              "use maximize or minimize")
+            raise ConfigError(
+                f"hydra.sweeper.objectives[{i}].direction",
+                f"{direction!r} is not a direction",
+                "use maximize or minimize",
+            )
 
 
 def _parse_starts(conf: Mapping[str, Any], space: SearchSpace, defaults: dict[str, Any]) -> list[Start]:
@@ -145,8 +207,11 @@ def _parse_starts(conf: Mapping[str, Any], space: SearchSpace, defaults: dict[st
     if isinstance(starts, (DictConfig, ListConfig)):
         starts = OmegaConf.to_container(starts, resolve=True)
     if not isinstance(starts, list):
-        raise ConfigError("hydra.sweeper.starts", f"must be a list of configurations, got {starts!r}",
-                          "write it as [{knobs.precision: bf16, knobs.num_workers: 8}]")
+        raise ConfigError(
+            "hydra.sweeper.starts",
+            f"must be a list of configurations, got {starts!r}",
+            "write it as [{knobs.precision: bf16, knobs.num_workers: 8}]",
+        )
     return [_start_params(i, start, space, defaults) for i, start in enumerate(starts)]
 
 
@@ -155,8 +220,11 @@ def _start_params(index: int, start: Any, space: SearchSpace, defaults: dict[str
     (pinned, inactive under their condition, outside the space: see ``SearchSpace.fix``)."""
     key = f"hydra.sweeper.starts[{index}]"
     if not isinstance(start, Mapping):
-        raise ConfigError(key, f"must be a mapping of config keys to values, got {start!r}",
-                          "write it as {knobs.precision: bf16, knobs.num_workers: 8}")
+        raise ConfigError(
+            key,
+            f"must be a mapping of config keys to values, got {start!r}",
+            "write it as {knobs.precision: bf16, knobs.num_workers: 8}",
+        )
     for name in start:
         check_known(str(name), defaults, where=f"{key}.{name}")
     space_params, dropped = space.fix(start, defaults)

@@ -156,7 +156,8 @@ def announce_single(cfg: Any) -> None:
     """Before a single run (no ``-m``): what runs, with which knobs, and where its row and log go (stderr)."""
     from hydra.core.hydra_config import HydraConfig
 
-    from sweeper.sweep.config import as_dict as plain, trial_config
+    from sweeper.sweep.config import as_dict as plain
+    from sweeper.sweep.config import trial_config
     from sweeper.trial import gpu
 
     try:

@@ -27,7 +27,7 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from sweeper.results import store
+from sweeper.results import lookup, store
 from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.sweep import study as studies
 from sweeper.sweep.secrets import mask
@@ -56,8 +56,11 @@ def guarded(run: Callable[[], Any], storage_url: str, forkserver: bool = False) 
         return run()
     except KeyboardInterrupt as e:
         name = "SIGTERM" if isinstance(e, Terminated) else "Ctrl-C"
-        print(f"interrupted ({name}): running trials were stopped and recorded as interrupted; run the same "
-              "command again to resume", file=sys.stderr)
+        print(
+            f"interrupted ({name}): running trials were stopped and recorded as interrupted; run the same "
+            "command again to resume",
+            file=sys.stderr,
+        )
         # Everything is recorded (the study's writes are committed, rows renamed into place). The interpreter's
         # own teardown of torch, Hydra and the rest takes 3-10 s on a loaded machine: the user asked to stop now.
         logging.shutdown()
@@ -70,8 +73,11 @@ def guarded(run: Callable[[], Any], storage_url: str, forkserver: bool = False) 
     except Exception as e:  # noqa: BLE001 - the study's own database on a full disk (SQLite)
         if "database or disk is full" not in str(e):
             raise
-        print(f"error: no space left writing the study's database ({mask(storage_url)}); free space and run "
-              "the same command again to resume", file=sys.stderr)
+        print(
+            f"error: no space left writing the study's database ({mask(storage_url)}); free space and run "
+            "the same command again to resume",
+            file=sys.stderr,
+        )
         raise SystemExit(1) from None
     finally:
         if previous is not None:
@@ -106,13 +112,20 @@ class Recovery:
 
     def _settle_interrupted(self, trial: optuna.Trial, values: dict[str, Any]) -> None:
         now = time.time()
-        outcome = store.read_trial_outcome(self.plan.trials_dir, self.plan.study_name, trial.number, self.plan.study_id)
+        outcome = lookup.read_trial_outcome(
+            self.plan.trials_dir, self.plan.study_name, trial.number, self.plan.study_id
+        )
         try:
             if outcome is None or outcome.reason == "interrupted":
                 self.plan.storage.set_trial_user_attr(trial._trial_id, studies.REASON_KEY, "interrupted")
                 self.plan.storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
-                outcome = TrialOutcome(Status.FAILED, "interrupted", "the sweep was interrupted while this trial "
-                                       "ran; the same command runs it again", started_at=now, ended_at=now)
+                outcome = TrialOutcome(
+                    Status.FAILED,
+                    "interrupted",
+                    "the sweep was interrupted while this trial ran; the same command runs it again",
+                    started_at=now,
+                    ended_at=now,
+                )
             else:
                 studies.tell(self.plan.study, trial, outcome, self.plan.objectives)
             self._record(trial.number, values, outcome, only_if_missing=True)
@@ -120,7 +133,6 @@ class Recovery:
             pass  # told already
         except OSError as e:  # a full disk: the next run of the command settles it (see _recover_interrupted)
             log.warning("trial %d not recorded: %s", trial.number, e)
-
 
     def _recover_interrupted(self) -> None:
         """Trials whose sweeper died (dead pid on this host, or a stale heartbeat): FAIL (interrupted) + a row.
@@ -136,16 +148,25 @@ class Recovery:
         for t in self.plan.study.get_trials(deepcopy=False, states=(TrialState.FAIL,)):
             if t.number in settled or not studies.is_interrupted(t):
                 continue
-            row = store.read_trial_outcome(self.plan.trials_dir, self.plan.study_name, t.number, self.plan.study_id)
+            row = lookup.read_trial_outcome(self.plan.trials_dir, self.plan.study_name, t.number, self.plan.study_id)
             settled.add(t.number)
             if row is not None and row.reason == "interrupted":
                 continue
             # No row, or a row the study was never told (its heartbeat went stale first): one truth, interrupted.
             now = time.time()
-            outcome = TrialOutcome(Status.FAILED, "interrupted", "the sweeper running this trial died" + (
-                f" after the trial ended {row.status.value} (kept below); the study failed it, so it runs again"
-                if row else ""), metrics=row.metrics if row else {},
-                started_at=t.datetime_start.timestamp() if t.datetime_start else now, ended_at=now)
+            outcome = TrialOutcome(
+                Status.FAILED,
+                "interrupted",
+                "the sweeper running this trial died"
+                + (
+                    f" after the trial ended {row.status.value} (kept below); the study failed it, so it runs again"
+                    if row
+                    else ""
+                ),
+                metrics=row.metrics if row else {},
+                started_at=t.datetime_start.timestamp() if t.datetime_start else now,
+                ended_at=now,
+            )
             self._record(t.number, t.params, outcome)
             log.warning("trial %d was interrupted (its sweeper died); marked failed", t.number)
 
@@ -153,11 +174,18 @@ class Recovery:
         """A RUNNING trial whose sweeper died: if its row was written (the sweeper died between the row and the
         tell), the study is told what the row says; otherwise it is FAIL (interrupted) and will be run again."""
         try:
-            outcome = store.read_trial_outcome(self.plan.trials_dir, self.plan.study_name, t.number, self.plan.study_id)
+            outcome = lookup.read_trial_outcome(
+                self.plan.trials_dir, self.plan.study_name, t.number, self.plan.study_id
+            )
             if outcome is not None and outcome.reason != "interrupted":
-                studies.tell(self.plan.study, optuna.trial.Trial(self.plan.study, t._trial_id), outcome, self.plan.objectives)
-                log.warning("trial %d: its sweeper died after writing its row; the study is told %s",
-                            t.number, outcome.status.value)
+                studies.tell(
+                    self.plan.study, optuna.trial.Trial(self.plan.study, t._trial_id), outcome, self.plan.objectives
+                )
+                log.warning(
+                    "trial %d: its sweeper died after writing its row; the study is told %s",
+                    t.number,
+                    outcome.status.value,
+                )
                 return
             self.plan.storage.set_trial_user_attr(t._trial_id, studies.REASON_KEY, "interrupted")
             self.plan.storage.set_trial_state_values(t._trial_id, TrialState.FAIL)

@@ -50,8 +50,11 @@ def check(node: str, schema: type, value: Any) -> Any:
         raise ConfigError(f"{node}.{key}", f"is not a {node} setting", f"{hint}known: {', '.join(known)}") from None
     except ValidationError as e:
         key = str(e.full_key)
-        raise ConfigError(f"{node}.{key}", f"{_value_at(value, key)!r} is not {_type_name(schema, key)}",
-                          f"give {_type_name(schema, key)}") from None
+        raise ConfigError(
+            f"{node}.{key}",
+            f"{_value_at(value, key)!r} is not {_type_name(schema, key)}",
+            f"give {_type_name(schema, key)}",
+        ) from None
     except OmegaConfBaseException as e:
         raise ConfigError(node, str(e).splitlines()[0], f"fix the {node} node") from None
     obj = OmegaConf.to_object(merged)

@@ -53,20 +53,31 @@ def make_slots(resources: dict[str, Any] | None, n_jobs: int, n_gpus: int) -> li
     limits = []
     if g:
         if int(g) < 1 or int(g) > len(tokens):
-            raise ConfigError("trial.resources.gpus", f"asks {g} GPUs per trial but {len(tokens)} are visible",
-                              f"use 1..{len(tokens)}, or null on a CPU-only node" if tokens else "use null on a CPU-only node")
+            raise ConfigError(
+                "trial.resources.gpus",
+                f"asks {g} GPUs per trial but {len(tokens)} are visible",
+                f"use 1..{len(tokens)}, or null on a CPU-only node" if tokens else "use null on a CPU-only node",
+            )
         limits.append(len(tokens) // int(g))
     if c:
         if int(c) < 1 or int(c) > len(cores):
-            raise ConfigError("trial.resources.cpus", f"asks {c} cores per trial but this process may use {len(cores)}",
-                              f"use 1..{len(cores)}")
+            raise ConfigError(
+                "trial.resources.cpus",
+                f"asks {c} cores per trial but this process may use {len(cores)}",
+                f"use 1..{len(cores)}",
+            )
         limits.append(len(cores) // int(c))
     if n_jobs > 1:
         limits.append(n_jobs)
     n = min(limits)
-    return [Slot(i,
-                 tuple(tokens[i * int(g):(i + 1) * int(g)]) if g else None,
-                 tuple(cores[i * int(c):(i + 1) * int(c)]) if c else None) for i in range(n)]
+    return [
+        Slot(
+            i,
+            tuple(tokens[i * int(g) : (i + 1) * int(g)]) if g else None,
+            tuple(cores[i * int(c) : (i + 1) * int(c)]) if c else None,
+        )
+        for i in range(n)
+    ]
 
 
 def slot_overrides(slot: Slot) -> list[str]:
@@ -79,6 +90,7 @@ def slot_overrides(slot: Slot) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------------- node-wide
+
 
 def slot_units(slot: Slot, n_slots: int, n_gpus: int) -> list[str]:
     """What a slot owns on the node, as lock names: ``cpu-<core>`` and ``gpu-<token>``. The default single slot
@@ -119,8 +131,11 @@ class NodeSlots:
             self.dir.mkdir(parents=True, exist_ok=True)
             os.close(os.open(self.dir / "trials.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666))
         except OSError as e:
-            raise ConfigError("trial.lock_dir", f"{str(lock_dir)!r} cannot hold the node's slot locks ({e.strerror})",
-                              "give a writable folder, the same for every sweeper on the node") from None
+            raise ConfigError(
+                "trial.lock_dir",
+                f"{str(lock_dir)!r} cannot hold the node's slot locks ({e.strerror})",
+                "give a writable folder, the same for every sweeper on the node",
+            ) from None
 
     def take(self, free: list[Slot]) -> Slot | None:
         """The first of ``free`` whose every core and GPU could be locked now (removed from ``free``), or None.

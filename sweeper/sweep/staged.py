@@ -46,10 +46,21 @@ STAGE_KEY = "knob_sweeper:stage"  # trial system attr: screen | promote (search 
 class StagedSampler(BaseSampler):
     """Screen with expensive knobs cheap, promote the best few with each expensive value, then search freely."""
 
-    def __init__(self, base: BaseSampler, space: SearchSpace, expensive: Mapping[str, Any],
-                 defaults: Mapping[str, Any] | None = None, *, top_k: int = 3, patience: int = 6,
-                 min_screen: int = 8, min_gain: float = 0.01, slack: float = 0.1, budget_s: float | None = None,
-                 screen_share: float = 0.5) -> None:
+    def __init__(
+        self,
+        base: BaseSampler,
+        space: SearchSpace,
+        expensive: Mapping[str, Any],
+        defaults: Mapping[str, Any] | None = None,
+        *,
+        top_k: int = 3,
+        patience: int = 6,
+        min_screen: int = 8,
+        min_gain: float = 0.01,
+        slack: float = 0.1,
+        budget_s: float | None = None,
+        screen_share: float = 0.5,
+    ) -> None:
         self.base = base
         self.space = space
         self.defaults = dict(defaults or {})
@@ -69,8 +80,9 @@ class StagedSampler(BaseSampler):
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
         return self.base.infer_relative_search_space(study, trial)
 
-    def sample_relative(self, study: Study, trial: FrozenTrial,
-                        search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
+    def sample_relative(
+        self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
         plan = self._plans.get(trial.number, {})
         if plan and all(k in plan for k in search_space):
             return {k: plan[k] for k in search_space}  # a promotion: nothing left for the base sampler
@@ -78,8 +90,9 @@ class StagedSampler(BaseSampler):
         params.update({k: v for k, v in plan.items() if k in search_space})
         return params
 
-    def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,
-                           param_distribution: BaseDistribution) -> Any:
+    def sample_independent(
+        self, study: Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
+    ) -> Any:
         plan = self._plans.get(trial.number, {})
         if param_name in plan:
             return plan[param_name]
@@ -122,11 +135,17 @@ class StagedSampler(BaseSampler):
         searched, it is over for good."""
         if any(t.system_attrs.get(STAGE_KEY) in ("promote", "search") for t in trials):
             return False
-        tried = sorted((t for t in trials if t.state.is_finished() and t.params and self._is_cheap(t.params)),
-                       key=lambda t: t.number)
+        tried = sorted(
+            (t for t in trials if t.state.is_finished() and t.params and self._is_cheap(t.params)),
+            key=lambda t: t.number,
+        )
         if self.budget_s:  # this command's budget: its own trials' cost, and the wall clock since it started
-            mine = [t for t in tried if WARM_KEY not in t.user_attrs
-                    and (t.datetime_start is None or t.datetime_start.timestamp() >= self._created)]
+            mine = [
+                t
+                for t in tried
+                if WARM_KEY not in t.user_attrs
+                and (t.datetime_start is None or t.datetime_start.timestamp() >= self._created)
+            ]
             spent = max(sum(_cost(t) or 0.0 for t in mine), time.time() - self._created)
             if spent >= self.screen_share * self.budget_s:
                 return False
@@ -141,13 +160,14 @@ class StagedSampler(BaseSampler):
                 best, since = max(best, v), since + 1
         return since < self.patience
 
-    def _next_promotion(self, trials: list[FrozenTrial], measured: list[FrozenTrial], screened: list[FrozenTrial],
-                        sign: float) -> dict[str, Any] | None:
+    def _next_promotion(
+        self, trials: list[FrozenTrial], measured: list[FrozenTrial], screened: list[FrozenTrial], sign: float
+    ) -> dict[str, Any] | None:
         ranked: list[FrozenTrial] = []
         for t in sorted(screened, key=lambda t: -sign * t.values[0]):
             if not any(_same(t.params, r.params) for r in ranked):
                 ranked.append(t)
-        ranked = ranked[:self.top_k]
+        ranked = ranked[: self.top_k]
         if not ranked:
             return None
         tried = [t.params for t in trials if t.state != TrialState.WAITING] + list(self._plans.values())
@@ -190,8 +210,9 @@ class StagedSampler(BaseSampler):
             plan[name] = ns[name] = value
         return plan or None
 
-    def _effect(self, alt: Mapping[str, Any], measured: list[FrozenTrial], screened: list[FrozenTrial],
-                sign: float) -> tuple[float | None, float | None]:
+    def _effect(
+        self, alt: Mapping[str, Any], measured: list[FrozenTrial], screened: list[FrozenTrial], sign: float
+    ) -> tuple[float | None, float | None]:
         """What ``alt`` multiplies a screened configuration's value by, and what its trials cost (seconds), from
         pairs measured both ways; (None, None) before any pair."""
         ratios, costs = [], []

@@ -22,13 +22,13 @@ from optuna.trial import FrozenTrial, TrialState
 
 from sweeper.errors import ConfigError
 from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.sweep.attrs import COST_KEY, OWNER_KEY, REASON_KEY, WARM_KEY  # noqa: F401 (re-exported)
 from sweeper.sweep.space import SearchSpace, contains
 from sweeper.trial.proc import pid_alive
 
 SAMPLERS = ("staged", "tpe", "random", "grid", "gp", "nsgaii", "qmc")
 STUDY_ID_KEY = "knob_sweeper:study_id"  # study user attr: a random id, telling apart studies of one name
 TARGET_KEY = "knob_sweeper:target"  # study user attr: how many counted trials the current sweep aims for
-from sweeper.sweep.attrs import COST_KEY, OWNER_KEY, REASON_KEY, WARM_KEY
 
 CONSTRAINT_KEY = "fits_in_memory"  # Optuna constraint: <= 0 feasible, > 0 violated (OOM)
 
@@ -50,11 +50,11 @@ def make_storage(url: str, heartbeat_interval: int | None = None, grace_period: 
             from optuna.storages import JournalStorage
             from optuna.storages.journal import JournalFileBackend
 
-            path = url[len("journal://"):]
+            path = url[len("journal://") :]
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             return JournalStorage(JournalFileBackend(path))
         if url.startswith("sqlite:///"):
-            Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+            Path(url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
         kwargs: dict[str, Any] = {}
         if heartbeat_interval:
             kwargs.update(heartbeat_interval=heartbeat_interval, grace_period=grace_period or 2 * heartbeat_interval)
@@ -65,9 +65,12 @@ def make_storage(url: str, heartbeat_interval: int | None = None, grace_period: 
         from sweeper.sweep.secrets import mask, scrub
 
         first = scrub((str(e).strip().splitlines() or [type(e).__name__])[0][:200])
-        raise ConfigError("hydra.sweeper.storage", f"cannot open {mask(url)!r} ({first})",
-                          "check the URL, that the server runs and the database exists "
-                          "(default: leave it null for a SQLite file under results/)") from None
+        raise ConfigError(
+            "hydra.sweeper.storage",
+            f"cannot open {mask(url)!r} ({first})",
+            "check the URL, that the server runs and the database exists "
+            "(default: leave it null for a SQLite file under results/)",
+        ) from None
 
 
 class _GridSampler(optuna.samplers.GridSampler):
@@ -81,9 +84,14 @@ class _GridSampler(optuna.samplers.GridSampler):
             pass
 
 
-def make_sampler(name: str, seed: int | None, space: SearchSpace, expensive: Mapping[str, Any] | None = None,
-                 defaults: Mapping[str, Any] | None = None, budget_s: float | None = None,
-                 ) -> optuna.samplers.BaseSampler:
+def make_sampler(
+    name: str,
+    seed: int | None,
+    space: SearchSpace,
+    expensive: Mapping[str, Any] | None = None,
+    defaults: Mapping[str, Any] | None = None,
+    budget_s: float | None = None,
+) -> optuna.samplers.BaseSampler:
     """Sampler by name. OOM trials reach tpe, gp and nsgaii as violated constraints (``Trial.set_constraint``).
 
     ``staged`` (the default) is cost-aware: the knobs of ``expensive`` ({key: its cheap value}) are held cheap
@@ -149,8 +157,11 @@ def check_expensive(expensive: Mapping[str, Any], space: SearchSpace, defaults: 
         dist = space.params.get(key)
         if dist is not None and not contains(dist, cheap):
             given = ", ".join(map(str, dist.choices)) if isinstance(dist, CategoricalDistribution) else str(dist)
-            raise ConfigError(where, f"the cheap value {cheap!r} is not one its search space gives ({given})",
-                              "give the value that makes a trial cheap, e.g. knobs.compile: \"off\"")
+            raise ConfigError(
+                where,
+                f"the cheap value {cheap!r} is not one its search space gives ({given})",
+                'give the value that makes a trial cheap, e.g. knobs.compile: "off"',
+            )
 
 
 def suggest(trial: optuna.Trial, name: str, dist: BaseDistribution) -> Any:
@@ -207,8 +218,12 @@ def is_counted(t: FrozenTrial) -> bool:
     (``n_trials`` means new measurements; a duplicate reuses another trial's) and warm-start history (an earlier
     study's trials)."""
     reason = str(t.user_attrs.get(REASON_KEY, ""))
-    return (reason != "surplus" and not reason.startswith("duplicate:") and WARM_KEY not in t.user_attrs
-            and not is_interrupted(t))
+    return (
+        reason != "surplus"
+        and not reason.startswith("duplicate:")
+        and WARM_KEY not in t.user_attrs
+        and not is_interrupted(t)
+    )
 
 
 def counted(study: optuna.Study) -> int:
@@ -347,6 +362,9 @@ def tell(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome, object
 
 
 def _worst_minimized(study: optuna.Study, index: int) -> float:
-    values = [t.values[index] for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-              if t.values and math.isfinite(t.values[index])]
+    values = [
+        t.values[index]
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        if t.values and math.isfinite(t.values[index])
+    ]
     return 2.0 * max(values) if values else 1e18

@@ -42,19 +42,28 @@ def resolve(storage: Any, spec: Any, current: str, workload: str) -> list[str]:
     out: list[str] = []
     for name in names:
         if name == "latest":
-            same = [s for s in summaries.values() if s.study_name != current and s.datetime_start is not None
-                    and (s.user_attrs.get(WORKLOAD_KEY) or s.study_name) == workload]
+            same = [
+                s
+                for s in summaries.values()
+                if s.study_name != current
+                and s.datetime_start is not None
+                and (s.user_attrs.get(WORKLOAD_KEY) or s.study_name) == workload
+            ]
             if not same:
                 log.info("warm start: no earlier study of %s in this storage; starting cold", workload)
                 continue
             out.append(max(same, key=lambda s: s.datetime_start).study_name)
         elif name == current:
-            raise ConfigError("hydra.sweeper.warm_start", f"{name!r} is this study itself",
-                              "name an earlier study, or use latest")
+            raise ConfigError(
+                "hydra.sweeper.warm_start", f"{name!r} is this study itself", "name an earlier study, or use latest"
+            )
         elif name not in summaries:
             known = ", ".join(sorted(n for n in summaries if n != current)) or "none"
-            raise ConfigError("hydra.sweeper.warm_start", f"no study {name!r} in this storage (studies: {known})",
-                              "name a study of this storage, or use latest")
+            raise ConfigError(
+                "hydra.sweeper.warm_start",
+                f"no study {name!r} in this storage (studies: {known})",
+                "name a study of this storage, or use latest",
+            )
         else:
             out.append(name)
     return list(dict.fromkeys(out))
@@ -62,8 +71,13 @@ def resolve(storage: Any, spec: Any, current: str, workload: str) -> list[str]:
 
 def _measured(t: FrozenTrial) -> bool:
     """Measured in its study: complete or out of memory (not a duplicate answered from another, not seeded)."""
-    return (t.state == TrialState.COMPLETE and t.user_attrs.get("status") in ("complete", "infeasible")
-            and FROM_KEY not in t.user_attrs and bool(t.values) and all(math.isfinite(v) for v in t.values))
+    return (
+        t.state == TrialState.COMPLETE
+        and t.user_attrs.get("status") in ("complete", "infeasible")
+        and FROM_KEY not in t.user_attrs
+        and bool(t.values)
+        and all(math.isfinite(v) for v in t.values)
+    )
 
 
 def _in_space(params: Mapping[str, Any], space: SearchSpace, defaults: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -74,8 +88,9 @@ def _in_space(params: Mapping[str, Any], space: SearchSpace, defaults: Mapping[s
     return kept
 
 
-def gather(storage: Any, sources: list[str], study: optuna.Study, space: SearchSpace, defaults: Mapping[str, Any],
-           k: int) -> tuple[list[dict[str, Any]], list[FrozenTrial]]:
+def gather(
+    storage: Any, sources: list[str], study: optuna.Study, space: SearchSpace, defaults: Mapping[str, Any], k: int
+) -> tuple[list[dict[str, Any]], list[FrozenTrial]]:
     """The sources' ``k`` best distinct configurations (by the first objective), for the sweep to measure first,
     and their measured trials as trials for ``study``'s history (``Study.add_trials``). Sources with other
     objectives are left out."""
@@ -95,10 +110,13 @@ def gather(storage: Any, sources: list[str], study: optuna.Study, space: SearchS
             if params is None or not params:
                 continue
             seeded[origin] = create_trial(
-                state=TrialState.COMPLETE, values=t.values, params=params,
+                state=TrialState.COMPLETE,
+                values=t.values,
+                params=params,
                 distributions={n: space.params[n] for n in params},
                 user_attrs={FROM_KEY: origin, **{a: v for a, v in t.user_attrs.items() if a == COST_KEY}},
-                system_attrs={a: v for a, v in t.system_attrs.items() if a.startswith("constraints") or a == STAGE_KEY})
+                system_attrs={a: v for a, v in t.system_attrs.items() if a.startswith("constraints") or a == STAGE_KEY},
+            )
             feasible = all(c <= 0 for c in t.constraints.values())
             if t.user_attrs.get("status") == "complete" and feasible and FROM_KEY not in t.user_attrs:
                 ranked.append((sign * t.values[0], params))
@@ -107,6 +125,10 @@ def gather(storage: Any, sources: list[str], study: optuna.Study, space: SearchS
         if params not in best and len(best) < k:
             best.append(params)
     if seeded:
-        log.info("warm start from %s: %d measured trials in the sampler's history, %d best measured first",
-                 ", ".join(sources), len(seeded), len(best))
+        log.info(
+            "warm start from %s: %d measured trials in the sampler's history, %d best measured first",
+            ", ".join(sources),
+            len(seeded),
+            len(best),
+        )
     return best, list(seeded.values())

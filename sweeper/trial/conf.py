@@ -38,8 +38,13 @@ class MeasureConf:
         if self.min_time_s < 0:
             out.append(("min_time_s", f"must be >= 0 seconds, got {self.min_time_s}", "give 0 for no minimum"))
         if self.rel_precision is not None and self.rel_precision <= 0:
-            out.append(("rel_precision", f"must be > 0, got {self.rel_precision}",
-                        "give a fraction such as 0.01, or null for no precision target"))
+            out.append(
+                (
+                    "rel_precision",
+                    f"must be > 0, got {self.rel_precision}",
+                    "give a fraction such as 0.01, or null for no precision target",
+                )
+            )
         if self.max_steps is not None and self.max_steps < 1:
             out.append(("max_steps", f"must be >= 1, got {self.max_steps}", "give a step count, or null"))
         return out

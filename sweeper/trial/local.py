@@ -12,13 +12,14 @@ from typing import Any
 
 import torch
 
+import workloads
 from sweeper.trial.fingerprint import fingerprint
 from sweeper.trial.measure import measure
-import workloads
 
 
 def execute(cfg: dict[str, Any], report=None) -> dict[str, Any]:
-    """Build and measure the configured workload in this process; returns the flat metrics dict (fingerprint included)."""
+    """Build and measure the configured workload in this process; returns the flat metrics dict (with the
+    fingerprint)."""
     t0 = time.perf_counter()
     device = torch.device(cfg["device"])
     if device.type == "cuda":
@@ -32,10 +33,17 @@ def execute(cfg: dict[str, Any], report=None) -> dict[str, Any]:
     m = cfg["measure"]
     fp = fingerprint(device.type)
     try:
-        metrics = measure(work, device, warmup_steps=int(m["warmup_steps"]), steps=int(m["steps"]),
-                          min_time_s=float(m.get("min_time_s") or 0.0), max_steps=m.get("max_steps"),
-                          rel_precision=m.get("rel_precision"),
-                          report=report, gpu_name=fp["gpu_name"] or None)
+        metrics = measure(
+            work,
+            device,
+            warmup_steps=int(m["warmup_steps"]),
+            steps=int(m["steps"]),
+            min_time_s=float(m.get("min_time_s") or 0.0),
+            max_steps=m.get("max_steps"),
+            rel_precision=m.get("rel_precision"),
+            report=report,
+            gpu_name=fp["gpu_name"] or None,
+        )
     finally:
         work.close()
     metrics["setup_s"] = setup_s

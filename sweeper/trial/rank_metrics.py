@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-
 # ---------------------------------------------------------------- communication share
+
 
 def comm_profile(work: Any, device: torch.device, steps: int) -> dict[str, Any]:
     """``comm_frac``: share of the wall time of ``steps`` profiled steps with a collective in flight.
@@ -50,11 +50,16 @@ def comm_profile(work: Any, device: torch.device, steps: int) -> dict[str, Any]:
         prof.export_chrome_trace(path)
         with open(path, encoding="utf-8") as f:
             events = json.load(f).get("traceEvents", [])
-    spans = sorted((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))) for e in events
-                   if e.get("ph") == "X" and _is_collective(e))
+    spans = sorted(
+        (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)))
+        for e in events
+        if e.get("ph") == "X" and _is_collective(e)
+    )
     busy_us = _union_length(spans)
-    return {"comm_frac": min(1.0, busy_us / 1e6 / wall) if wall > 0 else math.nan,
-            "comm_ms_per_step": busy_us / 1e3 / steps}
+    return {
+        "comm_frac": min(1.0, busy_us / 1e6 / wall) if wall > 0 else math.nan,
+        "comm_ms_per_step": busy_us / 1e3 / steps,
+    }
 
 
 def _is_collective(event: dict[str, Any]) -> bool:
@@ -75,6 +80,7 @@ def _union_length(spans: list[tuple[float, float]]) -> float:
 
 
 # ---------------------------------------------------------------- merging the ranks' metrics
+
 
 def merge(per_rank: dict[int, dict[str, Any]]) -> dict[str, Any]:
     """One row from every rank's metrics: sums for work, the slowest rank for time, the max for memory."""

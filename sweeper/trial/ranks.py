@@ -46,8 +46,8 @@ from typing import Any
 import torch
 
 from sweeper.trial import local
-from sweeper.trial.rank_metrics import comm_profile, merge
 from sweeper.trial.proc import die_with_parent, pid_alive
+from sweeper.trial.rank_metrics import comm_profile, merge
 from workloads import parallel
 
 # NVLink multicast (NVLS) off for NCCL, symmetric memory and NVSHMEM: on shared multi-GPU hosts a program using

@@ -2,8 +2,8 @@
 
 A step sleeps ``base_ms / speed``: ``knobs.level`` (1..6) and ``knobs.batch`` set the speed, and ``knobs.compile``
 multiplies it by a factor that grows with the batch (like ``torch.compile``: more gain on bigger work) but costs
-``knobs.compile_cost_s`` of sleep in ``build`` (like a cold compile: ~4x an eager trial). Sleeping makes throughput nearly independent of
-the machine's load, so the tests' landscapes are the same on any CPU.
+``knobs.compile_cost_s`` of sleep in ``build`` (like a cold compile: ~4x an eager trial). Sleeping makes throughput
+nearly independent of the machine's load, so the tests' landscapes are the same on any CPU.
 """
 
 from __future__ import annotations

@@ -68,8 +68,12 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
                 os._exit(3)
         return loss
 
-    return Workload(step=step, samples_per_step=1.0, flops_per_step=2.0 * n**3 * reps,
-                    extra_metrics=lambda: {"env_probe": os.environ.get("KNOB_PROBE")})
+    return Workload(
+        step=step,
+        samples_per_step=1.0,
+        flops_per_step=2.0 * n**3 * reps,
+        extra_metrics=lambda: {"env_probe": os.environ.get("KNOB_PROBE")},
+    )
 
 
 def _work(cfg: dict[str, Any]) -> tuple[int, float]:
@@ -88,6 +92,8 @@ def _work(cfg: dict[str, Any]) -> tuple[int, float]:
         return reps, wait_s / (1 - slowdown)
     extra = round(reps * slowdown / (1 - slowdown))
     if slowdown and abs(reps / (reps + extra) - (1 - slowdown)) > 0.005:
-        raise ValueError(f"plant.slowdown={slowdown} is not a whole number of extra multiplications with "
-                         f"workload.reps={reps}; raise workload.reps (e.g. 100)")
+        raise ValueError(
+            f"plant.slowdown={slowdown} is not a whole number of extra multiplications with "
+            f"workload.reps={reps}; raise workload.reps (e.g. 100)"
+        )
     return reps + extra, 0.0

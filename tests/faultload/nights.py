@@ -28,15 +28,22 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def night_config(overrides: list[str]) -> dict[str, Any]:
     """The trial config of the faults workload on the CPU with ``overrides`` (Hydra's own composition)."""
-    args = [f"hydra.searchpath=[file://{ROOT}/tests/faultload/conf]", "+workload=faults", "device=cpu",
-            "cpu_threads=1", "trial.timeout_s=600", *overrides]
+    args = [
+        f"hydra.searchpath=[file://{ROOT}/tests/faultload/conf]",
+        "+workload=faults",
+        "device=cpu",
+        "cpu_threads=1",
+        "trial.timeout_s=600",
+        *overrides,
+    ]
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         cfg = compose("config", overrides=args)
     return trial_config(as_dict(cfg), DeviceInfo(kind="cpu"), args)
 
 
-def measure_nights(results: Path, nights: dict[str, dict[str, Any]], repeats: int, cfg: dict[str, Any],
-                   day: str | None = None) -> None:
+def measure_nights(
+    results: Path, nights: dict[str, dict[str, Any]], repeats: int, cfg: dict[str, Any], day: str | None = None
+) -> None:
     """Measure ``repeats`` trials of ``cfg`` per night, interleaved; ``nights`` maps a study name to its ``plant``
     (``{"slowdown": 0.1}``). ``day`` (YYYY-MM-DD) shifts the rows' times onto that UTC date."""
     trials = Path(results) / "trials"
@@ -50,12 +57,12 @@ def measure_nights(results: Path, nights: dict[str, dict[str, Any]], repeats: in
             tcfg["plant"] = dict(plant)
             tcfg["cpus"] = [core]
             tcfg["trial"]["context"] = json.dumps({"number": number})
-            outcome = run_isolated(tcfg, float(tcfg["trial"]["timeout_s"]),
-                                   Path(results) / "logs" / f"{study}.{number}.log")
+            outcome = run_isolated(
+                tcfg, float(tcfg["trial"]["timeout_s"]), Path(results) / "logs" / f"{study}.{number}.log"
+            )
             if outcome.started_at is not None:
                 outcome.started_at += shift
                 outcome.ended_at += shift
-            row = store.make_row(outcome, study=study, trial=number, cfg=tcfg,
-                                 objectives=[("throughput", "maximize")])
+            row = store.make_row(outcome, study=study, trial=number, cfg=tcfg, objectives=[("throughput", "maximize")])
             row["baseline"] = True
             store.write_row(store.trial_path(trials, study, number), row)
