@@ -105,8 +105,8 @@ def test_column_types_come_from_the_workloads_yaml(tmp_path: Path) -> None:
     import pyarrow as pa
     import pyarrow.dataset as ds
 
-    from sweeper import store
-    from sweeper.space import parse_param, value_types
+    from sweeper.results import lookup, store
+    from sweeper.sweep.space import parse_param, value_types
 
     defaults = {
         "knobs.workers": 0,
@@ -116,7 +116,7 @@ def test_column_types_come_from_the_workloads_yaml(tmp_path: Path) -> None:
         "workload.size": 32,
     }
     space = {"knobs.prefetch": parse_param("knobs.prefetch", "choice(2, 4)")}
-    types = store.column_types(value_types(space), defaults)
+    types = lookup.column_types(value_types(space), defaults)
     assert types == {
         "knob.workers": pa.int64(),
         "knob.prefetch": pa.int64(),
