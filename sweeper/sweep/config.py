@@ -331,3 +331,15 @@ def check_enumerations(values: dict[str, Any], workload: str, module: str | None
 
 
 plain = as_dict  # the name bench/gpu_validate.py imports (renamed: `plain` also named the dict itself)
+
+
+def with_values(cfg: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """A copy of the trial config ``cfg`` with dotted keys (``knobs.batch_size``) set to ``values``."""
+    out = copy.deepcopy(cfg)
+    for key, value in values.items():
+        *parents, leaf = key.split(".")
+        node = out
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return out
