@@ -1,7 +1,37 @@
 """Declarative sweeps of PyTorch performance knobs: Hydra configs -> Optuna trials -> Parquet rows -> reports."""
 
-from sweeper.errors import ConfigError
-from sweeper.results.outcome import Status, TrialOutcome
-from sweeper.results.store import read_results
+
+def _import_own_workloads() -> None:
+    """Import the ``workloads`` package installed beside this one, by its location.
+
+    ``python -m sweeper`` puts the current directory first on ``sys.path``, and a user's project may well hold a
+    folder named ``workloads/`` (with or without ``__init__.py``): imported by name, it would shadow the built-in
+    workloads and break them all. A user's own workload is named by ``workload.module`` instead.
+    """
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    if "workloads" in sys.modules:
+        return
+    folder = Path(__file__).resolve().parent.parent / "workloads"
+    spec = importlib.util.spec_from_file_location("workloads", folder / "__init__.py",
+                                                  submodule_search_locations=[str(folder)])
+    if spec is None or spec.loader is None or not (folder / "__init__.py").is_file():
+        return  # an unusual install: the ordinary import decides
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["workloads"] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules["workloads"]
+        raise
+
+
+_import_own_workloads()
+
+from sweeper.errors import ConfigError  # noqa: E402 - after the workloads import above, on purpose
+from sweeper.results.outcome import Status, TrialOutcome  # noqa: E402
+from sweeper.results.store import read_results  # noqa: E402
 
 __all__ = ["ConfigError", "Status", "TrialOutcome", "read_results"]

@@ -427,6 +427,9 @@ def test_warmup_drain_runs_until_the_buffer_is_empty() -> None:
     counted = work(6, slow_after=0)
     counted.ready_batches = lambda: next(held)
     assert _drain(counted) == (8, True), "stops at the second count <= 1 in a row, whatever the waits"
+    steady = work(6, slow_after=0)
+    steady.ready_batches = lambda: 5
+    assert _drain(steady) == (6, False), "a count that does not shrink: the pipeline keeps up, no need to wait"
 
 
 def test_ready_batches_counts_what_the_workers_finished(tmp_path: Path) -> None:

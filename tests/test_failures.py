@@ -114,10 +114,9 @@ def test_sigkill_mid_sweep_then_resume(results: Path) -> None:
     assert sorted(df["trial"]) == list(range(len(df)))
     interrupted = df[df["reason"] == "interrupted"]
     assert len(interrupted) == 1 and (interrupted["status"] == "failed").all()
-    counted = df[df["reason"] != "interrupted"]
-    assert len(counted) == 8
-    assert (counted["status"] == "complete").sum() >= 2
-    assert counted[counted["status"] != "complete"]["reason"].str.startswith("duplicate:").all()
+    reason = df["reason"].fillna("")
+    counted = df[(reason != "interrupted") & ~reason.str.startswith("duplicate:")]  # duplicates measure nothing
+    assert len(counted) == 8 and (counted["status"] == "complete").all()
     study = _study(results, "faults")
     assert not [t for t in study.trials if t.state == TrialState.RUNNING]
     assert len(study.trials) == len(df)

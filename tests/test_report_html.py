@@ -63,3 +63,44 @@ def test_html_report_renders_in_chromium(tmp_path: Path, record_property) -> Non
     assert snap.returncode == 0 and shot.is_file() and shot.stat().st_size > 20_000, snap.stderr[-2000:]
     record_property("screenshot", str(shot))
     print(f"screenshot of the HTML report: {shot}")
+
+
+_MEASURE = """<script>
+window.addEventListener("load", function () {
+  var out = [];
+  document.querySelectorAll("div.scroll").forEach(function (d) {
+    out.push(d.scrollWidth + "|" + d.clientWidth + "|" + d.querySelector("caption").textContent);
+  });
+  out.push("page|" + document.documentElement.scrollWidth + "|" + window.innerWidth);
+  var pre = document.createElement("pre"); pre.id = "measured"; pre.textContent = out.join("\\n");
+  document.body.appendChild(pre);
+});
+</script></body>"""
+
+
+def test_html_tables_fit_1400px_and_a_multi_study_page_has_contents(tmp_path: Path) -> None:
+    """In a 1,400-px window no table is wider than the page (nothing cut off, no sideways scrolling), and a page of
+    several studies opens with links to every section and a summary of each study's best."""
+    results = tmp_path / "results"
+    (results / "trials").mkdir(parents=True)
+    for name in ("single", "failed", "multi", "data"):
+        shutil.copy(FIXTURES / name / "trials" / "rows.parquet", results / "trials" / f"{name}.parquet")
+    run_cli([str(results)], module="sweeper.report", check=True)
+    page = (results / "report.html").read_text()
+    measured = tmp_path / "measured.html"
+    measured.write_text(page.replace("</body>", _MEASURE, 1))
+    dom = chromium(tmp_path, "--dump-dom", "--window-size=1400,900", measured.as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    report = re.search(r'<pre id="measured">(.*?)</pre>', dom.stdout, re.S).group(1)
+    lines = report.splitlines()
+    tables = [line.split("|", 2) for line in lines if not line.startswith("page|")]
+    assert len(tables) > 10
+    wide = [(caption, scroll, client) for scroll, client, caption in tables if int(scroll) > int(client)]
+    assert not wide, wide
+    _page, page_width, window = next(line for line in lines if line.startswith("page|")).split("|")
+    assert int(window) == 1400 and int(page_width) <= 1400
+    toc = re.search(r'<nav class="toc">(.*?)</nav>', page, re.S)
+    assert toc, "no contents on a page of several studies"
+    targets = re.findall(r'href="#(section-\d+)"', toc.group(1))
+    assert len(targets) >= 5 and all(f'id="{t}"' in page for t in targets)
+    assert "Summary: the best configuration of each study" in page

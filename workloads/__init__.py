@@ -8,7 +8,9 @@ A workload module defines
 * ``METRICS: tuple[str, ...]`` (optional): extra metric names it returns, so objectives can name them.
 
 Modules are found by name (``workloads.<name>``), or by ``workload.module`` for a workload that lives
-elsewhere (the fault-injection workload of the tests). Nothing here imports Optuna or Hydra.
+elsewhere: a user's own model (``examples/``), the fault-injection workload of the tests. ``workload.module`` is
+a module name importable from the folder the command runs in, or a path to a ``.py`` file.
+Nothing here imports Optuna or Hydra.
 
 Runs in the trial process (``build``: in the isolated trial or each of its ranks) and in the Hydra job
 (``check``, before a trial starts). The bottom layer: nothing here imports from ``sweeper``.
@@ -17,7 +19,11 @@ Runs in the trial process (``build``: in the isolated trial or each of its ranks
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
 import pkgutil
+import sys
+import zlib
 from types import ModuleType
 
 from workloads.base import DeviceInfo, Workload
@@ -26,17 +32,60 @@ __all__ = ["DeviceInfo", "Workload", "available", "load"]
 
 
 def available() -> list[str]:
-    """Names of the workloads offered to users (modules of this package not starting with ``_``)."""
-    skip = {"base", "common", "data", "parallel"}
-    return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_") and m.name not in skip)
+    """Names of the workloads offered to users: modules of this package (not starting with ``_``) that define
+    ``build``. Read from the source, not imported (helpers such as ``common`` or ``decode`` are not workloads)."""
+    names = []
+    for m in pkgutil.iter_modules(__path__):
+        path = os.path.join(os.path.dirname(__file__), f"{m.name}.py")
+        if m.name.startswith("_") or m.ispkg or not os.path.isfile(path):
+            continue
+        with open(path, encoding="utf-8") as f:
+            if "\ndef build(" in f.read():
+                names.append(m.name)
+    return sorted(names)
 
 
 def load(name: str, module: str | None = None) -> ModuleType:
     """The workload module for ``name``; a failed lookup lists the known names."""
     target = module or f"{__name__}.{name}"
     if module is None and name not in available():
-        raise KeyError(f"unknown workload {name!r}; known workloads: {', '.join(available())}")
-    mod = importlib.import_module(target)
+        raise KeyError(f"unknown workload {name!r}; known workloads: {', '.join(available())}; a workload of "
+                       "your own names its Python module in its YAML: `workload.module: my_bench`")
+    mod = _import(target)
     if not callable(getattr(mod, "build", None)):
         raise KeyError(f"workload module {target!r} has no build(cfg, device) function")
     return mod
+
+
+def _import(target: str) -> ModuleType:
+    """``target`` as a module name, or as a ``.py`` file path (relative to the current directory).
+
+    A module name is also looked up in the current directory when it is not on ``sys.path`` (the console script
+    ``knob-sweeper`` does not put it there, ``python -m`` does), so one command works from a user's project."""
+    if target.endswith(".py") or os.sep in target:
+        path = os.path.abspath(target)
+        if not os.path.isfile(path):
+            raise KeyError(f"workload module file {target!r} does not exist (relative to {os.getcwd()})")
+        key = f"_workload_{os.path.splitext(os.path.basename(path))[0]}_{zlib.crc32(path.encode()):08x}"
+        if key not in sys.modules:
+            spec = importlib.util.spec_from_file_location(key, path)
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[key] = mod
+            spec.loader.exec_module(mod)
+        return sys.modules[key]
+    try:
+        return importlib.import_module(target)
+    except ModuleNotFoundError as e:
+        top = target.split(".")[0]
+        cwd = os.getcwd()
+        if e.name not in (top, target) and not (e.name or "").startswith(top + "."):
+            raise  # the module exists but imports something missing: show that
+        if cwd not in sys.path and "" not in sys.path:
+            sys.path.append(cwd)
+            try:
+                return importlib.import_module(target)
+            except ModuleNotFoundError as e2:
+                if e2.name not in (top, target):
+                    raise
+        raise KeyError(f"workload module {target!r} is not importable from {cwd}; run from the folder that holds "
+                       "it, or give its file: `workload.module: path/to/my_bench.py`") from None

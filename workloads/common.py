@@ -141,3 +141,35 @@ class TrainStep:
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
         return loss.detach()
+
+
+# ---------------------------------------------------------------- recipe snippets
+# How each knob applied above reads in a training script (``python -m sweeper.report RESULTS --recipe``): knob ->
+# value -> lines. A knob's entry stays beside its application, so the two change together.
+
+RECIPE: dict[str, Callable[[Any], list[str]]] = {
+    "precision": lambda v: {
+        "tf32": ["torch.backends.cuda.matmul.allow_tf32 = True", "torch.backends.cudnn.allow_tf32 = True"],
+        "bf16": ["with torch.autocast(device_type='cuda', dtype=torch.bfloat16):  # forward and loss only",
+                 "    loss = loss_fn(model(x), y)"],
+        "fp16": ["scaler = torch.amp.GradScaler('cuda')",
+                 "with torch.autocast(device_type='cuda', dtype=torch.float16):  # forward and loss only",
+                 "    loss = loss_fn(model(x), y)",
+                 "scaler.scale(loss).backward(); scaler.step(optimizer); scaler.update()"],
+    }.get(v, []),
+    "cudnn_benchmark": lambda v: ["torch.backends.cudnn.benchmark = True"] if v else [],
+    "memory_format": lambda v: ["model = model.to(memory_format=torch.channels_last)",
+                                "x = x.to(memory_format=torch.channels_last)  # every input batch"]
+    if v == "channels_last" else [],
+    "compile": lambda v: [] if v in (None, "off") else
+    [f"model = torch.compile(model{'' if v == 'default' else f', mode={v!r}'})"],
+    "optimizer_impl": lambda v: [f"optimizer = torch.optim.SGD(model.parameters(), ..., "
+                                 f"{ {'fused': 'fused=True', 'foreach': 'foreach=True'}.get(v, 'foreach=False')})"
+                                 "  # the same argument for AdamW/Adam"],
+    "batch_size": lambda v: [f"batch_size = {v}  # per optimizer step: batch_size x grad_accum_steps samples"],
+    "grad_accum_steps": lambda v: [] if v in (None, 1) else
+    [f"# accumulate {v} micro-batches per optimizer step: loss / {v}, backward() each, step() after the last"],
+    "activation_checkpointing": lambda v: [] if v in (None, "off") else
+    [f"x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)  # "
+     f"{'every block' if v == 'all' else f'the first {v} blocks'}"],
+}

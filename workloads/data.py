@@ -322,3 +322,29 @@ class Pipeline:
             "data_limit_stage": max(stages, key=stages.__getitem__),
             "data_epochs": self.epochs,
         }
+
+
+# ---------------------------------------------------------------- recipe snippets
+# How each data knob reads in a training script (``python -m sweeper.report RESULTS --recipe``): knob -> value ->
+# lines, beside the pipeline that applies them. The DataLoader arguments are gathered into one call by the recipe.
+
+RECIPE_LOADER_ARGS = ("num_workers", "prefetch_factor", "pin_memory", "persistent_workers")
+RECIPE: dict[str, Any] = {
+    "non_blocking": lambda v: ["x = x.to('cuda', non_blocking=True); y = y.to('cuda', non_blocking=True)"] if v else [],
+    "decode_device": lambda v: {
+        "cuda": ["# DataLoader workers only read file bytes; decode the batch on the GPU (nvJPEG):",
+                 "images = torchvision.io.decode_jpeg(list_of_bytes, device='cuda')"],
+        "hybrid": ["# decode gpu_share of each batch on the GPU (torchvision.io.decode_jpeg(..., device='cuda')),",
+                   "# the rest in the DataLoader workers on the CPU"]}.get(v, []),
+    "gpu_share": lambda v: [f"gpu_share = {v}  # share of each batch decoded on the GPU"] if v is not None else [],
+    "cpu_decoder": lambda v: ["img = PIL.Image.open(path).convert('RGB')  # Pillow decodes in the workers"]
+    if v == "pil" else [],
+    "decode_scale": lambda v: ["img.draft('RGB', (size, size))  # libjpeg DCT scaling: decode at a reduced size"]
+    if v == "reduced" else [],
+    "device_prefetch": lambda v: ["# copy and normalize the next batches on a side CUDA stream, a few batches ahead",
+                                  "with torch.cuda.stream(copy_stream): x_next = x_next.to('cuda', non_blocking=True)"]
+    if v else [],
+    "transfer_dtype": lambda v: ["# workers return uint8 crops; normalize after the copy to the GPU:",
+                                 "x = x.to('cuda', non_blocking=True).float().div_(255).sub_(mean).div_(std)"]
+    if v == "uint8" else [],
+}

@@ -56,3 +56,17 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
     flops = 2.0 * m * n * k
     return Workload(step=step, samples_per_step=flops / 1e12, flops_per_step=flops, throughput_unit="TFLOP/s",
                     precision=dtype_name)
+
+
+# ---------------------------------------------------------------- recipe snippets (sweeper.report --recipe)
+RECIPE: dict[str, Any] = {
+    "dtype": lambda v: {"tf32": ["torch.backends.cuda.matmul.allow_tf32 = True"],
+                        "bf16": ["a, b = a.bfloat16(), b.bfloat16()"], "fp16": ["a, b = a.half(), b.half()"]}.get(v, []),
+    "allow_tf32": lambda v: ["torch.backends.cuda.matmul.allow_tf32 = True"] if v else [],
+    "fp16_reduced_precision": lambda v: [f"torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = {v}"]
+    if v is not None else [],
+    "bf16_reduced_precision": lambda v: [f"torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = {v}"]
+    if v is not None else [],
+    "transpose_a": lambda v: ["a = a.t().contiguous().t()  # column-major A"] if v else [],
+    "transpose_b": lambda v: ["b = b.t().contiguous().t()  # column-major B"] if v else [],
+}

@@ -1,5 +1,5 @@
 """``python -m sweeper.report [results] [--workload W] [--study S] [--compare COL] [--baseline STUDY|latest|DATE]
-[--fail-on-regression PCT] [--html PATH] [--out PATH]``
+[--fail-on-regression PCT] [--html PATH] [--out PATH] [--recipe]``
 
 Prints the report to the terminal and writes ``report.md`` and ``report.html`` into the results folder.
 Exit codes: 0 ok, 2 bad input (one line naming the flag and the fix), 3 a regression with --fail-on-regression.
@@ -40,6 +40,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--importance", choices=("auto", "fanova", "ped-anova"), default="auto",
                    help="Optuna importance evaluator (auto: fANOVA when scikit-learn is installed)")
     p.add_argument("--no-cache", action="store_true", help="read every Parquet file, ignore <results>/.report-cache")
+    p.add_argument("--recipe", action="store_true",
+                   help="print each study's configuration to adopt (the best, or the least-memory one tied with it "
+                        "within noise) as Hydra overrides that re-run it and PyTorch lines that apply it; "
+                        "writes no files")
     return p.parse_args(argv)
 
 
@@ -93,6 +97,11 @@ def main(argv: list[str] | None = None) -> int:
                        threshold=threshold, evaluator=args.importance)
     except BadInput as e:
         return _fail(str(e))
+    if args.recipe:
+        from sweeper.report.recipe import recipe_text
+
+        print(recipe_text(report.analyses, df))
+        return EXIT_OK
     to_terminal(report.blocks, limit=args.top)
     md_path.parent.mkdir(parents=True, exist_ok=True)
     html_path.parent.mkdir(parents=True, exist_ok=True)

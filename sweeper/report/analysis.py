@@ -150,10 +150,11 @@ def _machines(rows: pd.DataFrame) -> list[str]:
     cols = [c for c in FINGERPRINT if c in rows]
     if not cols:
         return []
-    seen = rows[cols].astype(object).fillna("").astype(str)
-    seen = seen[(seen != "").any(axis=1)].drop_duplicates()  # rows of trials that never ran have no fingerprint
+    ran = rows[rows["status"] != "skipped"] if "status" in rows else rows  # a skipped trial never ran anywhere
+    seen = ran[cols].astype(object).fillna("").astype(str)
+    seen = seen[(seen != "").any(axis=1)].drop_duplicates()
     out = []
     for r in seen.to_dict("records"):
-        device = r.get("gpu_name") or f"cpu:{r.get('cpu_model', '?')}"
-        out.append(f"{device} on {r.get('hostname', '?')}, torch {r.get('torch_version', '?')}")
+        device = r.get("gpu_name") or f"cpu:{r.get('cpu_model') or '?'}"
+        out.append(f"{device} on {r.get('hostname') or '?'}, torch {r.get('torch_version') or '?'}")
     return out

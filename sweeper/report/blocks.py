@@ -34,7 +34,8 @@ class Table:
     note: str = ""
     marks: list[str] = field(default_factory=list)  # per row: "" | "best" | "baseline" | "bad"
     more: int = 0  # rows left out
-    brief: list[int] = field(default_factory=list)  # columns the terminal shows (all when empty)
+    brief: list[int] = field(default_factory=list)  # columns the terminal shows (all when empty), most important first
+    page: list[int] = field(default_factory=list)  # columns the HTML page shows (all when empty); Markdown has all
 
     def alignment(self) -> str:
         return self.align or ("ll" + "r" * max(0, len(self.header) - 2))
@@ -46,7 +47,15 @@ class Plot:
     figure: dict[str, Any]  # a Plotly figure spec: {"data": [...], "layout": {...}}
 
 
-Block = Union[Heading, Para, Table, Plot]
+@dataclass
+class Contents:
+    """Links to the page's sections (its level-2 headings), drawn by the HTML renderer; the terminal and Markdown
+    have the summary table next to it instead."""
+
+    title: str = "Contents"
+
+
+Block = Union[Heading, Para, Table, Plot, Contents]
 
 
 def num(value: Any, digits: int = 4) -> str:

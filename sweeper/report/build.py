@@ -11,7 +11,7 @@ from sweeper.report.analysis import Analysis, analyse
 from sweeper.report.blocks import Block, Heading, Para
 from sweeper.report.compare import compare_blocks
 from sweeper.report.nightly import has_nights, nightly, trend_blocks
-from sweeper.report.sections import study_blocks
+from sweeper.report.sections import study_blocks, summary_blocks
 
 
 @dataclass
@@ -45,4 +45,6 @@ def build(df: pd.DataFrame, *, source: str = "", studies: list[str] | None = Non
         a = analyse(rows.reset_index(drop=True), evaluator)
         report.analyses.append(a)
         blocks += study_blocks(a, limit, with_plots)
+    if len(report.analyses) > 1:  # a long page: what it holds, first
+        blocks[2:2] = summary_blocks(report.analyses)
     return report

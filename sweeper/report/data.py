@@ -45,6 +45,20 @@ def norm(value: Any) -> str:
     return str(value)
 
 
+def value_order(values: Any) -> Any:
+    """A sort key for one knob's normalized values (``norm``): numerically when every value is a number (32, 64,
+    128, 256, not as text 128, 256, 32, 64), else as text; ``null`` (inactive) last."""
+    def number(v: str) -> float | None:
+        try:
+            return float(v)
+        except (TypeError, ValueError):
+            return None
+
+    present = [v for v in values if v != "null"]
+    numeric = bool(present) and all(number(v) is not None and v not in ("true", "false") for v in present)
+    return lambda v: (v == "null", number(v) if numeric and v != "null" else 0.0, str(v))
+
+
 def config_columns(df: pd.DataFrame) -> list[str]:
     """Columns that identify a configuration: every knob and workload parameter set in some row (columns of
     other workloads, null throughout, are left out)."""

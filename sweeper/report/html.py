@@ -16,14 +16,17 @@ from typing import Any
 
 import numpy as np
 
-from sweeper.report.blocks import Block, Heading, Para, Plot, Table
+from sweeper.report.blocks import Block, Contents, Heading, Para, Plot, Table
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1500px;color:#222;
 padding:0 16px}
 h1{font-size:1.6em}h2{border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:2em}
-table{border-collapse:collapse;margin:8px 0 4px;font-size:13px}caption{text-align:left;font-weight:600;padding:4px 0}
-th,td{border:1px solid #ddd;padding:3px 7px;white-space:nowrap}th{background:#f5f5f5}td.r{text-align:right}
+table{border-collapse:collapse;margin:8px 0 4px;font-size:12.5px}caption{text-align:left;font-weight:600;padding:4px 0}
+th,td{border:1px solid #ddd;padding:2px 5px;vertical-align:top}th{background:#f5f5f5;font-weight:600;min-width:2.5em}
+td.r{text-align:right;white-space:nowrap}td.l{max-width:24em;overflow-wrap:normal;word-break:keep-all}
+nav.toc{background:#fafafa;border:1px solid #e5e5e5;padding:6px 14px;margin:12px 0;font-size:14px}
+nav.toc ol{margin:4px 0;padding-left:22px}
 tr.best td{background:#eef9ee}tr.baseline td{background:#fff6dd}tr.bad td{background:#fde8e8}
 .note{color:#555;font-size:13px}.alert{color:#b00020;font-weight:600}.scroll{overflow-x:auto}
 .plot{width:100%;min-height:420px;margin:8px 0 24px}
@@ -79,12 +82,13 @@ def _sanitize(obj: Any) -> Any:
 
 def _table(t: Table, limit: int) -> str:
     e = html.escape
+    cols = t.page or list(range(len(t.header)))  # a table too wide for a 1,400-px window leaves columns to the .md
     align = t.alignment()
-    head = "".join(f"<th>{e(h)}</th>" for h in t.header)
+    head = "".join(f"<th>{e(t.header[i])}</th>" for i in cols)
     body = []
     marks = t.marks or [""] * len(t.rows)
     for row, mark in zip(t.rows[:limit], marks):
-        cells = "".join(f'<td class="r">{e(c)}</td>' if a == "r" else f"<td>{e(c)}</td>" for c, a in zip(row, align))
+        cells = "".join(f'<td class="{align[i]}">{e(row[i])}</td>' for i in cols)
         body.append(f'<tr class="{e(mark)}">{cells}</tr>' if mark else f"<tr>{cells}</tr>")
     hidden = t.more + max(0, len(t.rows) - limit)
     more = f'<p class="note">… {hidden} more rows not shown.</p>' if hidden else ""
@@ -97,10 +101,18 @@ def to_html(blocks: list[Block], title: str, limit: int = 200) -> str:
     e = html.escape
     parts: list[str] = []
     figures: dict[str, Any] = {}
+    sections = [b.text for b in blocks if isinstance(b, Heading) and b.level == 2]
+    seen = 0
     for b in blocks:
         if isinstance(b, Heading):
             level = min(max(b.level, 1), 4)
-            parts.append(f"<h{level}>{e(b.text)}</h{level}>")
+            anchor = ""
+            if b.level == 2:
+                anchor, seen = f' id="section-{seen}"', seen + 1
+            parts.append(f"<h{level}{anchor}>{e(b.text)}</h{level}>")
+        elif isinstance(b, Contents):
+            links = "".join(f'<li><a href="#section-{i}">{e(text)}</a></li>' for i, text in enumerate(sections))
+            parts.append(f'<nav class="toc"><strong>{e(b.title)}</strong><ol>{links}</ol></nav>')
         elif isinstance(b, Para):
             cls = {"note": "note", "alert": "alert"}.get(b.kind, "")
             parts.append(f'<p class="{cls}">{e(b.text)}</p>' if cls else f"<p>{e(b.text)}</p>")

@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from sweeper.report.data import short_name
+from sweeper.report.data import short_name, value_order
 
 MAX_TRIALS = 2000  # larger studies are subsampled (seeded) before fitting; the report says so
 FANOVA_TREES = 16  # Optuna's default is 64; on these sweeps 16 ranks knobs the same at a quarter of the time
@@ -84,9 +84,10 @@ def marginals(configs: pd.DataFrame, values: pd.DataFrame, swept: list[str]) -> 
     rows = []
     for col in swept:
         frame = pd.DataFrame({"value": values[col], "mean": configs["value"], "n": configs["n"]})
-        g = frame.groupby("value", sort=True)
+        g = frame.groupby("value", sort=False)
         per = pd.DataFrame({"configs": g.size(), "trials": g["n"].sum(), "mean": g["mean"].mean(),
                             "best": g["mean"].max()})
+        per = per.loc[sorted(per.index, key=value_order(per.index))]  # 32, 64, 128, 256: not as text
         top = per["mean"].max()
         for value, r in per.iterrows():
             rows.append({"knob": short_name(col), "value": value, "configs": int(r["configs"]),

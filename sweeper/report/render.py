@@ -16,6 +16,7 @@ _STYLE = {"best": "bold green", "baseline": "bold yellow", "bad": "bold red"}
 
 
 def to_terminal(blocks: list[Block], limit: int = 20, console: Console | None = None) -> None:
+    """Print the blocks for the console's width (a terminal's, or ``COLUMNS``, 80 when neither is known)."""
     console = console or Console()
     for b in blocks:
         if isinstance(b, Heading):
@@ -24,26 +25,63 @@ def to_terminal(blocks: list[Block], limit: int = 20, console: Console | None = 
             style = {"note": "dim", "alert": "bold red"}.get(b.kind, "")
             console.print(Text(b.text, style=style))
         elif isinstance(b, Table):
-            console.print(_rich_table(b, limit))
+            table, dropped = _rich_table(b, limit, console.width)
+            console.print(table)
             more = b.more + max(0, len(b.rows) - limit)
-            if more:
-                console.print(Text(f"... {more} more rows in report.md / report.html", style="dim"))
+            left_out = [f"{more} more rows"] if more else []
+            if dropped:
+                left_out.append(f"{dropped} more columns")
+            if left_out:
+                console.print(Text(f"... {' and '.join(left_out)} in report.md / report.html", style="dim"))
             if b.note:
                 console.print(Text(b.note, style="dim"))
     console.print()
 
 
-def _rich_table(t: Table, limit: int) -> RichTable:
-    """The table's ``brief`` columns (all when unset); the files have the rest."""
-    cols = t.brief or list(range(len(t.header)))
+_CELL = 3  # a column's share of the box: one border and one space of padding on each side
+
+
+def _widest_word(text: str) -> int:
+    return max((len(w) for w in str(text).split()), default=1)
+
+
+def fit_columns(header: list[str], rows: list[list[str]], priority: list[int], width: int) -> dict[int, int]:
+    """Columns to show and their widths (``{index: width}``) so that the table fits ``width`` characters and no
+    word is broken: each column is at least as wide as its longest word (header included). Columns are dropped
+    from the end of ``priority`` (most important first) until the rest fit; spare width then goes to the
+    columns whose text would otherwise wrap, so cells stay on one line when there is room."""
+    least = {i: max([_widest_word(header[i])] + [_widest_word(r[i]) for r in rows]) for i in priority}
+    most = {i: max([len(header[i])] + [len(r[i]) for r in rows]) for i in priority}
+    shown = list(priority)
+    while len(shown) > 1 and sum(least[i] + _CELL for i in shown) + 1 > width:
+        shown.pop()
+    widths = {i: least[i] for i in shown}
+    spare = width - 1 - sum(widths[i] + _CELL for i in shown)
+    while spare > 0:
+        grow = [i for i in shown if widths[i] < most[i]]
+        if not grow:
+            break
+        for i in grow[:spare]:
+            widths[i] += 1
+        spare -= min(spare, len(grow))
+    return {i: widths[i] for i in sorted(shown)}
+
+
+def _rich_table(t: Table, limit: int, width: int = 10_000) -> tuple[RichTable, int]:
+    """The table's ``brief`` columns (all when unset; in ``brief``'s order of importance) that fit ``width``;
+    the files have the rest. Returns the table and how many of the brief columns were left out."""
+    priority = t.brief or list(range(len(t.header)))
     align = t.alignment()
+    rows = t.rows[:limit]
+    widths = fit_columns(t.header, rows, priority, width)
     table = RichTable(title=Text(t.title, style="bold"), show_lines=False, header_style="bold")
-    for i in cols:
-        table.add_column(Text(t.header[i]), justify="right" if align[i] == "r" else "left", overflow="fold")
+    for i, w in widths.items():
+        table.add_column(Text(t.header[i]), justify="right" if align[i] == "r" else "left", overflow="fold",
+                         width=w)
     marks = t.marks or [""] * len(t.rows)
-    for row, mark in zip(t.rows[:limit], marks):
-        table.add_row(*[Text(row[i]) for i in cols], style=_STYLE.get(mark, ""))
-    return table
+    for row, mark in zip(rows, marks):
+        table.add_row(*[Text(row[i]) for i in widths], style=_STYLE.get(mark, ""))
+    return table, len(priority) - len(widths)
 
 
 def md_escape(text: str) -> str:

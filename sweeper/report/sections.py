@@ -6,7 +6,8 @@ import pandas as pd
 
 from sweeper.report import plots
 from sweeper.report.analysis import Analysis
-from sweeper.report.blocks import Block, Heading, Para, Plot, Table, first_line, interval, mib, num, pct, times
+from sweeper.report.blocks import (Block, Contents, Heading, Para, Plot, Table, first_line, interval, mib, num, pct,
+                                   times)
 from sweeper.report.data import short_name
 from sweeper.report.diagnose import COMPUTE_MFU, DATA_WAIT, LAUNCH_UTIL
 
@@ -32,6 +33,24 @@ def study_blocks(a: Analysis, limit: int, with_plots: bool = True) -> list[Block
         out.append(Plot("Optimization history", plots.history(a)))
     out += failures(a)
     return out
+
+
+def summary_blocks(analyses: list[Analysis]) -> list[Block]:
+    """For a page of several studies: links to every section, and one line per study (its best configuration)."""
+    rows = []
+    for a in analyses:
+        trials = str(sum(a.counts.values()))
+        if a.configs.empty:
+            rows.append([a.study, a.workload, trials, "(nothing completed)", "-", "-", "-"])
+            continue
+        best = a.configs.iloc[0]
+        tied = int((a.configs["rank"] == best["rank"]).sum()) - 1
+        rows.append([a.study, a.workload, trials, best["label"], f"{num(best['value'])} {a.unit}",
+                     times(best["speedup"]), str(tied)])
+    return [Contents(), Table("Summary: the best configuration of each study",
+                              ["study", "workload", "trials", "best configuration", "throughput", "vs baseline",
+                               "tied with"], rows, align="llrlrrr", brief=[0, 3, 4, 5, 1, 2, 6],
+                              note="Each study's section below has its ranking, noise and importance.")]
 
 
 def headline(a: Analysis) -> str:
@@ -62,14 +81,15 @@ def ranking(a: Analysis, limit: int) -> Table:
                      num(r["gpu_util_mean"], 3), num(r["mfu"], 3), num(r["step_ms_p50"]), num(r["step_cv"], 3),
                      r["trials"]] + [_shown(r[f"v:{k}"]) for k in knobs])
         marks.append("baseline" if r["is_baseline"] else ("best" if r["rank"] == 1 else ""))
-    note = (f"Ranked by throughput; `tied` marks a rank shared within noise (a configuration is ranked behind "
-            f"another only when their 95% intervals do not overlap). Noise: "
+    note = (f"Listed by throughput; configurations within noise of the best of their group (95% intervals "
+            f"overlapping its interval) share its rank, marked `tied`. Noise: "
             f"{noise_text(a)}. Pareto: {' / '.join(f'{m} ({d})' for m, d in pareto_objectives(a))}. "
             f"Diagnosis: data-bound if data wait >= {DATA_WAIT:.0%}; compute-bound if MFU >= {COMPUTE_MFU}; "
             f"launch-bound if GPU util < {LAUNCH_UTIL:.0f}%; memory-bound if busy below that MFU; n/a without "
             f"GPU counters.")
     return Table("Ranking by throughput", header, rows, align="rllrrrrrrllrrrrrl" + "l" * len(knobs), note=note,
-                 marks=marks, more=max(0, len(c) - limit), brief=[0, 1, 2, 3, 4, 5, 6, 7, 9, 10])
+                 marks=marks, more=max(0, len(c) - limit), brief=[0, 2, 3, 6, 4, 7, 10, 1, 9, 5],
+                 page=list(range(len(header) - len(knobs))))  # the label names the configuration; .md has a column per knob
 
 
 def _rank(value: object) -> str:

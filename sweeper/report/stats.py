@@ -100,14 +100,31 @@ def tie_ranks(lo: np.ndarray, hi: np.ndarray, maximize: bool = True) -> np.ndarr
     return 1 + ahead
 
 
+def group_ranks(value: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Ranks for entries listed by ``value``, best (largest) first: a run of entries within noise of the run's
+    first entry (their intervals overlap its interval) shares that entry's position as its rank; the next entry
+    beyond noise starts a new run. So the listed order never contradicts the values, and ties read as groups
+    (1, 1, 3, 4, 4 ...). Returned in the input's order."""
+    value, lo, hi = (np.asarray(x, float) for x in (value, lo, hi))
+    order = np.argsort(-np.nan_to_num(value, nan=-np.inf), kind="stable")
+    ranks = np.zeros(len(value), dtype=int)
+    leader_lo = np.nan
+    rank = 0
+    for position, i in enumerate(order, start=1):
+        if rank == 0 or not (hi[i] >= leader_lo):  # beyond noise of the run's leader (or no interval): new run
+            rank, leader_lo = position, lo[i]
+        ranks[i] = rank
+    return ranks
+
+
 def rank_configs(configs: pd.DataFrame) -> pd.DataFrame:
-    """Adds ``rank`` (ties share it), ``tied`` (another configuration has the same rank) and ``rank_memory``;
-    sorted best first."""
+    """Adds ``rank`` (a run of configurations within noise of the run's best shares it, see ``group_ranks``),
+    ``tied`` (another configuration has the same rank) and ``rank_memory``; sorted by value, best first."""
     out = configs.copy()
-    out["rank"] = tie_ranks(out["lo"].to_numpy(), out["hi"].to_numpy())
+    out["rank"] = group_ranks(out["value"].to_numpy(), out["lo"].to_numpy(), out["hi"].to_numpy())
     out["tied"] = out.groupby("rank")["rank"].transform("size") > 1
     out["rank_memory"] = out["peak_mem_bytes"].rank(ascending=True, method="min").astype("Int64")
-    return out.sort_values(["rank", "value"], ascending=[True, False])
+    return out.sort_values(["value", "rank"], ascending=[False, True], na_position="last", kind="stable")
 
 
 def pareto_mask(values: np.ndarray, directions: list[str]) -> np.ndarray:

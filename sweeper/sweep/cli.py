@@ -64,11 +64,42 @@ def _translate(exc: Exception, overrides: list[str], known_keys: list[str]) -> C
     return ConfigError(bad.split("=", 1)[0] if bad else "overrides", first, "fix the override's syntax or value")
 
 
+def _flag_value(argv: list[str], names: tuple[str, ...]) -> str | None:
+    """The value of the last of ``names`` in ``argv`` (``-cd DIR``, ``--config-dir DIR``, ``--config-dir=DIR``)."""
+    value = None
+    for i, arg in enumerate(argv):
+        if arg in names and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif "=" in arg and arg.split("=", 1)[0] in names:
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def user_search_path(argv: list[str]) -> list[str]:
+    """The command's own config folders, as Hydra will search them: ``-cd``/``--config-dir`` (a user's project
+    keeping ``conf/workload/<name>.yaml``) and ``hydra.searchpath=[...]``. Returned as one ``hydra.searchpath``
+    override, so the pre-check composes what Hydra will compose."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    paths: list[str] = []
+    config_dir = _flag_value(argv, ("-cd", "--config-dir"))
+    if config_dir:
+        paths.append(f"file://{os.path.abspath(config_dir)}")
+    for arg in argv:
+        if arg.lstrip("+").startswith("hydra.searchpath="):
+            value = OverridesParser.create().parse_overrides([arg])[0].value()
+            paths += [str(p) for p in (value if isinstance(value, list) else [value])]
+    if not paths:
+        return []
+    return ["hydra.searchpath=[" + ",".join(f"'{p}'" for p in paths) + "]"]
+
+
 def preflight(argv: list[str], conf_dir: str) -> None:
     """Exit 2 with one line if the command's overrides cannot compose into a config."""
     if os.environ.get("HYDRA_FULL_ERROR") == "1" or any(a in ("-h", "--help", "--hydra-help") for a in argv):
         return
-    overrides = _overrides(argv)
+    overrides = [o for o in _overrides(argv) if not o.lstrip("+").startswith("hydra.searchpath=")]
+    overrides += user_search_path(argv)
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
@@ -96,7 +127,7 @@ def _keys_without_bad(conf_dir: str, overrides: list[str]) -> list[str]:
 
     from sweeper.results.keys import flatten
 
-    groups = [o for o in overrides if o.lstrip("+").split("=", 1)[0] == "workload"]
+    groups = [o for o in overrides if o.lstrip("+").split("=", 1)[0] in ("workload", "hydra.searchpath")]
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
@@ -106,6 +137,54 @@ def _keys_without_bad(conf_dir: str, overrides: list[str]) -> list[str]:
         return []
     finally:
         GlobalHydra.instance().clear()
+
+
+def show_job(argv: list[str], conf_dir: str) -> None:
+    """``--cfg job`` (``-c job``): print what a trial of this command runs on, then exit 0.
+
+    Hydra's own ``--cfg job`` shows the composed YAML before the preset is applied and without the search space
+    (it lives under ``hydra.sweeper``). This prints the trial's config with the device resolved and the preset's
+    values in place, then the search space the sweep samples (the workload's, the preset's, the command's) with
+    its conditions and constraints. ``--cfg hydra`` / ``--cfg all`` are Hydra's, unchanged.
+    """
+    if _flag_value(argv, ("-c", "--cfg")) != "job" or os.environ.get("HYDRA_FULL_ERROR") == "1":
+        return
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    from sweeper.sweep.config import as_dict as plain, preset_params, trial_config
+    from sweeper.sweep.launch import command_line_params
+    from sweeper.trial import gpu
+
+    args = [a for a in argv if "=" in a and not a.startswith("-")]
+    parsed = OverridesParser.create().parse_overrides(args)
+    plain_args = [o.input_line for o in parsed if not o.is_sweep_override()
+                  and not o.input_line.lstrip("+").startswith("hydra.searchpath=")] + user_search_path(argv)
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
+            composed = compose("config", overrides=plain_args, return_hydra_config=True)
+        cfg = trial_config(plain(composed), gpu.device_info(), plain_args)
+    except ConfigError as e:
+        fail(e)
+    finally:
+        GlobalHydra.instance().clear()
+    sweeper_conf = OmegaConf.to_container(composed.hydra.sweeper, resolve=False)
+    params = dict(sweeper_conf.get("params") or {})
+    params.update(preset_params(cfg))
+    params.update(command_line_params([a for a in args if a.startswith("hydra.sweeper.params")]))
+    params.update({o.get_key_element().lstrip("+~"): o.input_line.split("=", 1)[1] for o in parsed
+                   if o.is_sweep_override()})
+    shown = {k: v for k, v in cfg.items() if k not in ("presets", "env")}
+    print(f"# the config a trial runs on (device {cfg['device']}, preset {cfg['preset'] or 'none'} applied)")
+    print(OmegaConf.to_yaml(shown), end="")
+    print("# the search space of `-m` (hydra.sweeper.params, after the preset and the command line)")
+    space = {"params": params, "conditions": sweeper_conf.get("conditions") or {},
+             "constraints": sweeper_conf.get("constraints") or []}
+    print(OmegaConf.to_yaml({"search_space": space}), end="")
+    raise SystemExit(0)
 
 
 def fail(err: ConfigError) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from sweeper.errors import ConfigError
@@ -129,6 +130,17 @@ def as_dict(cfg: Any) -> dict[str, Any]:
         node = cfg[key]
         out[key] = OmegaConf.to_container(node, resolve=True) if isinstance(node, Container) else node
     return out
+
+
+def load_workload(wl: dict[str, Any]) -> ModuleType:
+    """``workloads.load`` for a trial config's ``workload`` node; a module that cannot be found is bad input."""
+    import workloads
+
+    try:
+        return workloads.load(wl["name"], wl.get("module"))
+    except KeyError as e:
+        raise ConfigError("workload.module" if wl.get("module") else "workload", str(e.args[0]),
+                          "see the README's 'Your own model'") from None
 
 
 plain = as_dict  # the name bench/gpu_validate.py imports (renamed: `plain` also named the dict itself)

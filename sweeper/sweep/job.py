@@ -19,14 +19,13 @@ from omegaconf import DictConfig, OmegaConf
 from optuna.distributions import BaseDistribution
 
 from sweeper.results import store
-from sweeper.sweep.config import as_dict, preset_params, trial_config
+from sweeper.sweep.config import as_dict, load_workload, preset_params, trial_config
 from sweeper.errors import ConfigError
 from sweeper.trial import gpu
 from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.sweep import schema
 from sweeper.sweep.slots import Occupancy, node_lock_dir, trial_units
 from sweeper.sweep.space import parse_param, value_types
-import workloads
 from workloads.base import DeviceInfo
 
 log = logging.getLogger(__name__)
@@ -87,7 +86,7 @@ def run_trial(cfg: DictConfig) -> dict[str, Any]:
         schema.validate(tcfg)  # a single run: checked here, before it starts (a sweep checked it before its first)
         context = _single_run_context(tcfg)
     wl = tcfg["workload"]
-    module = workloads.load(wl["name"], wl.get("module"))
+    module = load_workload(wl)
     target = info if tcfg["device"].startswith("cuda") else DeviceInfo(kind="cpu")  # what the trial will run on
     reason = module.check(tcfg, target) if hasattr(module, "check") else None
     if reason:

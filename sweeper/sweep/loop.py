@@ -22,10 +22,10 @@ from sweeper.errors import ConfigError
 from sweeper.results import store
 from sweeper.results.keys import override_string, set_dotted
 from sweeper.results.outcome import Status, TrialOutcome
-from sweeper.sweep import launch
+from sweeper.sweep import dedup, launch
 from sweeper.sweep import study as studies
 from sweeper.sweep.plan import SweepPlan, prepare
-from sweeper.sweep.progress import SweepProgress
+from sweeper.sweep.progress import SweepProgress, log_launches_to
 from sweeper.sweep.slots import Slot, slot_overrides
 from sweeper.sweep import warm
 from sweeper.sweep.space import evaluate, value_types
@@ -37,7 +37,6 @@ class SweepImpl:
         self.config: DictConfig | None = None
         self.plan: SweepPlan | None = None  # set by _prepare (see sweeper.sweep.plan)
         self.launcher: Any = None
-        self.job_idx = 0
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
         self.config = config
@@ -47,6 +46,9 @@ class SweepImpl:
 
     def _prepare(self, arguments: list[str]) -> None:
         self.plan = prepare(self.conf, self.config, self.launcher, arguments)
+        self.valid_keys: Any = _UNKNOWN  # the space's configurations, enumerated at the first duplicate
+        self.waits = dedup.Waiting()  # trials whose configuration another trial is measuring right now
+        self.duplicates_in_a_row = 0
         self.stopped: str | None = None
         self.last_recovery = 0.0
         self.recover_every_s = 1.0
@@ -66,7 +68,9 @@ class SweepImpl:
         target = studies.update_target(self.plan.study, int(self.conf.get("n_trials", 10)))
         self._enqueue_first()
         finished = sum(1 for t in self.plan.study.get_trials(deepcopy=False) if studies.is_counted(t) and t.state.is_finished())
-        progress = SweepProgress(self.plan.study_name, target, self.plan.objectives, finished)
+        progress = SweepProgress(self.plan.study_name, target, self.plan.objectives, finished, self.plan.defaults,
+                                 self.plan.study)
+        log_launches_to(Path(str(self.config.hydra.sweep.dir)) / "sweep.log")
         with progress, studies.Heartbeat(self.plan.storage) as heartbeat:
             results = self._run_until(target, progress, heartbeat)
             k = int(self.conf.get("confirm_top_k") or 0)
@@ -91,13 +95,15 @@ class SweepImpl:
             while True:
                 if time.time() - self.last_recovery >= self.recover_every_s:
                     self._recover_interrupted()  # trials of another process that died (dead pid, stale heartbeat)
+                for trial, values, earlier in self.waits.poll(self.plan.study):
+                    self._settle(trial, values, dedup.reuse(earlier, _NOT_METRICS), progress)
                 blocked = False
-                while free and not self.stopped and self._counted() < target:
+                while free and not self.stopped and (self.waits.ready or self._counted() < target):
                     slot = self.plan.node.take(free)
                     if slot is None:  # another sweeper on this node runs trials on these cores / GPUs
                         blocked = True
                         break
-                    item = self._ask_one(target, progress, confirming)
+                    item = self.waits.ready.pop(0) if self.waits.ready else self._ask_one(target, progress, confirming)
                     if item is None or item is _STOP:
                         self.plan.node.release(slot)
                         free.insert(0, slot)
@@ -106,13 +112,14 @@ class SweepImpl:
                         continue
                     trial, values = item
                     heartbeat.add(trial._trial_id)
-                    fut = pool.submit(self._run_job, trial, values, slot, self.job_idx)
-                    self.job_idx += 1
+                    fut = pool.submit(self._run_job, trial, values, slot, trial.number)  # job folder = trial number
                     running[fut] = (trial, values, slot)
                 if not running:
                     # Nothing of ours runs. Trials of other processes may still end interrupted and free places.
                     self._recover_interrupted()
-                    if self.stopped or self._counted() >= target and not self._others_running():
+                    if self.stopped:
+                        self.waits.give_up(self.plan.study, studies.REASON_KEY)
+                    if self.stopped or (self._counted() >= target and not self._others_running() and not self.waits):
                         return results
                     time.sleep(self.recover_every_s if self._counted() >= target else 0.2 if blocked else 0)
                     continue
@@ -129,7 +136,9 @@ class SweepImpl:
                     studies.tell(self.plan.study, trial, outcome, self.plan.objectives)
                     heartbeat.discard(trial._trial_id)
                     self._record(trial.number, values, outcome, only_if_missing=True)
-                    progress.trial_done(trial.number, outcome, values)
+                    progress.trial_done(trial.number, outcome, values, self.plan.study)
+                    if outcome.status is not Status.SKIPPED:
+                        self.duplicates_in_a_row = 0
                     self.plan.node.release(slot)
                     free.append(slot)
                 if self._failure_budget_spent():
@@ -245,11 +254,38 @@ class SweepImpl:
         values, outcome = self._sample(trial, repeat=confirming or "confirm_of" in trial.user_attrs)
         if outcome is None:
             return trial, values
+        if outcome is _WAIT:
+            self.waits.add(trial, values)
+            progress.note(f"trial {trial.number} waits: trial {trial.user_attrs.get(dedup.WAITS_KEY)} is measuring "
+                          "the same configuration")
+            return None
+        self._settle(trial, values, outcome, progress)
+        return None
+
+    def _settle(self, trial: optuna.Trial, values: dict[str, Any], outcome: TrialOutcome,
+                progress: SweepProgress) -> None:
+        """A trial decided without launching (constraint, duplicate): told, recorded, shown; an exhausted space
+        stops the sweep (duplicates do not count toward n_trials, so the sampler would be asked forever)."""
         outcome.started_at = outcome.ended_at = time.time()  # settled before launch: costs no time
         studies.tell(self.plan.study, trial, outcome, self.plan.objectives)
         self._record(trial.number, values, outcome)
-        progress.trial_done(trial.number, outcome, values)
-        return None
+        progress.trial_done(trial.number, outcome, values, self.plan.study)
+        if not outcome.reason.startswith("duplicate:"):
+            return
+        self.duplicates_in_a_row += 1
+        if self.stopped:
+            return
+        if self.valid_keys is _UNKNOWN:
+            self.valid_keys = dedup.valid_keys(self.plan.space, self.plan.defaults)  # None: too large/continuous
+        if dedup.exhausted(self.plan.study, self.valid_keys):
+            progress.note(f"space exhausted: all {len(self.valid_keys)} configurations of the search space are "
+                          "measured (or cannot run here); widen the space (or hydra.sweeper.repeat=true to "
+                          "measure again)")
+            self.stopped = "exhausted"
+        elif self.duplicates_in_a_row >= _MAX_DUPLICATES_IN_A_ROW:
+            progress.note(f"stopping: the sampler proposed {self.duplicates_in_a_row} measured configurations in a "
+                          "row; the space looks exhausted (widen it, or try another sampler)")
+            self.stopped = "exhausted"
 
     def _is_surplus(self, trial: optuna.Trial, target: int) -> bool:
         """Another process on the same study got there first: this ask would exceed the target."""
@@ -264,17 +300,17 @@ class SweepImpl:
         for expr in self.plan.space.constraints:
             if not evaluate(expr, ns):
                 return values, TrialOutcome(Status.SKIPPED, f"invalid:{expr}", f"constraint does not hold: {expr}")
-        key = json.dumps(values, sort_keys=True, default=str)
-        trial.set_user_attr("config_key", key)
+        key = dedup.config_key(values)
+        trial.set_user_attr(dedup.KEY, key)
         if repeat or self.conf.get("repeat", False):
             return values, None
-        for t in self.plan.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-            if t.user_attrs.get("config_key") == key and t.user_attrs.get("status") == "complete":
-                metrics = {k: v for k, v in t.user_attrs.items() if k not in _NOT_METRICS}
-                return values, TrialOutcome(Status.SKIPPED, f"duplicate:{t.number}",
-                                            f"same configuration as trial {t.number}; its result is reused",
-                                            metrics=metrics)
-        return values, None
+        found = dedup.find(self.plan.study, key, trial.number)
+        if found is None:
+            return values, None
+        if found[0] == "running":  # another slot or sweeper measures it now: wait for its result
+            trial.set_user_attr(dedup.WAITS_KEY, found[1].number)
+            return values, _WAIT
+        return values, dedup.reuse(found[1], _NOT_METRICS)
 
     def _context(self, trial: optuna.Trial, values: dict[str, Any], job_idx: int) -> dict[str, Any]:
         """What the task needs to know of the sweep, passed as one override (no Hydra singletons: thread safe)."""
@@ -318,5 +354,7 @@ class SweepImpl:
 
 
 _STOP = object()
-_NOT_METRICS = ("config_key", studies.OWNER_KEY, "status", "confirm_of", studies.REASON_KEY, studies.COST_KEY,
-                warm.FROM_KEY)
+_WAIT: Any = object()
+_UNKNOWN = object()
+_MAX_DUPLICATES_IN_A_ROW = 100
+_NOT_METRICS = (studies.OWNER_KEY, "status", "confirm_of", studies.REASON_KEY, studies.COST_KEY, warm.FROM_KEY)

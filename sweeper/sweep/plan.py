@@ -8,6 +8,7 @@ a :class:`ConfigError` (one line, exit 2) raised here, before any trial starts.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,9 @@ def prepare(conf: Mapping[str, Any], config: DictConfig, launcher: Any, argument
     except ValueError as e:
         raise ConfigError("hydra.sweeper.objectives", str(e).splitlines()[0],
                           "use the study's original objectives or a new hydra.sweeper.study_name") from None
+    with warnings.catch_warnings():  # optuna-dashboard shows "throughput", not "Objective 0"
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        study.set_metric_names([m for m, _d in objectives])
     if not study.trials:
         study.set_user_attr(warm.WORKLOAD_KEY, workload_key)
     spec = c.get("warm_start")
@@ -111,9 +115,9 @@ def prepare(conf: Mapping[str, Any], config: DictConfig, launcher: Any, argument
 
 
 def _check_objectives(objectives: list[tuple[str, str]], workload: str, module_name: str | None) -> None:
-    import workloads
+    from sweeper.sweep.config import load_workload
 
-    module = workloads.load(workload, module_name)
+    module = load_workload({"name": workload, "module": module_name})
     known = set(KNOWN_METRICS) | set(getattr(module, "METRICS", ()))
     if not objectives:
         raise ConfigError("hydra.sweeper.objectives", "is empty", "name at least one metric, e.g. throughput")

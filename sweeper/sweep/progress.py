@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -21,19 +22,45 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+def _short(key: str) -> str:
+    return key.removeprefix("knobs.")
+
+
+def study_best(study: Any, objective: tuple[str, str]) -> tuple[float, int] | None:
+    """The study's best measured value of the first objective and its trial (every process's trials, all
+    commands'), or None. Duplicates reuse another trial's result, so only measured trials are considered."""
+    from optuna.trial import TrialState
+
+    metric, direction = objective
+    best: tuple[float, int] | None = None
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        value = t.user_attrs.get(metric)
+        if t.user_attrs.get("status") != "complete" or not isinstance(value, (int, float)) or not math.isfinite(value):
+            continue
+        if best is None or (value > best[0] if direction == "maximize" else value < best[0]):
+            best = (float(value), t.number)
+    return best
+
+
 class SweepProgress:
-    def __init__(self, study: str, target: int, objectives: list[tuple[str, str]], done: int) -> None:
-        self.console = Console(stderr=True)
+    """One line per trial on the console (number, status, the objective, the knobs that differ from the
+    workload's defaults) under a bar with the study's best; Hydra's launch details go to the sweep's log file."""
+
+    def __init__(self, study: str, target: int, objectives: list[tuple[str, str]], done: int,
+                 baseline: dict[str, Any] | None = None, optuna_study: Any = None) -> None:
+        self.console = Console(stderr=True, soft_wrap=True, highlight=False)  # a line is never broken mid-word
         self.objectives = objectives
-        self.best: tuple[float, int] | None = None
+        self.baseline = dict(baseline or {})
         self.trial_seconds = 0.0
         self.pruned_walls: list[float] = []
         self.complete_walls: list[float] = []
         self.counts: dict[Status, int] = {}
-        self.progress = Progress(TextColumn(f"[bold]{study}"), BarColumn(), MofNCompleteColumn(),
+        self.progress = Progress(TextColumn(f"[bold]{escape(study)}"), BarColumn(), MofNCompleteColumn(),
                                  TextColumn("{task.description}"), TimeElapsedColumn(), console=self.console,
                                  transient=False)
         self.task = self.progress.add_task("", total=target, completed=done)
+        if optuna_study is not None:
+            self._show_best(optuna_study)
 
     def __enter__(self) -> "SweepProgress":
         self.progress.__enter__()
@@ -47,32 +74,43 @@ class SweepProgress:
         self.progress.update(self.task, total=self.progress.tasks[0].total + n)
 
     def note(self, text: str) -> None:
-        self.console.print(text)
+        self.console.print(escape(text))
 
-    def trial_done(self, number: int, outcome: TrialOutcome, values: dict[str, Any]) -> None:
+    def line(self, number: int, outcome: TrialOutcome, values: dict[str, Any]) -> str:
+        """``trial 7  complete  0.01428 TFLOP/s  1.2 s  dtype=fp32 transpose_a=True`` (rich markup)."""
+        metric = self.objectives[0][0]
+        value = outcome.metrics.get(metric)
+        if outcome.status is Status.COMPLETE:
+            unit = outcome.metrics.get("throughput_unit", "") if metric == "throughput" else metric
+            detail = f"{_fmt(value)} {unit}".strip() + f"  {outcome.wall_s:.1f} s"
+        elif outcome.reason.startswith("duplicate:"):
+            detail = f"same as trial {outcome.reason.split(':', 1)[1]} (not measured again)"
+        else:
+            detail = outcome.reason or ""
+        changed = {k: v for k, v in values.items()
+                   if v is not None and (k not in self.baseline or v != self.baseline[k])}  # inactive: None
+        knobs = " ".join(f"{_short(k)}={_fmt(v)}" for k, v in changed.items()) if changed else "(the defaults)"
+        return (f"trial {number:>3} [{_STYLE[outcome.status]}]{outcome.status.value:<10}[/] "
+                f"{escape(detail)}  {escape(knobs)}")
+
+    def trial_done(self, number: int, outcome: TrialOutcome, values: dict[str, Any], study: Any = None) -> None:
         self.counts[outcome.status] = self.counts.get(outcome.status, 0) + 1
         if outcome.status is Status.PRUNED:
             self.pruned_walls.append(outcome.wall_s)
         elif outcome.status is Status.COMPLETE:
             self.complete_walls.append(outcome.wall_s)
         self.trial_seconds += outcome.wall_s
-        metric, direction = self.objectives[0]
-        value = outcome.metrics.get(metric)
-        if outcome.status is Status.COMPLETE and isinstance(value, (int, float)) and math.isfinite(value):
-            signed = value if direction == "maximize" else -value
-            if self.best is None or signed > self.best[0]:
-                self.best = (signed, number)
-        knobs = " ".join(f"{k.split('.')[-1]}={_fmt(v)}" for k, v in values.items())
-        unit = outcome.metrics.get("throughput_unit", "")
-        shown = f"{metric}={_fmt(value)}" + (f" {unit}" if metric == "throughput" and unit else "")
-        detail = shown if outcome.status is Status.COMPLETE else outcome.reason
-        self.progress.console.print(
-            f"trial {number:>4} [{_STYLE[outcome.status]}]{outcome.status.value:<10}[/] {escape(detail)}  {escape(knobs)}",
-            highlight=False, markup=True)
-        if self.best is not None:
-            best = self.best[0] if direction == "maximize" else -self.best[0]
-            self.progress.update(self.task, description=f"best {metric}={_fmt(best)} (trial {self.best[1]})")
-        self.progress.advance(self.task)
+        self.progress.console.print(self.line(number, outcome, values))
+        if study is not None:
+            self._show_best(study)
+        if not outcome.reason.startswith("duplicate:"):  # the bar counts trials toward n_trials
+            self.progress.advance(self.task)
+
+    def _show_best(self, study: Any) -> None:
+        best = study_best(study, self.objectives[0])
+        if best is not None:
+            self.progress.update(self.task, description=f"study best {self.objectives[0][0]}={_fmt(best[0])} "
+                                                        f"(trial {best[1]})")
 
     def summary(self, study: Any) -> None:
         parts = ", ".join(f"{n} {s.value}" for s, n in self.counts.items())
@@ -82,7 +120,55 @@ class SweepProgress:
             seconds = sum(max(0.0, full - w) for w in self.pruned_walls)
             saved = f"; pruning saved ~{seconds:.1f} s (median full trial {full:.1f} s)"
         self.console.print(f"sweep done: {parts or 'no new trials'}; trials' own wall time {self.trial_seconds:.1f} s"
-                           f"{saved}; study {study.study_name!r} has {len(study.trials)} trials")
+                           f"{saved}; study {escape(repr(study.study_name))} has {len(study.trials)} trials")
+
+
+# Loggers of Hydra's launchers: each logs every job's full override line (~900 characters with the trial's context).
+_LAUNCHER_LOGGERS = ("hydra._internal.core_plugins", "hydra_plugins.hydra_joblib_launcher",
+                     "hydra_plugins.hydra_submitit_launcher", "hydra_plugins.hydra_ray_launcher")
+
+
+def _mask_passwords(record: Any) -> bool:
+    """A URL's password (``postgresql://user:secret@host``) never reaches the log file: ``user:***@``."""
+    import re
+
+    record.msg = re.sub(r"(://[^:/@\s'\"]+:)[^@\s'\"]+@", r"\1***@", record.getMessage())
+    record.args = None
+    return True
+
+
+def log_launches_to(path: Path) -> None:
+    """Send the launchers' per-job lines to ``path`` (the sweep's log file) instead of the console."""
+    import logging
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"))
+    handler.addFilter(_mask_passwords)
+    for name in _LAUNCHER_LOGGERS:
+        logger = logging.getLogger(name)
+        logger.handlers = [h for h in logger.handlers if not isinstance(h, logging.FileHandler)] + [handler]
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+
+
+def announce_single(cfg: Any) -> None:
+    """Before a single run (no ``-m``): what runs, with which knobs, and where its row and log go (stderr)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from sweeper.sweep.config import as_dict as plain, trial_config
+    from sweeper.trial import gpu
+
+    try:
+        tcfg = trial_config(plain(cfg), gpu.device_info(), list(HydraConfig.get().overrides.task))
+    except Exception:  # noqa: BLE001 - bad input is reported by the run itself, with its key
+        return
+    knobs = " ".join(f"{k}={_fmt(v)}" for k, v in (tcfg.get("knobs") or {}).items())
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    console.print(f"running {escape(tcfg['workload']['name'])} on {tcfg['device']}"
+                  f"{' (preset ' + tcfg['preset'] + ')' if tcfg['preset'] else ''}: {escape(knobs)}")
+    console.print(f"row -> {escape(str(Path(tcfg['results_dir']) / 'trials'))}/, "
+                  f"log -> {escape(HydraConfig.get().runtime.output_dir)}/")
 
 
 def print_single(result: dict[str, Any]) -> None:
@@ -98,8 +184,16 @@ def print_single(result: dict[str, Any]) -> None:
                 "peak_mem_bytes", "data_wait_frac", "gpu_util_mean", "achieved_tflops", "mfu", "first_step_s",
                 "setup_s", "compile_s"):
         if key in m:
-            table.add_row(key, _fmt(m[key]))
+            table.add_row(key, metric_text(key, m[key]))
     console = Console()
     console.print(table)
     if outcome.message:
         console.print(escape(outcome.message))
+
+
+def metric_text(key: str, value: Any) -> str:
+    """A metric for a person: NaN is blank, except where a word says why (no peak FLOP/s, no NVML sample)."""
+    if isinstance(value, float) and math.isnan(value):
+        return {"mfu": "n/a (no peak FLOP/s for this device)", "gpu_util_mean": "n/a (no GPU sampled)",
+                "achieved_tflops": "n/a"}.get(key, "")
+    return _fmt(value)

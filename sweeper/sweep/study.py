@@ -160,9 +160,12 @@ def is_interrupted(t: FrozenTrial) -> bool:
 
 
 def is_counted(t: FrozenTrial) -> bool:
-    """Trials that count toward the target: everything except interrupted runs, surplus asks and warm-start
-    history (an earlier study's trials)."""
-    return t.user_attrs.get(REASON_KEY) != "surplus" and WARM_KEY not in t.user_attrs and not is_interrupted(t)
+    """Trials that count toward the target: everything except interrupted runs, surplus asks, duplicates
+    (``n_trials`` means new measurements; a duplicate reuses another trial's) and warm-start history (an earlier
+    study's trials)."""
+    reason = str(t.user_attrs.get(REASON_KEY, ""))
+    return (reason != "surplus" and not reason.startswith("duplicate:") and WARM_KEY not in t.user_attrs
+            and not is_interrupted(t))
 
 
 def counted(study: optuna.Study) -> int:
@@ -280,8 +283,7 @@ def tell(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome, object
     trial.set_user_attr(COST_KEY, outcome.wall_s)  # what the trial cost: the staged sampler weighs gains by it
     if outcome.reason:
         trial.set_user_attr(REASON_KEY, outcome.reason)
-    if outcome.status is Status.COMPLETE or outcome.reason.startswith("duplicate:"):
-        # A duplicate reuses the earlier measurement: the sampler is told the same values again.
+    if outcome.status is Status.COMPLETE:
         values = outcome.objective_values(objectives)
         if values is not None:
             trial.set_constraint(CONSTRAINT_KEY, 0.0)
@@ -295,6 +297,7 @@ def tell(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome, object
         trial.set_constraint(CONSTRAINT_KEY, 1.0)
         study.tell(trial, values)
     elif outcome.status in (Status.PRUNED, Status.SKIPPED):
+        # A duplicate too: PRUNED, not a second COMPLETE copy of one measurement (importance, the dashboard).
         study.tell(trial, state=TrialState.PRUNED)
     else:
         study.tell(trial, state=TrialState.FAIL)

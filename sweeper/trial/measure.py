@@ -51,10 +51,12 @@ def _drain(work: Workload) -> tuple[int, bool]:
     first steps from that buffer, faster than it can sustain (on the H200, 14 workers x prefetch 4 held 56 batches
     of 512, ~4 s of a compiled ResNet-50, and a 1 s window read 7,226 img/s from a pipeline that sustains ~4,300).
     Warm-up goes on until, twice in a row, the pipeline holds at most one batch ready (``work.ready_batches``,
-    read from its queues) or, where it cannot say, until two ``next_batch()`` calls in a row wait for data; a
-    pipeline that keeps up never runs dry, and warm-up stops after four times its buffer.
+    read from its queues) or, where it cannot say, until two ``next_batch()`` calls in a row wait for data. A
+    pipeline that keeps up never runs dry: warm-up stops once its ready count has not shrunk over min(buffer, 8)
+    steps, or (without a count) after four times its buffer.
     """
     cap, dry, steps, interval = 4 * work.buffered_steps + 8, 0, 0, 0.0
+    first_ready: int | None = None
     while steps < cap and dry < 2:
         t0 = time.perf_counter()
         batch = work.next_batch()
@@ -66,6 +68,10 @@ def _drain(work: Workload) -> tuple[int, bool]:
         ready = work.ready_batches() if work.ready_batches is not None else None
         empty = ready <= 1 if ready is not None else waited > max(DRY_WAIT_S, 0.2 * interval)
         dry = dry + 1 if empty else 0
+        if ready is not None:
+            first_ready = ready if first_ready is None else first_ready
+            if steps >= min(work.buffered_steps, 8) and ready >= first_ready and dry == 0:
+                break  # the buffer is not shrinking: the pipeline keeps up, and its buffer cannot inflate the window
     return steps, dry >= 2
 
 

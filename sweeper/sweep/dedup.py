@@ -1,0 +1,142 @@
+"""Duplicate configurations: a configuration the study has measured, or is measuring, is not launched again.
+
+A trial is identified by its ``config_key`` (the sampled values as canonical JSON, a user attribute of the Optuna
+trial). Found among COMPLETE trials, the earlier result is reused (``skipped``, ``duplicate:<trial>``, told PRUNED:
+it is no measurement, so it neither counts toward ``n_trials`` nor enters importance as an ordinary result).
+Found among RUNNING trials (this sweeper's other slots, or another process on the same study), the trial waits
+for that one instead of measuring the same configuration at the same time. A discrete space whose every valid
+configuration is measured is exhausted: the sweep says so and stops.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.sweep.attrs import OWNER_KEY, REASON_KEY
+from sweeper.sweep.space import SearchSpace, evaluate
+
+KEY = "config_key"  # trial user attr: the sampled values, canonical JSON
+WAITS_KEY = "waits_for"  # trial user attr: the running trial this one waits for (-1: no longer waiting)
+MAX_ENUMERATED = 5_000  # spaces larger than this are not enumerated (~1 s on a 2-core machine; never exhausted)
+
+
+def config_key(values: dict[str, Any]) -> str:
+    return json.dumps(values, sort_keys=True, default=str)
+
+
+def is_duplicate(t: FrozenTrial) -> bool:
+    return str(t.user_attrs.get(REASON_KEY, "")).startswith("duplicate:")
+
+
+def measured(t: FrozenTrial) -> bool:
+    """A COMPLETE trial that measured its configuration (not one that reused another's result)."""
+    return t.state == TrialState.COMPLETE and t.user_attrs.get("status") == "complete"
+
+
+def find(study: optuna.Study, key: str, number: int) -> tuple[str, FrozenTrial] | None:
+    """The trial whose result ``number`` should take: ("complete", t) for a measured one, ("running", t) for the
+    lowest-numbered running one below ``number`` that is not itself waiting (two sweepers asking the same
+    configuration at once: the higher number waits, never both); None when it must be measured."""
+    running = None
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
+        if t.number == number or t.user_attrs.get(KEY) != key:
+            continue
+        if measured(t):
+            return "complete", t
+        waiting = t.user_attrs.get(WAITS_KEY, -1) not in (-1, None)
+        if t.state == TrialState.RUNNING and t.number < number and not waiting:
+            running = t if running is None or t.number < running.number else running
+    return ("running", running) if running is not None else None
+
+
+def valid_keys(space: SearchSpace, defaults: dict[str, Any]) -> set[str] | None:
+    """Every configuration the space can give (conditions and constraints applied), as keys; None when the space
+    is continuous or larger than ``MAX_ENUMERATED`` before conditions."""
+    if space.size() is None or space.size() > MAX_ENUMERATED:
+        return None
+    grid = space.grid()
+    names = list(space.params)
+    keys: set[str] = set()
+
+    def walk(i: int, ns: dict[str, Any], values: dict[str, Any]) -> None:
+        if i == len(names):
+            if all(evaluate(expr, ns) for expr in space.constraints):
+                keys.add(config_key(values))
+            return
+        name = names[i]
+        cond = space.conditions.get(name)
+        options = [None] if cond is not None and not evaluate(cond, ns) else grid[name]
+        for value in options:
+            walk(i + 1, {**ns, name: value}, {**values, name: value})
+
+    walk(0, {**defaults, **space.fixed}, {})
+    return keys
+
+
+def settled(t: FrozenTrial) -> bool:
+    """The configuration's answer is known: measured, out of memory, or not runnable on this device (a failed
+    trial is not: its configuration may be asked again)."""
+    status = t.user_attrs.get("status")
+    return measured(t) or status == "infeasible" or (status == "skipped" and not is_duplicate(t))
+
+
+def exhausted(study: optuna.Study, keys: set[str] | None) -> bool:
+    """Every valid configuration of the space has its answer in the study."""
+    if not keys:
+        return False
+    done = {t.user_attrs.get(KEY) for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,
+                                                                                      TrialState.PRUNED))
+            if settled(t)}
+    return keys <= done
+
+
+def reuse(t: FrozenTrial, bookkeeping: tuple[str, ...] = (OWNER_KEY, REASON_KEY, "status", "confirm_of")
+          ) -> TrialOutcome:
+    """The outcome of a trial whose configuration ``t`` measured: skipped, with ``t``'s metrics (its user
+    attributes but the ``bookkeeping`` ones)."""
+    metrics = {k: v for k, v in t.user_attrs.items() if k not in (KEY, WAITS_KEY, *bookkeeping)}
+    return TrialOutcome(Status.SKIPPED, f"duplicate:{t.number}",
+                        f"same configuration as trial {t.number}; its result is reused", metrics=metrics)
+
+
+class Waiting:
+    """Trials (asked, RUNNING in Optuna) waiting for a running trial of the same configuration to end."""
+
+    def __init__(self) -> None:
+        self.waiting: list[tuple[Any, dict[str, Any]]] = []
+        self.ready: list[tuple[Any, dict[str, Any]]] = []  # the other one ended without a result: measure these
+
+    def __bool__(self) -> bool:
+        return bool(self.waiting or self.ready)
+
+    def add(self, trial: Any, values: dict[str, Any]) -> None:
+        self.waiting.append((trial, values))
+
+    def poll(self, study: optuna.Study) -> list[tuple[Any, dict[str, Any], FrozenTrial]]:
+        """Trials whose awaited one ended: (trial, values, measured trial) to settle as duplicates; those whose
+        awaited trial failed move to ``ready`` (launch them when a slot frees)."""
+        still, settled = [], []
+        for trial, values in self.waiting:
+            found = find(study, trial.user_attrs[KEY], trial.number)
+            if found is not None and found[0] == "running":
+                still.append((trial, values))
+                continue
+            trial.set_user_attr(WAITS_KEY, -1)
+            if found is None:
+                self.ready.append((trial, values))
+            else:
+                settled.append((trial, values, found[1]))
+        self.waiting = still
+        return settled
+
+    def give_up(self, study: optuna.Study, reason_key: str) -> None:
+        """The sweep stops with trials still waiting: they never ran and do not count (``surplus``)."""
+        for trial, _values in self.waiting + self.ready:
+            trial.set_user_attr(reason_key, "surplus")
+            study.tell(trial, state=TrialState.FAIL)
+        self.waiting, self.ready = [], []

@@ -1,0 +1,119 @@
+"""Duplicate configurations: not counted toward n_trials, not COMPLETE in Optuna, never measured twice at once
+(also by two sweepers on one study), an exhausted space stops the sweep; the progress bar shows the study's best."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pandas as pd
+from optuna.trial import TrialState
+
+from conftest import ROOT, run_cli
+from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.sweep import dedup
+from sweeper.sweep.progress import SweepProgress
+from sweeper.sweep.space import build_space
+
+FAULTS = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=faults", "knobs.fault=none", "trial.timeout_s=300"]
+ONE_CONFIG = "hydra.sweeper.params={knobs.fault:none,knobs.work:'choice(16)'}"
+
+
+def _study(results: Path, name: str, url: str | None = None) -> optuna.Study:
+    from sweeper.sweep.study import make_storage
+
+    return optuna.load_study(study_name=name, storage=make_storage(url or f"sqlite:///{results / 'optuna.db'}"))
+
+
+def test_valid_keys_apply_conditions_and_constraints() -> None:
+    params = {"knobs.dtype": "choice(fp32, bf16)", "knobs.a": "choice(false, true)", "knobs.b": "choice(true, false)"}
+    defaults = {"knobs.dtype": "bf16", "knobs.a": False, "knobs.b": True}
+    space = build_space(params, {"knobs.b": "knobs.dtype == 'bf16'"}, [], defaults)
+    assert len(dedup.valid_keys(space, defaults)) == 2 + 4  # fp32: b inactive; bf16: a x b
+    space = build_space(params, {"knobs.b": "knobs.dtype == 'bf16'"}, ["not knobs.a"], defaults)
+    assert len(dedup.valid_keys(space, defaults)) == 1 + 2
+
+
+def test_duplicates_do_not_count_and_an_exhausted_space_stops(results: Path) -> None:
+    """matmul's tiny space has 12 configurations: n_trials=30 with random sampling measures each exactly once,
+    says the space is exhausted and stops; n_trials=3 first gives 3 new measurements (duplicates are extra)."""
+    args = ["+workload=matmul", "-m", "hydra.sweeper.sampler=random", "hydra.sweeper.seed=3"]
+    run_cli([*args, "hydra.sweeper.n_trials=3"], results, check=True)
+    assert (pd.read_parquet(results / "trials")["status"] == "complete").sum() == 3
+    proc = run_cli([*args, "hydra.sweeper.n_trials=30"], results, check=True)
+    assert "space exhausted: all 12 configurations" in proc.stderr
+    df = pd.read_parquet(results / "trials")
+    complete = df[df["status"] == "complete"]
+    assert len(complete) == 12
+    knobs = complete[[c for c in df.columns if c.startswith("knob.")]].astype(str)
+    assert not knobs.duplicated().any()
+    dups = df[df["status"] != "complete"]
+    assert len(dups) > 0 and dups["reason"].str.startswith("duplicate:").all()
+    study = _study(results, "matmul-tiny")
+    assert study.metric_names == ["throughput"]
+    for t in study.trials:  # one COMPLETE trial per measurement; a reused result is PRUNED
+        assert t.state == (TrialState.PRUNED if dedup.is_duplicate(t) else TrialState.COMPLETE), t.number
+
+
+def test_a_running_identical_configuration_is_waited_for_in_one_sweep(results: Path) -> None:
+    """Two slots, one configuration: the second slot's ask must wait for the first's result, not measure it too."""
+    proc = run_cli([*FAULTS, ONE_CONFIG, "-m", "hydra.sweeper.n_trials=2", "hydra.sweeper.n_jobs=2",
+                    "measure.min_time_s=1.0"], results, check=True)
+    df = pd.read_parquet(results / "trials")
+    assert (df["status"] == "complete").sum() == 1, (df[["trial", "status", "reason"]], proc.stderr)
+    assert list(df[df["status"] == "skipped"]["reason"]) == ["duplicate:0"], (df[["trial", "status", "reason"]], proc.stderr)
+    assert "trial 1 waits: trial 0 is measuring the same configuration" in proc.stderr
+    assert "space exhausted" in proc.stderr
+
+
+def test_a_configuration_running_in_another_sweeper_is_not_launched_again(results: Path) -> None:
+    """Two sweepers on one journal study: the second asks the configuration the first is measuring; it waits and
+    reuses the result (issue: concurrent sweepers measured identical configurations twice)."""
+    url = f"journal://{results}/optuna.journal"
+    args = [*FAULTS, ONE_CONFIG, "-m", "hydra.sweeper.n_trials=1", f"hydra.sweeper.storage={url}",
+            "hydra.sweeper.study_name=shared", f"results_dir={results}"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    first = subprocess.Popen([sys.executable, "-m", "sweeper", *args, "measure.min_time_s=20"], cwd=ROOT, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:  # the first sweeper's trial is running (and keyed)
+            try:
+                trials = _study(results, "shared", url).trials
+            except KeyError:
+                trials = []
+            if any(t.state == TrialState.RUNNING and dedup.KEY in t.user_attrs for t in trials):
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError("the first sweeper never started its trial")
+        second = run_cli(args, check=True)
+        assert first.wait(timeout=120) == 0, first.communicate()[1]
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert "trial 1 waits: trial 0 is measuring the same configuration" in second.stderr
+    df = pd.read_parquet(results / "trials")
+    assert list(df.sort_values("trial")["status"]) == ["complete", "skipped"]
+    assert df.sort_values("trial")["reason"].iloc[1] == "duplicate:0"
+
+
+def test_progress_bar_shows_the_studys_best_not_only_this_commands() -> None:
+    study = optuna.create_study(direction="maximize")
+    for value in (5.0, 9.0):  # measured by an earlier command
+        t = study.ask()
+        t.set_user_attr("throughput", value)
+        t.set_user_attr("status", "complete")
+        study.tell(t, value)
+    progress = SweepProgress("s", 4, [("throughput", "maximize")], 2, {}, study)
+    assert progress.progress.tasks[0].description == "study best throughput=9 (trial 1)"
+    t = study.ask()
+    t.set_user_attr("throughput", 3.0)
+    t.set_user_attr("status", "complete")
+    study.tell(t, 3.0)
+    progress.trial_done(2, TrialOutcome(Status.COMPLETE, metrics={"throughput": 3.0}), {}, study)
+    assert progress.progress.tasks[0].description == "study best throughput=9 (trial 1)"
