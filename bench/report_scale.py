@@ -4,8 +4,8 @@ The rows are built from real recorded sweeps (tests/fixtures/report/*): every ro
 values, and gets ``study`` (``scale-<k>``), ``trial`` (a fresh number) and a numeric knob, ``knob.batch_size``,
 that takes a NEW value in every trial of its study (1, 2, ..., as ``range(1, N)`` or an integer ``interval`` knob
 samples), recorded in the rows' ``space`` as an IntDistribution. So every row of a study is a distinct
-configuration: ranking, intervals, importance and marginals run over 1,000 configurations per study at
-10,000 rows, not over a few hundred repeated ones. Each row is written as its own Parquet file with
+configuration: ranking, intervals, importance and marginals run over 1,000 configurations per study at 10,000
+rows, not over a few hundred repeated ones. Each row is written as its own Parquet file with
 ``sweeper.results.store.write_row`` (as the sweeper writes them). Then it times, in this process:
 
 - read (cold): every Parquet file parsed, the report's cache written;
@@ -16,10 +16,9 @@ configuration: ranking, intervals, importance and marginals run over 1,000 confi
 
 Then the results as they look after the sweeps ended: every study compacted (``sweeper.results.store.compact`` per
 study, one file per study instead of one per trial), timed as "compaction"; the read with the cache written before
-compaction
-(what a sweep's end does), the cold read, and the whole CLI again, cold and cached. ``--compacted-only`` writes
-each study as one compacted file directly (for 100,000 rows, where 100,000 small files would take most of an hour
-to write on a 2-core machine) and times only that part.
+compaction (what a sweep's end does), the cold read, and the whole CLI again, cold and cached. ``--compacted-only``
+writes each study as one compacted file directly (for 100,000 rows, where 100,000 small files would take most of
+an hour to write on a 2-core machine) and times only that part.
 """
 
 from __future__ import annotations
@@ -114,8 +113,13 @@ def main() -> int:
 
     def cli(label: str) -> bool:
         t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "sweeper.report", str(results), "--top", "5"], cwd=ROOT,
-                              capture_output=True, text=True, env={**os.environ, "COLUMNS": "160"})
+        proc = subprocess.run(
+            [sys.executable, "-m", "sweeper.report", str(results), "--top", "5"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "COLUMNS": "160"},
+        )
         times.append((label, time.perf_counter() - t0))
         if proc.returncode != 0:
             print(proc.stderr, file=sys.stderr)

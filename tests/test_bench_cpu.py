@@ -75,8 +75,16 @@ def test_cost_aware_default_beats_tpe_and_random_in_seconds_on_a_recorded_landsc
     trial time than TPE and random, and in fewer configurations than random."""
     land = ROOT / "bench" / "data" / "landscape-costly-cpu.parquet"
     out_csv = tmp_path / "costly.samplers.csv"
-    _run("bench/sampler_efficiency.py", str(land), "--seeds", "10", "--samplers", "staged,tpe,random",
-         "--out", str(out_csv))
+    _run(
+        "bench/sampler_efficiency.py",
+        str(land),
+        "--seeds",
+        "10",
+        "--samplers",
+        "staged,tpe,random",
+        "--out",
+        str(out_csv),
+    )
     table = pd.read_csv(out_csv).set_index("sampler")
     assert (table["missed"] == 0).all()
     assert table.loc["staged", "median_s"] < table.loc["tpe", "median_s"] < table.loc["random", "median_s"]
@@ -103,8 +111,16 @@ def test_landscape_seeded_from_an_earlier_export_measures_only_the_rest(tmp_path
 def test_time_to_tuned_runs_a_default_sweep_and_times_it_against_the_landscape(tmp_path: Path) -> None:
     """The checked-in H200 landscape's best is far beyond a tiny CPU sweep: the script must say it was not reached."""
     land = ROOT / "bench" / "data" / "landscape-resnet50-jpeg-h200.parquet"
-    out = _run("bench/time_to_tuned.py", "run", str(tmp_path / "r"), str(land), "--timeout-s", "120",
-               "preset=tiny", "hydra.sweeper.n_trials=2")
+    out = _run(
+        "bench/time_to_tuned.py",
+        "run",
+        str(tmp_path / "r"),
+        str(land),
+        "--timeout-s",
+        "120",
+        "preset=tiny",
+        "hydra.sweeper.n_trials=2",
+    )
     table = [ln.split() for ln in out.splitlines() if ln.split() and ln.split()[0].isdigit()]
     assert [int(r[0]) for r in table] == [0, 1], out
     assert "did not reach 95% of the grid's best" in out

@@ -15,6 +15,7 @@ from optuna.distributions import FloatDistribution, IntDistribution, distributio
 from sweeper.report.analysis import analyse
 from sweeper.report.data import load
 from sweeper.report.importance import _distribution, importance, recorded_space
+from sweeper.results import lookup
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
 
@@ -105,7 +106,7 @@ def test_column_types_come_from_the_workloads_yaml(tmp_path: Path) -> None:
     import pyarrow as pa
     import pyarrow.dataset as ds
 
-    from sweeper.results import lookup, store
+    from sweeper.results import store
     from sweeper.sweep.space import parse_param, value_types
 
     defaults = {

@@ -144,10 +144,10 @@ def test_multi_objective_pareto(results: Path) -> None:
     # The front computed here from the rows: configurations no other beats on both objectives.
     done = df[df["status"] == "complete"]
     means = done.groupby(configs(done))[["throughput", "peak_mem_bytes"]].mean()
-    thr, mem = means["throughput"], means["peak_mem_bytes"]
+    tp, mem = means["throughput"], means["peak_mem_bytes"]
     front = [k for k, r in means.iterrows()
-             if not ((thr >= r["throughput"]) & (mem <= r["peak_mem_bytes"])
-                     & ((thr > r["throughput"]) | (mem < r["peak_mem_bytes"]))).any()]
+             if not ((tp >= r["throughput"]) & (mem <= r["peak_mem_bytes"])
+                     & ((tp > r["throughput"]) | (mem < r["peak_mem_bytes"]))).any()]
     assert len(marked) == len(means), "every configuration is a row of the ranking"
     assert sum(marked) == len(front) >= 1, (marked, front)
 

@@ -1,12 +1,11 @@
-"""One trial's row looked up again: by (study, trial) in the per-trial files or a compacted study file; and the
-Parquet column types of a study's sampled knobs. Read by the sweep loop (recovery, a job that failed around its
-trial) and by the Hydra job.
+"""One trial's row looked up again, by (study, trial), in its own file or a compacted study file; the Parquet
+column types of a study's knobs (as the workload's YAML declares them); the sweep facts every row records (the
+report reads only Parquet). Used by the sweep loop, its recovery and the Hydra job.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import pyarrow.parquet as pq
 
 from sweeper.results.outcome import TrialOutcome
 from sweeper.results.store import _compacted, file_prefix, read_file, trial_path
+
 
 _PREFIXES = {"knobs": "knob.", "workload": "param.", "distributed": "knob.distributed."}
 _ARROW = {bool: pa.bool_(), int: pa.int64(), float: pa.float64(), str: pa.string()}
@@ -41,28 +41,14 @@ def column_types(param_types: dict[str, type], defaults: dict[str, Any] | None =
 
 
 def facts_columns(facts: dict[str, dict[str, Any]]) -> dict[str, str]:
-    """The ``space`` and ``knob_defaults`` columns (JSON text) of the sweep's facts (``sweep.job.sweep_facts``)."""
+    """The ``space`` and ``knob_defaults`` columns (JSON text) of ``sweep_facts``; empty for none."""
+    import json
+
     return {name: json.dumps(facts[name], sort_keys=True) for name in ("space", "knob_defaults") if name in facts}
 
 
-_ROW_FIELDS = {
-    "study",
-    "study_id",
-    "trial",
-    "status",
-    "reason",
-    "message",
-    "workload",
-    "preset",
-    "objectives",
-    "started_at",
-    "ended_at",
-    "wall_s",
-    "baseline",
-    "confirm_of",
-    "space",
-    "knob_defaults",
-}
+_ROW_FIELDS = {"study", "study_id", "trial", "status", "reason", "message", "workload", "preset", "objectives",
+               "started_at", "ended_at", "wall_s", "baseline", "confirm_of", "space", "knob_defaults"}
 
 
 def _compacted_row(trials_dir: Path, key: str, trial: int, columns: list[str] | None = None) -> dict | None:
@@ -89,10 +75,8 @@ def _compacted_row(trials_dir: Path, key: str, trial: int, columns: list[str] | 
 
 def has_trial(trials_dir: Path, study: str, trial: int, uid: str | None = "") -> bool:
     """Whether a row of the trial is stored: its own file, or a compacted file of the study."""
-    return (
-        trial_path(trials_dir, study, trial, uid).exists()
-        or _compacted_row(trials_dir, file_prefix(study, uid), trial, ["trial"]) is not None
-    )
+    return (trial_path(trials_dir, study, trial, uid).exists()
+            or _compacted_row(trials_dir, file_prefix(study, uid), trial, ["trial"]) is not None)
 
 
 def read_trial_outcome(trials_dir: Path, study: str, trial: int, uid: str | None = "") -> TrialOutcome | None:
@@ -110,15 +94,8 @@ def read_trial_outcome(trials_dir: Path, study: str, trial: int, uid: str | None
         row = _compacted_row(trials_dir, file_prefix(study, uid), trial)
     if row is None:
         return None
-    metrics = {
-        k: v for k, v in row.items() if k not in _ROW_FIELDS and not k.startswith(("knob.", "param.")) and v is not None
-    }
+    metrics = {k: v for k, v in row.items()
+               if k not in _ROW_FIELDS and not k.startswith(("knob.", "param.")) and v is not None}
     started, ended = row.get("started_at"), row.get("ended_at")
-    return TrialOutcome(
-        Status(row["status"]),
-        row.get("reason") or "",
-        row.get("message") or "",
-        metrics,
-        started.timestamp() if started else None,
-        ended.timestamp() if ended else None,
-    )
+    return TrialOutcome(Status(row["status"]), row.get("reason") or "", row.get("message") or "", metrics,
+                        started.timestamp() if started else None, ended.timestamp() if ended else None)

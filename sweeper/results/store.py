@@ -41,17 +41,8 @@ import pyarrow.parquet as pq
 from sweeper.results.keys import flatten
 from sweeper.results.outcome import TrialOutcome
 from sweeper.results.readers import (  # noqa: F401 - re-exported: the store's reading side
-    concat,
-    is_compacted,
-    read_file,
-    read_files,
-    read_once,
-    read_table,
-    retry_vanished,
+    concat, is_compacted, precedence as _precedence, read_file, read_files, read_once, read_table, retry_vanished,
     study_of,
-)
-from sweeper.results.readers import (
-    precedence as _precedence,
 )
 
 log = logging.getLogger(__name__)
@@ -63,12 +54,8 @@ def file_prefix(study: str, uid: str | None = "") -> str:
     reader takes the file for hidden or metadata) and a hash of the exact study name and the study's id (see
     ``study.study_id``), so two studies never share files, whatever characters their names hold, and two storages
     that use one study name (two machines) never overwrite or hide each other's rows when their files are merged."""
-    readable = (
-        re.sub(r"[^A-Za-z0-9_-]+", "_", unicodedata.normalize("NFKD", study).encode("ascii", "ignore").decode()).strip(
-            "_-"
-        )[:60]
-        or "study"
-    )
+    readable = re.sub(r"[^A-Za-z0-9_-]+", "_", unicodedata.normalize("NFKD", study).encode("ascii", "ignore")
+                      .decode()).strip("_-")[:60] or "study"
     digest = hashlib.sha256(f"{study}\0{uid or ''}".encode()).hexdigest()[:10]
     return f"{readable}-{digest}"
 
@@ -86,15 +73,8 @@ def _timestamp(seconds: float | None) -> dt.datetime | None:
     return None if seconds is None else dt.datetime.fromtimestamp(seconds, dt.timezone.utc)
 
 
-def make_row(
-    outcome: TrialOutcome,
-    *,
-    study: str,
-    trial: int | None,
-    cfg: dict[str, Any],
-    objectives: list[tuple[str, str]],
-    study_id: str | None = "",
-) -> dict[str, Any]:
+def make_row(outcome: TrialOutcome, *, study: str, trial: int | None, cfg: dict[str, Any],
+             objectives: list[tuple[str, str]], study_id: str | None = "") -> dict[str, Any]:
     """The Parquet row of one trial: identity, status, knobs, workload parameters, metrics, fingerprint."""
     row: dict[str, Any] = {
         "study": study,
@@ -129,23 +109,15 @@ def make_row(
 # Types of columns that may be null in one row and set in another, so every file agrees on them (a null-typed
 # column in one file would make pyarrow's and pandas' directory readers fail on the next file).
 _NULLABLE_TYPES: dict[str, pa.DataType] = {
-    "trial": pa.int64(),
-    "throughput": pa.float64(),
-    "peak_mem_bytes": pa.float64(),
-    "peak_mem_reserved_bytes": pa.float64(),
-    "gpu_mem_bytes": pa.float64(),
-    "started_at": pa.timestamp("us", tz="UTC"),
-    "ended_at": pa.timestamp("us", tz="UTC"),
-    "knob.distributed.nproc": pa.int64(),
-    "knob.distributed.replicate_degree": pa.int64(),
-    "knob.distributed.param_dtype": pa.string(),
-    "knob.distributed.reduce_dtype": pa.string(),
-    "confirm_of": pa.int64(),
-    "baseline": pa.bool_(),
+    "trial": pa.int64(), "throughput": pa.float64(), "peak_mem_bytes": pa.float64(),
+    "peak_mem_reserved_bytes": pa.float64(), "gpu_mem_bytes": pa.float64(),
+    "started_at": pa.timestamp("us", tz="UTC"), "ended_at": pa.timestamp("us", tz="UTC"),
+    "knob.distributed.nproc": pa.int64(), "knob.distributed.replicate_degree": pa.int64(),
+    "knob.distributed.param_dtype": pa.string(), "knob.distributed.reduce_dtype": pa.string(),
+    "confirm_of": pa.int64(), "baseline": pa.bool_(),
     # metrics of the JPEG pipeline that are null in some rows (knob columns get their types from the workload's
-    # YAML via lookup.column_types, never from a list here)
-    "data_decoded_pixels_frac": pa.float64(),
-    "data_transfer_dtype": pa.string(),
+    # YAML via column_types, never from a list here)
+    "data_decoded_pixels_frac": pa.float64(), "data_transfer_dtype": pa.string(),
 }
 _FLOAT_METRICS = {"peak_mem_bytes", "peak_mem_reserved_bytes", "gpu_mem_bytes"}
 
@@ -192,9 +164,8 @@ def _array(key: str, value: Any, hint: pa.DataType | None) -> pa.Array:
                 raise pa.ArrowInvalid("bool vs other")
             return pa.array([value], type=hint)
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-            log.warning(
-                "column %s: %r does not fit the column type %s; written as %s", key, value, hint, value_type(value)
-            )
+            log.warning("column %s: %r does not fit the column type %s; written as %s", key, value, hint,
+                        value_type(value))
     return pa.array([value], type=value_type(value) if value is not None else pa.string())
 
 
@@ -227,7 +198,6 @@ def write_row(path: Path, row: dict[str, Any], types: dict[str, pa.DataType] | N
 
 # ---------------------------------------------------------------------------------------------------- the folder
 
-
 def folder_schema(trials_dir: Path) -> pa.Schema:
     """The columns of the folder (``+schema.parquet``); empty when it has none yet or it is unreadable."""
     try:
@@ -242,9 +212,8 @@ def update_schema(trials_dir: Path, schema: pa.Schema) -> None:
     trials_dir = Path(trials_dir)
 
     def known(current: pa.Schema) -> bool:
-        return all(
-            f.name in current.names and (f.type == pa.null() or current.field(f.name).type != pa.null()) for f in schema
-        )
+        return all(f.name in current.names and (f.type == pa.null() or current.field(f.name).type != pa.null())
+                   for f in schema)
 
     if known(folder_schema(trials_dir)):
         return
@@ -289,7 +258,6 @@ def read_results(results: Path | str) -> "Any":
 
 # ---------------------------------------------------------------------------------------------------- compaction
 
-
 def _study_files(trials_dir: Path, key: str) -> list[Path]:
     return [p for p in trial_files(trials_dir) if study_of(p.name) == key and ".run-" not in p.name]
 
@@ -300,9 +268,8 @@ def compacted_files(trials_dir: Path, study: str, uid: str | None = "") -> list[
 
 
 def _compacted(trials_dir: Path, key: str) -> list[Path]:
-    return sorted(
-        (p for p in _study_files(trials_dir, key) if is_compacted(p)), key=lambda p: _precedence(p.name), reverse=True
-    )
+    return sorted((p for p in _study_files(trials_dir, key) if is_compacted(p)),
+                  key=lambda p: _precedence(p.name), reverse=True)
 
 
 @contextlib.contextmanager

@@ -9,7 +9,6 @@ runs trials from several threads at once.
 from __future__ import annotations
 
 import base64
-import functools
 import json
 import logging
 import time
@@ -25,9 +24,9 @@ from sweeper.results import lookup, store
 from sweeper.results.keys import flatten
 from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.sweep import schema
-from sweeper.sweep.config import as_dict, load_workload, preset_params, trial_config, with_values
+from sweeper.sweep.config import as_dict, load_workload, preset_params, trial_config
 from sweeper.sweep.slots import Occupancy, node_lock_dir, trial_units
-from sweeper.sweep.space import parse_param, value_types
+from sweeper.sweep.space import parse_param, sweep_facts, value_types
 from sweeper.trial import gpu
 from workloads.base import DeviceInfo
 
@@ -53,31 +52,9 @@ def _single_run_context(tcfg: dict[str, Any]) -> dict[str, Any]:
     types = lookup.column_types(value_types(dists), values)
     # A run with no knob given on the command line runs the workload's defaults: the baseline of its study.
     knob_args = [o for o in hc.overrides.task if o.lstrip("+~").startswith(("knobs.", "distributed."))]
-    return {
-        "study": f"{tcfg['workload']['name']}-runs",
-        "number": None,
-        "log_dir": hc.runtime.output_dir,
-        "objectives": objectives or ["throughput:maximize"],
-        "column_types": {c: str(t) for c, t in types.items()},
-        "baseline": not knob_args,
-        "facts": sweep_facts(dists, {} if knob_args else values),
-    }
-
-
-def sweep_facts(distributions: dict[str, Any], defaults: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """What the report needs of the sweep, recorded in every row (the report reads only Parquet): ``space``, the
-    search space as ``{column: Optuna distribution as JSON data}`` (importance uses each knob's real
-    distribution), and ``knob_defaults``, the workload's defaults as ``{column: value}`` (the baseline, labels).
-    Plain data, so it travels inside the trial's JSON context; ``facts_columns`` makes the row's two columns."""
-    import json
-
-    from optuna.distributions import distribution_to_json
-
-    space = {col: json.loads(distribution_to_json(d)) for k, d in distributions.items()
-             if (col := lookup.column_of(k)) is not None}
-    base = {col: v for k, v in defaults.items()
-            if (col := lookup.column_of(k)) is not None and (v is None or isinstance(v, (bool, int, float, str)))}
-    return {"space": space, "knob_defaults": base}
+    return {"study": f"{tcfg['workload']['name']}-runs", "number": None, "log_dir": hc.runtime.output_dir,
+            "objectives": objectives or ["throughput:maximize"], "column_types": {c: str(t) for c, t in types.items()},
+            "baseline": not knob_args, "facts": sweep_facts(dists, {} if knob_args else values)}
 
 
 def encode_context(ctx: dict[str, Any]) -> str:
@@ -125,22 +102,6 @@ def device_check(tcfg: dict[str, Any], info: DeviceInfo) -> str | None:
     module = load_workload(tcfg["workload"])
     target = info if tcfg["device"].startswith("cuda") else DeviceInfo(kind="cpu")  # what the trial will run on
     return module.check(tcfg, target) if hasattr(module, "check") else None
-
-
-@functools.lru_cache(maxsize=1)
-def _sweeper_device() -> DeviceInfo:
-    return gpu.device_info()  # the same description the sweep plan built the defaults with
-
-
-def device_skip(cfg: dict[str, Any], values: dict[str, Any]) -> TrialOutcome | None:
-    """In the sweeper, before launch: the outcome ``skipped`` when this device cannot run ``cfg`` with ``values``."""
-    reason = device_check(with_values(cfg, values), _sweeper_device())
-    return TrialOutcome(Status.SKIPPED, f"invalid:{reason}", reason) if reason else None
-
-
-def space_facts(space: Any, defaults: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """``sweep_facts`` of a sweep's search space (inactive knobs included) and the workload's defaults."""
-    return sweep_facts({**space.inactive, **space.params}, defaults)
 
 
 def run_trial(cfg: DictConfig) -> dict[str, Any]:
