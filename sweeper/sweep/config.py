@@ -297,9 +297,7 @@ def check_enumerations(values: dict[str, Any], workload: str, module: str | None
     """String knobs take only the values the workload declares it can run (``KNOB_VALUES`` in its module):
     ``knobs.dtype=fp64`` is bad input before launch, not a failed trial. ``values``: dotted keys -> a value, or
     a list of values (a sweep's choices)."""
-    import workloads
-
-    declared = getattr(workloads.load(workload, module), "KNOB_VALUES", {}) or {}
+    declared = getattr(load_workload({"name": workload, "module": module}), "KNOB_VALUES", {}) or {}
     for key, given in values.items():
         name = key[len("knobs.") :] if key.startswith("knobs.") else None
         if name not in declared:
