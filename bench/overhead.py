@@ -11,6 +11,7 @@ Startup (interpreter, imports, forkserver with torch preloaded, study creation) 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -42,7 +43,8 @@ def main() -> None:
     last_end = df["ended_at"].max().timestamp()
     work = df["wall_s"].sum()
     startup = first_start - t0
-    steady = (last_end - first_start - work) / len(df)
+    # From the first trial's start to the last one's end: n trials' own work and the n - 1 gaps between them.
+    steady = (last_end - first_start - work) / max(1, len(df) - 1)
     tail = t0 + wall - last_end
     rows = [
         ("trials", f"{len(df)}"),
@@ -54,7 +56,8 @@ def main() -> None:
         ("after the last trial: summary, exit (s)", f"{tail:.2f}"),
     ]
     width = max(len(k) for k, _ in rows)
-    print(f"overhead of `{' '.join(cmd[2:5])} ...` ({args.workload}, {len(df)} trials, results in {out})")
+    print(f"overhead of `{' '.join(cmd[2:5])} ...` ({args.workload}, {len(df)} trials, results in {out}; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
     for k, v in rows:
         print(f"  {k:<{width}}  {v:>8}")
 

@@ -36,3 +36,16 @@ def run_cli(
 @pytest.fixture
 def results(tmp_path: Path) -> Path:
     return tmp_path / "results"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``gpu`` need a CUDA GPU: skipped without one (``bench/gpu_checks.py --stages gpu_tests`` runs
+    every one of them on the GPU machine, ``pytest -m gpu``, and keeps the output)."""
+    marked = [item for item in items if item.get_closest_marker("gpu")]
+    if not marked:
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        for item in marked:
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))

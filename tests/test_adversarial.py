@@ -58,10 +58,13 @@ BAD = [
     (["+workload=matmul", "-m", "++hydra.sweeper.params={knobs.allow_tf32:yes}"], "`knobs.allow_tf32`: value 'yes'"),
     (["+workload=matmul", "-m", "knobs.transpose_a=choice(true,maybe)"], "`knobs.transpose_a`: value 'maybe'"),
     # item 7: settings out of range, unparsable or empty values, unusable results folder
-    (["+workload=matmul", "measure.steps=0"], "`measure.steps`: must be >= 1, got 0"),
+    (
+        ["+workload=matmul", "measure.steps=0"],
+        "`measure.steps`: must be >= 1, got 0; give the number of measured steps",
+    ),
     (["+workload=matmul", "-m", "measure.steps=-5"], "`measure.steps`: must be >= 1, got -5"),
-    (["+workload=matmul", "trial.timeout_s=0"], "`trial.timeout_s`: must be > 0, got 0"),
-    (["+workload=matmul", "-m", "trial.timeout_s=-1"], "`trial.timeout_s`: must be > 0, got -1"),
+    (["+workload=matmul", "trial.timeout_s=0"], "`trial.timeout_s`: must be > 0 seconds, got 0.0"),
+    (["+workload=matmul", "-m", "trial.timeout_s=-1"], "`trial.timeout_s`: must be > 0 seconds, got -1.0"),
     (["+workload=matmul", "-m", "hydra.sweeper.max_failures=-1"], "`hydra.sweeper.max_failures`: must be"),
     (["+workload=matmul", "-m", "hydra.sweeper.n_jobs=0"], "`hydra.sweeper.n_jobs`: must be a whole number >= 1"),
     (["+workload=matmul", "-m", "hydra.sweeper.confirm_top_k=-3"], "`hydra.sweeper.confirm_top_k`: must be"),

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -21,8 +24,12 @@ def _run(*args: str, timeout: float = 300) -> str:
 
 def test_overhead_bench(tmp_path: Path) -> None:
     out = _run("bench/overhead.py", "--trials", "3", "--out", str(tmp_path / "r"))
-    assert "overhead per trial between trials" in out
     assert len(pd.read_parquet(tmp_path / "r" / "trials")) == 3
+    value = {ln.rsplit(None, 1)[0].strip(): float(ln.rsplit(None, 1)[1]) for ln in out.splitlines()[1:]}
+    between = (value["sweep wall time (s)"] - value["startup before the first trial (s, once)"]
+               - value["after the last trial: summary, exit (s)"] - value["trials' own work, sum (s)"])
+    # 3 trials have 2 gaps between them: the per-trial figure divides by 2, not 3 (the printed values are rounded)
+    assert value["overhead per trial between trials (s)"] == pytest.approx(between / 2, abs=0.02)
 
 
 def test_landscape_record_export_and_sampler_replay(tmp_path: Path) -> None:
@@ -32,13 +39,31 @@ def test_landscape_record_export_and_sampler_replay(tmp_path: Path) -> None:
     table = pq.read_table(land)
     assert table.num_rows == 12, "matmul's tiny grid: 4 fp32 + 8 bf16 distinct configurations"
     assert b"knob_sweeper" in table.schema.metadata
-    out = _run("bench/sampler_efficiency.py", str(land), "--seeds", "2", "--samplers", "staged,random", "--starts")
-    lines = {
-        ln.split()[0]: ln.split() for ln in out.splitlines() if ln.split() and ln.split()[0] in ("staged", "random")
-    }
-    assert set(lines) == {"staged", "random"}
-    for cols in lines.values():
-        assert 1 <= float(cols[1]) <= 13  # median configurations measured, at most the grid (+1 = missed)
+    # The replay on planted landscapes (the measured values are CPU noise): one configuration 2x the others.
+    df = table.to_pandas()
+    meta = json.loads(table.schema.metadata[b"knob_sweeper"])
+    is_default = pd.Series(True, index=df.index)
+    for key, value in meta["defaults"].items():
+        col = "knob." + key.split(".", 1)[1]
+        if col in df:
+            is_default &= df[col] == value
+    assert is_default.sum() == 1 and (df["status"] == "complete").all()
+    elsewhere = ~is_default & (df.index == df.index[~is_default][-1])
+    for planted, at_defaults in ((is_default, True), (elsewhere, False)):
+        column = table.schema.get_field_index("throughput")
+        pq.write_table(table.set_column(column, "throughput", pa.array(np.where(planted, 2.0, 1.0)))
+                       .replace_schema_metadata(table.schema.metadata), land)
+        out = _run("bench/sampler_efficiency.py", str(land), "--seeds", "2", "--samplers", "staged,random", "--starts")
+        lines = {ln.split()[0]: ln.split() for ln in out.splitlines()
+                 if ln.split() and ln.split()[0] in ("staged", "random")}
+        assert set(lines) == {"staged", "random"}
+        for name, cols in lines.items():  # sampler, median, % grid, p90, missed, median s, p90 s
+            assert int(cols[4]) == 0, f"{name} never found the planted best on a 12-point grid: {out}"
+            assert 1 <= float(cols[1]) <= 12 and int(cols[3]) <= 12
+            if at_defaults:
+                assert float(cols[1]) == 1.0, "every sampler measures the defaults first"
+            else:
+                assert float(cols[1]) >= 2, "the best is not the defaults: found after them"
     table = pd.read_csv(tmp_path / "landscape.samplers.csv")
     assert list(table["sampler"]) == ["staged", "random", "staged+starts"]
     assert (table["median_s"] > 0).all(), "the recorded rows carry each trial's wall_s: time to within 3 %"
@@ -114,6 +139,24 @@ def test_gpu_validation_script_smoke(tmp_path: Path) -> None:
     assert {r["warmup_steps"] for r in jpeg} == {1, 10}, "warm-up drains the workers' prefetched batches"
     assert (tmp_path / "jpeg-report.md").read_text().startswith("# Sweep report")
     assert any(r["stage"] == "accuracy" and r["harness_ms"] > 0 for r in rows)
+
+
+def test_gpu_checks_run_every_gpu_test_and_keep_the_output(tmp_path: Path) -> None:
+    """bench/gpu_checks.py --stages gpu_tests: ``pytest -m gpu`` over the whole suite, one row per test (skipped
+    here, without a GPU), the log kept for bench/results/."""
+    import json
+
+    _run("bench/gpu_checks.py", str(tmp_path), "--smoke", "--stages", "gpu_tests", timeout=400)
+    rows = [json.loads(line) for line in (tmp_path / "gpu_checks.jsonl").read_text().splitlines()]
+    tests = {r["name"].split("::")[-1].split("[")[0]: r["outcome"] for r in rows if "::" in r["name"]}
+    assert {"test_gpu_batches_are_float32_in_the_memory_format", "test_pin_memory_and_non_blocking_reach_the_copy",
+            "test_precision_decides_where_tf32_rounds_on_the_gpu",
+            "test_compile_reduce_overhead_replays_cuda_graphs_and_default_does_not"} <= set(tests)
+    assert set(tests.values()) == {"skipped"}, "no GPU here"
+    assert "test_fp32_baseline_is_pytorchs_own_defaults" not in tests, "only the tests marked gpu"
+    summary = next(r for r in rows if r["name"] == "summary")
+    assert summary["exit_code"] == 0 and summary["skipped"] >= 8
+    assert "-m gpu" in (tmp_path / "gpu_tests.log").read_text()
 
 
 # End-to-end sweeps of real workloads: `python -m pytest -m "not slow"` skips them.

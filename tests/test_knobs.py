@@ -1,11 +1,16 @@
 """Each single-device knob changes what runs: built through the workloads' own ``build(cfg, device)`` on the CPU.
 
-Effects are observed where they happen (tensor strides and dtypes, backend flags, the aten ops dispatched, hooks on
-modules and optimizers), never by reading the knob back. Sizes are tiny; the data-loading knobs are in test_data.py.
+Effects are observed where they happen (tensor strides and dtypes, the aten ops dispatched, hooks on modules and
+optimizers, Dynamo's counters), never by reading the knob back. Backend flags that change nothing on a CPU (TF32,
+cuDNN) are checked here as the flags PyTorch reads, against a fresh interpreter's, and by their numeric effect on
+a GPU (the ``cuda_only`` tests, run on the H200 by ``bench/gpu_checks.py --stages gpu_tests``). Sizes are tiny; the
+data-loading knobs are in test_data.py.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from workloads import common, matmul, resnet50, transformer_block
 
 CPU = torch.device("cpu")
+cuda_only = pytest.mark.gpu  # skipped without a CUDA GPU (conftest.py)
 
 
 @pytest.fixture(autouse=True)
@@ -62,7 +68,7 @@ def block_cfg(tmp_path: Path, **knobs: Any) -> dict[str, Any]:
     return {"workload": {"name": "transformer_block", "d_model": 16, "n_heads": 2, "n_layers": 2, "seq_len": 8},
             "knobs": {"precision": "fp32", "compile": "off", "batch_size": 2, "grad_accum_steps": 1,
                       "optimizer_impl": "foreach", "activation_checkpointing": "off", "sdpa_backend": "auto",
-                      "cudnn_benchmark": False, **knobs},
+                      **knobs},
             "device": "cpu", "results_dir": str(tmp_path)}
 
 
@@ -126,13 +132,56 @@ def test_autocast_sets_the_matmul_output_dtype(precision: str, dtype: torch.dtyp
     assert model[0].weight.dtype == torch.float32, "weights stay float32 under autocast"
 
 
-def test_tf32_and_cudnn_benchmark_set_backend_flags(tmp_path: Path) -> None:
-    transformer_block.build(block_cfg(tmp_path, precision="tf32", cudnn_benchmark=True), CPU)
-    assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
-    assert torch.backends.cudnn.benchmark
-    transformer_block.build(block_cfg(tmp_path, precision="bf16"), CPU)
-    assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
-    assert not torch.backends.cudnn.benchmark
+def _backend_flags() -> tuple[bool, str, bool]:
+    return torch.backends.cudnn.allow_tf32, torch.get_float32_matmul_precision(), torch.backends.cudnn.benchmark
+
+
+def test_fp32_baseline_is_pytorchs_own_defaults(tmp_path: Path) -> None:
+    """The workloads' defaults (fp32, cudnn_benchmark off) leave the flags as an untouched script has them."""
+    probe = ("import torch; print(torch.backends.cudnn.allow_tf32, torch.get_float32_matmul_precision(), "
+             "torch.backends.cudnn.benchmark)")
+    fresh = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+    untouched = (fresh[0] == "True", fresh[1], fresh[2] == "True")
+    assert untouched == (True, "highest", False), "PyTorch ships cuDNN TF32 on, fp32 matmuls at highest precision"
+    torch.backends.cudnn.allow_tf32 = False  # whatever an earlier trial left: the knobs set every flag
+    torch.set_float32_matmul_precision("high")
+    resnet50.build(resnet_cfg(tmp_path, precision="fp32"), CPU)
+    assert _backend_flags() == untouched
+    for precision in ("bf16", "fp16"):  # their fp32 parts run as an untouched script's
+        common.set_global_flags({"precision": precision})
+        assert _backend_flags() == untouched
+
+
+@pytest.mark.parametrize("precision, flags", [("tf32", (True, "high", True)),
+                                              ("fp32-strict", (False, "highest", True))])
+def test_tf32_and_strict_fp32_and_cudnn_benchmark_set_backend_flags(tmp_path: Path, precision: str,
+                                                                    flags: tuple) -> None:
+    resnet50.build(resnet_cfg(tmp_path, precision=precision, cudnn_benchmark=True), CPU)
+    assert _backend_flags() == flags
+
+
+def _relative_error(fn: Any, *inputs: torch.Tensor) -> float:
+    """Error of ``fn`` in float32 on the GPU against float64."""
+    exact = fn(*(t.double() for t in inputs))
+    return ((fn(*inputs).double() - exact).norm() / exact.norm()).item()
+
+
+@cuda_only
+@pytest.mark.parametrize("precision, conv_tf32, matmul_tf32", [("fp32", True, False), ("tf32", True, True),
+                                                               ("fp32-strict", False, False)])
+def test_precision_decides_where_tf32_rounds_on_the_gpu(precision: str, conv_tf32: bool, matmul_tf32: bool) -> None:
+    """TF32 keeps 10 mantissa bits (relative error ~1e-3 on these sizes); full fp32 ~1e-6. The fp32 baseline
+    rounds convolutions like an untouched script (cuDNN TF32 on) and matmuls not at all."""
+    if torch.cuda.get_device_capability() < (8, 0):
+        pytest.skip("TF32 needs compute capability 8.0")
+    common.set_global_flags({"precision": precision})
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a, b = (torch.randn(1024, 1024, device="cuda", generator=g) for _ in range(2))
+    x, w = torch.randn(8, 64, 32, 32, device="cuda", generator=g), torch.randn(64, 64, 3, 3, device="cuda", generator=g)
+    conv = _relative_error(lambda i, k: torch.nn.functional.conv2d(i, k, padding=1), x, w)
+    mm = _relative_error(torch.matmul, a, b)
+    assert (conv > 1e-4) == conv_tf32, conv
+    assert (mm > 1e-4) == matmul_tf32, mm
 
 
 # ---------------------------------------------------------------- activation checkpointing
@@ -198,15 +247,46 @@ def test_activation_checkpointing_n_wraps_the_first_n_stages(tmp_path: Path) -> 
 # ---------------------------------------------------------------- compile
 
 
-def test_compile_default_wraps_the_forward_with_torch_compile() -> None:
-    plain, _, _ = tiny_train(compile="off")
-    compiled, _, _ = tiny_train(compile="default")
-    assert not hasattr(plain.forward_loss, "_torchdynamo_orig_callable")
-    original = getattr(compiled.forward_loss, "_torchdynamo_orig_callable", None)
-    assert original is not None and original.__name__ == "forward_loss", "TrainStep calls the dynamo-wrapped function"
-    assert hasattr(common.maybe_compile(lambda x: x, "max-autotune-no-cudagraphs"), "_torchdynamo_orig_callable")
+def test_compile_default_runs_the_forward_through_dynamo() -> None:
+    """The compiled step runs a Dynamo-captured graph (counted by Dynamo), computes what eager computes, and is not
+    recompiled on the next step; ``off`` captures nothing."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    plain, _, batch = tiny_train(compile="off")
+    plain(batch)
+    assert counters["stats"]["unique_graphs"] == 0
+    compiled, model, _ = tiny_train(compile="default")
+    reference, ref_model, _ = tiny_train(compile="off")
+    for _ in range(2):
+        assert torch.allclose(compiled(batch), reference(batch), rtol=1e-4, atol=1e-5)
+    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
+    assert counters["frames"]["ok"] >= 1 and not counters["graph_break"]
+    assert torch.allclose(model[0].weight, ref_model[0].weight, rtol=1e-4, atol=1e-5), "the same two updates"
     with pytest.raises(ValueError, match="compile must be one of"):
         common.maybe_compile(lambda x: x, "fast")
+
+
+@cuda_only
+def test_compile_reduce_overhead_replays_cuda_graphs_and_default_does_not() -> None:
+    from torch._inductor import cudagraph_trees
+
+    def graphs() -> int:
+        manager = cudagraph_trees.get_manager(torch.cuda.current_device(), create_if_none_exists=False)
+        return 0 if manager is None or manager.roots is None else sum(len(v) for v in manager.roots.values())
+
+    x = torch.randn(64, 64, device="cuda")
+    counts = {}
+    for mode in ("default", "reduce-overhead"):
+        torch._dynamo.reset()
+        before = graphs()
+        fn = common.maybe_compile(lambda t: torch.relu(t @ t) + 1, mode)
+        for _ in range(3):  # cudagraph trees record on the second call and replay from the third
+            fn(x)
+        torch.cuda.synchronize()
+        counts[mode] = graphs() - before
+    assert counts == {"default": 0, "reduce-overhead": 1}, counts
 
 
 # ---------------------------------------------------------------- optimizer, accumulation, attention
@@ -285,7 +365,7 @@ def test_matmul_dtype_and_tf32_flags(tmp_path: Path, dtype: str, torch_dtype: to
         work.step(work.next_batch())
     (a, b), = log.mm_args
     assert a.dtype == b.dtype == torch_dtype
-    assert torch.backends.cuda.matmul.allow_tf32 == (dtype == "tf32")
+    assert torch.get_float32_matmul_precision() == ("high" if dtype == "tf32" else "highest")
     assert work.precision == dtype
 
 
@@ -296,3 +376,15 @@ def test_matmul_allow_tf32_and_reduced_precision_flags(tmp_path: Path) -> None:
     assert not mm.allow_bf16_reduced_precision_reduction
     matmul.build(matmul_cfg(tmp_path, fp16_reduced_precision=True, bf16_reduced_precision=True), CPU)
     assert not mm.allow_tf32 and mm.allow_fp16_reduced_precision_reduction and mm.allow_bf16_reduced_precision_reduction
+
+
+# ---------------------------------------------------------------- registry
+
+
+def test_a_workload_is_a_module_that_defines_build() -> None:
+    """No list of names anywhere: a module of ``workloads/`` is a workload when it defines ``build``."""
+    import workloads
+
+    assert workloads.available() == ["matmul", "resnet50", "transformer_block"]
+    with pytest.raises(KeyError, match="known workloads: matmul, resnet50, transformer_block"):
+        workloads.load("common")

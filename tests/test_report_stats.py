@@ -10,7 +10,6 @@ import pandas as pd
 import pytest
 
 from sweeper.report.analysis import analyse
-from sweeper.report.baseline import workload_defaults
 from sweeper.report.data import load, norm
 from sweeper.report.diagnose import diagnose
 from sweeper.report.stats import pareto_mask, tie_ranks
@@ -104,7 +103,10 @@ def test_ties_and_separations_occur_in_real_sweeps() -> None:
 def test_baseline_is_the_workload_defaults() -> None:
     rows = rows_of("single")
     a = analyse(rows)
-    defaults = workload_defaults("matmul", None)
+    from omegaconf import OmegaConf
+
+    yaml = OmegaConf.to_container(OmegaConf.load(Path(__file__).parents[1] / "conf" / "workload" / "matmul.yaml"))
+    defaults = {f"knob.{k}": norm(v) for k, v in yaml["knobs"].items()}
     base = a.configs[a.configs["is_baseline"]]
     assert len(base) == 1, a.baseline_note
     for col in a.swept:
@@ -117,9 +119,14 @@ def test_baseline_is_the_workload_defaults() -> None:
 
 
 def test_no_baseline_is_said() -> None:
-    a = analyse(rows_of("multi"))
+    """Recorded defaults that no trial ran (the sweep's space excluded them): no speed-ups, and the note says why."""
+    import json
+
+    rows = rows_of("multi").assign(knob_defaults=json.dumps({"knob.precision": "tf32", "knob.batch_size": 4}))
+    a = analyse(rows)
     assert a.configs["speedup"].isna().all()
-    assert a.baseline_note.startswith("no trial ran the workload defaults")
+    assert a.baseline_note.startswith("no trial ran the workload defaults (")
+    assert "precision=tf32" in a.baseline_note
 
 
 def test_multi_objective_pareto_front() -> None:

@@ -41,7 +41,7 @@ def test_three_sweepers_on_one_node_never_share_a_core(results: Path, kind: str)
         pytest.skip("no PostgreSQL here (set KNOB_SWEEPER_PG_URL, as .ci/run does)")
     url = f"journal://{results}/optuna.journal" if kind == "journal" else PG_URL
     if kind == "postgres":  # Optuna's tables, created once: three processes creating them at once collide
-        from sweeper.study import make_storage
+        from sweeper.sweep.study import make_storage
 
         make_storage(url)
     study = f"slots-{kind}-{uuid.uuid4().hex[:8]}"

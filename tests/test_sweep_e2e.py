@@ -16,6 +16,12 @@ def rows(results: Path) -> pd.DataFrame:
     return pd.read_parquet(results / "trials").sort_values("trial").reset_index(drop=True)
 
 
+def configs(df: pd.DataFrame) -> pd.Series:
+    """Each row's configuration: all its knob values as one string."""
+    knobs = sorted(c for c in df.columns if c.startswith("knob."))
+    return df[knobs].map(repr).apply("|".join, axis=1)
+
+
 def measured(df: pd.DataFrame) -> pd.DataFrame:
     """Rows that count toward n_trials: everything but duplicates (which reuse another trial's measurement)."""
     return df[~df["reason"].fillna("").str.startswith("duplicate:")]
@@ -57,6 +63,13 @@ def test_sweep_resume_and_report(results: Path, workload: str) -> None:
     study = optuna.load_study(study_name=df["study"][0], storage=f"sqlite:///{results / 'optuna.db'}")
     assert len(study.trials) == len(df)
     assert all(t.state.is_finished() for t in study.trials)
+    config = configs(df)
+    done = df["status"] == "complete"
+    assert not config[done].duplicated().any(), "no configuration was measured twice"
+    for i in df.index[df["reason"].fillna("").str.startswith("duplicate:")]:
+        first = int(df.loc[i, "reason"].split(":", 1)[1])
+        assert df.loc[first, "status"] == "complete" and config[first] == config[i], "reused, not re-measured"
+        assert df.loc[i, "throughput"] == df.loc[first, "throughput"], "the earlier measurement is reported"
 
     report = run_cli([str(results)], module="sweeper.report", check=True)
     md = (results / "report.md").read_text()
@@ -127,8 +140,29 @@ def test_multi_objective_pareto(results: Path) -> None:
     assert len(study.directions) == 2
     assert len(study.best_trials) >= 1
     run_cli([str(results)], module="sweeper.report", check=True)
-    md = (results / "report.md").read_text()
-    assert "pareto" in md and "| * |" in md.replace("|  * |", "| * |") or " * " in md
+    marked = _pareto_marks((results / "report.md").read_text())
+    # The front computed here from the rows: configurations no other beats on both objectives.
+    done = df[df["status"] == "complete"]
+    means = done.groupby(configs(done))[["throughput", "peak_mem_bytes"]].mean()
+    tp, mem = means["throughput"], means["peak_mem_bytes"]
+    front = [k for k, r in means.iterrows()
+             if not ((tp >= r["throughput"]) & (mem <= r["peak_mem_bytes"])
+                     & ((tp > r["throughput"]) | (mem < r["peak_mem_bytes"]))).any()]
+    assert len(marked) == len(means), "every configuration is a row of the ranking"
+    assert sum(marked) == len(front) >= 1, (marked, front)
+
+
+def _pareto_marks(md: str) -> list[bool]:
+    """The `pareto` column of the report's first ranking table: whether each configuration is marked `*`."""
+    lines = md.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("|") and "| pareto |" in line)
+    column = [c.strip() for c in lines[head].split("|")].index("pareto")
+    marks = []
+    for line in lines[head + 2:]:
+        if not line.startswith("|"):
+            break
+        marks.append([c.strip() for c in line.split("|")][column] == "*")
+    return marks
 
 
 def test_grid_stops_when_exhausted(results: Path) -> None:

@@ -14,15 +14,21 @@ from torch import nn
 
 from workloads.base import DeviceInfo
 
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp32-strict")
 COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")
 
 
 def set_global_flags(knobs: dict[str, Any]) -> None:
-    """Process-wide backend flags: TF32 for fp32 matmuls/convs and cuDNN autotuning."""
-    tf32 = knobs.get("precision") == "tf32"
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
+    """Process-wide backend flags, PyTorch's own defaults unless a knob asks otherwise.
+
+    ``fp32`` (and fp16/bf16, whose fp32 parts run the same way) is what an untouched script gets: cuDNN may use TF32
+    for convolutions (``torch.backends.cudnn.allow_tf32`` True, as PyTorch ships it) and matmuls run at "highest"
+    float32 precision (no TF32). ``tf32`` adds TF32 matmuls (``set_float32_matmul_precision("high")``);
+    ``fp32-strict`` turns TF32 off for convolutions too. ``cudnn_benchmark`` is cuDNN's autotuning (off by default).
+    """
+    precision = knobs.get("precision") or "fp32"
+    torch.set_float32_matmul_precision("high" if precision == "tf32" else "highest")
+    torch.backends.cudnn.allow_tf32 = precision != "fp32-strict"
     torch.backends.cudnn.benchmark = bool(knobs.get("cudnn_benchmark", False))
 
 

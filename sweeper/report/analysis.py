@@ -20,7 +20,7 @@ from sweeper.report.data import (
     varying,
 )
 from sweeper.report.diagnose import diagnose
-from sweeper.report.importance import importance, marginals
+from sweeper.report.importance import importance, marginals, recorded_space
 from sweeper.report.stats import aggregate, pareto_mask, rank_configs, ratio
 
 FINGERPRINT = ("gpu_name", "cpu_model", "hostname", "torch_version")
@@ -80,7 +80,7 @@ def analyse(rows: pd.DataFrame, evaluator: str = "auto") -> Analysis:
     configs["pareto"] = _pareto(configs, ok, keys, objectives)
     a.baseline_note = _speedups(configs, base, rows, keys)
     a.configs = configs
-    a.importance, a.importance_note = _importance(configs, values, objectives, evaluator)
+    a.importance, a.importance_note = _importance(configs, values, objectives, evaluator, recorded_space(rows))
     a.marginals = marginals(configs, values, swept)
     a.history = _history(ok, objectives)
     return a
@@ -127,13 +127,13 @@ def _speedups(configs: pd.DataFrame, base: bl.Baseline, rows: pd.DataFrame, keys
     return f"baseline: {base.how}"
 
 
-def _importance(configs: pd.DataFrame, values: pd.DataFrame, objectives, evaluator: str):
+def _importance(configs: pd.DataFrame, values: pd.DataFrame, objectives, evaluator: str, space: dict):
     out: dict[str, dict[str, float]] = {}
     note = ""
     metrics = [("throughput", "maximize")] + [(m, d) for m, d in objectives if m == "peak_mem_bytes"]
     for metric, direction in metrics:
         target = configs["value"] if metric == "throughput" else configs["peak_mem_bytes"]
-        imp, why = importance(values, target.rename(metric), direction, evaluator)
+        imp, why = importance(values, target.rename(metric), direction, evaluator, space)
         if imp:
             out[metric] = imp
         note = note or why

@@ -1,53 +1,64 @@
 """The baseline configuration (what a user gets without tuning) and short labels of configurations.
 
-The baseline of a study is, in order:
+Everything comes from the rows (the report reads only Parquet, so results copied from another machine, or kept
+while a workload's YAML changes, keep their meaning). The baseline of a study is, in order:
 
 1. the configuration of rows the sweeper flagged (a boolean column ``is_default_config`` or ``baseline``);
-2. else the configuration whose swept knobs and parameters equal the workload's YAML defaults
-   (``conf/workload/<workload>.yaml``, with the row's preset applied). A knob that is null in a row (inactive
-   under its condition) matches any default. Knobs constant over the study are not compared: they were fixed
-   for the whole sweep, not tuned;
+2. else the configuration whose swept knobs and parameters equal the workload defaults the rows record
+   (``knob_defaults``, written by the sweeper from the workload's YAML with the preset applied). A knob that is
+   null in a row (inactive under its condition) matches any default. Knobs constant over the study are not
+   compared: they were fixed for the whole sweep, not tuned;
 3. else none, and the report says so.
+
+Labels name what differs from the defaults: the recorded ones, else the flagged baseline configuration's values.
 """
 
 from __future__ import annotations
 
-import functools
+import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
 from sweeper.report.data import norm, short_name
-from sweeper.results.keys import flatten
 
 FLAG_COLUMNS = ("is_default_config", "baseline")
+DEFAULTS_COLUMN = "knob_defaults"
 _GENERIC = {"on", "off", "auto", "none", "default", "all", "true", "false", "null", "cpu", "cuda", "math"}
 
 
-def _conf_dir() -> Path:
-    """``conf/`` of a checkout or editable install, else the copy packaged as ``sweeper/conf``."""
-    checkout = Path(__file__).resolve().parents[2] / "conf"
-    return checkout if (checkout / "workload").is_dir() else Path(__file__).resolve().parents[1] / "conf"
-
-
-@functools.lru_cache(maxsize=None)
-def workload_defaults(workload: str, preset: str | None) -> dict[str, str] | None:
-    """``knob.*``/``param.*`` -> normalized default value, from the workload YAML (preset applied); None if the
-    workload has no YAML here."""
-    path = _conf_dir() / "workload" / f"{workload}.yaml"
-    if not path.is_file():
+def recorded_defaults(rows: pd.DataFrame) -> dict[str, str] | None:
+    """``knob.*``/``param.*`` -> normalized default value, as the rows record them (the most frequent record when
+    a study's sweeps recorded different ones); None for rows written without them."""
+    if DEFAULTS_COLUMN not in rows:
         return None
-    from omegaconf import OmegaConf
+    records = rows[DEFAULTS_COLUMN].dropna()
+    records = records[records.astype(str) != ""]
+    if records.empty:
+        return None
+    flat = json.loads(records.value_counts().index[0])
+    return {k: norm(v) if not isinstance(v, (list, dict)) else str(v) for k, v in flat.items()} or None
 
-    cfg = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
-    knobs = dict(cfg.get("knobs") or {})
-    params = {k: v for k, v in (cfg.get("workload") or {}).items() if k not in ("name", "module")}
-    over = ((cfg.get("presets") or {}).get(preset) or {}) if preset else {}
-    knobs.update(over.get("knobs") or {})
-    params.update(over.get("workload") or {})
-    flat = {**flatten(knobs, "knob."), **flatten(params, "param.")}
-    return {k: norm(v) if not isinstance(v, (list, dict)) else str(v) for k, v in flat.items()}
+
+def _flagged(rows: pd.DataFrame) -> tuple[str, pd.Series] | None:
+    for col in FLAG_COLUMNS:
+        if col in rows:
+            flagged = rows[col].astype(object).map(lambda v: v is True or v == 1 or str(v).lower() == "true")
+            if flagged.any():
+                return col, flagged
+    return None
+
+
+def workload_defaults(rows: pd.DataFrame, normed: pd.DataFrame, keys: pd.Series) -> dict[str, str] | None:
+    """The defaults labels are written against: recorded in the rows, else the flagged baseline's values."""
+    defaults = recorded_defaults(rows)
+    if defaults is not None:
+        return defaults
+    flagged = _flagged(rows)
+    if flagged is None:
+        return None
+    key = keys[flagged[1]].value_counts().index[0]
+    return dict(normed[keys == key].iloc[0])
 
 
 @dataclass
@@ -59,18 +70,14 @@ class Baseline:
 
 def find_baseline(rows: pd.DataFrame, normed: pd.DataFrame, keys: pd.Series, swept: list[str]) -> Baseline:
     """The baseline configuration of one study's rows (all statuses; ``normed``/``keys`` index like rows)."""
-    workload = str(rows["workload"].iloc[0])
-    preset = str(rows["preset"].iloc[0]) if "preset" in rows and pd.notna(rows["preset"].iloc[0]) else ""
-    defaults = workload_defaults(workload, preset or None)
-    for col in FLAG_COLUMNS:
-        if col in rows:
-            flagged = rows[col].astype(object).map(lambda v: v is True or v == 1 or str(v).lower() == "true")
-            if flagged.any():
-                key = keys[flagged].value_counts().index[0]
-                return Baseline(key, f"the configuration the sweeper marked `{col}`", defaults)
+    defaults = workload_defaults(rows, normed, keys)
+    flagged = _flagged(rows)
+    if flagged is not None:
+        col, mask = flagged
+        return Baseline(keys[mask].value_counts().index[0], f"the configuration the sweeper marked `{col}`", defaults)
     if defaults is None:
-        return Baseline(None, f"no baseline: the defaults of workload {workload!r} are unknown here "
-                              f"(no conf/workload/{workload}.yaml)", None)
+        return Baseline(None, "no baseline: no trial is marked as the workload defaults and the rows record no "
+                              "defaults (`knob_defaults`, written by sweeps since 2026-12-01)", None)
     match = pd.Series(True, index=rows.index)
     for col in swept:
         want = defaults.get(col, "null")
@@ -79,8 +86,7 @@ def find_baseline(rows: pd.DataFrame, normed: pd.DataFrame, keys: pd.Series, swe
         shown = ", ".join(f"{short_name(c)}={defaults.get(c, 'null')}" for c in swept)
         return Baseline(None, f"no trial ran the workload defaults ({shown}); speed-ups are not shown", defaults)
     key = keys[match].value_counts().index[0]
-    return Baseline(key, f"the configuration whose swept knobs equal the defaults of conf/workload/{workload}.yaml"
-                         + (f" (preset {preset})" if preset else ""), defaults)
+    return Baseline(key, "the configuration whose swept knobs equal the workload defaults the rows record", defaults)
 
 
 def _token(col: str, value: str) -> str:

@@ -56,8 +56,7 @@ def _workload(rows: pd.DataFrame, labels: pd.Series, column: str, limit: int, wi
     if len(groups) < 2:
         out.append(Para(f"Only one {column} value has completed trials of {workload}; nothing to compare.", "note"))
         return out
-    preset = str(rows["preset"].iloc[0]) if "preset" in rows and pd.notna(rows["preset"].iloc[0]) else None
-    defaults = workload_defaults(workload, preset or None)
+    defaults = workload_defaults(rows, normed, keys)
     first = normed.loc[ok.index].groupby(keys.loc[ok.index]).first()
     names = {k: label(v, swept, defaults) for k, v in zip(first.index, first.to_dict("records"))}
     agg = {g: rank_configs(aggregate(ok[labels.loc[ok.index] == g], keys)) for g in groups}

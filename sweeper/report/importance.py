@@ -1,8 +1,13 @@
 """Knob importance (Optuna's evaluators on an in-memory study rebuilt from the rows) and marginal effects.
 
-Each configuration becomes one trial of the in-memory study (its mean over repeats), every swept knob a
-categorical parameter (values as the report spells them; ``null`` for a knob inactive under its condition),
-and the objective the log of the metric: a knob that doubles throughput counts the same at any scale.
+Each configuration becomes one trial of the in-memory study (its mean over repeats), and the objective the log of
+the metric: a knob that doubles throughput counts the same at any scale. Each swept knob keeps the distribution
+its sweep declared, as the rows record it (``space``): an integer or float knob (``range``, ``interval``,
+``tag(log, ...)``) is numeric, so fANOVA splits it at thresholds instead of one-hot encoding hundreds of
+values; a ``choice`` knob, one inactive in some configurations (``null``) or one from rows that record no space
+is categorical (values as the report spells them). The cost is bounded: at most MAX_TRIALS configurations (a
+seeded sample, then fitted with half of FANOVA_TREES trees), numeric knobs binned to MAX_CATEGORIES levels, and a
+categorical knob with more than MAX_CATEGORIES values that are all numbers is treated as ordered numbers.
 fANOVA (a random forest, needs scikit-learn) is the default; PED-ANOVA is used when scikit-learn is missing or
 when asked for. On sweeps of tens of configurations PED-ANOVA's top-quantile estimate is unstable, which is
 why fANOVA comes first.
@@ -10,16 +15,76 @@ why fANOVA comes first.
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import numpy as np
 import pandas as pd
+from optuna.distributions import (
+    BaseDistribution,
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
+    json_to_distribution,
+)
 
 from sweeper.report.data import short_name, value_order
 
-MAX_TRIALS = 2000  # larger studies are subsampled (seeded) before fitting; the report says so
+MAX_TRIALS = 128  # larger studies are subsampled (seeded) before fitting, the report says so: fANOVA grows with them
 FANOVA_TREES = 16  # Optuna's default is 64; on these sweeps 16 ranks knobs the same at a quarter of the time
+MAX_CATEGORIES = 32  # beyond this, a knob of numbers is fitted as a number (fANOVA's cost grows with categories)
 EVALUATORS = ("auto", "fanova", "ped-anova")
+SPACE_COLUMN = "space"
+
+
+def recorded_space(rows: pd.DataFrame) -> dict[str, BaseDistribution]:
+    """``{column: distribution}`` from the rows' ``space`` records (every record of the study, later ones win)."""
+    if SPACE_COLUMN not in rows:
+        return {}
+    out: dict[str, BaseDistribution] = {}
+    for text in rows[SPACE_COLUMN].dropna().astype(str).unique():
+        try:
+            out.update({col: json_to_distribution(d if isinstance(d, str) else json.dumps(d))
+                        for col, d in json.loads(text).items()})
+        except (ValueError, TypeError, KeyError):
+            continue  # a record this version cannot read: that knob stays categorical
+    return out
+
+
+def _numbers(column: pd.Series) -> np.ndarray | None:
+    try:
+        return column.astype(float).to_numpy()
+    except (TypeError, ValueError):
+        return None
+
+
+def _binned(numbers: np.ndarray, log: bool) -> np.ndarray:
+    """Each value replaced by the median of its quantile bin (MAX_CATEGORIES bins): fANOVA's cost grows with the
+    distinct split points of a feature, and 32 ordered levels keep the knob's effect."""
+    edges = np.unique(np.quantile(np.log(numbers) if log and (numbers > 0).all() else numbers,
+                                  np.linspace(0, 1, MAX_CATEGORIES + 1)))
+    keys = np.log(numbers) if log and (numbers > 0).all() else numbers
+    bins = np.clip(np.searchsorted(edges, keys, side="right") - 1, 0, len(edges) - 2)
+    out = numbers.astype(float).copy()
+    for b in np.unique(bins):
+        out[bins == b] = np.median(numbers[bins == b])
+    return np.round(out) if (numbers == np.round(numbers)).all() else out
+
+
+def _distribution(column: pd.Series, declared: BaseDistribution | None) -> tuple[BaseDistribution, list]:
+    """The distribution a knob is fitted with and its values per configuration (see the module docstring)."""
+    numbers = _numbers(column)  # None when a value is not a number, "null" included
+    numeric = isinstance(declared, (IntDistribution, FloatDistribution)) or (
+        numbers is not None and column.nunique() > MAX_CATEGORIES)
+    if numeric and numbers is not None and np.isfinite(numbers).all():
+        if len(np.unique(numbers)) > MAX_CATEGORIES:
+            numbers = _binned(numbers, bool(getattr(declared, "log", False)))
+        low, high = float(numbers.min()), float(numbers.max())
+        log = bool(getattr(declared, "log", False)) and low > 0
+        if (isinstance(declared, IntDistribution) or declared is None) and (numbers == np.round(numbers)).all():
+            return IntDistribution(int(low), int(high), log=log), [int(v) for v in numbers]
+        return FloatDistribution(low, high, log=log), [float(v) for v in numbers]
+    return CategoricalDistribution(sorted(column.unique())), list(column)
 
 
 def has_sklearn() -> bool:
@@ -30,23 +95,24 @@ def has_sklearn() -> bool:
     return True
 
 
-def _evaluator(name: str):
+def _evaluator(name: str, trees: int = FANOVA_TREES):
     from optuna.importance import FanovaImportanceEvaluator, PedAnovaImportanceEvaluator
 
     if name == "auto":
         name = "fanova" if has_sklearn() else "ped-anova"
     if name == "fanova":
-        return FanovaImportanceEvaluator(n_trees=FANOVA_TREES, seed=0), "fANOVA"
+        return FanovaImportanceEvaluator(n_trees=trees, seed=0), "fANOVA"
     return PedAnovaImportanceEvaluator(), "PED-ANOVA"
 
 
 def importance(values: pd.DataFrame, target: pd.Series, direction: str = "maximize",
-               evaluator: str = "auto") -> tuple[dict[str, float], str]:
+               evaluator: str = "auto", space: dict[str, BaseDistribution] | None = None
+               ) -> tuple[dict[str, float], str]:
     """Importance of each column of ``values`` (normalized knob values, one row per configuration) for
-    ``target`` (the metric per configuration). Returns ({short knob name: importance}, note); empty when it cannot
-    be computed, with the reason in the note."""
+    ``target`` (the metric per configuration), each knob with its declared distribution from ``space``
+    (``recorded_space``). Returns ({short knob name: importance}, note); empty when it cannot be computed, with
+    the reason in the note."""
     import optuna
-    from optuna.distributions import CategoricalDistribution
 
     ok = target.notna() & (target > 0)
     values, target = values[ok], target[ok]
@@ -57,12 +123,15 @@ def importance(values: pd.DataFrame, target: pd.Series, direction: str = "maximi
     if len(values) > MAX_TRIALS:
         pick = np.random.default_rng(0).choice(len(values), MAX_TRIALS, replace=False)
         values, target = values.iloc[np.sort(pick)], target.iloc[np.sort(pick)]
-        note = f"; fitted on a seeded sample of {MAX_TRIALS} configurations"
-    dists = {c: CategoricalDistribution(sorted(values[c].unique())) for c in cols}
+        note = f"; fitted on a seeded sample of {MAX_TRIALS} configurations, {FANOVA_TREES // 2} trees"
+    fitted = {c: _distribution(values[c], (space or {}).get(c)) for c in cols}
+    dists = {c: d for c, (d, _) in fitted.items()}
     logs = np.log(target.to_numpy(float))
-    trials = [optuna.trial.create_trial(params={c: row[c] for c in cols}, distributions=dists, values=[float(v)])
-              for row, v in zip(values[cols].to_dict("records"), logs)]
-    evaluator_obj, name = _evaluator(evaluator)
+    trials = [optuna.trial.create_trial(params={c: fitted[c][1][i] for c in cols}, distributions=dists,
+                                        values=[float(v)])
+              for i, v in enumerate(logs)]
+    # A sampled (large) study gets half the trees: its cost is what a report over thousands of configurations pays.
+    evaluator_obj, name = _evaluator(evaluator, FANOVA_TREES // 2 if note else FANOVA_TREES)
     previous = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
@@ -81,16 +150,17 @@ def importance(values: pd.DataFrame, target: pd.Series, direction: str = "maximi
 def marginals(configs: pd.DataFrame, values: pd.DataFrame, swept: list[str]) -> pd.DataFrame:
     """Per swept knob and value: configurations, trials, mean and best of the configurations' mean metric, and
     the mean relative to the knob's best value (1.0 = the best value of that knob)."""
-    rows = []
+    columns = ["knob", "value", "configs", "trials", "mean", "best", "vs_best_value"]
+    parts = []
     for col in swept:
         frame = pd.DataFrame({"value": values[col], "mean": configs["value"], "n": configs["n"]})
         g = frame.groupby("value", sort=False)
         per = pd.DataFrame({"configs": g.size(), "trials": g["n"].sum(), "mean": g["mean"].mean(),
                             "best": g["mean"].max()})
         per = per.loc[sorted(per.index, key=value_order(per.index))]  # 32, 64, 128, 256: not as text
+        per = per.astype({"configs": int, "trials": int}).rename_axis("value").reset_index()
         top = per["mean"].max()
-        for value, r in per.iterrows():
-            rows.append({"knob": short_name(col), "value": value, "configs": int(r["configs"]),
-                         "trials": int(r["trials"]), "mean": r["mean"], "best": r["best"],
-                         "vs_best_value": r["mean"] / top if top else np.nan})
-    return pd.DataFrame(rows, columns=["knob", "value", "configs", "trials", "mean", "best", "vs_best_value"])
+        per["vs_best_value"] = per["mean"] / top if top else np.nan
+        per["knob"] = short_name(col)
+        parts.append(per)
+    return pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)

@@ -161,8 +161,7 @@ def _workload(rows: pd.DataFrame, is_base: pd.Series, gate: float, limit: int, n
     workload = str(rows["workload"].iloc[0])
     unit = unit_of(rows)
     ok, normed, keys, swept = configurations(rows)
-    preset = str(rows["preset"].iloc[0]) if "preset" in rows and pd.notna(rows["preset"].iloc[0]) else None
-    defaults = workload_defaults(workload, preset or None)
+    defaults = workload_defaults(rows, normed, keys)
     first = normed.groupby(keys).first()
     names = {k: label(v, swept, defaults) for k, v in zip(first.index, first.to_dict("records"))}
     b_ok, n_ok = ok[is_base.loc[ok.index]], ok[~is_base.loc[ok.index]]

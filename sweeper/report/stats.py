@@ -79,7 +79,10 @@ def add_intervals(out: pd.DataFrame) -> pd.DataFrame:
     per_trial = within.where(~use_pooled, pooled)
     out = out.copy()
     out["rel_se"] = per_trial / np.sqrt(out["n"])
-    t_steps = out["steps"].map(lambda s: t_quantile(s - 1) if pd.notna(s) else float("nan"))
+    df_steps = out["steps"].to_numpy(float) - 1
+    with np.errstate(invalid="ignore"):  # one vectorized call: a report may hold thousands of configurations
+        t_steps = pd.Series(np.where(df_steps > 0, sps.t.ppf(0.5 + LEVEL / 2, np.where(df_steps > 0, df_steps, 1)),
+                                     np.nan), index=out.index)
     out["t"] = t_steps.where(~use_pooled, t_quantile(dof))
     half = (out["t"] * out["rel_se"]).fillna(0.0)
     out["lo"] = out["value"] * np.exp(-half)

@@ -1,12 +1,13 @@
-"""One trial's row looked up again: by (study, trial) in the per-trial files or a compacted study file; and the
-Parquet column types of a study's sampled knobs. Read by the sweep loop (recovery, a job that failed around its
-trial) and by the Hydra job.
+"""One trial's row looked up again, by (study, trial), in its own file or a compacted study file; the Parquet
+column types of a study's knobs (as the workload's YAML declares them); the sweep facts every row records (the
+report reads only Parquet). Used by the sweep loop, its recovery and the Hydra job.
 """
 
 from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -16,20 +17,38 @@ from sweeper.results.outcome import TrialOutcome
 from sweeper.results.store import _compacted, file_prefix, read_file, trial_path
 
 
-def column_types(param_types: dict[str, type]) -> dict[str, pa.DataType]:
-    """Arrow types of the ``knob.*``/``param.*`` columns from the search space's value types."""
-    arrow = {bool: pa.bool_(), int: pa.int64(), float: pa.float64(), str: pa.string()}
+_PREFIXES = {"knobs": "knob.", "workload": "param.", "distributed": "knob.distributed."}
+_ARROW = {bool: pa.bool_(), int: pa.int64(), float: pa.float64(), str: pa.string()}
+
+
+def column_of(key: str) -> str | None:
+    """The row column of a dotted config key (``knobs.x`` -> ``knob.x``, ``workload.x`` -> ``param.x``), or None."""
+    section, _, name = key.partition(".")
+    prefix = _PREFIXES.get(section)
+    return prefix + name if prefix else None
+
+
+def column_types(param_types: dict[str, type], defaults: dict[str, Any] | None = None) -> dict[str, pa.DataType]:
+    """Arrow types of the ``knob.*``/``param.*`` columns, as the workload's YAML declares them: the type of each
+    default (flat dotted keys), and for a knob whose default is null (or a swept one) its search space's value type
+    (``param_types``, from ``space.value_types``). A column null in one row then has the same type in every file."""
+    declared = {k: type(v) for k, v in (defaults or {}).items() if isinstance(v, (bool, int, float, str))}
     out = {}
-    for key, kind in param_types.items():
-        section, _, name = key.partition(".")
-        prefix = {"knobs": "knob.", "workload": "param.", "distributed": "knob.distributed."}.get(section)
-        if prefix:
-            out[prefix + name] = arrow.get(kind, pa.string())
+    for key, kind in {**declared, **param_types}.items():
+        if (col := column_of(key)) is not None:
+            out[col] = _ARROW.get(kind, pa.string())
     return out
 
 
+def facts_columns(facts: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """The ``space`` and ``knob_defaults`` columns (JSON text) of ``sweep_facts``; empty for none."""
+    import json
+
+    return {name: json.dumps(facts[name], sort_keys=True) for name in ("space", "knob_defaults") if name in facts}
+
+
 _ROW_FIELDS = {"study", "study_id", "trial", "status", "reason", "message", "workload", "preset", "objectives",
-               "started_at", "ended_at", "wall_s", "baseline", "confirm_of"}
+               "started_at", "ended_at", "wall_s", "baseline", "confirm_of", "space", "knob_defaults"}
 
 
 def _compacted_row(trials_dir: Path, key: str, trial: int, columns: list[str] | None = None) -> dict | None:

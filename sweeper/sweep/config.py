@@ -210,29 +210,12 @@ def check_values(given: dict[str, Any], declared: dict[str, Any]) -> None:
             check_value(key, value, declared[key])
 
 
-# Numeric settings and their bounds: (key, lowest allowed, whether the bound is included, the fix).
-_BOUNDS = (
-    ("measure.steps", 1, True, "measure at least one step, e.g. measure.steps=20"),
-    ("measure.warmup_steps", 0, True, "give 0 or more warm-up steps"),
-    ("measure.min_time_s", 0, True, "give 0 or more seconds"),
-    ("measure.max_steps", 1, True, "give at least measure.steps, or null for the default"),
-    ("trial.timeout_s", 0, False, "give the seconds after which a trial is killed, e.g. trial.timeout_s=900"),
-)
-
-
 def check_settings(cfg: dict[str, Any]) -> None:
-    """Numeric settings a trial runs with, and ``trial.resources``: one line per broken rule."""
+    """``measure.rel_precision`` and ``trial.resources`` (the typed schemas, ``sweeper.sweep.schema``, check the
+    other measure and trial settings): one line per broken rule."""
     from sweeper.results.keys import flatten
 
-    flat = flatten({k: cfg.get(k) or {} for k in ("measure", "trial")})
-    for key, low, inclusive, fix in _BOUNDS:
-        value = flat.get(key)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(key, f"{value!r} is not a number", fix)
-        if value < low or (value == low and not inclusive):
-            raise ConfigError(key, f"must be {'>=' if inclusive else '>'} {low}, got {value!r}", fix)
+    flat = flatten({k: cfg.get(k) or {} for k in ("measure", "trial")})  # types and ranges: sweep/schema.py
     rel = flat.get("measure.rel_precision")
     if rel is not None and (isinstance(rel, bool) or not isinstance(rel, (int, float)) or not 0 < rel < 1):
         raise ConfigError(
@@ -329,3 +312,15 @@ def check_enumerations(values: dict[str, Any], workload: str, module: str | None
 
 
 plain = as_dict  # the name bench/gpu_validate.py imports (renamed: `plain` also named the dict itself)
+
+
+def with_values(cfg: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """A copy of the trial config ``cfg`` with dotted keys (``knobs.batch_size``) set to ``values``."""
+    out = copy.deepcopy(cfg)
+    for key, value in values.items():
+        *parents, leaf = key.split(".")
+        node = out
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return out

@@ -21,11 +21,12 @@ from optuna.distributions import BaseDistribution
 
 from sweeper.errors import ConfigError
 from sweeper.results import lookup, store
+from sweeper.results.keys import flatten
 from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.sweep import schema
 from sweeper.sweep.config import as_dict, load_workload, preset_params, trial_config
 from sweeper.sweep.slots import Occupancy, node_lock_dir, trial_units
-from sweeper.sweep.space import parse_param, value_types
+from sweeper.sweep.space import parse_param, sweep_facts, value_types
 from sweeper.trial import gpu
 from workloads.base import DeviceInfo
 
@@ -47,14 +48,13 @@ def _single_run_context(tcfg: dict[str, Any]) -> dict[str, Any]:
             continue
         if isinstance(parsed, BaseDistribution):
             dists[key] = parsed
-    types = lookup.column_types(value_types(dists))
-    return {
-        "study": f"{tcfg['workload']['name']}-runs",
-        "number": None,
-        "log_dir": hc.runtime.output_dir,
-        "objectives": objectives or ["throughput:maximize"],
-        "column_types": {c: str(t) for c, t in types.items()},
-    }
+    values = flatten({k: v for k, v in tcfg.items() if k in ("knobs", "workload", "distributed")})
+    types = lookup.column_types(value_types(dists), values)
+    # A run with no knob given on the command line runs the workload's defaults: the baseline of its study.
+    knob_args = [o for o in hc.overrides.task if o.lstrip("+~").startswith(("knobs.", "distributed."))]
+    return {"study": f"{tcfg['workload']['name']}-runs", "number": None, "log_dir": hc.runtime.output_dir,
+            "objectives": objectives or ["throughput:maximize"], "column_types": {c: str(t) for c, t in types.items()},
+            "baseline": not knob_args, "facts": sweep_facts(dists, {} if knob_args else values)}
 
 
 def encode_context(ctx: dict[str, Any]) -> str:
@@ -97,6 +97,13 @@ def _run_recorded(tcfg: dict[str, Any], context: dict[str, Any]) -> tuple[TrialO
         return outcome, occupancy.shared_with(time.time())
 
 
+def device_check(tcfg: dict[str, Any], info: DeviceInfo) -> str | None:
+    """Why the workload cannot run this trial config on the device described by ``info``, or None."""
+    module = load_workload(tcfg["workload"])
+    target = info if tcfg["device"].startswith("cuda") else DeviceInfo(kind="cpu")  # what the trial will run on
+    return module.check(tcfg, target) if hasattr(module, "check") else None
+
+
 def run_trial(cfg: DictConfig) -> dict[str, Any]:
     """Run the trial described by ``cfg``; returns the outcome as a dict (never raises for a trial's failure)."""
     info = gpu.device_info()
@@ -110,10 +117,7 @@ def run_trial(cfg: DictConfig) -> dict[str, Any]:
         tcfg = trial_config(as_dict(cfg), info, list(HydraConfig.get().overrides.task))
         schema.validate(tcfg)  # a single run: checked here, before it starts (a sweep checked it before its first)
         context = _single_run_context(tcfg)
-    wl = tcfg["workload"]
-    module = load_workload(wl)
-    target = info if tcfg["device"].startswith("cuda") else DeviceInfo(kind="cpu")  # what the trial will run on
-    reason = module.check(tcfg, target) if hasattr(module, "check") else None
+    reason = device_check(tcfg, info)  # the sweeper checked before launch; a job on another node checks again
     if reason:
         now = time.time()
         outcome = TrialOutcome(Status.SKIPPED, f"invalid:{reason}", reason, started_at=now, ended_at=now)
@@ -138,6 +142,7 @@ def run_trial(cfg: DictConfig) -> dict[str, Any]:
     )
     row["baseline"] = bool(context.get("baseline", False))
     row["confirm_of"] = context.get("confirm_of")
+    row.update(lookup.facts_columns(context.get("facts") or {}))
     if not reason:
         row["node_shared"], row["node_shared_with"] = bool(shared), ",".join(shared)
     path = store.trial_path(

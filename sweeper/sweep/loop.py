@@ -24,12 +24,14 @@ from sweeper.results.keys import override_string, set_dotted
 from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.sweep import dedup, launch, recovery, warm
 from sweeper.sweep import study as studies
-from sweeper.sweep.job import encode_context
+from sweeper.sweep.config import with_values
+from sweeper.sweep.job import device_check, encode_context
 from sweeper.sweep.plan import SweepPlan, prepare
 from sweeper.sweep.progress import SweepProgress, log_launches_to
 from sweeper.sweep.secrets import mask
 from sweeper.sweep.slots import Slot, slot_overrides
-from sweeper.sweep.space import ExpressionError, evaluate, value_types
+from sweeper.sweep.space import ExpressionError, evaluate, sweep_facts, value_types
+from sweeper.trial import gpu
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +88,7 @@ class SweepImpl(recovery.Recovery):
             k = int(self.conf.get("confirm_top_k") or 0)
             if k > 0 and self.stopped not in ("failures", "timeout"):
                 self.stopped = None
-                extra = self._enqueue_confirmations(k)
+                extra = studies.enqueue_confirmations(self.plan.study, self.plan.objectives, k)
                 progress.extend(extra)
                 results += self._run_until(self._counted() + extra, progress, heartbeat, confirming=True)
         progress.summary(self.plan.study)
@@ -226,19 +228,6 @@ class SweepImpl(recovery.Recovery):
                 return None
         return params
 
-    def _enqueue_confirmations(self, k: int) -> int:
-        """Re-measure the k best configurations (repeats give the report a noise estimate)."""
-        best = [
-            t
-            for t in self.plan.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-            if t.user_attrs.get("status") == "complete"
-        ]
-        metric, direction = self.plan.objectives[0]
-        best.sort(key=lambda t: t.values[0], reverse=direction == "maximize")
-        for t in best[:k]:
-            self.plan.study.enqueue_trial(t.params, user_attrs={"confirm_of": t.number})
-        return min(k, len(best))
-
     def _ask_one(self, target: int, progress: SweepProgress, confirming: bool) -> Any:
         """Ask one trial; returns (trial, values) to launch, None if it was settled without launching, or _STOP."""
         if self.deadline is not None and time.time() >= self.deadline:
@@ -324,6 +313,10 @@ class SweepImpl(recovery.Recovery):
                     return values, TrialOutcome(Status.SKIPPED, f"invalid:{expr}", f"constraint does not hold: {expr}")
         except ExpressionError as e:  # e.g. a division by a sampled zero: this configuration is not launched
             return dict(trial.params), TrialOutcome(Status.SKIPPED, f"invalid:{e}", f"an expression failed: {e}")
+        # The device check runs here, before any launcher job (a SLURM job is never submitted only to be skipped).
+        reason = device_check(with_values(self.plan.cfg, {**self.plan.space.fixed, **values}), self._device())
+        if reason:
+            return values, TrialOutcome(Status.SKIPPED, f"invalid:{reason}", reason)
         key = dedup.config_key(values)
         trial.set_user_attr(dedup.KEY, key)
         if repeat or self.conf.get("repeat", False):
@@ -338,7 +331,7 @@ class SweepImpl(recovery.Recovery):
 
     def _context(self, trial: optuna.Trial, values: dict[str, Any], job_idx: int) -> dict[str, Any]:
         """What the task needs to know of the sweep, passed as one override (no Hydra singletons: thread safe)."""
-        types = lookup.column_types(value_types(self.plan.space))
+        types = lookup.column_types(value_types(self.plan.space), self.plan.defaults)
         return {
             "study": self.plan.study_name,
             "study_id": self.plan.study_id,
@@ -347,10 +340,17 @@ class SweepImpl(recovery.Recovery):
             "objectives": [f"{m}:{d}" for m, d in self.plan.objectives],
             "log_dir": str(Path(str(self.config.hydra.sweep.dir)) / str(job_idx)),
             "column_types": {c: str(t) for c, t in types.items()},
-            "pruner": dict(self.plan.pruner_conf),
-            "baseline": self._is_baseline(values),
-            "confirm_of": trial.user_attrs.get("confirm_of"),
+            "pruner": dict(self.plan.pruner_conf), "baseline": self._is_baseline(values),
+            "confirm_of": trial.user_attrs.get("confirm_of"), "facts": self._facts(),
         }
+
+    def _facts(self) -> dict[str, dict[str, Any]]:
+        return sweep_facts({**self.plan.space.inactive, **self.plan.space.params}, self.plan.defaults)
+
+    def _device(self) -> Any:
+        if getattr(self, "_device_info", None) is None:
+            self._device_info = gpu.device_info()  # the same description the plan built the defaults with
+        return self._device_info
 
     def _is_baseline(self, values: dict[str, Any]) -> bool:
         """This configuration is the workload's defaults (what a user gets without tuning)."""
@@ -386,7 +386,8 @@ class SweepImpl(recovery.Recovery):
             study_id=self.plan.study_id,
         )
         row["baseline"] = self._is_baseline(values)
-        store.write_row(path, row, lookup.column_types(value_types(self.plan.space)))
+        row.update(lookup.facts_columns(self._facts()))
+        store.write_row(path, row, lookup.column_types(value_types(self.plan.space), self.plan.defaults))
 
 
 _STOP = object()

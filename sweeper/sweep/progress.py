@@ -156,13 +156,15 @@ def announce_single(cfg: Any) -> None:
     """Before a single run (no ``-m``): what runs, with which knobs, and where its row and log go (stderr)."""
     from hydra.core.hydra_config import HydraConfig
 
+    from sweeper.sweep import schema
     from sweeper.sweep.config import as_dict as plain
     from sweeper.sweep.config import trial_config
     from sweeper.trial import gpu
 
     try:
         tcfg = trial_config(plain(cfg), gpu.device_info(), list(HydraConfig.get().overrides.task))
-    except Exception:  # noqa: BLE001 - bad input is reported by the run itself, with its key
+        schema.validate(tcfg)
+    except Exception:  # noqa: BLE001 - bad input is reported by the run itself, with its key, alone
         return
     knobs = " ".join(f"{k}={_fmt(v)}" for k, v in (tcfg.get("knobs") or {}).items())
     console = Console(stderr=True, highlight=False, soft_wrap=True)

@@ -29,6 +29,7 @@ from optuna.distributions import (
 )
 
 from sweeper.errors import ConfigError
+from sweeper.results import lookup
 from sweeper.sweep.expressions import (  # noqa: F401 (evaluate, ExpressionError, check_known: re-exported)
     ExpressionError,
     _check_expression,
@@ -284,3 +285,19 @@ def _dependency_order(dists: Mapping[str, BaseDistribution], conditions: Mapping
             raise ConfigError("conditions", f"the conditions of {cycle} depend on each other", "break the cycle")
         order.extend(ready)
     return order
+
+
+def sweep_facts(distributions: dict[str, Any], defaults: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """What the report needs of the sweep, recorded in every row (the report reads only Parquet): ``space``, the
+    search space as ``{column: Optuna distribution as JSON data}`` (importance uses each knob's real
+    distribution), and ``knob_defaults``, the workload's defaults as ``{column: value}`` (the baseline, labels).
+    Plain data, so it travels inside the trial's JSON context; ``facts_columns`` makes the row's two columns."""
+    import json
+
+    from optuna.distributions import distribution_to_json
+
+    space = {col: json.loads(distribution_to_json(d)) for k, d in distributions.items()
+             if (col := lookup.column_of(k)) is not None}
+    base = {col: v for k, v in defaults.items()
+            if (col := lookup.column_of(k)) is not None and (v is None or isinstance(v, (bool, int, float, str)))}
+    return {"space": space, "knob_defaults": base}

@@ -368,3 +368,13 @@ def _worst_minimized(study: optuna.Study, index: int) -> float:
         if t.values and math.isfinite(t.values[index])
     ]
     return 2.0 * max(values) if values else 1e18
+
+
+def enqueue_confirmations(study: optuna.Study, objectives: list[tuple[str, str]], k: int) -> int:
+    """Queue the k best complete configurations again (repeats give the report a noise estimate); returns how many."""
+    best = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            if t.user_attrs.get("status") == "complete"]
+    best.sort(key=lambda t: t.values[0], reverse=objectives[0][1] == "maximize")
+    for t in best[:k]:
+        study.enqueue_trial(t.params, user_attrs={"confirm_of": t.number})
+    return min(k, len(best))

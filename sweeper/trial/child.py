@@ -6,11 +6,13 @@ trial process starts in milliseconds with torch already imported. Everything her
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import os
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -64,11 +66,39 @@ def classify(exc: BaseException) -> TrialOutcome:
     return TrialOutcome(Status.FAILED, f"exception:{type(exc).__name__}", f"{first}\n{tail}".strip())
 
 
+@contextlib.contextmanager
+def placed(cfg: dict[str, Any]) -> Iterator[None]:
+    """The trial's ``env`` (``CUDA_VISIBLE_DEVICES`` for its ``gpus`` included) and ``cpus`` applied to this process,
+    restored afterwards (``trial.isolate=false`` runs in a process that lives on). A process whose CUDA is already
+    initialized cannot be moved to other GPUs: that is refused, not ignored."""
+    env = {k: str(v) for k, v in (cfg.get("env") or {}).items()}
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and torch.cuda.is_initialized() and os.environ.get("CUDA_VISIBLE_DEVICES") != visible:
+        raise RuntimeError(f"this trial must see GPUs {visible} (CUDA_VISIBLE_DEVICES), but CUDA is already "
+                           "initialized in this process with other GPUs; run it with trial.isolate=true")
+    saved_env = {k: os.environ.get(k) for k in env}
+    saved_cpus = os.sched_getaffinity(0)
+    os.environ.update(env)
+    if cfg.get("cpus"):
+        os.sched_setaffinity(0, [int(c) for c in cfg["cpus"]])
+    try:
+        yield
+    finally:
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        os.sched_setaffinity(0, saved_cpus)
+
+
 def run_here(cfg: dict[str, Any], report=None) -> TrialOutcome:
-    """Run the trial in this process and classify its ending (never raises for a trial's own failure)."""
+    """Run the trial in this process, placed as configured (``placed``), and classify its ending (never raises for
+    a trial's own failure)."""
     started = time.time()
     try:
-        outcome = TrialOutcome(Status.COMPLETE, metrics=execute(cfg, report))
+        with placed(cfg):
+            outcome = TrialOutcome(Status.COMPLETE, metrics=execute(cfg, report))
     except Exception as exc:  # noqa: BLE001 - every trial failure becomes an outcome
         outcome = classify(exc)
     outcome.started_at, outcome.ended_at = started, time.time()
@@ -85,10 +115,6 @@ def child_main(cfg: dict[str, Any], conn, log_path: str) -> None:
     sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
     sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
     faulthandler.enable()
-    os.environ.update({k: str(v) for k, v in (cfg.get("env") or {}).items()})
-    cpus = cfg.get("cpus")
-    if cpus:
-        os.sched_setaffinity(0, [int(c) for c in cpus])
 
     def report(step: int, value: float) -> None:
         conn.send(("report", step, value))

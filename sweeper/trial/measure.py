@@ -1,8 +1,13 @@
 """Timing of a built workload: first step, warm-up, measured window, flat metrics with units in their names.
 
-GPU: per-step CUDA events (no host sync inside the window), a synchronize at both ends of the window for the
-wall time. CPU: ``time.perf_counter`` per step. Throughput = work in the window / window wall time (not a mean
-of per-step rates). No ``.item()`` inside the timed region; the loss is checked once after it.
+The window is a series of timed blocks of consecutive steps. Inside a block nothing waits for the GPU: CUDA
+events are recorded every ``k`` steps (``steps_per_interval``: 1 for steps of a millisecond or more, more for
+shorter steps, so an event record per step does not weigh on a 0.2 ms kernel) and the host clock is read only
+at the block's ends, each after a synchronize. Between blocks, outside the timed intervals, the loop waits for
+the GPU, decides whether the window is long and precise enough, and reports progress to the pruner (a storage
+round trip). Window time (``measured_s``) = the sum of the blocks' wall times; throughput = work in the window /
+window time (not a mean of per-step rates). CPU: the same blocks, ``time.perf_counter`` for the intervals.
+No ``.item()`` inside the timed region; the loss is checked once after it.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from sweeper.trial.gpu import UtilizationSampler, peak_tflops
 from workloads.base import Workload
 
 REPORT_EVERY_S = 0.2  # intermediate throughput goes to the pruner at most this often; its step unit
+MIN_BLOCK_S = 0.1  # a timed block lasts at least this long: the synchronize between blocks costs < 0.1 % of it
+MIN_INTERVAL_S = 1e-3  # steps per event pair so one interval lasts this long (event record cost << 0.1 %)
 
 
 class NonFiniteLoss(RuntimeError):
@@ -38,6 +45,30 @@ def _percentile(sorted_values: list[float], q: float) -> float:
     pos = q * (len(sorted_values) - 1)
     lo, hi = math.floor(pos), math.ceil(pos)
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def plan(step_s: float, steps: int, cuda: bool) -> tuple[int, int]:
+    """(steps per timed interval, steps per block) for steps of about ``step_s`` seconds.
+
+    An interval lasts at least MIN_INTERVAL_S (on the GPU; the host clock costs ~0.1 us a reading, so on the CPU
+    every step is its own interval), with at least 4 intervals over ``steps``; a block lasts at least MIN_BLOCK_S
+    and a quarter of ``steps``, in whole intervals."""
+    per_interval = max(1, min(math.ceil(MIN_INTERVAL_S / step_s), steps // 4)) if cuda else 1
+    block = max(per_interval, steps // 4, math.ceil(MIN_BLOCK_S / step_s))
+    return per_interval, math.ceil(block / per_interval) * per_interval
+
+
+def _agree(values: list[float], op: str = "max") -> list[float]:
+    """The same numbers on every rank of a distributed trial (max or min over ranks); unchanged otherwise. Ranks
+    must take the same number of steps, or a collective waits forever."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return values
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+    t = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.MIN)
+    return t.tolist()
 
 
 DRY_WAIT_S = 0.002  # a next_batch() call that waits this long (and a fifth of a step) found the buffer empty
@@ -82,48 +113,15 @@ class Window:
     warmup_steps: int  # steps run before the window (excluded from the numbers)
     steps: int  # steps measured in the window
     wall_s: float  # the window's wall time (synchronized at both ends on the GPU)
-    step_s: list[float]  # per-step times inside the window
+    step_s: list[float]  # per-step times inside the window: each timed interval's mean step
     data_wait_s: float  # time spent waiting for the next batch inside the window
     loss: Any  # the last step's loss (checked once, after the window)
     util: dict[str, Any]  # GPU utilization sampled during the window (NVML; empty on the CPU)
     drain_steps: int = 0  # warm-up steps run until the input pipeline's buffer was used up (see _drain)
     drained: bool = False  # whether that buffer ran dry (false: the pipeline kept up, or the cap was hit)
     capped: bool = False  # measure.max_steps ended the window before measure.min_time_s
-
-
-class _StepClock:
-    """Marks between steps: CUDA events on the GPU (no host sync per step), host clock readings on the CPU."""
-
-    def __init__(self, cuda: bool) -> None:
-        self.cuda = cuda
-        self.marks: list[Any] = []
-
-    def mark(self) -> None:
-        if self.cuda:
-            event = torch.cuda.Event(enable_timing=True)
-            event.record()
-            self.marks.append(event)
-        else:
-            self.marks.append(time.perf_counter())
-
-    def wait_last(self) -> None:
-        if self.cuda:
-            self.marks[-1].synchronize()  # a block boundary: the host clock then sees the GPU's work done
-
-    def step_times(self) -> list[float]:
-        m = self.marks
-        if self.cuda:
-            return [m[i].elapsed_time(m[i + 1]) / 1e3 for i in range(len(m) - 1)]
-        return [m[i + 1] - m[i] for i in range(len(m) - 1)]
-
-    def precise_enough(self, rel_precision: float | None) -> bool:
-        if rel_precision is None:
-            return True
-        times = self.step_times()
-        if len(times) < 3:
-            return False
-        mean = statistics.fmean(times)
-        return 1.96 * statistics.stdev(times) / math.sqrt(len(times)) <= rel_precision * mean
+    per_interval: int = 1  # steps per timed interval (one CUDA event pair); see ``plan``
+    between_s: float = 0.0  # time between the timed blocks (syncs, decisions, pruning reports), not in wall_s
 
 
 def measure(work: Workload, device: torch.device, warmup_steps: int, steps: int, min_time_s: float = 0.0,
@@ -145,12 +143,12 @@ def run_window(work: Workload, device: torch.device, warmup_steps: int, steps: i
                report: Callable[[int, float], None] | None = None) -> Window:
     """The first step, the warm-up, then the measured window.
 
-    Measures at least ``steps`` steps (the floor), then, checked at block boundaries (a quarter of ``steps``),
-    keeps going until the window lasts ``min_time_s`` and the 95% confidence half-width of the mean step time is
-    within ``rel_precision`` of it (like ``torch.utils.benchmark``'s blocked_autorange), up to ``max_steps``
-    (the ceiling; default 100 x steps when adaptive). ``report(step, throughput_so_far)`` is called at block
-    boundaries, at most every REPORT_EVERY_S, with the measured time in those ticks as its step (pruning);
-    it may raise to stop the trial.
+    Measures at least ``steps`` steps (the floor), then, checked between timed blocks (``plan``), keeps going
+    until the window lasts ``min_time_s`` and the 95% confidence half-width of the mean step time is within
+    ``rel_precision`` of it (like ``torch.utils.benchmark``'s blocked_autorange), up to ``max_steps`` (the
+    ceiling; default 100 x steps when adaptive). ``report(step, throughput_so_far)`` is called between blocks,
+    at most every REPORT_EVERY_S of measured time, with the measured time in those ticks as its step (pruning);
+    it may raise to stop the trial. Its time is not in the window.
     """
     cuda = device.type == "cuda"
     sync = torch.cuda.synchronize if cuda else (lambda: None)
@@ -161,53 +159,88 @@ def run_window(work: Workload, device: torch.device, warmup_steps: int, steps: i
     first_step_s = time.perf_counter() - t0
     # Drain what the input pipeline prepared while the model started, or the window times a full buffer.
     warmup_steps = max(warmup_steps, work.buffered_steps + 2 if work.buffered_steps else 0)
+    t0 = time.perf_counter()
     for _ in range(max(0, warmup_steps - 1)):
         loss = work.step(work.next_batch())
+    sync()
+    # One step's time, from the warm-up (the first step includes compilation): sizes intervals and blocks.
+    est_step_s = (time.perf_counter() - t0) / (warmup_steps - 1) if warmup_steps > 1 else first_step_s
+    est_step_s, = _agree([max(est_step_s, 1e-7)])
     drain_steps, drained = _drain(work) if work.buffered_steps else (0, False)
     sync()
+
+    adaptive = bool(min_time_s) or rel_precision is not None
+    limit = max(steps, max_steps or (100 * steps if adaptive else steps))
+    per_interval, block = plan(est_step_s, steps, cuda)
+    intervals: list[float] = []  # seconds per interval of ``per_interval`` steps (a block's last may be shorter)
+    counts: list[int] = []  # steps in each interval
+
+    def precise_enough() -> bool:
+        if rel_precision is None:
+            return True
+        per_step = [t / n for t, n in zip(intervals, counts)]
+        if len(per_step) < 3:
+            return False
+        mean = statistics.fmean(per_step)
+        return 1.96 * statistics.stdev(per_step) / math.sqrt(len(per_step)) <= rel_precision * mean
 
     sampler = UtilizationSampler() if cuda else None
     if sampler:
         sampler.start()
-    adaptive = bool(min_time_s) or rel_precision is not None
-    limit = max(steps, max_steps or (100 * steps if adaptive else steps))
-    clock = _StepClock(cuda)
     data_wait = 0.0
+    window = 0.0  # seconds inside timed blocks
+    outer_start = time.perf_counter()
     done = 0
-    sync()
-    start = time.perf_counter()
-    clock.mark()
-    block = max(1, steps // 4)
     last_tick = 0
     while done < limit:
-        t = time.perf_counter()
-        batch = work.next_batch()
-        data_wait += time.perf_counter() - t
-        loss = work.step(batch)
-        done += 1
-        clock.mark()
-        if done % block and done != steps:
-            continue
-        clock.wait_last()
-        elapsed = time.perf_counter() - start
-        if done >= steps and elapsed >= min_time_s and clock.precise_enough(rel_precision):
+        n_block = min(block, limit - done)
+        marks: list[Any] = []  # CUDA events on the GPU, host clock readings on the CPU; one per interval end
+        sync()  # the GPU is idle: the block's clock starts with no earlier work queued
+        start = time.perf_counter()
+        if cuda:
+            marks.append(torch.cuda.Event(enable_timing=True))
+            marks[0].record()
+        else:
+            marks.append(start)
+        for i in range(1, n_block + 1):
+            t = time.perf_counter()
+            batch = work.next_batch()
+            data_wait += time.perf_counter() - t
+            loss = work.step(batch)
+            if i % per_interval == 0 or i == n_block:
+                if cuda:
+                    event = torch.cuda.Event(enable_timing=True)
+                    event.record()
+                    marks.append(event)
+                else:
+                    marks.append(time.perf_counter())
+        sync()
+        window += time.perf_counter() - start
+        done += n_block
+        # Outside the timed block from here: read the intervals, decide, report.
+        for i in range(1, len(marks)):
+            counts.append(min(per_interval, n_block - (i - 1) * per_interval))
+            intervals.append(marks[i - 1].elapsed_time(marks[i]) / 1e3 if cuda else marks[i] - marks[i - 1])
+        stop, = _agree([float(done >= steps and window >= min_time_s and precise_enough())], "min")
+        if stop:
             break
-        tick = int(elapsed / REPORT_EVERY_S)
+        tick = int(window / REPORT_EVERY_S)
         if report is not None and tick > last_tick:
             # Reported "step" = measured time in REPORT_EVERY_S ticks, so trials of different speeds compare at
             # the same point; a report is a storage round trip, so a few per second at most.
             last_tick = tick
-            report(tick, done * work.samples_per_step / elapsed)
-    sync()
-    wall = time.perf_counter() - start
+            report(tick, done * work.samples_per_step / window)
+    wall = window
+    between = time.perf_counter() - outer_start - window  # syncs, decisions and pruning reports between blocks
     capped = bool(min_time_s) and wall < min_time_s and done >= limit
     if capped:  # the window asked for was not measured: say so in the row (window_capped) and the trial's log
         warnings.warn(f"measure.max_steps={limit} stopped the window at {wall:.3g} s, before measure.min_time_s="
                       f"{min_time_s:g} s; raise measure.max_steps", stacklevel=2)
     util = sampler.stop() if sampler else {}
     return Window(first_step_s=first_step_s, warmup_steps=warmup_steps, steps=done, wall_s=wall,
-                  step_s=clock.step_times(), data_wait_s=data_wait, loss=loss, util=util, drain_steps=drain_steps,
-                  drained=drained, capped=capped)
+                  step_s=[t / n for t, n in zip(intervals, counts)], data_wait_s=data_wait, loss=loss, util=util,
+                  drain_steps=drain_steps, drained=drained, capped=capped, per_interval=per_interval,
+                  between_s=between)
 
 
 def window_metrics(window: Window, work: Workload, device: torch.device, gpu_name: str | None = None
@@ -215,9 +248,13 @@ def window_metrics(window: Window, work: Workload, device: torch.device, gpu_nam
     """The flat metrics of a measured window (units in the names), the workload's extra metrics last."""
     cuda = device.type == "cuda"
     done, wall, step_s = window.steps, window.wall_s, window.step_s
+    # Per-step times are each interval's mean step. A full interval's spread is that of a mean of
+    # ``per_interval`` steps, so ``step_cv`` scales it by sqrt(per_interval): step_cv / sqrt(steps) stays the
+    # relative standard error of the mean step (what the report's intervals use).
     step_sorted = sorted(step_s)
     mean = statistics.fmean(step_s)
-    cv = statistics.pstdev(step_s) / mean if len(step_s) > 1 and mean > 0 else math.nan
+    cv = (statistics.pstdev(step_s) / mean * math.sqrt(window.per_interval)
+          if len(step_s) > 1 and mean > 0 else math.nan)
 
     loss_finite = True
     if isinstance(window.loss, torch.Tensor):
@@ -226,15 +263,18 @@ def window_metrics(window: Window, work: Workload, device: torch.device, gpu_nam
     throughput = done * work.samples_per_step / wall
     flops = work.flops_per_step
     achieved = flops * done / wall / 1e12 if flops else math.nan
-    peak = peak_tflops(gpu_name, work.precision) if cuda else math.nan
+    # fp32-strict runs at the fp32 peak (it only turns TF32 off where PyTorch would use it)
+    peak = peak_tflops(gpu_name, "fp32" if work.precision == "fp32-strict" else work.precision) if cuda else math.nan
     metrics: dict[str, Any] = {
         "throughput": throughput,
         "throughput_unit": work.throughput_unit,
         "steps_measured": done,
+        "steps_per_interval": window.per_interval,
         "warmup_steps": window.warmup_steps,
         "warmup_drain_steps": window.drain_steps,  # extra warm-up steps until the pipeline's buffer ran dry
         "warmup_drained": window.drained,  # false: the pipeline kept up (its buffer never ran dry), or the cap was hit
         "measured_s": wall,
+        "between_blocks_s": window.between_s,
         "first_step_s": window.first_step_s,
         "step_ms_p50": _percentile(step_sorted, 0.5) * 1e3,
         "step_ms_p10": _percentile(step_sorted, 0.1) * 1e3,

@@ -2,7 +2,9 @@
 
 ``knobs.fault`` picks what happens at measured step ``knobs.fault_step``: ``none`` (a good trial, its speed set by
 ``knobs.work``), ``oom`` (a real allocation far beyond memory), ``nan`` (the loss really becomes NaN), ``raise``,
-``segfault`` (a real invalid read), ``abort``, ``sigkill`` (what the kernel's OOM killer does), ``hang``, ``exit``.
+``segfault`` (a real invalid read), ``abort``, ``sigkill`` (what the kernel's OOM killer does), ``hang``, ``exit``,
+``gpu_only`` (refused by ``check`` on a CPU: skipped before launch). The trial reports ``env_probe``, the value of
+``KNOB_PROBE`` it saw.
 
 A good step multiplies ``workload.reps`` times, then waits ``workload.wait_ms`` (a step blocked on I/O or a device;
 0: no wait). Planted regressions for the nightly gate (``plant:``; not knobs, so not part of a configuration's
@@ -23,7 +25,13 @@ from typing import Any
 
 import torch
 
-from workloads.base import Workload
+from workloads.base import DeviceInfo, Workload
+
+
+def check(cfg: dict[str, Any], device: DeviceInfo) -> str | None:
+    if cfg["knobs"]["fault"] == "gpu_only" and device.kind != "cuda":
+        return "fault=gpu_only needs a GPU"
+    return None
 
 
 def build(cfg: dict[str, Any], device: torch.device) -> Workload:
@@ -60,7 +68,12 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
                 os._exit(3)
         return loss
 
-    return Workload(step=step, samples_per_step=1.0, flops_per_step=2.0 * n**3 * reps)
+    return Workload(
+        step=step,
+        samples_per_step=1.0,
+        flops_per_step=2.0 * n**3 * reps,
+        extra_metrics=lambda: {"env_probe": os.environ.get("KNOB_PROBE")},
+    )
 
 
 def _work(cfg: dict[str, Any]) -> tuple[int, float]:

@@ -1,0 +1,70 @@
+"""The measurement loop (sweeper/trial/measure.py): what the window contains, and how short steps are timed."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from sweeper.trial.measure import MIN_BLOCK_S, plan
+from sweeper.trial.measure import measure as run_measure
+from workloads.base import Workload
+
+CPU = torch.device("cpu")
+STEP_S = 0.002
+
+
+def sleeper() -> Workload:
+    """Steps of 2 ms by construction (a sleep does not compete for the shared CPU)."""
+    return Workload(step=lambda _: time.sleep(STEP_S), samples_per_step=1.0)
+
+
+def test_pruning_reports_and_block_boundaries_are_outside_the_timed_window() -> None:
+    """A report that takes 0.3 s (a slow storage round trip) costs the window nothing: the window is the steps'
+    own time, and no step's time contains a report."""
+    reports: list[tuple[int, float]] = []
+
+    def report(step: int, value: float) -> None:
+        reports.append((step, value))
+        time.sleep(0.3)
+
+    t0 = time.perf_counter()
+    m = run_measure(sleeper(), CPU, warmup_steps=2, steps=20, min_time_s=0.8, report=report)
+    total = time.perf_counter() - t0
+    assert len(reports) >= 2, "reports every REPORT_EVERY_S of measured time"
+    assert [s for s, _ in reports] == sorted({s for s, _ in reports}), "report steps are measured-time ticks"
+    assert m["measured_s"] < total - 0.3 * len(reports), "the reports' time is not in the window"
+    n = m["steps_measured"]
+    assert m["measured_s"] == pytest.approx(n * m["step_ms_mean"] / 1e3, rel=0.05), "window = the steps' time"
+    assert m["step_ms_p90"] < 0.3e3 / 4, "no step's time holds a report"
+    assert m["throughput"] == pytest.approx(n / m["measured_s"])
+    for _, value in reports:  # throughput so far, over measured time only (with the 0.3 s reports: ~half of it)
+        assert value > 0.75 * m["throughput"], (value, m["throughput"])
+
+
+def test_window_floor_and_ceiling_in_steps() -> None:
+    m = run_measure(sleeper(), CPU, warmup_steps=1, steps=7)
+    assert m["steps_measured"] == 7, "without min_time_s or rel_precision exactly `steps` steps"
+    m = run_measure(sleeper(), CPU, warmup_steps=1, steps=4, min_time_s=0.2, max_steps=1000)
+    assert m["measured_s"] >= 0.2 and m["steps_measured"] < 1000, "min_time_s: the window lasts that long"
+    m = run_measure(sleeper(), CPU, warmup_steps=1, steps=4, min_time_s=10.0, max_steps=30)
+    assert m["steps_measured"] == 30, "max_steps ends a window that min_time_s would make longer"
+
+
+@pytest.mark.parametrize(
+    "step_s, steps, cuda, per_interval",
+    [
+        (0.2e-3, 50, True, 5),  # a 0.2 ms kernel: 5 steps per event pair, one interval ~1 ms
+        (10e-6, 50, True, 12),  # 10 us: capped so the floor of 50 steps still gives 4 intervals
+        (50e-3, 20, True, 1),  # a training step: one event per step
+        (0.2e-3, 50, False, 1),  # the CPU: the host clock per step
+    ],
+)
+def test_short_gpu_steps_are_timed_several_per_event_pair(
+    step_s: float, steps: int, cuda: bool, per_interval: int
+) -> None:
+    k, block = plan(step_s, steps, cuda)
+    assert k == per_interval
+    assert block % k == 0 and block >= steps // 4
+    assert block * step_s >= MIN_BLOCK_S * 0.999, "a block is long enough that the sync between blocks is noise"
