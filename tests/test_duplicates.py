@@ -116,7 +116,7 @@ def test_a_configuration_running_in_another_sweeper_is_not_launched_again(result
             time.sleep(0.2)
         else:
             raise AssertionError("the first sweeper never started its trial")
-        second = run_cli(args, check=True)
+        run_cli(args, check=True)
         assert first.wait(timeout=120) == 0, first.communicate()[1]
     finally:
         if first.poll() is None:
