@@ -56,7 +56,7 @@ CASES = [
      "knobs.persistent_workers='choice(...)'"),
     (["+workload=matmul", "device=tpu"], "`device`: 'tpu' is not a device; use auto, cpu, cuda or cuda:N"),
     (["+workload=matmul", "preset=huge"],
-     "`preset`: 'huge' is not a preset of workload 'matmul'; use auto, none or one of: tiny"),
+     "`preset`: 'huge' is not a preset of workload 'matmul'; use auto, none or one of: nightly, tiny"),
     (["+workload=matmul", "-m", "hydra.job.chdir=true", "hydra.sweeper.n_jobs=2"],
      "`hydra.job.chdir`: is process-wide, and trials run at once in the sweeper's process; turn it off (trial "
      "environment variables go in `env:`), or run one trial at a time"),
