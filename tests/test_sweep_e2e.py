@@ -58,7 +58,9 @@ def test_sweep_resume_and_report(results: Path, workload: str) -> None:
     run_cli([f"+workload={workload}", "-m", "hydra.sweeper.n_trials=6"], results, check=True)
     df = rows(results)
     assert list(df["trial"]) == list(range(len(df))) and len(df) >= first + 1
-    assert len(measured(df)) == 12
+    # 12 new measurements, or every configuration once when the space holds fewer (resnet50's tiny space:
+    # precision x memory_format x batch_size = 8; the sweep then says the space is exhausted and stops).
+    assert len(measured(df)) == min(12, {"resnet50": 8}.get(workload, 12))
     assert df["study"].nunique() == 1
     study = optuna.load_study(study_name=df["study"][0], storage=f"sqlite:///{results / 'optuna.db'}")
     assert len(study.trials) == len(df)
