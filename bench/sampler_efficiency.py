@@ -156,7 +156,7 @@ def summarize(name: str, runs: list[Replay], size: int) -> dict[str, Any]:
     }
     seconds = [r.seconds for r in runs if r.seconds is not None]
     if len(seconds) == len(runs):
-        row["median_s"], row["p90_s"] = (round(v) for v in _median_p90(seconds))
+        row["median_s"], row["p90_s"] = (float(f"{v:.3g}") for v in _median_p90(seconds))
     return row
 
 

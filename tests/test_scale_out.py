@@ -51,8 +51,10 @@ def _runs_a_trial(study: str, url: str, pid: int) -> bool:
 def test_parallel_trials_are_pinned_to_disjoint_cores(results: Path) -> None:
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs two cores")
-    run_cli([*FAULTS, *GOOD, "-m", "hydra.sweeper.n_trials=6", "trial.resources={cpus:1}", "measure.min_time_s=0.5",
-             "hydra.sweeper.sampler=random", "hydra.sweeper.seed=0"], results, check=True)
+    # Each trial's window lasts >= 2 s (steps wait 400 ms): two slots started together overlap whatever the
+    # process start-up jitter of a loaded machine (CPU work alone made windows of ~0.05 s that could miss).
+    run_cli([*FAULTS, *GOOD, "-m", "hydra.sweeper.n_trials=4", "trial.resources={cpus:1}", "measure.min_time_s=2",
+             "workload.wait_ms=400", "hydra.sweeper.sampler=random", "hydra.sweeper.seed=0"], results, check=True)
     df = pd.read_parquet(results / "trials").sort_values("started_at")
     assert (df["status"] == "complete").all()
     assert set(df["cpu_affinity"]) == {"0", "1"}, "each trial process read back its own single core"

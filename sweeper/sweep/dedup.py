@@ -97,6 +97,19 @@ def exhausted(study: optuna.Study, keys: set[str] | None) -> bool:
     return keys <= done
 
 
+def untried(study: optuna.Study, keys: set[str] | None) -> list[dict[str, Any]]:
+    """The valid configurations (as sampler params: inactive knobs left out) that no trial of the study has
+    settled or is measuring, in a fixed order; empty when the space is not enumerated."""
+    if not keys:
+        return []
+    seen = {
+        t.user_attrs.get(KEY)
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING))
+        if t.state == TrialState.RUNNING or settled(t)
+    }
+    return [{k: v for k, v in json.loads(key).items() if v is not None} for key in sorted(keys - seen)]
+
+
 def reuse(
     t: FrozenTrial, bookkeeping: tuple[str, ...] = (OWNER_KEY, REASON_KEY, "status", "confirm_of")
 ) -> TrialOutcome:

@@ -295,6 +295,21 @@ class SweepImpl(recovery.Recovery):
                 "row; the space looks exhausted (widen it, or try another sampler)"
             )
             self.stopped = "exhausted"
+        elif self.valid_keys and self.duplicates_in_a_row % _STUCK_AFTER == 0:
+            self._enqueue_untried(progress)
+
+    def _enqueue_untried(self, progress: SweepProgress) -> None:
+        """The sampler keeps proposing measured configurations of an enumerable space (TPE on a small grid does):
+        the next configuration nobody has measured is queued, so the space is finished instead of abandoned."""
+        if self.plan.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+            return  # something is queued already: it runs next
+        todo = dedup.untried(self.plan.study, self.valid_keys)
+        if todo:
+            progress.note(
+                f"the sampler proposed {self.duplicates_in_a_row} measured configurations in a row; "
+                f"queued one of the {len(todo)} not yet measured"
+            )
+            self.plan.study.enqueue_trial(todo[0], skip_if_exists=False)
 
     def _is_surplus(self, trial: optuna.Trial, target: int) -> bool:
         """Another process on the same study got there first: this ask would exceed the target."""
@@ -393,5 +408,6 @@ class SweepImpl(recovery.Recovery):
 _STOP = object()
 _WAIT: Any = object()
 _UNKNOWN = object()
-_MAX_DUPLICATES_IN_A_ROW = 100
+_MAX_DUPLICATES_IN_A_ROW = 100  # a space too large to enumerate: the sampler is taken to be stuck
+_STUCK_AFTER = 5  # an enumerable space: after this many duplicates in a row, an unmeasured configuration is queued
 _NOT_METRICS = (studies.OWNER_KEY, "status", "confirm_of", studies.REASON_KEY, studies.COST_KEY, warm.FROM_KEY)

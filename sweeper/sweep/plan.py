@@ -17,7 +17,7 @@ import optuna
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from sweeper.errors import ConfigError
-from sweeper.sweep import launch, schema, warm
+from sweeper.sweep import launch, schema, secrets, warm
 from sweeper.sweep import study as studies
 from sweeper.sweep.config import check_enumerations, check_results_dir, check_sweeper
 from sweeper.sweep.prune import make_pruner
@@ -116,6 +116,7 @@ def prepare(conf: Mapping[str, Any], config: DictConfig, launcher: Any, argument
     )
     study_name = c.get("study_name") or workload_key
     storage_url = studies.storage_url(c.get("storage"), results_dir)
+    fixed_args = fixed_args + secrets.hide_config_password(c.get("storage"))  # a password from a YAML file
     storage = studies.make_storage(storage_url, c.get("heartbeat_interval"), c.get("grace_period"))
     expensive = c.get("expensive")
     expensive = OmegaConf.to_container(expensive) if isinstance(expensive, DictConfig) else expensive

@@ -7,6 +7,9 @@ process's environment (``KNOB_SWEEPER_STORAGE_URL``), which trials inherit (in-p
 submitted from here); ``reveal`` puts it back where the storage is opened. Better still, keep passwords out of URLs:
 libpq's ``PGPASSWORD`` or a ``~/.pgpass`` file (mode 0600) are read by the driver, and ``storage=postgres`` builds
 its URL from ``PGUSER``/``PGHOST``/``PGPORT``/``PGDATABASE``.
+
+A URL with a password written in a config file instead reaches the sweeper in plain text: ``hide_config_password``
+then moves it to the environment the same way and masks it in every job's overrides (so in every saved file).
 """
 
 from __future__ import annotations
@@ -43,6 +46,17 @@ def hide_argv(argv: list[str]) -> list[str]:
             arg = f"{key}='{mask(value)}'"
         out.append(arg)
     return out
+
+
+def hide_config_password(url: str | None) -> list[str]:
+    """The override that masks a password the composed config holds in plain text (a storage URL written in a
+    YAML file, which ``hide_argv`` never saw): Hydra composes every job's config again from the same files and
+    saves it under ``results/multirun/``, so each job gets ``hydra.sweeper.storage='<masked>'``; the real URL goes
+    to the environment like one from the command line. Empty when there is nothing to hide."""
+    if not has_password(url):
+        return []
+    os.environ[ENV] = str(url)
+    return [f"{_KEYS[0]}='{mask(url)}'"]
 
 
 def reveal(url: str | None) -> str | None:
