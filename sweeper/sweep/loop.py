@@ -7,7 +7,6 @@ Configurations that break a declared constraint, or that were already measured, 
 from __future__ import annotations
 
 import json
-import logging
 import time
 import warnings
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -32,8 +31,6 @@ from sweeper.sweep.secrets import mask
 from sweeper.sweep.slots import Slot, slot_overrides
 from sweeper.sweep.space import ExpressionError, evaluate, sweep_facts, value_types
 from sweeper.trial import gpu
-
-log = logging.getLogger(__name__)
 
 
 class SweepImpl(recovery.Recovery):
@@ -191,42 +188,8 @@ class SweepImpl(recovery.Recovery):
         return studies.others_running(self.plan.study, self.plan.storage)
 
     def _enqueue_first(self) -> None:
-        """A new study measures the warm-start studies' best first, then the workload's defaults (the baseline the
-        report compares against), then the declared ``starts`` (known-good recipes), before the sampler's own
-        choices; the warm-start studies' trials join the sampler's history."""
-        if (
-            self.plan.study.trials
-            or not self.plan.space.params
-            or isinstance(self.plan.study.sampler, optuna.samplers.GridSampler)
-        ):
-            return  # the grid holds every configuration anyway
-        p = self.plan
-        best, history = warm.gather(
-            p.storage, p.warm_sources, p.study, p.space, p.defaults, int(self.conf.get("warm_start_k", 3))
-        )
-        enqueued: list[dict[str, Any]] = list(best)  # the earlier studies' best, measured again first
-        if self.conf.get("baseline_first", True):
-            baseline = self._baseline_params()
-            if baseline is not None and baseline not in enqueued:
-                enqueued.append(baseline)
-        for key, params, dropped in self.plan.starts:
-            for name, why in dropped.items():
-                log.info("%s.%s is not fixed by the start: %s", key, name, why)
-            if params and params not in enqueued:
-                enqueued.append(params)
-        for params in enqueued:  # several sweepers starting one new study together queue each once
-            self.plan.study.enqueue_trial(params, skip_if_exists=True)
-        self.plan.study.add_trials(history)  # after the queue: Optuna's skip_if_exists compares with every trial
-
-    def _baseline_params(self) -> dict[str, Any] | None:
-        """The defaults as the sampler would give them (knobs inactive under their condition left out)."""
-        values = {k: self.plan.defaults[k] for k in self.plan.space.params if self.plan.defaults.get(k) is not None}
-        params, dropped = self.plan.space.fix(values, self.plan.defaults)
-        for name, why in dropped.items():
-            if "outside" in why:
-                log.info("no baseline trial: the default %s=%r is outside its search space", name, values[name])
-                return None
-        return params
+        if not isinstance(self.plan.study.sampler, optuna.samplers.GridSampler):  # the grid holds them all anyway
+            warm.queue_first(self.plan, int(self.conf.get("warm_start_k", 3)), self.conf.get("baseline_first", True))
 
     def _ask_one(self, target: int, progress: SweepProgress, confirming: bool) -> Any:
         """Ask one trial; returns (trial, values) to launch, None if it was settled without launching, or _STOP."""
@@ -355,8 +318,10 @@ class SweepImpl(recovery.Recovery):
             "objectives": [f"{m}:{d}" for m, d in self.plan.objectives],
             "log_dir": str(Path(str(self.config.hydra.sweep.dir)) / str(job_idx)),
             "column_types": {c: str(t) for c, t in types.items()},
-            "pruner": dict(self.plan.pruner_conf), "baseline": self._is_baseline(values),
-            "confirm_of": trial.user_attrs.get("confirm_of"), "facts": self._facts(),
+            "pruner": dict(self.plan.pruner_conf),
+            "baseline": self._is_baseline(values),
+            "confirm_of": trial.user_attrs.get("confirm_of"),
+            "facts": self._facts(),
         }
 
     def _facts(self) -> dict[str, dict[str, Any]]:

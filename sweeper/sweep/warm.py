@@ -132,3 +132,38 @@ def gather(
             len(best),
         )
     return best, list(seeded.values())
+
+
+def queue_first(plan: Any, k: int, baseline_first: bool = True) -> None:
+    """A new study measures the warm-start studies' ``k`` best first, then the workload's defaults (the baseline the
+    report compares against), then the declared ``starts`` (known-good recipes), before the sampler's own
+    choices; the warm-start studies' trials join the sampler's history. A study with trials is left as it is.
+    ``plan`` is the sweep's ``SweepPlan`` (not imported: the plan module imports this one)."""
+    if plan.study.trials or not plan.space.params:
+        return
+    best, history = gather(plan.storage, plan.warm_sources, plan.study, plan.space, plan.defaults, k)
+    enqueued: list[dict[str, Any]] = list(best)  # the earlier studies' best, measured again first
+    if baseline_first:
+        baseline = baseline_params(plan.space, plan.defaults)
+        if baseline is not None and baseline not in enqueued:
+            enqueued.append(baseline)
+    for key, params, dropped in plan.starts:
+        for name, why in dropped.items():
+            log.info("%s.%s is not fixed by the start: %s", key, name, why)
+        if params and params not in enqueued:
+            enqueued.append(params)
+    for params in enqueued:  # several sweepers starting one new study together queue each once
+        plan.study.enqueue_trial(params, skip_if_exists=True)
+    plan.study.add_trials(history)  # after the queue: Optuna's skip_if_exists compares with every trial
+
+
+def baseline_params(space: SearchSpace, defaults: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The defaults as the sampler would give them (knobs inactive under their condition left out); None when a
+    default lies outside its search space."""
+    values = {k: defaults[k] for k in space.params if defaults.get(k) is not None}
+    params, dropped = space.fix(values, dict(defaults))
+    for name, why in dropped.items():
+        if "outside" in why:
+            log.info("no baseline trial: the default %s=%r is outside its search space", name, values[name])
+            return None
+    return params
