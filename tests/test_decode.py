@@ -1,0 +1,226 @@
+"""The JPEG corpus (generated once, ImageNet-like sizes, a user's own root) and the decode paths (CPU decoders, the
+DCT-reduced decode, GPU/hybrid splits, the measured limiting stage, the device-side prefetcher), on the CPU."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torchvision.io import decode_jpeg, encode_jpeg, write_jpeg
+
+from workloads import corpus, data, decode
+
+from jpeg_helpers import CPU, TINY, children, knobs, one_thread, pipeline  # noqa: F401 (one_thread: autouse)
+
+# torchvision 0.29 deprecates its JPEG codec in favour of TorchCodec (not installed here); it still decodes.
+pytestmark = pytest.mark.filterwarnings("ignore:The image decoding and encoding capabilities:DeprecationWarning")
+
+
+# ---------------------------------------------------------------- the corpus
+
+
+def test_corpus_is_generated_once_then_reused(tmp_path: Path) -> None:
+    path = corpus.corpus_path(TINY, tmp_path)
+    assert path.name == "jpeg-32x24-8"
+    assert corpus.ensure_corpus(path, 8, 32, 24) == "generated"
+    files = sorted(path.glob("class_*/*.jpg"))
+    assert len(files) == 8 and len({f.parent for f in files}) == 8
+    img = decode_jpeg(torch.frombuffer(bytearray(files[0].read_bytes()), dtype=torch.uint8))
+    assert img.shape == (3, 24, 32)
+    stamps = {f: f.stat().st_mtime_ns for f in files}
+
+    assert corpus.ensure_corpus(path, 8, 32, 24) == "reused"
+    assert {f: f.stat().st_mtime_ns for f in sorted(path.glob("class_*/*.jpg"))} == stamps
+    assert [p.name for p in tmp_path.iterdir()] == [path.name], "no temporary folder is left behind"
+
+
+def test_corpus_images_are_imagenet_sized(tmp_path: Path) -> None:
+    path = tmp_path / "jpeg-500x375-4"
+    corpus.ensure_corpus(path, 4, 500, 375)
+    sizes = [f.stat().st_size for f in path.glob("class_*/*.jpg")]
+    assert all(60_000 < s < 160_000 for s in sizes), f"JPEG sizes {sizes} are not ~100 KB like ImageNet photos"
+
+
+def _generate_in_child(path: str, barrier: Any, queue: Any) -> None:
+    """Generate the corpus, but rename only once the other process has generated its copy too (a forced race)."""
+    write = corpus.write_corpus
+
+    def write_then_wait(*args: Any) -> None:
+        write(*args)
+        barrier.wait(timeout=60)
+
+    corpus.write_corpus = write_then_wait
+    queue.put(corpus.ensure_corpus(Path(path), 20, 32, 24))
+
+
+def test_concurrent_generation_keeps_one_complete_corpus(tmp_path: Path) -> None:
+    ctx = mp.get_context("fork")  # the children share this process's imports: no second torch import
+    barrier, queue = ctx.Barrier(2), ctx.Queue()
+    path = tmp_path / "jpeg-32x24-20"
+    procs = [ctx.Process(target=_generate_in_child, args=(str(path), barrier, queue)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    states = sorted(queue.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(timeout=30)
+    assert states == ["discarded", "generated"], "both generated; the second rename must lose and reuse the first"
+    assert len(list(path.glob("class_*/*.jpg"))) == 20
+    assert (path / corpus.MANIFEST).is_file()
+    assert [p.name for p in tmp_path.iterdir()] == [path.name], "the loser's temporary copy is removed"
+
+
+def test_user_root_is_read_instead_of_the_generated_corpus(tmp_path: Path) -> None:
+    root = tmp_path / "mine"
+    for c, (h, w) in enumerate([(40, 60), (50, 30)]):
+        (root / f"k{c}").mkdir(parents=True)
+        for i in range(3):
+            write_jpeg(torch.randint(0, 256, (3, h, w), dtype=torch.uint8), str(root / f"k{c}" / f"{i}.jpg"))
+    pipe = pipeline(tmp_path, p={**TINY, "root": str(root)}, batch_size=2)
+    images, labels = pipe.next()
+    m = pipe.metrics()
+    assert m["data_corpus_images"] == 6 and m["data_corpus_state"] == "user"
+    assert images.shape == (2, 3, 16, 16) and set(labels.tolist()) <= {0, 1}
+    assert not (tmp_path / "data").exists(), "no corpus is generated when workload.root is set"
+
+    with pytest.raises(ValueError, match="workload.root"):
+        pipeline(tmp_path, p={**TINY, "root": str(tmp_path / "empty")})
+
+
+# ---------------------------------------------------------------- decode paths
+
+
+def test_cpu_decode_gives_normalized_float32_in_the_memory_format(tmp_path: Path) -> None:
+    lo = min((0 - m) / s for m, s in zip(data.MEAN, data.STD))
+    hi = max((1 - m) / s for m, s in zip(data.MEAN, data.STD))
+    for fmt in (torch.channels_last, torch.contiguous_format):
+        images, labels = pipeline(tmp_path, memory_format=fmt).next()
+        assert images.shape == (4, 3, 16, 16) and images.dtype == torch.float32
+        assert images.is_contiguous(memory_format=fmt)
+        assert (images.stride(1) == 1) == (fmt == torch.channels_last)
+        assert lo - 1e-4 <= images.min() and images.max() <= hi + 1e-4 and images.std() > 0.1
+        assert labels.dtype == torch.int64 and 0 <= labels.min() and labels.max() < 8
+
+
+def test_gpu_share_reaches_the_gpu_decoder_as_bytes(tmp_path: Path) -> None:
+    """The GPU share of a batch leaves the workers undecoded, packed in one tensor; the device side decodes it in
+    one batched call (here torchvision's CPU decoder stands in for nvJPEG) and puts it after the CPU crops."""
+    path = corpus.corpus_path(TINY, tmp_path)
+    corpus.ensure_corpus(path, 8, 32, 24)
+    files = [torch.frombuffer(bytearray(f.read_bytes()), dtype=torch.uint8) for f in sorted(path.glob("*/*.jpg"))]
+    packed = data.pack_bytes(files[:3])
+    assert packed.dtype == torch.uint8 and packed.dim() == 1, "one tensor per batch: one shared-memory segment"
+    assert [torch.equal(a, b) for a, b in zip(data.unpack_bytes(packed, 3), files)] == [True] * 3
+
+    share = data.JpegBatches(path, "corpus", 16, 0.5, "torchvision", "full", normalize=False)
+    batch = share.__getitems__([0, 1, 2, 3])
+    assert batch["crops"].shape == (2, 3, 16, 16) and int(batch["n_gpu"]) == 2, "half the batch on each side"
+    gpu_files = data.unpack_bytes(batch["packed"], 2)
+    assert all(f[:2].tolist() == [0xFF, 0xD8] for f in gpu_files), "the GPU share is still JPEG bytes"
+    assert batch["stats"].shape == (2, len(decode.STATS)), "costs are recorded for the CPU-decoded images only"
+    from_worker = next(
+        iter(torch.utils.data.DataLoader(share, batch_size=4, num_workers=1, collate_fn=lambda b: b, sampler=range(4)))
+    )
+    assert torch.equal(from_worker["packed"], batch["packed"]), "a worker hands the packed batch over intact"
+    side = data.DeviceSide(16, CPU, torch.contiguous_format, non_blocking=False)
+    images, labels = side(batch)
+    assert images.shape == (4, 3, 16, 16) and images.dtype == torch.float32
+    assert labels.tolist() == batch["labels"].tolist()
+    assert side.bytes_gpu == sum(f.numel() for f in gpu_files) and side.gpu_decode_s > 0
+    assert images.mean().abs() < 1.5 and images.std() > 0.1
+
+
+def test_cpu_only_and_gpu_only_batches(tmp_path: Path) -> None:
+    path = corpus.corpus_path(TINY, tmp_path)
+    corpus.ensure_corpus(path, 8, 32, 24)
+    for share, n_gpu in ((0.0, 0), (1.0, 4), (0.25, 1)):
+        batch = data.JpegBatches(path, "corpus", 16, share, "pil", "full", normalize=True).__getitems__([0, 1, 2, 3])
+        assert int(batch["n_gpu"]) == n_gpu and len(batch["crops"]) == 4 - n_gpu
+        assert batch["crops"].dtype == torch.float32, "normalize=True: the workers hand over float32"
+
+
+def test_imagenet_corpus_sizes_vary(tmp_path: Path) -> None:
+    sizes = corpus.image_sizes(2000, 500, 375, "imagenet")
+    longs = [max(w, h) for w, h in sizes]
+    assert min(longs) >= 200 and max(longs) <= 800 and 470 < sum(longs) / len(longs) < 530
+    assert len(set(sizes)) > 500, "sizes vary from image to image"
+    assert sum(w > h for w, h in sizes) > sum(w < h for w, h in sizes) > 0, "mostly landscape, some portrait"
+    assert corpus.image_sizes(3, 500, 375, "fixed") == [(500, 375)] * 3
+    p = {"corpus_images": 6, "corpus_width": 64, "corpus_height": 48}
+    path = corpus.corpus_path(p, tmp_path)
+    assert path.name == "jpeg-64x48-6-imagenet"
+    corpus.ensure_corpus(path, 6, 64, 48, "imagenet")
+    shapes = {
+        decode_jpeg(torch.frombuffer(bytearray(f.read_bytes()), dtype=torch.uint8)).shape for f in path.glob("*/*.jpg")
+    }
+    assert len(shapes) > 1
+    with pytest.raises(ValueError, match="corpus_sizes"):
+        corpus.corpus_sizes({"corpus_sizes": "huge"})
+
+
+def test_dct_scale_keeps_the_crop_at_output_resolution() -> None:
+    assert decode.dct_denominator(448, 448, 224) == 2
+    assert decode.dct_denominator(447, 900, 224) == 1, "the short side of the crop would fall under 224"
+    assert decode.dct_denominator(1800, 1792, 224) == 8
+    assert decode.dct_denominator(900, 1000, 224) == 4
+
+
+def test_reduced_decode_decodes_fewer_pixels_and_keeps_the_crop(tmp_path: Path) -> None:
+    """decode_scale=reduced: large crops are decoded at 1/2-1/8 size (fewer pixels), and the crop they give is the
+    full-size decode's crop up to resampling differences (same window: same seed)."""
+    img = corpus.synthetic_image(torch.Generator().manual_seed(3), 800, 600)
+    data_bytes = torch.frombuffer(bytearray(encode_jpeg(img, quality=90).numpy().tobytes()), dtype=torch.uint8)
+    full, reduced = decode.CpuDecode(32, "pil", "full"), decode.CpuDecode(32, "pil", "reduced")
+    fracs, diffs = [], []
+    for seed in range(40):
+        torch.manual_seed(seed)
+        a, sa = full(data_bytes)
+        torch.manual_seed(seed)
+        b, sb = reduced(data_bytes)
+        assert a.shape == b.shape == (3, 32, 32) and a.dtype == b.dtype == torch.uint8
+        assert sa[2] == sa[3] == 800 * 600, "full decodes every pixel"
+        fracs.append(float(sb[2] / sb[3]))
+        diffs.append(float((a.float() - b.float()).abs().mean()))
+    assert min(fracs) <= 1 / 16 and sum(fracs) / len(fracs) < 0.5, "most crops of 800x600 decode at reduced size"
+    assert max(diffs) < 6, f"the reduced-size crop differs from the full-size one: mean |diff| {max(diffs):.1f}/255"
+    with pytest.raises(ValueError, match="cpu_decoder=pil"):
+        decode.CpuDecode(32, "torchvision", "reduced")
+
+
+def test_limit_stage_comes_from_measured_timings(tmp_path: Path) -> None:
+    """Large JPEGs cropped to a tiny output: decoding costs far more than the crop and the copy, and the pipeline's
+    row says so from the timings it measured."""
+    p = {"corpus_images": 4, "corpus_width": 640, "corpus_height": 480, "corpus_sizes": "fixed"}
+    pipe = pipeline(tmp_path, p=p, batch_size=2, cpu_decoder="torchvision")
+    for _ in range(2):
+        pipe.next()
+    m = pipe.metrics()
+    assert m["data_decode_ms"] > m["data_augment_ms"] and m["data_decode_ms"] > m["data_transfer_ms"]
+    assert m["data_limit_stage"] == "decode"
+    assert m["data_bytes_decoded_cpu"] > 0 and m["data_bytes_decoded_gpu"] == 0 and m["data_gpu_share"] == 0
+    assert m["data_decoded_pixels_frac"] == 1.0 and m["data_transfer_dtype"] == "float32"
+
+
+def test_prefetcher_keeps_order_and_reports_failures() -> None:
+    batches = iter(
+        [
+            {
+                "crops": torch.full((1, 3, 2, 2), float(i)),
+                "packed": torch.empty(0, dtype=torch.uint8),
+                "n_gpu": torch.tensor(0),
+                "labels": torch.tensor([i]),
+                "stats": torch.zeros(1, 5),
+            }
+            for i in range(5)
+        ]
+    )
+    side = data.DeviceSide(2, CPU, torch.contiguous_format, non_blocking=False)
+    pre = data.Prefetcher(lambda: next(batches), side)
+    try:
+        assert [int(pre.next()[1]) for _ in range(5)] == [0, 1, 2, 3, 4]
+        with pytest.raises(RuntimeError, match="prefetch thread failed"):
+            pre.next()  # the source ran dry: StopIteration in the thread reaches the consumer
+    finally:
+        pre.close()
