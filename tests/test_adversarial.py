@@ -342,8 +342,18 @@ def _wait_running(results: Path, study: str, number: int, timeout: float = 180) 
     raise AssertionError(f"trial {number} never ran")
 
 
-@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_interrupt_stops_within_seconds_and_records_interrupted(tmp_path: Path, sig: int, code: int) -> None:
+@pytest.mark.parametrize(
+    "sig,code,launcher",
+    [(signal.SIGINT, 130, "basic"), (signal.SIGTERM, 143, "basic"), (signal.SIGINT, 130, "joblib")]
+    + [(signal.SIGINT, 130, "joblib-workers")],
+)
+def test_interrupt_stops_within_seconds_and_records_interrupted(
+    tmp_path: Path, sig: int, code: int, launcher: str
+) -> None:
+    """Ctrl-C (the terminal signals the whole group) or SIGTERM while a trial hangs, with Hydra's default launcher
+    and with joblib's: n_jobs=1 runs the job in the sweeper's process (before the fix the trial's forkserver,
+    started from a worker thread, printed a KeyboardInterrupt traceback), and two loky worker processes with two
+    slots (the second and third trials wait for the first, whose configuration they share: never run)."""
     results = tmp_path / "results"
     args = [
         *FAULTS,
@@ -352,6 +362,10 @@ def test_interrupt_stops_within_seconds_and_records_interrupted(tmp_path: Path, 
         "hydra.sweeper.params={knobs.fault:hang,knobs.work:16}",
         "trial.timeout_s=600",
     ]
+    if launcher == "joblib":
+        args += ["hydra/launcher=joblib", "hydra.launcher.n_jobs=1"]
+    elif launcher == "joblib-workers":
+        args += ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "hydra.sweeper.n_jobs=2"]
     proc = _start(args, results, tmp_path / "sweep")
     _wait_running(results, "faults", 0)
     time.sleep(2)  # the trial process hangs in its step now
@@ -371,7 +385,9 @@ def test_interrupt_stops_within_seconds_and_records_interrupted(tmp_path: Path, 
     _, alive = psutil.wait_procs(children, timeout=10)
     assert not alive, [p.cmdline() for p in alive]
     study = optuna.load_study(study_name="faults", storage=f"sqlite:///{results / 'optuna.db'}")
-    assert [(t.state, t.user_attrs.get("reason")) for t in study.trials] == [(TrialState.FAIL, "interrupted")]
+    states = [(t.state, t.user_attrs.get("reason")) for t in study.trials]
+    assert states[0] == (TrialState.FAIL, "interrupted")
+    assert states[1:] == [(TrialState.FAIL, "surplus")] * (2 if "workers" in launcher else 0), states
     df = store.read_results(results)
     assert list(df["status"]) == ["failed"] and list(df["reason"]) == ["interrupted"]
 

@@ -109,6 +109,13 @@ def in_process(launcher: Any) -> bool:
     return isinstance(launcher, BasicLauncher)
 
 
+def may_run_here(launcher: Any) -> bool:
+    """Whether ``launcher`` may run a task in the sweeper's own process: the basic launcher, or joblib with
+    ``n_jobs=1`` (joblib then runs each job in the calling thread instead of a worker process)."""
+    joblib = getattr(launcher, "joblib", None)
+    return in_process(launcher) or (hasattr(joblib, "get") and joblib.get("n_jobs") == 1)
+
+
 def check_concurrent(launcher: Any, config: DictConfig, slots: int) -> None:
     """Trials at once in the sweeper's process share its working directory and environment: Hydra settings that
     change those per job (``hydra.job.chdir``, ``hydra.job.env_set``) are bad input there."""

@@ -64,7 +64,7 @@ class SweepImpl(recovery.Recovery):
             from sweeper.sweep.cli import fail
 
             fail(e)
-        isolated = launch.in_process(self.launcher) and self.plan.cfg["trial"].get("isolate", True)
+        isolated = launch.may_run_here(self.launcher) and self.plan.cfg["trial"].get("isolate", True)
         return recovery.guarded(self._sweep, self.plan.storage_url, forkserver=isolated)
 
     def _sweep(self) -> list[Any]:

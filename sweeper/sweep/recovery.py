@@ -100,7 +100,8 @@ class Recovery:
     def _interruptible(self, running: dict[Future, tuple[optuna.Trial, dict[str, Any], Any]]) -> Iterator[None]:
         """Ctrl-C, SIGTERM or a full disk while trials run: their process groups are killed at once (the pool's
         threads then return within a second), and each running trial is recorded, in the study and in Parquet,
-        as interrupted (run again by the same command) or, if it ended just before, as what its row says."""
+        as interrupted (run again by the same command) or, if it ended just before, as what its row says; trials
+        waiting for a running one with their configuration never ran: FAIL (surplus), not counted."""
         try:
             yield
         except (KeyboardInterrupt, store.DiskFull):
@@ -108,6 +109,10 @@ class Recovery:
             wait(list(running), timeout=30)
             for trial, values, _slot in list(running.values()):
                 self._settle_interrupted(trial, values)
+            waits = getattr(self, "waits", None)  # asked, waiting for a running twin: never ran, not counted
+            if waits:
+                with contextlib.suppress(Exception):
+                    waits.give_up(self.plan.study, studies.REASON_KEY)
             raise
 
     def _settle_interrupted(self, trial: optuna.Trial, values: dict[str, Any]) -> None:

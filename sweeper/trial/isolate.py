@@ -30,17 +30,30 @@ def start_forkserver() -> None:
     """Start the forkserver now, from the main thread, with SIGINT ignored: it (while it imports torch) and every
     trial process forked from it inherit that, so a terminal's Ctrl-C reaches only the sweeper, which ends the
     trials itself (``interrupt_all``) and records them."""
+    ctx = _context()
+    _ensure_forkserver()
+    probe = ctx.Process(target=os.getpid)  # returns once the forkserver has imported torch: no trial waits on it
+    probe.start()
+    probe.join()
+
+
+def _ensure_forkserver() -> None:
+    """The forkserver running; started deaf to SIGINT when this call starts it from the main thread (SIGINT
+    ignored while it is spawned, inherited through exec; Python's forkserver only ignores SIGINT itself after it
+    has imported torch). A sweep that may run trials in its own process starts it early, from the main thread
+    (``start_forkserver`` via ``sweep.recovery.guarded``): a Ctrl-C, sent to the whole group, then never
+    interrupts its import with a traceback on the user's screen."""
     import multiprocessing.forkserver as forkserver
 
-    ctx = _context()
+    _context()
+    if threading.current_thread() is not threading.main_thread():
+        forkserver.ensure_running()  # signal dispositions can only be changed from the main thread
+        return
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         forkserver.ensure_running()
     finally:
         signal.signal(signal.SIGINT, previous)
-    probe = ctx.Process(target=os.getpid)  # returns once the forkserver has imported torch: no trial waits on it
-    probe.start()
-    probe.join()
 
 
 def interrupt_all() -> None:
@@ -83,6 +96,7 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
     ``on_report(step, value) -> prune?`` answers the child's intermediate reports (for pruning).
     """
     mp_context = _context()
+    _ensure_forkserver()
     parent, child = mp_context.Pipe(duplex=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.time()
