@@ -3,7 +3,7 @@ each trial's ``wall_s``, how many seconds of trials) each sampler needs to come 
 median and p90 over seeds.
 
     python bench/sampler_efficiency.py bench/data/landscape-resnet50-jpeg-h200.parquet [--seeds 10]
-        [--samplers staged,tpe,random,gp] [--starts]
+        [--samplers staged,staged-nolocal,tpe,random,gp] [--starts]
 
 Each replayed study is built exactly as a sweep builds it: the same parsed search space (from the file's
 metadata), the same sampler factory and settings (``sweeper.sweep.study.make_sampler``, with the workload's declared
@@ -101,7 +101,15 @@ class Replay:
 def replay(name: str, seed: int, land: Landscape, target: float, first: list[dict[str, Any]], budget: int) -> Replay:
     """Ask/tell one study against the lookup table until a measured configuration reaches ``target``."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    sampler = studies.make_sampler(name, seed, land.space, land.expensive, land.defaults)
+    saved = dict(studies.STAGED)
+    if name == "staged-nolocal":  # the ablation: the staged strategy without its local search (TPE alone there)
+        name = "staged"
+        studies.STAGED["polish_every"] = 0
+    try:
+        sampler = studies.make_sampler(name, seed, land.space, land.expensive, land.defaults)
+    finally:
+        studies.STAGED.clear()
+        studies.STAGED.update(saved)
     study = optuna.create_study(direction="maximize", sampler=sampler)
     for params in first:
         study.enqueue_trial(params)
@@ -164,7 +172,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("landscape", type=Path)
     p.add_argument("--seeds", type=int, default=10)
-    p.add_argument("--samplers", default="staged,tpe,random,gp")
+    p.add_argument("--samplers", default="staged,staged-nolocal,tpe,random,gp")
     p.add_argument("--starts", action="store_true", help="also replay the first sampler after the starts recipe")
     p.add_argument("--within", type=float, default=0.03, help="fraction below the grid's best that counts")
     p.add_argument("--out", type=Path, help="CSV of the table (default: next to the landscape, .samplers.csv)")

@@ -150,3 +150,36 @@ def test_screening_ends_when_half_of_the_time_budget_has_passed_on_the_clock() -
     assert sampler.next_plan(study) == ("screen", EXPENSIVE)
     time.sleep(2.1)
     assert sampler.next_plan(study)[0] == "promote"
+
+
+def test_local_search_tries_the_incumbents_neighbours_best_main_effect_first() -> None:
+    """With nothing expensive, a trial is a one-knob neighbour of the best configuration so far that no trial has
+    measured: a value never measured first, then by the main effect of the changed value (its mean log value in
+    the measurements so far), best first."""
+    params = {"knobs.a": "choice(1,2,3)", "knobs.b": "choice(x,y)", "knobs.c": "choice(p,q)"}
+    defaults = {"knobs.a": 1, "knobs.b": "x", "knobs.c": "p"}
+    space = build_space(params, {}, [], defaults)
+    study = optuna.create_study(direction="maximize", sampler=st.make_sampler("staged", 0, space, {}, defaults))
+    measured = {(1, "x", "p"): 1.0, (2, "x", "p"): 2.0, (1, "x", "q"): 1.8, (1, "y", "p"): 0.5}
+    for (a, b, c), v in measured.items():
+        config = {"knobs.a": a, "knobs.b": b, "knobs.c": c}
+        study.add_trial(create_trial(params=config, distributions=dict(space.params), values=[v]))
+    asked = []
+    for _ in range(3):
+        trial = study.ask()
+        v = st.sample(trial, space, defaults)
+        asked.append((v["knobs.a"], v["knobs.b"], v["knobs.c"]))
+        study.tell(trial, 1.0)  # below the incumbent (2, x, p): it stays the incumbent
+    # a=3 was never measured; c=q (mean log of 1.8) beats c=p (of 1, 2 and 0.5); b=y (of 0.5) is worst.
+    assert asked == [(3, "x", "p"), (2, "x", "q"), (2, "y", "p")]
+
+
+def test_local_search_is_off_in_the_ablation() -> None:
+    """``polish_every=0`` (bench/sampler_efficiency.py's staged-nolocal) leaves every choice to TPE."""
+    space = build_space({"knobs.a": "choice(1,2,3)"}, {}, [], {"knobs.a": 1})
+    sampler = StagedSampler(optuna.samplers.RandomSampler(seed=0), space, {}, {"knobs.a": 1}, polish_every=0)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    study.add_trial(create_trial(params={"knobs.a": 1}, distributions=dict(space.params), values=[1.0]))
+    trial = study.ask()
+    st.sample(trial, space, {"knobs.a": 1})
+    assert trial.number not in sampler._plans

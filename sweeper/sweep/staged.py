@@ -19,14 +19,23 @@ sweepers on one study, pick up where it stands):
 3. **search**: the base sampler continues over the whole space, with everything measured so far in its history;
    a promotion that becomes worth its cost (a new screened configuration ranks in the top ``top_k``) goes first.
 
+In the screen and the search, a trial is first a step of a **local search** around the incumbent (the best
+configuration so far; while screening, the best screened one with its expensive knobs left cheap): the one-knob
+neighbour no trial has measured whose changed value has the best main effect so far (a value never measured first).
+The base sampler proposes the trial when the incumbent's neighbourhood is measured out. Knob effects on training
+throughput are largely multiplicative, so climbing one knob at a time from the baseline reaches the best region
+fast, and TPE's global model escapes where the climb stops (``bench/sampler_efficiency.py``: on the H200 JPEG
+landscape, 80 seeds, the median fell from 21.5 to 12 configurations, the p90 from 57 to 18).
+
 Trials queued by the sweep loop (the baseline, ``starts``, warm-start configurations) run as queued. Without an
-expensive knob in the sampled space the strategy is its base sampler.
+expensive knob in the sampled space the strategy is the local search and its base sampler.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import random
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -60,6 +69,8 @@ class StagedSampler(BaseSampler):
         slack: float = 0.1,
         budget_s: float | None = None,
         screen_share: float = 0.5,
+        polish_every: int = 0,
+        seed: int | None = None,
     ) -> None:
         self.base = base
         self.space = space
@@ -71,6 +82,8 @@ class StagedSampler(BaseSampler):
         self._created = time.time()  # the command's start: its budget counts from here
         self.alternatives = _alternatives(space.params, self.expensive)
         self._plans: dict[int, dict[str, Any]] = {}  # trial number -> the knobs this sampler fixes for it
+        self.polish_every = polish_every
+        self._rng = random.Random(seed)
 
     # ------------------------------------------------------------------ the sampler interface
 
@@ -100,9 +113,18 @@ class StagedSampler(BaseSampler):
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
         self.base.before_trial(study, trial)
-        if not self.expensive or trial.system_attrs.get("fixed_params"):
-            return  # nothing is expensive, or the sweep loop queued this configuration
+        if trial.system_attrs.get("fixed_params"):
+            return  # the sweep loop queued this configuration
+        if not self.expensive:
+            plan = self._polish(study)
+            if plan:
+                self._plans[trial.number] = plan
+            return
         stage, plan = self.next_plan(study)
+        if stage == "screen":
+            plan = {**plan, **self._polish(study, screening=True)}
+        elif not plan:
+            plan = self._polish(study)
         if plan:
             self._plans[trial.number] = plan
         study._storage.set_trial_system_attr(trial._trial_id, STAGE_KEY, stage)  # the screen never comes back
@@ -124,6 +146,36 @@ class StagedSampler(BaseSampler):
             return "screen", dict(self.expensive)
         plan = self._next_promotion(trials, measured, screened, sign)
         return ("promote", plan) if plan else ("search", {})
+
+    def _polish(self, study: Study, screening: bool = False) -> dict[str, Any]:
+        """Local search around the incumbent, every ``polish_every``-th measured trial: the one-knob neighbour of
+        the best configuration so far (the best screened one while screening, its expensive knobs left cheap)
+        that no trial has measured, the one whose changed knob value has the best main effect in the measurements
+        so far (a value never measured first; ties at random). Empty when none is left or it is not the turn:
+        the base sampler then proposes the trial."""
+        if self.polish_every <= 0:
+            return {}
+        trials = study.get_trials(deepcopy=False)
+        measured = [t for t in trials if _feasible(t) and (not screening or self._is_cheap(t.params))]
+        if not measured or len(measured) % self.polish_every:
+            return {}
+        sign = 1.0 if study.directions[0] == StudyDirection.MAXIMIZE else -1.0
+        best = max(measured, key=lambda t: sign * t.values[0])
+        tried = [t.params for t in trials if t.state != TrialState.WAITING] + list(self._plans.values())
+        options = []
+        for name, dist in self.space.params.items():
+            if name not in best.params or not isinstance(dist, CategoricalDistribution):
+                continue
+            if screening and name in self.expensive:
+                continue
+            for value in dist.choices:
+                if value == best.params[name]:
+                    continue
+                plan = self._promoted(best.params, {name: value})
+                if plan and not any(_same(plan, p, keys=plan) for p in tried):
+                    here = _main_effect(measured, name, best.params[name], sign)
+                    options.append((_main_effect(measured, name, value, sign) - here, self._rng.random(), plan))
+        return max(options, key=lambda o: (o[0], o[1]))[2] if options else {}
 
     def _is_cheap(self, params: Mapping[str, Any]) -> bool:
         return all(params.get(k, cheap) == cheap for k, cheap in self.expensive.items())
@@ -235,6 +287,13 @@ def _alternatives(params: Mapping[str, BaseDistribution], expensive: Mapping[str
         choices.append([(name, v) for v in values])
     combos = [dict(c) for c in itertools.product(*choices)]
     return [c for c in combos if any(c[k] != cheap for k, cheap in expensive.items())]
+
+
+def _main_effect(measured: list[FrozenTrial], name: str, value: Any, sign: float) -> float:
+    """The mean log value of the measured trials with ``name == value`` (its main effect, up to a constant);
+    +inf for a value no trial has measured (try it: nothing says it is worse)."""
+    logs = [math.log(sign * t.values[0]) for t in measured if t.params.get(name) == value and sign * t.values[0] > 0]
+    return sum(logs) / len(logs) if logs else math.inf
 
 
 def _feasible(t: FrozenTrial) -> bool:
