@@ -38,6 +38,10 @@ class KnobSweeperConf:
     n_jobs: int = 1
     # Seconds after which no new trial starts (running ones finish; a later run continues); null = no limit.
     timeout_s: Optional[float] = None
+    # Cap a trial's timeout (trial.timeout_s) at this multiple of the slowest measured trial of its kind (the same
+    # `expensive` values), never below timeout_floor_s, once 3 of its kind were measured; null = off.
+    timeout_factor: Optional[float] = None
+    timeout_floor_s: float = 60.0
     # staged (default: cost-aware, see `expensive`), tpe, random, grid, gp, nsgaii, qmc.
     sampler: str = "staged"
     seed: Optional[int] = None

@@ -279,6 +279,18 @@ def check_sweeper(conf: Any) -> None:
             "e.g. hydra.sweeper.confirm_top_k=3, or 0 for none",
         ),
         (
+            "timeout_factor",
+            lambda v: isinstance(v, (int, float)) and v > 1,
+            "a number > 1 or null",
+            "e.g. hydra.sweeper.timeout_factor=4, or null to keep trial.timeout_s for every trial",
+        ),
+        (
+            "timeout_floor_s",
+            lambda v: isinstance(v, (int, float)) and v > 0,
+            "a number of seconds > 0",
+            "e.g. hydra.sweeper.timeout_floor_s=60",
+        ),
+        (
             "heartbeat_interval",
             lambda v: isinstance(v, int) and v >= 1,
             "a whole number of seconds >= 1 or null",

@@ -21,7 +21,7 @@ from sweeper.errors import ConfigError
 from sweeper.results import lookup, store
 from sweeper.results.keys import override_string, set_dotted
 from sweeper.results.outcome import Status, TrialOutcome
-from sweeper.sweep import dedup, launch, recovery, warm
+from sweeper.sweep import budget, dedup, launch, recovery, warm
 from sweeper.sweep import study as studies
 from sweeper.sweep.config import with_values
 from sweeper.sweep.job import device_check, encode_context
@@ -340,6 +340,12 @@ class SweepImpl(recovery.Recovery):
         """Launch one trial through Hydra's launcher (runs in a worker thread; returns JobReturn or the error)."""
         sampled = [override_string(k, v) for k, v in {**self.plan.space.fixed, **values}.items()]
         overrides = self.plan.fixed_args + sampled + slot_overrides(slot)
+        cap = budget.derived_timeout(
+            self.plan.study, values, self.plan.expensive, float(self.plan.cfg["trial"]["timeout_s"]),
+            self.conf.get("timeout_factor"), float(self.conf.get("timeout_floor_s", 60.0)),
+        )  # fmt: skip
+        if cap is not None:
+            overrides.append(f"trial.timeout_s={cap}")
         context = {**self._context(trial, values, job_idx), "overrides": overrides}
         overrides = overrides + [f"trial.context={encode_context(context)}"]
         try:

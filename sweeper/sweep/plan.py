@@ -76,6 +76,7 @@ class SweepPlan:
     workload_key: str = ""  # <workload>[-<data>][-<preset>]: which earlier studies a warm start may read
     warm_sources: list[str] = dataclasses.field(default_factory=list)  # hydra.sweeper.warm_start, resolved
     study_id: str = ""  # the study's random id (studies.study_id): rows and file names of two storages keep apart
+    expensive: dict[str, Any] = dataclasses.field(default_factory=dict)  # hydra.sweeper.expensive (cost classes)
 
 
 def prepare(conf: Mapping[str, Any], config: DictConfig, launcher: Any, arguments: list[str]) -> SweepPlan:
@@ -178,6 +179,7 @@ def prepare(conf: Mapping[str, Any], config: DictConfig, launcher: Any, argument
         workload_key=workload_key,
         warm_sources=warm_sources,
         study_id=study_id,
+        expensive=dict(expensive or {}),
     )
 
 

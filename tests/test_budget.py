@@ -1,0 +1,64 @@
+"""``hydra.sweeper.timeout_factor``: a trial far slower than the measured trials of its kind is stopped at a
+multiple of their cost instead of ``trial.timeout_s`` (on the H200 a 200 s screening trial ate a 5-minute budget)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+from optuna.trial import TrialState, create_trial
+
+from sweeper.sweep.budget import derived_timeout
+from sweeper.sweep.space import build_space
+
+from conftest import run_cli
+
+
+def test_a_trial_far_slower_than_its_kind_is_stopped_at_the_derived_timeout(results: Path) -> None:
+    starts = "[{knobs.fault:none,knobs.work:16},{knobs.fault:none,knobs.work:64},{knobs.fault:hang,knobs.work:16}]"
+    proc = run_cli(
+        [
+            "hydra.searchpath=[file://tests/faultload/conf]",
+            "+workload=faults",
+            "-m",
+            "hydra.sweeper.params={knobs.fault:'choice(none,hang)',knobs.work:'choice(16,32,64)'}",
+            f"hydra.sweeper.starts={starts}",
+            "hydra.sweeper.n_trials=4",
+            "hydra.sweeper.timeout_factor=3",
+            "hydra.sweeper.timeout_floor_s=5",
+            "trial.timeout_s=600",
+        ],
+        results,
+        timeout=400,
+        check=True,
+    )
+    study = optuna.load_study(study_name="faults", storage=f"sqlite:///{results / 'optuna.db'}")
+    trials = sorted(study.trials, key=lambda t: t.number)
+    assert [t.params.get("knobs.fault") for t in trials] == ["none", "none", "none", "hang"], proc.stdout
+    assert [t.user_attrs.get("status") for t in trials[:3]] == ["complete"] * 3
+    hang = trials[3]
+    assert hang.state == TrialState.FAIL and hang.user_attrs.get("reason") == "timeout"
+    slowest = max(t.user_attrs["wall_s"] for t in trials[:3])
+    assert hang.user_attrs["wall_s"] < max(5, 3 * slowest) + 15, "stopped near the cap, not at trial.timeout_s=600"
+
+
+def test_the_cap_compares_a_trial_with_measured_trials_of_its_cost_class() -> None:
+    defaults = {"knobs.a": 1, "knobs.compile": "off"}
+    space = build_space({"knobs.a": "choice(1,2)", "knobs.compile": "choice(off,default)"}, {}, [], defaults)
+    study = optuna.create_study(direction="maximize")
+    for a, compile_, cost in [(1, "off", 10.0), (2, "off", 12.0), (1, "off", 8.0), (1, "default", 50.0)]:
+        study.add_trial(
+            create_trial(
+                params={"knobs.a": a, "knobs.compile": compile_},
+                distributions=dict(space.params),
+                values=[1.0],
+                user_attrs={"status": "complete", "wall_s": cost},
+            )
+        )
+    expensive = {"knobs.compile": "off"}
+    eager, compiled = {"knobs.a": 2, "knobs.compile": "off"}, {"knobs.a": 2, "knobs.compile": "default"}
+    assert derived_timeout(study, eager, expensive, 600, 4, 30) == 48.0, "4 x the slowest eager trial (12 s)"
+    assert derived_timeout(study, eager, expensive, 600, 4, 60) == 60.0, "never below the floor"
+    assert derived_timeout(study, eager, expensive, 40, 4, 30) is None, "never above trial.timeout_s"
+    assert derived_timeout(study, compiled, expensive, 600, 4, 30) is None, "one compiled trial measured: no cap yet"
+    assert derived_timeout(study, eager, expensive, 600, None, 30) is None, "off by default"
