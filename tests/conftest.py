@@ -12,6 +12,18 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# The fault-injection workload (tests/faultload) and a quick random sweep of its good trials. trial.timeout_s:
+# the first trial starts the forkserver (imports torch), which takes long on a loaded machine.
+FAULTS = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=faults"]
+QUICK = [
+    *FAULTS,
+    "-m",
+    "hydra.sweeper.params={knobs.fault:none,knobs.work:'range(8,1000)'}",
+    "hydra.sweeper.sampler=random",
+    "trial.timeout_s=300",
+]
+
+
 def run_cli(
     args: list[str],
     results: Path | None = None,

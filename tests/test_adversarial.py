@@ -21,17 +21,7 @@ from optuna.trial import TrialState
 from sweeper.results import store
 from sweeper.sweep.space import build_space
 
-from conftest import ROOT, run_cli
-
-FAULTS = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=faults"]
-# trial.timeout_s: the first trial starts the forkserver (imports torch), which takes long on a loaded machine.
-QUICK = [
-    *FAULTS,
-    "-m",
-    "hydra.sweeper.params={knobs.fault:none,knobs.work:'range(8,1000)'}",
-    "hydra.sweeper.sampler=random",
-    "trial.timeout_s=300",
-]
+from conftest import FAULTS, QUICK, ROOT, run_cli
 
 
 def _one_line_exit_2(proc: subprocess.CompletedProcess, expected_start: str, results: Path) -> None:

@@ -11,16 +11,8 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from conftest import run_cli
+from conftest import QUICK, run_cli
 
-FAULTS = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=faults"]
-QUICK = [
-    *FAULTS,
-    "-m",
-    "hydra.sweeper.params={knobs.fault:none,knobs.work:'range(8,1000)'}",
-    "hydra.sweeper.sampler=random",
-    "trial.timeout_s=300",
-]
 PG_URL = os.environ.get("KNOB_SWEEPER_PG_URL")
 needs_pg = pytest.mark.skipif(not PG_URL, reason="needs PostgreSQL (KNOB_SWEEPER_PG_URL)")
 
