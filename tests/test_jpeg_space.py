@@ -39,12 +39,15 @@ def test_jpeg_sweep_samples_the_data_knobs(swept: tuple[Path, pd.DataFrame]) -> 
     jpeg = df[df["study"] == "resnet50-jpeg-tiny"]
     assert set(jpeg["status"]) <= {"complete", "skipped"}, jpeg[["status", "reason", "message"]]
     assert (jpeg["status"] == "complete").sum() >= 2
-    # A GPU decode (cuda, or the hybrid split) cannot run on this CPU: skipped before launch with the reason.
+    # A GPU decode (cuda, or the hybrid split) or the side-stream device prefetch cannot run on this CPU: skipped
+    # before launch with the reason; every CPU-only configuration runs.
     skipped = jpeg[jpeg["status"] == "skipped"]
-    on_gpu = jpeg["knob.decode_device"].isin(["cuda", "hybrid"])
-    assert (on_gpu == (jpeg["status"] == "skipped")).all(), jpeg[DATA_KNOBS]
-    assert len(skipped) >= 1, "seed 0 draws a GPU decode in 4 trials"
-    assert skipped["reason"].str.match(r"invalid:knobs\.decode_device=(cuda|hybrid) ").all(), skipped["reason"]
+    gpu_decode = jpeg["knob.decode_device"].isin(["cuda", "hybrid"])
+    gpu_prefetch = jpeg["knob.device_prefetch"].fillna(False).astype(bool) & ~gpu_decode
+    assert ((gpu_decode | gpu_prefetch) == (jpeg["status"] == "skipped")).all(), jpeg[[*DATA_KNOBS, "reason"]]
+    assert gpu_decode.any(), "the workload's second start decodes on the GPU"
+    assert jpeg.loc[gpu_decode, "reason"].str.match(r"invalid:knobs\.decode_device=(cuda|hybrid) ").all()
+    assert jpeg.loc[gpu_prefetch, "reason"].str.match(r"invalid:knobs\.device_prefetch=true ").all()
     assert skipped["steps_measured"].isna().all()
 
     # Active on the JPEG pipeline: every row has a value, drawn from the tiny preset's space.
