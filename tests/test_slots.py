@@ -87,6 +87,62 @@ def test_three_sweepers_on_one_node_never_share_a_core(results: Path, kind: str)
     assert not df["node_shared"].any(), df[["trial", "cpu_affinity", "node_shared_with"]]
 
 
+@pytest.mark.parametrize("kind", ["journal", "postgres"])
+def test_three_sweepers_measure_each_configuration_once(results: Path, kind: str) -> None:
+    """Three sweepers on one node and one study, each with two pinned slots, over a space of three configurations
+    (no ``repeat``): each configuration is measured exactly once, never twice at the same time; a process that
+    asks one another is measuring waits for it and reuses its result (``skipped``, ``duplicate:<trial>``)."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two cores")
+    if kind == "postgres" and PG_URL is None:
+        if os.environ.get("CI"):
+            pytest.fail("KNOB_SWEEPER_PG_URL is unset in CI: .ci/run must start PostgreSQL")
+        pytest.skip("no PostgreSQL here (set KNOB_SWEEPER_PG_URL, as .ci/run does)")
+    url = f"journal://{results}/optuna.journal" if kind == "journal" else PG_URL
+    if kind == "postgres":
+        from sweeper.sweep.study import make_storage
+
+        make_storage(url)
+    study = f"once-{kind}-{uuid.uuid4().hex[:8]}"
+    args = [
+        *FAULTS,
+        "knobs.fault=none",
+        "-m",
+        "hydra.sweeper.params={knobs.fault:none,knobs.work:'choice(16,32,64)'}",
+        "hydra.sweeper.n_trials=3",
+        f"hydra.sweeper.study_name={study}",
+        f"hydra.sweeper.storage={url}",
+        "trial.resources={cpus:1}",
+        "cpu_threads=1",
+        "measure.min_time_s=1.5",
+        "trial.timeout_s=300",
+        "measure.max_steps=1000000",
+        "hydra.sweeper.sampler=random",
+        f"results_dir={results}",
+    ]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "sweeper", *args, f"hydra.sweeper.seed={i}"],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(3)
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-2000:]
+    df = pd.read_parquet(results / "trials")
+    df = df[df["study"] == study]
+    measured = df[df["status"] == "complete"]
+    assert sorted(measured["knob.work"]) == [16, 32, 64], df[["trial", "status", "reason", "knob.work"]]
+    others = df[df["status"] != "complete"]
+    assert (others["status"] == "skipped").all() and others["reason"].str.startswith("duplicate:").all(), others
+    assert all(a["cpu_affinity"] != b["cpu_affinity"] for a, b in _overlapping(measured)), "no core shared"
+
+
 def test_unpinned_trials_at_once_are_flagged_as_sharing(results: Path) -> None:
     """n_jobs=2 without trial.resources: two trials at once on the same cores, which both rows say."""
     run_cli(
