@@ -31,8 +31,9 @@ def _overlapping(df: pd.DataFrame) -> list[tuple[pd.Series, pd.Series]]:
     ]
 
 
-@pytest.mark.parametrize("kind", ["journal", "postgres"])
-def test_three_sweepers_on_one_node_never_share_a_core(results: Path, kind: str) -> None:
+def _three_sweepers(results: Path, kind: str, name: str, sweep_args: list[str]) -> pd.DataFrame:
+    """Three sweeper processes on one node and one study (journal file or PostgreSQL), each with two slots of one
+    pinned core, seeds 0-2; every one must exit 0. Returns the study's rows."""
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs two cores")
     if kind == "postgres" and PG_URL is None:
@@ -44,13 +45,10 @@ def test_three_sweepers_on_one_node_never_share_a_core(results: Path, kind: str)
         from sweeper.sweep.study import make_storage
 
         make_storage(url)
-    study = f"slots-{kind}-{uuid.uuid4().hex[:8]}"
-    # Each process alone would run two trials at once (one per core); three of them would run six on two cores.
+    study = f"{name}-{kind}-{uuid.uuid4().hex[:8]}"
     args = [
         *FAULTS,
-        *GOOD,
-        "-m",
-        "hydra.sweeper.n_trials=9",
+        *sweep_args,
         f"hydra.sweeper.study_name={study}",
         f"hydra.sweeper.storage={url}",
         "trial.resources={cpus:1}",
@@ -59,7 +57,6 @@ def test_three_sweepers_on_one_node_never_share_a_core(results: Path, kind: str)
         "trial.timeout_s=300",
         "measure.max_steps=1000000",
         "hydra.sweeper.sampler=random",
-        "hydra.sweeper.repeat=true",
         f"results_dir={results}",
     ]
     procs = [
@@ -77,7 +74,13 @@ def test_three_sweepers_on_one_node_never_share_a_core(results: Path, kind: str)
         _, err = p.communicate(timeout=600)
         assert p.returncode == 0, err[-2000:]
     df = pd.read_parquet(results / "trials")
-    df = df[df["study"] == study]
+    return df[df["study"] == study]
+
+
+@pytest.mark.parametrize("kind", ["journal", "postgres"])
+def test_three_sweepers_on_one_node_never_share_a_core(results: Path, kind: str) -> None:
+    # Each process alone would run two trials at once (one per core); three of them would run six on two cores.
+    df = _three_sweepers(results, kind, "slots", [*GOOD, "-m", "hydra.sweeper.n_trials=9", "hydra.sweeper.repeat=true"])
     assert len(df) == 9 and (df["status"] == "complete").all(), df[["trial", "status", "reason"]]
     owners = df["hostname"].nunique()
     assert owners == 1
@@ -92,50 +95,8 @@ def test_three_sweepers_measure_each_configuration_once(results: Path, kind: str
     """Three sweepers on one node and one study, each with two pinned slots, over a space of three configurations
     (no ``repeat``): each configuration is measured exactly once, never twice at the same time; a process that
     asks one another is measuring waits for it and reuses its result (``skipped``, ``duplicate:<trial>``)."""
-    if len(os.sched_getaffinity(0)) < 2:
-        pytest.skip("needs two cores")
-    if kind == "postgres" and PG_URL is None:
-        if os.environ.get("CI"):
-            pytest.fail("KNOB_SWEEPER_PG_URL is unset in CI: .ci/run must start PostgreSQL")
-        pytest.skip("no PostgreSQL here (set KNOB_SWEEPER_PG_URL, as .ci/run does)")
-    url = f"journal://{results}/optuna.journal" if kind == "journal" else PG_URL
-    if kind == "postgres":
-        from sweeper.sweep.study import make_storage
-
-        make_storage(url)
-    study = f"once-{kind}-{uuid.uuid4().hex[:8]}"
-    args = [
-        *FAULTS,
-        "knobs.fault=none",
-        "-m",
-        "hydra.sweeper.params={knobs.fault:none,knobs.work:'choice(16,32,64)'}",
-        "hydra.sweeper.n_trials=3",
-        f"hydra.sweeper.study_name={study}",
-        f"hydra.sweeper.storage={url}",
-        "trial.resources={cpus:1}",
-        "cpu_threads=1",
-        "measure.min_time_s=1.5",
-        "trial.timeout_s=300",
-        "measure.max_steps=1000000",
-        "hydra.sweeper.sampler=random",
-        f"results_dir={results}",
-    ]
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "sweeper", *args, f"hydra.sweeper.seed={i}"],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for i in range(3)
-    ]
-    for p in procs:
-        _, err = p.communicate(timeout=600)
-        assert p.returncode == 0, err[-2000:]
-    df = pd.read_parquet(results / "trials")
-    df = df[df["study"] == study]
+    space = "hydra.sweeper.params={knobs.fault:none,knobs.work:'choice(16,32,64)'}"
+    df = _three_sweepers(results, kind, "once", ["knobs.fault=none", "-m", space, "hydra.sweeper.n_trials=3"])
     measured = df[df["status"] == "complete"]
     assert sorted(measured["knob.work"]) == [16, 32, 64], df[["trial", "status", "reason", "knob.work"]]
     others = df[df["status"] != "complete"]
