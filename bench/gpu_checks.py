@@ -11,6 +11,9 @@ Stages (each fits one device call of ~9 minutes; ``accuracy`` alone takes ~5):
              the tool's overhead from do_bench's flush-between-calls conditions. Ends with a summary row.
   gpu_tests  every test marked ``gpu`` (``pytest -m gpu``): its log and JUnit XML in OUT, one row per test.
              Copy OUT/gpu_tests.log into bench/results/ (h200-<date>-gpu_tests.log) with the other records.
+  mfu_cap    transformer_block at the default sweep's best (bf16, compile, batch 8, fused AdamW): its CUDA kernel
+             time by class (GEMM, attention, optimizer, copies, the rest) from torch.profiler, each class's
+             TFLOP/s, and the card's bf16 matmul ceiling (do_bench 8192^3) over the peak the MFU divides by.
   baseline   resnet50 synthetic bs256: fp32 (PyTorch's defaults, the baseline), fp32-strict (the tool's old
              baseline), and the recipe (bf16, channels_last, cudnn_benchmark, fused SGD): the speed-up of the
              recipe over each.
@@ -181,7 +184,121 @@ def stage_baseline(b: Checks) -> None:
         )
 
 
-STAGES = {"accuracy": stage_accuracy, "gpu_tests": stage_gpu_tests, "baseline": stage_baseline}
+# The default transformer_block sweep's best (H200, 2026-11-29: MFU 0.580): what caps it is measured below.
+MFU_CAP_CONFIG = ["knobs.precision=bf16", "knobs.compile=default", "knobs.batch_size=8", "knobs.optimizer_impl=fused"]
+KERNEL_CLASSES = (  # (class, substrings of a CUDA kernel's name), first match wins
+    ("attention", ("flash", "fmha", "attention", "attn")),
+    ("gemm", ("gemm", "nvjet", "xmma", "cutlass", "cublas", "wgmma", "triton_tem")),
+    ("optimizer", ("adam", "multi_tensor")),
+    ("copy", ("memcpy", "memset")),
+)
+
+
+def _kernel_class(name: str) -> str:
+    low = name.lower()
+    return next((cls for cls, keys in KERNEL_CLASSES if any(k in low for k in keys)), "other")
+
+
+def _op_flops(p: dict[str, Any], batch: int) -> dict[str, float]:
+    """Forward + backward FLOPs of the block by class, counted by FlopCounterMode on the meta device as the
+    workload counts its total: there SDPA runs its math path, so attention is the bmm ops (QK^T, PV; full, not
+    causal-halved, as in the total) and the linear layers are mm/addmm."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from workloads.transformer_block import Stack
+
+    with torch.device("meta"):
+        model = Stack(int(p["d_model"]), int(p["n_heads"]), int(p["n_layers"]))
+        x = torch.randn(batch, int(p["seq_len"]), int(p["d_model"]))
+    with FlopCounterMode(display=False) as counter:
+        model(x).sum().backward()
+    out = {"gemm": 0.0, "attention": 0.0}
+    for op, flops in counter.get_flop_counts()["Global"].items():
+        out["attention" if "bmm" in str(op) or "attention" in str(op) else "gemm"] += float(flops)
+    return out
+
+
+def stage_mfu_cap(b: Checks) -> None:
+    """What caps transformer_block's MFU: one profiled window of the sweep's best configuration, its CUDA kernel
+    time split into GEMM, attention, optimizer, copies and the rest (elementwise, norms), each class's achieved
+    TFLOP/s, and the card's own bf16 matmul ceiling (do_bench, 8192^3) against the peak the MFU divides by."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    import workloads
+    from sweeper.trial.gpu import peak_tflops
+
+    overrides = ["preset=tiny", "device=cpu"] if b.smoke else MFU_CAP_CONFIG
+    cfg = b.config("transformer_block", overrides)
+    device = torch.device(cfg["device"])
+    work = workloads.load("transformer_block").build(cfg, device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    steps = 2 if b.smoke else 10
+    try:
+        t0 = time.perf_counter()
+        for _ in range(3 if b.smoke else 6):  # compile + warm-up
+            work.step(work.next_batch())
+        sync()
+        warm_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            work.step(work.next_batch())
+        sync()
+        step_s = (time.perf_counter() - t0) / steps
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+        with profile(activities=activities) as prof:
+            for _ in range(steps):
+                work.step(work.next_batch())
+            sync()
+    finally:
+        work.close()
+    per_class: dict[str, float] = {}
+    for e in prof.events():
+        if device.type == "cuda" and e.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        us = getattr(e, "device_time_total", 0.0) if device.type == "cuda" else e.self_cpu_time_total
+        per_class[_kernel_class(e.name)] = per_class.get(_kernel_class(e.name), 0.0) + us / 1e6 / steps
+    batch = int(cfg["knobs"]["batch_size"])
+    flops = _op_flops(cfg["workload"], batch)
+    total = work.flops_per_step
+    peak = peak_tflops(b.info.name, "bf16") if device.type == "cuda" else float("nan")
+    matmul_ms = float("nan")
+    if device.type == "cuda":
+        a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+        c = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+        matmul_ms = gv._do_bench_ms(lambda: torch.matmul(a, c))
+        del a, c
+    matmul_tflops = 2 * 8192**3 / matmul_ms / 1e9
+    kernel_s = sum(per_class.values())
+    matmul_s = per_class.get("gemm", 0.0) + per_class.get("attention", 0.0)
+    b.record(
+        "mfu_cap",
+        "transformer_block",
+        overrides=overrides,
+        warmup_s=warm_s,
+        step_ms=step_s * 1e3,
+        mfu=total / step_s / 1e12 / peak,
+        peak_tflops=peak,
+        flops_per_step=total,
+        gemm_flops=flops["gemm"],
+        attention_flops=flops["attention"],
+        kernel_ms={k: v * 1e3 for k, v in sorted(per_class.items())},
+        kernel_busy_frac=kernel_s / step_s,
+        gemm_tflops=flops["gemm"] / per_class.get("gemm", float("nan")) / 1e12,
+        attention_tflops=flops["attention"] / per_class.get("attention", float("nan")) / 1e12,
+        matmul_8192_tflops=matmul_tflops,
+        matmul_8192_over_peak=matmul_tflops / peak,
+        mfu_if_only_gemm_and_attention=total / (matmul_s or float("nan")) / 1e12 / peak,
+    )
+
+
+STAGES = {
+    "accuracy": stage_accuracy,
+    "gpu_tests": stage_gpu_tests,
+    "baseline": stage_baseline,
+    "mfu_cap": stage_mfu_cap,
+}
 
 
 def main() -> None:
