@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -110,7 +111,9 @@ def single_run(out: Path, results: Path, overrides: list[str]) -> dict[str, Any]
     return pd.read_parquet(new[-1]).iloc[-1].to_dict()
 
 
-def sweep(out: Path, results: Path, data: str, seconds: float, extra: list[str]) -> tuple[float, pd.DataFrame]:
+def sweep(
+    out: Path, results: Path, data: str, seconds: float, extra: list[str], grace_s: float
+) -> tuple[float, pd.DataFrame]:
     cmd = [
         sys.executable,
         "-m",
@@ -126,12 +129,22 @@ def sweep(out: Path, results: Path, data: str, seconds: float, extra: list[str])
         cmd.append("workload.data=jpeg")
     started = time.time()
     with (out / f"sweep-{data}.log").open("w") as f:
-        proc = subprocess.run(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env=env(), timeout=seconds + 300)
-    log(out, data, kind="sweep", exit=proc.returncode, wall_s=time.time() - started, command=" ".join(cmd[2:]))
-    rows = pd.concat([pd.read_parquet(p) for p in sorted((results / "trials").glob("*.parquet"))], ignore_index=True)
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env=env())
+        try:  # past the budget only the trials already running go on; a cold compile can take minutes
+            code = proc.wait(timeout=seconds + grace_s)
+        except subprocess.TimeoutExpired:  # stop it as Ctrl-C would: running trials are recorded as interrupted
+            proc.send_signal(signal.SIGTERM)
+            code = proc.wait()
+    log(out, data, kind="sweep", exit=code, wall_s=time.time() - started, started=started, command=" ".join(cmd[2:]))
+    files = sorted(p for p in (results / "trials").glob("*.parquet") if not p.name.startswith("+"))
+    return started, sweep_rows(pd.concat([pd.read_parquet(p) for p in files], ignore_index=True), data) if files else (
+        pd.DataFrame(columns=["study", "status", "throughput", "ended_at"])
+    )
+
+
+def sweep_rows(rows: pd.DataFrame, data: str) -> pd.DataFrame:
     study = "resnet50-jpeg" if data == "jpeg" else "resnet50"
-    rows = rows[rows["study"].astype(str).str.startswith(study) & (rows["study"] != "reference")]
-    return started, rows
+    return rows[rows["study"].astype(str).str.startswith(study) & (rows["study"] != "reference")]
 
 
 def curve(rows: pd.DataFrame, started: float) -> list[tuple[float, float]]:
@@ -162,6 +175,14 @@ def main() -> None:
     a.add_argument("--hand", default="bf16:256,bf16:512,fp16:512")
     a.add_argument("--hand-seconds", type=float, default=3.0)
     a.add_argument("--smoke", action="store_true", help="CPU: no hand loops, tiny sweep (checks the script)")
+    a.add_argument("--grace-s", type=float, default=60, help="after the budget, stop the sweep (SIGTERM) this late")
+    a.add_argument(
+        "--summarize",
+        metavar="ROWS.parquet",
+        type=Path,
+        help="only summarize an earlier run: its packed rows (bench/pack.py), its OUT's jsonl (the references)",
+    )
+    a.add_argument("--started", help="with --summarize: when that sweep was launched (ISO time, UTC)")
     args, more = a.parse_known_args()  # the rest: Hydra overrides for the sweep (trial.timeout_s=200 ...)
     args.extra = more
     out = args.out
@@ -170,21 +191,51 @@ def main() -> None:
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(results / "inductor_cache"))
     extra = list(args.extra) + (["preset=tiny"] if args.smoke else [])
 
+    if args.summarize:
+        references = [json.loads(ln) for ln in (out / f"ceiling-{args.data}.jsonl").read_text().splitlines()]
+        reference, ref_name = best_reference(references, args.data)
+        started = pd.Timestamp(args.started, tz="UTC").timestamp()
+        rows = sweep_rows(pd.read_parquet(args.summarize), args.data)
+        summarize(args, out, results, rows, started, reference, ref_name, recomputed=True)
+        return
     reference, ref_name = 0.0, ""
     if args.data == "synthetic":
         hands = [] if args.smoke else hand_loops(out, [s for s in args.hand.split(",") if s], args.hand_seconds)
-        finite = [h for h in hands if h.get("finite")]
-        if finite:
-            top = max(finite, key=lambda h: h["img_s"])
-            reference, ref_name = top["img_s"], f"hand loop {top['precision']} bs{top['batch']}"
+        reference, ref_name = best_reference([{"kind": "hand", **h} for h in hands], "synthetic")
     else:
         ref = single_run(
             out, results, REFERENCE + (["preset=tiny", "knobs.batch_size=4", "knobs.compile=off"] if args.smoke else [])
         )
         log(out, "jpeg", kind="reference", **{k: ref.get(k) for k in ("status", "throughput", "error")})
-        reference, ref_name = float(ref.get("throughput") or 0.0), "tool, synthetic, bf16 compiled bs256"
+        reference, ref_name = best_reference([{"kind": "reference", **ref}], "jpeg")
 
-    started, rows = sweep(out, results, args.data, args.sweep_s, extra)
+    started, rows = sweep(out, results, args.data, args.sweep_s, extra, args.grace_s)
+    summarize(args, out, results, rows, started, reference, ref_name)
+
+
+def best_reference(rows: list[dict[str, Any]], data: str) -> tuple[float, str]:
+    """The reference the sweep is compared with: the fastest finite hand loop (synthetic) or the tool's single
+    compiled run on synthetic data (jpeg); (0, "") when there is none."""
+    if data == "synthetic":
+        finite = [r for r in rows if r.get("kind") == "hand" and r.get("finite")]
+        if not finite:
+            return 0.0, ""
+        top = max(finite, key=lambda h: h["img_s"])
+        return float(top["img_s"]), f"hand loop {top['precision']} bs{top['batch']}"
+    refs = [r for r in rows if r.get("kind") == "reference" and r.get("throughput")]
+    return (float(refs[-1]["throughput"]), "tool, synthetic, bf16 compiled bs256") if refs else (0.0, "")
+
+
+def summarize(
+    args: argparse.Namespace,
+    out: Path,
+    results: Path,
+    rows: pd.DataFrame,
+    started: float,
+    reference: float,
+    ref_name: str,
+    recomputed: bool = False,
+) -> None:
     points = curve(rows, started)
     done = rows[rows["status"] == "complete"]
     best = done.loc[done["throughput"].idxmax()] if len(done) else None
@@ -196,6 +247,7 @@ def main() -> None:
         "curve": points,
         "reference": reference,
         "reference_is": ref_name,
+        "recomputed_from_rows": recomputed,
     }
     if best is not None:
         final = float(best["throughput"])
@@ -211,7 +263,7 @@ def main() -> None:
         for col in ("data_wait_frac", "gpu_util_mean", "data_limit_stage", "mfu", "step_cv"):
             if col in best:
                 summary[f"best_{col}"] = best[col]
-        if args.data == "jpeg":
+        if args.data == "jpeg" and not recomputed:
             same = [
                 f"knobs.{k}={_override_value(best[f'knob.{k}'])}"
                 for k in MODEL_KNOBS

@@ -26,8 +26,12 @@ def test_overhead_bench(tmp_path: Path) -> None:
     out = _run("bench/overhead.py", "--trials", "3", "--out", str(tmp_path / "r"))
     assert len(pd.read_parquet(tmp_path / "r" / "trials")) == 3
     value = {ln.rsplit(None, 1)[0].strip(): float(ln.rsplit(None, 1)[1]) for ln in out.splitlines()[1:]}
-    between = (value["sweep wall time (s)"] - value["startup before the first trial (s, once)"]
-               - value["after the last trial: summary, exit (s)"] - value["trials' own work, sum (s)"])
+    between = (
+        value["sweep wall time (s)"]
+        - value["startup before the first trial (s, once)"]
+        - value["after the last trial: summary, exit (s)"]
+        - value["trials' own work, sum (s)"]
+    )
     # 3 trials have 2 gaps between them: the per-trial figure divides by 2, not 3 (the printed values are rounded)
     assert value["overhead per trial between trials (s)"] == pytest.approx(between / 2, abs=0.02)
 
@@ -51,11 +55,16 @@ def test_landscape_record_export_and_sampler_replay(tmp_path: Path) -> None:
     elsewhere = ~is_default & (df.index == df.index[~is_default][-1])
     for planted, at_defaults in ((is_default, True), (elsewhere, False)):
         column = table.schema.get_field_index("throughput")
-        pq.write_table(table.set_column(column, "throughput", pa.array(np.where(planted, 2.0, 1.0)))
-                       .replace_schema_metadata(table.schema.metadata), land)
+        pq.write_table(
+            table.set_column(column, "throughput", pa.array(np.where(planted, 2.0, 1.0))).replace_schema_metadata(
+                table.schema.metadata
+            ),
+            land,
+        )
         out = _run("bench/sampler_efficiency.py", str(land), "--seeds", "2", "--samplers", "staged,random", "--starts")
-        lines = {ln.split()[0]: ln.split() for ln in out.splitlines()
-                 if ln.split() and ln.split()[0] in ("staged", "random")}
+        lines = {
+            ln.split()[0]: ln.split() for ln in out.splitlines() if ln.split() and ln.split()[0] in ("staged", "random")
+        }
         assert set(lines) == {"staged", "random"}
         for name, cols in lines.items():  # sampler, median, % grid, p90, missed, median s, p90 s
             assert int(cols[4]) == 0, f"{name} never found the planted best on a 12-point grid: {out}"
@@ -153,9 +162,12 @@ def test_gpu_checks_run_every_gpu_test_and_keep_the_output(tmp_path: Path) -> No
     _run("bench/gpu_checks.py", str(tmp_path), "--smoke", "--stages", "gpu_tests", timeout=400)
     rows = [json.loads(line) for line in (tmp_path / "gpu_checks.jsonl").read_text().splitlines()]
     tests = {r["name"].split("::")[-1].split("[")[0]: r["outcome"] for r in rows if "::" in r["name"]}
-    assert {"test_gpu_batches_are_float32_in_the_memory_format", "test_pin_memory_and_non_blocking_reach_the_copy",
-            "test_precision_decides_where_tf32_rounds_on_the_gpu",
-            "test_compile_reduce_overhead_replays_cuda_graphs_and_default_does_not"} <= set(tests)
+    assert {
+        "test_gpu_batches_are_float32_in_the_memory_format",
+        "test_pin_memory_and_non_blocking_reach_the_copy",
+        "test_precision_decides_where_tf32_rounds_on_the_gpu",
+        "test_compile_reduce_overhead_replays_cuda_graphs_and_default_does_not",
+    } <= set(tests)
     assert set(tests.values()) == {"skipped"}, "no GPU here"
     assert "test_fp32_baseline_is_pytorchs_own_defaults" not in tests, "only the tests marked gpu"
     summary = next(r for r in rows if r["name"] == "summary")
@@ -165,3 +177,34 @@ def test_gpu_checks_run_every_gpu_test_and_keep_the_output(tmp_path: Path) -> No
 
 # End-to-end sweeps of real workloads: `python -m pytest -m "not slow"` skips them.
 pytestmark = pytest.mark.slow
+
+
+def test_mfu_cap_splits_kernel_time_by_class(tmp_path: Path) -> None:
+    """bench/gpu_checks.py --stages mfu_cap at tiny size: the FLOPs split into GEMM and attention adds up to the
+    workload's own count, and the profiled time is split by class (CPU ops here)."""
+    _run("bench/gpu_checks.py", str(tmp_path), "--smoke", "--stages", "mfu_cap", timeout=300)
+    rows = [json.loads(line) for line in (tmp_path / "gpu_checks.jsonl").read_text().splitlines()]
+    row = next(r for r in rows if r["stage"] == "mfu_cap")
+    assert row["gemm_flops"] > 0 and row["attention_flops"] > 0
+    assert row["gemm_flops"] + row["attention_flops"] == pytest.approx(row["flops_per_step"], rel=1e-9)
+    assert row["step_ms"] > 0 and sum(row["kernel_ms"].values()) > 0
+
+
+def test_ceiling_bench_stops_an_overrunning_sweep_and_summarizes_from_rows(tmp_path: Path) -> None:
+    """bench/ceiling.py --smoke: a sweep still running ``grace_s`` after its budget is stopped (its running trial
+    recorded, the summary still written); --summarize recomputes the same summary from the packed rows."""
+    out = tmp_path / "c"
+    # Trials whose window lasts 60 s, a 25 s budget and no grace: the sweep is stopped (SIGTERM) while its first
+    # trial runs (the sweeper starts its first trial ~6 s after launch on the CI machine).
+    _run("bench/ceiling.py", str(out), "--smoke", "--sweep-s", "25", "--grace-s", "0", "measure.min_time_s=60")
+    rows = [json.loads(line) for line in (out / "ceiling-synthetic.jsonl").read_text().splitlines()]
+    sweep = next(r for r in rows if r["kind"] == "sweep")
+    assert sweep["exit"] != 0, "stopped, not finished"
+    first = next(r for r in rows if r["kind"] == "summary")
+    assert first["statuses"] == {"failed": 1} and first["recomputed_from_rows"] is False, "one trial, interrupted"
+    _run("bench/pack.py", str(out / "results"), str(tmp_path / "rows.parquet"))
+    started = pd.Timestamp(sweep["started"], unit="s", tz="UTC").isoformat()
+    _run("bench/ceiling.py", str(out), "--summarize", str(tmp_path / "rows.parquet"), "--started", started)
+    again = [json.loads(line) for line in (out / "ceiling-synthetic.jsonl").read_text().splitlines()][-1]
+    assert again["recomputed_from_rows"] is True
+    assert (again["trials"], again["statuses"], again["curve"]) == (first["trials"], first["statuses"], first["curve"])
