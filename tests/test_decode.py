@@ -160,6 +160,43 @@ def test_imagenet_corpus_sizes_vary(tmp_path: Path) -> None:
         corpus.corpus_sizes({"corpus_sizes": "huge"})
 
 
+@pytest.mark.parametrize("height,width", [(375, 500), (800, 200), (224, 224), (20, 400)])
+def test_batched_crop_windows_sample_as_torchvision_does(height: int, width: int) -> None:
+    """crop_windows (the GPU path's batched draw) against torchvision's own RandomResizedCrop.get_params, 20,000
+    windows each, seeded: every window lies inside the image; the area fraction, the aspect ratio, the placement
+    and the share of central fallbacks agree (20x400: no draw can fit, so every window is the centre clamped to 4/3)."""
+    n = 20_000
+    torch.manual_seed(0)
+    ours = decode.crop_windows(torch.full((n,), height), torch.full((n,), width)).to(torch.float64)
+    torch.manual_seed(1)
+    ref = torch.tensor([decode.crop_window(height, width) for _ in range(n)], dtype=torch.float64)
+    for rows in (ours, ref):
+        top, left, h, w = rows.unbind(1)
+        assert bool(((top >= 0) & (left >= 0) & (h > 0) & (w > 0)).all())
+        assert bool(((top + h <= height) & (left + w <= width)).all())
+
+    def stats(rows: torch.Tensor) -> list[float]:
+        top, left, h, w = rows.unbind(1)
+        area, aspect = h * w / (height * width), torch.log(w / h)
+        centre = (top == torch.div(height - h, 2, rounding_mode="floor")) & (
+            left == torch.div(width - w, 2, rounding_mode="floor")
+        )
+        return [
+            area.mean().item(),
+            area.quantile(0.1).item(),
+            area.quantile(0.9).item(),
+            aspect.mean().item(),
+            aspect.std().item(),
+            ((top + h / 2) / height).mean().item(),
+            ((left + w / 2) / width).mean().item(),
+            centre.double().mean().item(),
+        ]
+
+    assert stats(ours) == pytest.approx(stats(ref), abs=0.02)
+    if height == 20:  # a crop of >= 8 % of 20x400 with aspect <= 4/3 is >= 21.9 px high: none fits
+        assert ours.unique(dim=0).tolist() == ref.unique(dim=0).tolist() == [[0, 186, 20, 27]]
+
+
 def test_dct_scale_keeps_the_crop_at_output_resolution() -> None:
     assert decode.dct_denominator(448, 448, 224) == 2
     assert decode.dct_denominator(447, 900, 224) == 1, "the short side of the crop would fall under 224"
