@@ -82,8 +82,9 @@ def _run_recorded(tcfg: dict[str, Any], context: dict[str, Any]) -> tuple[TrialO
     with Occupancy(node_lock_dir(tcfg), trial_units(tcfg), context["study"], context["number"]) as occupancy:
         if tcfg["trial"].get("isolate", True):
             from sweeper.sweep.prune import reporter
-            from sweeper.trial.isolate import run_isolated
+            from sweeper.trial.isolate import preload_workload, run_isolated
 
+            preload_workload(tcfg)  # a launcher's worker process starts its forkserver at its first trial
             outcome = run_isolated(
                 tcfg,
                 float(tcfg["trial"]["timeout_s"]),

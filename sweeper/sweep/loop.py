@@ -65,6 +65,10 @@ class SweepImpl(recovery.Recovery):
 
             fail(e)
         isolated = launch.may_run_here(self.launcher) and self.plan.cfg["trial"].get("isolate", True)
+        if isolated:
+            from sweeper.trial.isolate import preload_workload
+
+            preload_workload(self.plan.cfg)
         return recovery.guarded(self._sweep, self.plan.storage_url, forkserver=isolated)
 
     def _sweep(self) -> list[Any]:

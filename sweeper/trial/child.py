@@ -1,7 +1,8 @@
 """Inside the trial process: apply the environment, build the workload, measure, classify the ending.
 
-This module is preloaded by the forkserver (it imports torch and torchvision but never touches CUDA), so a
-trial process starts in milliseconds with torch already imported. Everything here runs in the child.
+This module is preloaded by the forkserver (it imports torch but never touches CUDA; the sweep adds its built-in
+workload's module, ``isolate.preload_workload``), so a trial process starts in milliseconds with torch already
+imported. Everything here runs in the child.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
-import torchvision  # noqa: F401  (preloaded for the workloads)
 
 from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.trial import local

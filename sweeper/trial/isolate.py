@@ -1,6 +1,7 @@
 """Run one trial in an isolated child process: timeout, signals, outcome. The parent side of ``sweeper.trial.child``.
 
-Children come from a ``multiprocessing`` forkserver that has imported torch (not CUDA), so CUDA state,
+Children come from a ``multiprocessing`` forkserver that has imported torch (not CUDA) and the workload's module
+(``preload_workload``: torchvision for resnet50, ~3 s that a matmul sweep does not pay), so CUDA state,
 allocator fragmentation, compile caches and crashes stay inside one trial while the start costs milliseconds
 instead of a fresh interpreter's seconds. The child runs in its own process group; a timeout kills the group.
 """
@@ -20,6 +21,7 @@ from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.trial.proc import kill_group
 
 _CONTEXT: Any = None
+_PRELOAD = ["sweeper.trial.child"]  # imported once by the forkserver, before it forks any trial
 # Trial processes running now (pid -> None), so an interrupted sweep can end them at once (``interrupt_all``).
 _LIVE: dict[int, None] = {}
 _LIVE_LOCK = threading.Lock()
@@ -74,9 +76,23 @@ def _context() -> Any:
             # unknown to plain multiprocessing there.
             mp.set_start_method("forkserver", force=True)
         mp_context = mp.get_context("forkserver")
-        mp_context.set_forkserver_preload(["sweeper.trial.child"])
+        mp_context.set_forkserver_preload(list(_PRELOAD))
         _CONTEXT = mp_context
     return _CONTEXT
+
+
+def preload_workload(cfg: dict[str, Any]) -> None:
+    """Have the forkserver import ``cfg``'s built-in workload module too (and what it imports, torchvision for
+    resnet50), if it has not started yet: then every trial forks with it imported. A workload of the user's own
+    (``workload.module``) is imported by its trial process instead: nothing of the user's runs in the forkserver."""
+    workload = cfg.get("workload") or {}
+    if workload.get("module") or not workload.get("name"):
+        return
+    module = f"workloads.{workload['name']}"
+    if module not in _PRELOAD:
+        _PRELOAD.append(module)
+        if _CONTEXT is not None:
+            _CONTEXT.set_forkserver_preload(list(_PRELOAD))  # takes effect if the forkserver is not running yet
 
 
 def _log_tail(path: Path, n: int = 12) -> str:
