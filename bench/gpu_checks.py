@@ -200,22 +200,13 @@ def _kernel_class(name: str) -> str:
 
 
 def _op_flops(p: dict[str, Any], batch: int) -> dict[str, float]:
-    """Forward + backward FLOPs of the block by class, counted by FlopCounterMode on the meta device as the
-    workload counts its total: there SDPA runs its math path, so attention is the bmm ops (QK^T, PV; full, not
-    causal-halved, as in the total) and the linear layers are mm/addmm."""
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
+    """The workload's own FLOP count (``flops_by_op``) split into attention (the bmm ops of SDPA's math path on
+    the meta device) and GEMM (the linear layers' mm/addmm)."""
+    from workloads.transformer_block import flops_by_op
 
-    from workloads.transformer_block import Stack
-
-    with torch.device("meta"):
-        model = Stack(int(p["d_model"]), int(p["n_heads"]), int(p["n_layers"]))
-        x = torch.randn(batch, int(p["seq_len"]), int(p["d_model"]))
-    with FlopCounterMode(display=False) as counter:
-        model(x).sum().backward()
     out = {"gemm": 0.0, "attention": 0.0}
-    for op, flops in counter.get_flop_counts()["Global"].items():
-        out["attention" if "bmm" in str(op) or "attention" in str(op) else "gemm"] += float(flops)
+    for op, flops in flops_by_op(p, batch).items():
+        out["attention" if "bmm" in op or "attention" in op else "gemm"] += flops
     return out
 
 

@@ -147,3 +147,25 @@ def test_sigkill_mid_sweep_then_resume(results: Path) -> None:
 
 # End-to-end sweeps of real workloads: `python -m pytest -m "not slow"` skips them.
 pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("workload,torchvision", [("matmul", False), ("resnet50", True)])
+def test_forkserver_preloads_the_sweeps_workload_module_and_nothing_more(workload: str, torchvision: bool) -> None:
+    """A trial process forks with its workload's module imported, and with torchvision only where the workload
+    needs it (resnet50): a matmul sweep does not pay its ~3 s import."""
+    code = f"""
+import sys
+sys.path.insert(0, {str(ROOT / "tests")!r})
+import preload_probe
+from sweeper.trial import isolate
+isolate.preload_workload({{"workload": {{"name": {workload!r}}}}})
+ctx = isolate._context()
+parent, child = ctx.Pipe()
+p = ctx.Process(target=preload_probe.imported, args=(["torchvision", "workloads.{workload}"], child))
+p.start()
+print(parent.recv())
+p.join()
+"""
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == str({"torchvision": torchvision, f"workloads.{workload}": True})

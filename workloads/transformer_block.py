@@ -79,8 +79,10 @@ def check(cfg: dict[str, Any], device: DeviceInfo) -> str | None:
     return None
 
 
-def flops_per_step(p: dict[str, Any], batch: int) -> float:
-    """Model FLOPs of forward + backward for one micro-batch, counted by FlopCounterMode on the meta device."""
+def flops_by_op(p: dict[str, Any], batch: int) -> dict[str, float]:
+    """Model FLOPs of forward + backward for one micro-batch per aten op, counted by FlopCounterMode on the meta
+    device. There SDPA runs its math path: attention is the ``bmm`` ops (QK^T and PV, full, not causal-halved),
+    the linear layers ``mm``/``addmm``."""
     from torch.utils.flop_counter import FlopCounterMode
 
     with torch.device("meta"):
@@ -88,7 +90,12 @@ def flops_per_step(p: dict[str, Any], batch: int) -> float:
         x = torch.randn(batch, int(p["seq_len"]), int(p["d_model"]))
     with FlopCounterMode(display=False) as counter:
         model(x).sum().backward()
-    return float(counter.get_total_flops())
+    return {str(op): float(n) for op, n in counter.get_flop_counts()["Global"].items()}
+
+
+def flops_per_step(p: dict[str, Any], batch: int) -> float:
+    """Model FLOPs of forward + backward for one micro-batch (:func:`flops_by_op`, summed)."""
+    return sum(flops_by_op(p, batch).values())
 
 
 def build(cfg: dict[str, Any], device: torch.device) -> Workload:
