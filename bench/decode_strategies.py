@@ -156,9 +156,13 @@ def tool(o: Out, out: Path, name: str, overrides: list[str], timeout: float = 40
     before = set((results / "trials").glob("*.parquet")) if (results / "trials").exists() else set()
     cmd = [sys.executable, "-m", "sweeper", "+workload=resnet50", f"results_dir={results}", *overrides]
     t0 = time.perf_counter()
-    proc = subprocess.run(
-        cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"}
-    )
+    try:
+        proc = subprocess.run(
+            cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        )
+    except subprocess.TimeoutExpired as e:  # one stuck run must not end the other strategies' measurements
+        text = "".join(x.decode(errors="replace") if isinstance(x, bytes) else x for x in (e.stdout, e.stderr) if x)
+        proc = subprocess.CompletedProcess(cmd, 124, "", f"timed out after {timeout} s\n{text}")
     wall = time.perf_counter() - t0
     (out / "logs").mkdir(exist_ok=True)
     (out / "logs" / f"trial-{name}.log").write_text(proc.stdout + proc.stderr)

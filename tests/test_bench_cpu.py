@@ -208,3 +208,17 @@ def test_ceiling_bench_stops_an_overrunning_sweep_and_summarizes_from_rows(tmp_p
     again = [json.loads(line) for line in (out / "ceiling-synthetic.jsonl").read_text().splitlines()][-1]
     assert again["recomputed_from_rows"] is True
     assert (again["trials"], again["statuses"], again["curve"]) == (first["trials"], first["statuses"], first["curve"])
+
+
+def test_decode_strategies_records_a_run_past_its_time_limit_and_goes_on(tmp_path: Path) -> None:
+    """bench/decode_strategies.py's single runs: one that outlives its limit (here 0.5 s, shorter than the
+    sweeper's imports) becomes an error row instead of ending the other strategies' measurements."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("decode_strategies", ROOT / "bench" / "decode_strategies.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    o = bench.Out(tmp_path)
+    bench.tool(o, tmp_path, "stuck", ["preset=tiny"], timeout=0.5)
+    (row,) = o.rows
+    assert row["name"] == "stuck" and row["error"].startswith("exit 124, no row; timed out after 0.5 s")
