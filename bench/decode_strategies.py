@@ -3,6 +3,9 @@
     python bench/decode_strategies.py OUT [--smoke] [--parts loader,trials,fp16]
 
 Parts:
+  gpu_stages  the GPU path's two stages alone, on batches of 256 files held in memory (no loader, no model): wall ms
+          per batch of the batched nvJPEG decode and of the crop (gather + roi_align), and the crop's GPU time
+          (CUDA events), i.e. what it takes from a training step that shares the GPU.
   loader  the input pipeline alone (workloads.data.Pipeline, no model): img/s of every decode strategy at batch 256
           with N workers (16 cores: 14), and the per-stage timings the pipeline records (which stage limits it).
   trials  the tool's single runs (``python -m sweeper``, one isolated trial each): the model on synthetic data
@@ -59,6 +62,13 @@ STRATEGIES: dict[str, dict[str, Any]] = {
         "decode_scale": "reduced",
         "transfer_dtype": "uint8",
     },
+    "hybrid-0.75": {
+        "decode_device": "hybrid",
+        "gpu_share": 0.75,
+        "cpu_decoder": "pil",
+        "decode_scale": "reduced",
+        "transfer_dtype": "uint8",
+    },
 }
 
 
@@ -74,6 +84,56 @@ class Out:
             f.write(json.dumps(row, default=str) + "\n")
         shown = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
         print(f"[{part}] {name}: {shown}", flush=True)
+
+
+def part_gpu_stages(o: Out, out: Path, smoke: bool, reps: int = 12) -> None:
+    import statistics
+
+    import torch
+
+    from workloads import corpus, decode
+
+    device = torch.device("cpu" if smoke else "cuda")
+    p = {"corpus_images": 64 if smoke else 2048, "corpus_width": 64 if smoke else 500,
+         "corpus_height": 48 if smoke else 375}
+    root = corpus.corpus_path(p, out / "results" / "data")
+    corpus.ensure_corpus(root, p["corpus_images"], p["corpus_width"], p["corpus_height"], corpus.corpus_sizes(p))
+    files = [torch.frombuffer(bytearray(f.read_bytes()), dtype=torch.uint8) for f in sorted(root.glob("*/*.jpg"))]
+    bs = 8 if smoke else 256
+    gpu = decode.GpuDecode(32 if smoke else 224, device)
+    stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+    dec_ms, crop_ms, crop_gpu_ms = [], [], []
+    for r in range(reps + 2):
+        batch = [files[(r * bs + i) % len(files)] for i in range(bs)]
+        with torch.cuda.stream(stream) if stream is not None else _null():
+            t0 = time.perf_counter()
+            images = gpu.decode(batch)
+            t1 = time.perf_counter()
+            if stream is not None:
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+            gpu.crop(images)
+            if stream is not None:
+                end.record()
+            decode.synchronize(device)
+            t2 = time.perf_counter()
+        if r >= 2:  # the first two: nvJPEG and roi_align start-up
+            dec_ms.append((t1 - t0) * 1e3)
+            crop_ms.append((t2 - t1) * 1e3)
+            if stream is not None:
+                crop_gpu_ms.append(start.elapsed_time(end))
+    med = statistics.median
+    o.add("gpu_stages", f"batch {bs}", decode_ms=med(dec_ms), crop_ms=med(crop_ms),
+          crop_gpu_ms=med(crop_gpu_ms) if crop_gpu_ms else None, decode_img_s=bs / med(dec_ms) * 1e3,
+          crop_img_s=bs / med(crop_ms) * 1e3, reps=reps)
+
+
+class _null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
 
 
 def part_loader(o: Out, out: Path, smoke: bool, workers: int, seconds: float, only: list[str]) -> None:
@@ -303,6 +363,7 @@ def main() -> None:
                 [s for s in args.strategies.split(",") if s],
             ),
             "trials": lambda: part_trials(o, args.out, args.smoke, workers),
+            "gpu_stages": lambda: part_gpu_stages(o, args.out, args.smoke),
             "fp16": lambda: part_fp16(o, args.smoke),
         }[part]()
         print(f"== part {part}: {time.perf_counter() - t0:.0f} s", flush=True)

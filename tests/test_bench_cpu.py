@@ -222,3 +222,11 @@ def test_decode_strategies_records_a_run_past_its_time_limit_and_goes_on(tmp_pat
     bench.tool(o, tmp_path, "stuck", ["preset=tiny"], timeout=0.5)
     (row,) = o.rows
     assert row["name"] == "stuck" and row["error"].startswith("exit 124, no row; timed out after 0.5 s")
+
+
+def test_decode_strategies_times_the_gpu_paths_two_stages(tmp_path: Path) -> None:
+    """The gpu_stages part (CPU smoke: torchvision's CPU decoder stands in for nvJPEG) times each stage per batch."""
+    _run("bench/decode_strategies.py", str(tmp_path), "--smoke", "--parts", "gpu_stages")
+    (row,) = [json.loads(line) for line in (tmp_path / "decode_strategies.jsonl").read_text().splitlines()]
+    assert row["part"] == "gpu_stages" and row["decode_ms"] > 0 and row["crop_ms"] > 0 and row["reps"] == 12
+    assert row["crop_gpu_ms"] is None, "no CUDA events on the CPU"

@@ -261,3 +261,76 @@ def test_prefetcher_keeps_order_and_reports_failures() -> None:
             pre.next()  # the source ran dry: StopIteration in the thread reaches the consumer
     finally:
         pre.close()
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_gpu_crop_equals_roi_align_on_each_whole_image(device: str) -> None:
+    """The GPU path gathers only the crop windows (plus a one-pixel border, clamped at the image's edge, with the
+    flip folded into the column order) into a canvas per chunk; each output must equal roi_align on the whole image
+    with the window's box, then flipped: windows at every edge and corner, the whole image, flipped or not, images
+    of different sizes across several chunks."""
+    from torchvision.ops import roi_align
+
+    gen = torch.Generator().manual_seed(0)
+    sizes = [(20, 30), (40, 25), (17, 17), (60, 44), (33, 70), (9, 9), (50, 12)] * 2
+    images = [torch.randint(0, 256, (3, h, w), dtype=torch.uint8, generator=gen).to(device) for h, w in sizes]
+    heights, widths = torch.tensor([h for h, _ in sizes]), torch.tensor([w for _, w in sizes])
+    windows = decode.crop_windows(heights, widths)
+    # edges and corners: top-left, bottom-right, the whole image, a one-pixel-wide column at the right edge
+    windows[0] = torch.tensor([0, 0, 8, 11])
+    windows[1] = torch.tensor([40 - 7, 25 - 9, 7, 9])
+    windows[2] = torch.tensor([0, 0, 17, 17])
+    windows[3] = torch.tensor([5, 43, 30, 1])
+    flip = torch.arange(len(images)) % 3 == 0
+    flip[2] = flip[3] = True
+    gpu = decode.GpuDecode(16, torch.device(device))
+    gpu.CHUNK = 4  # several chunks, each with images of different sizes
+    out = gpu.resized_crops(images, windows, flip).cpu()
+    assert out.shape == (len(images), 3, 16, 16) and out.dtype == torch.float32
+    for i, im in enumerate(images):
+        top, left, h, w = windows[i].tolist()
+        box = torch.tensor([[0, left, top, left + w, top + h]], dtype=torch.float32)
+        ref = roi_align(im[None].float().cpu(), box, (16, 16), spatial_scale=1.0, sampling_ratio=0, aligned=True)[0]
+        ref = ref.flip(-1) if flip[i] else ref
+        torch.testing.assert_close(out[i], ref, rtol=0, atol=1e-3 if device == "cpu" else 1e-2, msg=f"image {i}, window {windows[i].tolist()}")
+
+
+def test_prefetcher_decodes_the_next_batch_while_the_last_one_is_cropped(tmp_path: Path) -> None:
+    """With a GPU share the prefetcher is a two-thread pipeline: while batch k is being cropped, batch k+1 is
+    already being decoded (on its own thread). The probe's crop waits until the next decode has started; run on
+    one thread, that decode could not start and every wait would time out."""
+    import threading
+
+    path = corpus.corpus_path(TINY, tmp_path)
+    corpus.ensure_corpus(path, 8, 32, 24)
+    share = data.JpegBatches(path, "corpus", 16, 1.0, "torchvision", "full", normalize=False)
+    batches = iter([share.__getitems__([i, (i + 1) % 8]) for i in range(5)])
+    started = [threading.Event() for _ in range(6)]
+
+    class Probe(decode.GpuDecode):
+        decoded = cropped = 0
+        threads: set[str] = set()
+        overlapped: list[bool] = []
+
+        def decode(self, files: list[torch.Tensor]) -> list[torch.Tensor]:
+            started[self.decoded].set()
+            self.decoded += 1
+            self.threads.add(threading.current_thread().name)
+            return super().decode(files)
+
+        def crop(self, images: list[torch.Tensor]) -> torch.Tensor:
+            self.overlapped.append(started[self.cropped + 1].wait(timeout=5))
+            self.cropped += 1
+            return super().crop(images)
+
+    side = data.DeviceSide(16, CPU, torch.contiguous_format, non_blocking=False)
+    side.gpu = probe = Probe(16, CPU)
+    pre = data.Prefetcher(lambda: next(batches), side, decode=True)
+    try:
+        labels = [pre.next()[1].tolist() for _ in range(4)]
+    finally:
+        pre.close()
+    assert labels == [[i, (i + 1) % 8] for i in range(4)], "batches keep their order through both threads"
+    assert probe.overlapped[:4] == [True] * 4
+    assert probe.threads == {"device-decode"}, "decoding happens on the decode thread only"
+    assert side.gpu_decode_s > 0 and side.gpu_crop_s > 0 and side.bytes_gpu > 0

@@ -5,8 +5,9 @@ Decode strategies (knobs; ``workloads.decode`` has the decoders):
   (``cpu_decoder``: torchvision or PIL, ``decode_scale``: full or DCT-reduced) and crop each file; ``transfer_dtype``
   says whether the workers also normalize (``float32``) or hand over uint8 crops, a quarter of the bytes, normalized
   on the device after the copy (``uint8``).
-- ``decode_device: cuda``: workers only read file bytes; each batch is decoded in one batched nvJPEG call and
-  cropped on the GPU by a background thread on its own CUDA stream, overlapped with the training step.
+- ``decode_device: cuda``: workers only read file bytes; each batch is decoded in one batched nvJPEG call by a
+  background thread and cropped on the GPU by a second one (decoding batch k+1 while cropping batch k), each on
+  its own CUDA stream, overlapped with the training step.
 - ``decode_device: hybrid``: each batch is split: ``gpu_share`` of its images go to the GPU decoder as bytes, the
   workers decode the rest on the CPU, so both decoders are busy (DALI's hardware-decoder share is the same idea).
 - ``device_prefetch: true`` (GPU only): the host-to-device copy and normalization of CPU-decoded batches run in that
@@ -37,7 +38,7 @@ from torchvision.io import read_file
 from workloads import decode
 from workloads.base import DeviceInfo
 from workloads.corpus import corpus_path, corpus_sizes, ensure_corpus
-from workloads.device_side import MEAN, PREFETCH_DEPTH, STD, DeviceSide, Normalize, Prefetcher, pack_bytes, unpack_bytes  # noqa: F401 (MEAN, STD, unpack_bytes: part of this module's interface)
+from workloads.device_side import DECODED_DEPTH, MEAN, PREFETCH_DEPTH, STD, DeviceSide, Normalize, Prefetcher, pack_bytes, unpack_bytes  # noqa: F401 (MEAN, STD, unpack_bytes: part of this module's interface)
 
 DECODE_DEVICES = ("cpu", "cuda", "hybrid")
 TRANSFER_DTYPES = ("float32", "uint8")
@@ -211,13 +212,13 @@ class Pipeline:
         # what the device thread holds.
         threaded = self.share > 0 or bool(knobs.get("device_prefetch"))
         self.buffered_batches = (self.workers * int(per_worker.get("prefetch_factor", 2)) if self.workers else 0) + (
-            PREFETCH_DEPTH + 1 if threaded else 0)
+            PREFETCH_DEPTH + 1 if threaded else 0) + (DECODED_DEPTH + 1 if self.share > 0 else 0)
         self.side = DeviceSide(image_size, device, memory_format, bool(knobs.get("non_blocking", False)))
         self.epochs = 0  # loader restarts so far
         self.stats = torch.zeros(len(decode.STATS), dtype=torch.float64)
         self.cpu_images = 0
         self._it: Any = None
-        self.prefetcher = Prefetcher(self._next_host, self.side) if threaded else None
+        self.prefetcher = Prefetcher(self._next_host, self.side, decode=self.share > 0) if threaded else None
 
     def _start(self) -> Any:
         """A new loader iterator (forks the workers), with this process's objects frozen for the fork.
@@ -260,7 +261,9 @@ class Pipeline:
         Read from the DataLoader iterator's queues (private attributes, hence the fallback): warm-up uses it to run
         until the buffer filled while the model started is used up.
         """
-        ready = self.prefetcher.queue.qsize() if self.prefetcher is not None else 0
+        ready = 0
+        if self.prefetcher is not None:
+            ready = self.prefetcher.queue.qsize() + (self.prefetcher.decoded.qsize() if self.prefetcher.decoded else 0)
         it = self._it
         if it is None or self.workers == 0:
             return ready

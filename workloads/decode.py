@@ -146,50 +146,82 @@ class CpuDecode:
 class GpuDecode:
     """JPEG byte tensors -> float32 crops (N, 3, S, S) on 0..255, decoded and cropped in batched calls on ``device``.
 
-    One ``decode_jpeg(list, device=...)`` call decodes the batch (nvJPEG's batched decoder on a GPU); the images are
-    padded into one tensor, chunk by chunk, and a single ``torchvision.ops.roi_align`` crops and resizes every
-    window at once: adaptive sampling (``sampling_ratio=0``) averages ceil(window / S) points per output pixel, so
-    the downscale is antialiased like RandomResizedCrop's. A few kernels per batch instead of several per image.
-    Runs on the caller's current stream; on a GPU the caller must make sure memory freed on that stream is idle
-    before the call (torchvision's nvJPEG decoder writes its outputs from a private stream that waits for nothing).
-    Returns the crops and the decode and crop seconds (each phase synchronized: wall times of the calling thread).
+    :meth:`decode`: one ``decode_jpeg(list, device=...)`` call decodes the batch (nvJPEG's batched decoder, on the
+    GPU's hardware JPEG engines where it has them); it returns when the images are decoded. torchvision's nvJPEG
+    decoder writes its outputs from a private stream that waits for nothing, so the caller's current stream must have
+    no work pending when it is called (memory freed there is then idle).
+
+    :meth:`crop`: the images are flattened into one buffer (one ``cat``); each chunk of images, sorted by window
+    size, is gathered into a canvas holding only its crop windows (one index computation and one gather, the
+    horizontal flip folded into the column order), and one ``torchvision.ops.roi_align`` resizes every window:
+    adaptive sampling (``sampling_ratio=0``) averages ceil(window / S) points per output pixel, so the downscale is
+    antialiased like RandomResizedCrop's. The canvas keeps a one-pixel border around each window, clamped at the
+    image's edge as roi_align clamps, so every output equals roi_align on the whole image with the window's box
+    (tested). A fixed handful of kernels per batch, with no per-image Python beyond reading the shapes.
     """
 
-    CHUNK = 128  # images padded together: bounds the padded float buffer (~1 GB at 800x800)
+    CHUNK = 64  # windows gathered together: bounds the canvas and its int64 index (~1 GB at 800x800 windows)
 
     def __init__(self, image_size: int, device: torch.device) -> None:
         self.size, self.device = image_size, device
 
-    def __call__(self, data: list[torch.Tensor]) -> tuple[torch.Tensor, float, float]:
-        sync = torch.cuda.current_stream(self.device).synchronize if self.device.type == "cuda" else (lambda: None)
-        t0 = time.perf_counter()
+    def decode(self, data: list[torch.Tensor]) -> list[torch.Tensor]:
+        """The batch's images, uint8 (3, H, W) each, on the device (decoded when this returns)."""
         images = decode_jpeg(data, mode=ImageReadMode.RGB, device=self.device)
-        if isinstance(images, torch.Tensor):  # one image
-            images = [images]
-        sync()
-        t1 = time.perf_counter()
+        return [images] if isinstance(images, torch.Tensor) else list(images)
+
+    def crop(self, images: list[torch.Tensor]) -> torch.Tensor:
+        """A RandomResizedCrop window of each image, resized to S x S and flipped with probability 1/2."""
+        n = len(images)
+        shapes = torch.tensor([im.shape[1:] for im in images], dtype=torch.int64).view(n, 2)
+        return self.resized_crops(images, crop_windows(shapes[:, 0], shapes[:, 1]), torch.rand(n) < 0.5)
+
+    def resized_crops(self, images: list[torch.Tensor], windows: torch.Tensor, flip: torch.Tensor) -> torch.Tensor:
+        """The (N, 4) ``windows`` (top, left, h, w) of ``images`` resized to S x S, flipped where ``flip`` (N,)."""
         n, size = len(images), self.size
         shapes = torch.tensor([im.shape[1:] for im in images], dtype=torch.int64).view(n, 2)
-        top, left, h, w = crop_windows(shapes[:, 0], shapes[:, 1]).unbind(1)
-        boxes = torch.stack([torch.arange(n), left, top, left + w, top + h], dim=1).to(torch.float32)
+        heights, widths = shapes[:, 0], shapes[:, 1]
+        top, left, h, w = windows.unbind(1)
+        planes = heights * widths
+        offsets = torch.cumsum(3 * planes, 0) - 3 * planes  # where each image starts in the flat buffer
+        flat = torch.cat([im.reshape(-1) for im in images])
         out = torch.empty(n, 3, size, size, device=self.device)
+        order = torch.argsort(h * w)  # similar windows share a canvas: less padding
         for start in range(0, n, self.CHUNK):
-            chunk = images[start : start + self.CHUNK]
-            height, width = max(im.shape[1] for im in chunk), max(im.shape[2] for im in chunk)
-            padded = torch.zeros(len(chunk), 3, height, width, dtype=torch.uint8, device=self.device)
-            for j, im in enumerate(chunk):
-                padded[j, :, : im.shape[1], : im.shape[2]].copy_(im)
-            rois = boxes[start : start + len(chunk)].clone()
-            rois[:, 0] -= start
-            out[start : start + len(chunk)] = roi_align(
-                padded.float(), rois.to(self.device), (size, size), spatial_scale=1.0, sampling_ratio=0, aligned=True
+            ix = order[start : start + self.CHUNK]
+            hc, wc = int(h[ix].max()) + 2, int(w[ix].max()) + 2  # the windows plus a one-pixel border
+            # source row and column of every canvas position (row r, column c shows pixel top-1+r, left-1+c),
+            # clamped to the image as roi_align clamps; flipped windows read their columns right to left
+            rows = torch.minimum((top[ix, None] - 1 + torch.arange(hc)).clamp(min=0), heights[ix, None] - 1)
+            c = torch.arange(wc)
+            c = torch.where(flip[ix, None], w[ix, None] + 1 - c, c)
+            cols = torch.minimum((left[ix, None] - 1 + c).clamp(min=0), widths[ix, None] - 1)
+            row_start = (offsets[ix, None] + rows * widths[ix, None]).to(self.device)  # (m, hc), channel 0
+            channel = torch.arange(3, device=self.device).view(1, 3, 1, 1) * planes[ix].to(self.device).view(-1, 1, 1, 1)
+            index = (row_start[:, None, :, None] + channel) + cols.to(self.device)[:, None, None, :]
+            canvas = flat[index].float()  # (m, 3, hc, wc)
+            boxes = torch.stack(
+                [torch.arange(len(ix)), torch.ones(len(ix), dtype=torch.int64), torch.ones(len(ix), dtype=torch.int64),
+                 1 + w[ix], 1 + h[ix]], dim=1).to(torch.float32)
+            out[ix.to(self.device)] = roi_align(
+                canvas, boxes.to(self.device), (size, size), spatial_scale=1.0, sampling_ratio=0, aligned=True
             )
-        flip = torch.rand(n) < 0.5
-        if flip.any():
-            idx = flip.nonzero().flatten().to(self.device)
-            out[idx] = out[idx].flip(-1)
-        sync()
+        return out
+
+    def __call__(self, data: list[torch.Tensor]) -> tuple[torch.Tensor, float, float]:
+        """:meth:`decode` then :meth:`crop`, with the decode and crop seconds (the crop synchronized: wall times)."""
+        t0 = time.perf_counter()
+        images = self.decode(data)
+        t1 = time.perf_counter()
+        out = self.crop(images)
+        synchronize(self.device)
         return out, t1 - t0, time.perf_counter() - t1
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the current stream's work on ``device`` (nothing to wait for on the CPU)."""
+    if device.type == "cuda":
+        torch.cuda.current_stream(device).synchronize()
 
 
 def describe(knobs: dict[str, Any]) -> str:

@@ -1,8 +1,8 @@
 """The device side of resnet50's ``jpeg`` pipeline (runs in the trial process): host batch -> device batch.
 
 :class:`DeviceSide` copies the CPU-decoded crops (normalizing uint8 ones on the device) and decodes the GPU share
-of a batch (``workloads.decode.GpuDecode``); :class:`Prefetcher` runs it on a background thread and CUDA stream a
-few batches ahead. :func:`pack_bytes` / :func:`unpack_bytes` carry undecoded files from the workers in one tensor.
+of a batch (``workloads.decode.GpuDecode``); :class:`Prefetcher` runs it on background threads and CUDA streams a
+few batches ahead (decoding on one thread, cropping and copying on another). :func:`pack_bytes` / :func:`unpack_bytes` carry undecoded files from the workers in one tensor.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from workloads import decode
 MEAN = (0.485, 0.456, 0.406)  # ImageNet channel statistics, on the 0..1 scale
 STD = (0.229, 0.224, 0.225)
 PREFETCH_DEPTH = 3  # batches the background device thread keeps ready
+DECODED_DEPTH = 2  # decoded batches the decode thread keeps ready for the device thread
 
 
 class Normalize:
@@ -52,7 +53,8 @@ class DeviceSide:
     """Host batch -> (images float32 normalized, in ``memory_format``, labels) on ``device``; timings kept.
 
     CPU crops are copied (``non_blocking`` if asked) and, if uint8, normalized on the device; the GPU share is
-    decoded in one batched call and cropped there; the two parts are concatenated in the labels' order.
+    decoded in one batched call (:meth:`decode`, which a :class:`Prefetcher` runs on its own thread ahead of the
+    rest) and cropped there; the two parts are concatenated in the labels' order.
     """
 
     def __init__(
@@ -69,7 +71,21 @@ class DeviceSide:
         self.copied_dtype = ""
         self.bytes_gpu = 0
 
-    def __call__(self, host: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    def decode(self, host: dict[str, Any]) -> dict[str, Any]:
+        """Decodes the batch's GPU share (if any) into ``host["gpu_images"]``; returns ``host``.
+
+        Call it with a current stream that has no work pending (see ``decode.GpuDecode.decode``).
+        """
+        n_gpu = int(host["n_gpu"])
+        if n_gpu and "gpu_images" not in host:
+            files = unpack_bytes(host["packed"], n_gpu)
+            self.bytes_gpu += sum(f.numel() for f in files)
+            t0 = time.perf_counter()
+            host["gpu_images"] = self.gpu.decode(files)
+            self.gpu_decode_s += time.perf_counter() - t0
+        return host
+
+    def __call__(self, host: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         parts = []
         crops = host["crops"]
         if crops.numel():
@@ -86,14 +102,13 @@ class DeviceSide:
                 on_device = crops.to(self.device)
                 self.copy_host_s += time.perf_counter() - t0
             parts.append(self.normalize(on_device.float()) if crops.dtype == torch.uint8 else on_device)
-        n_gpu = int(host["n_gpu"])
-        if n_gpu:
-            files = unpack_bytes(host["packed"], n_gpu)
-            self.bytes_gpu += sum(f.numel() for f in files)
-            images, decode_s, crop_s = self.gpu(files)
-            self.gpu_decode_s += decode_s
-            self.gpu_crop_s += crop_s
-            parts.append(self.normalize(images))
+        if int(host["n_gpu"]):
+            images = self.decode(host).pop("gpu_images")
+            t0 = time.perf_counter()
+            crops_gpu = self.gpu.crop(images)
+            decode.synchronize(self.device)
+            self.gpu_crop_s += time.perf_counter() - t0
+            parts.append(self.normalize(crops_gpu))
         self.batches += 1
         images = parts[0] if len(parts) == 1 else torch.cat(parts)
         labels = host["labels"].to(self.device, non_blocking=self.non_blocking)
@@ -109,43 +124,97 @@ class DeviceSide:
 
 
 class Prefetcher:
-    """Runs :class:`DeviceSide` on a background thread and side stream, ``PREFETCH_DEPTH`` batches ahead.
+    """Runs :class:`DeviceSide` on background threads and side streams, ``PREFETCH_DEPTH`` batches ahead.
 
-    The thread pulls host batches, makes them device batches on its own CUDA stream, and queues them with an
-    event; ``next()`` makes the training stream wait for that event (no host sync) and marks the tensors as used
-    there. Before each batch the thread waits for its stream's earlier work: memory freed on that stream is then
-    idle, so nvJPEG (which writes from a private stream) cannot overwrite memory queued kernels still read.
+    With a GPU share (``decode=True``) two threads form a pipeline: the decode thread pulls host batches and decodes
+    their GPU share on its own stream (nvJPEG, which releases the GIL while it waits for the hardware decoders),
+    while the device thread crops the previous batch and copies CPU crops on another stream: decoding batch k+1
+    overlaps cropping batch k. Without one, the device thread pulls the host batches itself. Both streams have high
+    priority, so their few kernels are scheduled between the training step's instead of after them.
+
+    The device thread queues each device batch with an event; ``next()`` makes the training stream wait for that
+    event (no host sync) and marks the tensors as used there. The decode thread synchronizes its stream before each
+    decode, so memory freed there is idle when nvJPEG (which writes from a private stream) reuses it; decoded images
+    are marked as used on the device thread's stream, so their memory returns only after the crop read them.
     """
 
-    def __init__(self, source: Any, side: DeviceSide) -> None:
+    def __init__(self, source: Any, side: DeviceSide, decode: bool = False) -> None:
         self.source, self.side = source, side
-        self.stream = torch.cuda.Stream(side.device) if side.cuda else None
+        cuda = side.cuda
+        self.stream = torch.cuda.Stream(side.device, priority=-1) if cuda else None
+        self.decode_stream = torch.cuda.Stream(side.device, priority=-1) if cuda and decode else None
         self.queue: queue.Queue[Any] = queue.Queue(maxsize=PREFETCH_DEPTH)
+        self.decoded: queue.Queue[Any] | None = queue.Queue(maxsize=DECODED_DEPTH) if decode else None
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="device-prefetch", daemon=True)
-        self.thread.start()
+        self.threads = [threading.Thread(target=self._run, name="device-prefetch", daemon=True)]
+        if decode:
+            self.threads.append(threading.Thread(target=self._run_decode, name="device-decode", daemon=True))
+        for t in self.threads:
+            t.start()
+
+    def _put(self, q: queue.Queue[Any], item: Any) -> None:
+        while not self.stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def _get(self, q: queue.Queue[Any]) -> Any:
+        while not self.stop.is_set():
+            try:
+                return q.get(timeout=0.1)
+            except queue.Empty:
+                continue
+        raise _Stopped
+
+    def _run_decode(self) -> None:
+        assert self.decoded is not None
+        try:
+            while not self.stop.is_set():
+                host = self.source()
+                if self.decode_stream is None:
+                    self.side.decode(host)
+                    event = None
+                else:
+                    with torch.cuda.stream(self.decode_stream):
+                        self.decode_stream.synchronize()
+                        self.side.decode(host)
+                        event = torch.cuda.Event()
+                        event.record(self.decode_stream)
+                self._put(self.decoded, (host, event))
+        except BaseException as e:  # noqa: BLE001 - handed on through the device thread to the consumer
+            self._put(self.decoded, e)
+
+    def _next_host(self) -> dict[str, Any]:
+        if self.decoded is None:
+            return self.source()
+        item = self._get(self.decoded)
+        if isinstance(item, BaseException):
+            raise item
+        host, event = item
+        if event is not None and self.stream is not None:
+            self.stream.wait_event(event)
+            for im in host.get("gpu_images", ()):
+                im.record_stream(self.stream)
+        return host
 
     def _run(self) -> None:
         try:
             while not self.stop.is_set():
-                host = self.source()
                 if self.stream is None:
-                    item: Any = (*self.side(host), None)
+                    item: Any = (*self.side(self._next_host()), None)
                 else:
                     with torch.cuda.stream(self.stream):
-                        self.stream.synchronize()
-                        images, labels = self.side(host)
+                        images, labels = self.side(self._next_host())
                         event = torch.cuda.Event()
                         event.record(self.stream)
                     item = (images, labels, event)
-                while not self.stop.is_set():
-                    try:
-                        self.queue.put(item, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
+                self._put(self.queue, item)
+        except _Stopped:
+            pass
         except BaseException as e:  # noqa: BLE001 - handed to the consumer, which raises it
-            self.queue.put(e)
+            self._put(self.queue, e)
 
     def next(self) -> tuple[torch.Tensor, torch.Tensor]:
         item = self.queue.get()
@@ -161,9 +230,15 @@ class Prefetcher:
 
     def close(self) -> None:
         self.stop.set()
-        try:
-            while True:
-                self.queue.get_nowait()
-        except queue.Empty:
-            pass
-        self.thread.join(timeout=10)
+        for q in (self.queue, self.decoded):
+            try:
+                while q is not None:
+                    q.get_nowait()
+            except queue.Empty:
+                pass
+        for t in self.threads:
+            t.join(timeout=10)
+
+
+class _Stopped(Exception):
+    """The prefetcher was closed while a thread waited for its input."""
