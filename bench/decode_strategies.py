@@ -6,6 +6,7 @@ Parts:
   gpu_stages  the GPU path's two stages alone, on batches of 256 files held in memory (no loader, no model): wall ms
           per batch of the batched nvJPEG decode and of the crop (gather + roi_align), and the crop's GPU time
           (CUDA events), i.e. what it takes from a training step that shares the GPU.
+  under_load  the GPU pipeline while the consuming thread loads the GIL, the GPU, or both (see part_under_load).
   loader  the input pipeline alone (workloads.data.Pipeline, no model): img/s of every decode strategy at batch 256
           with N workers (16 cores: 14), and the per-stage timings the pipeline records (which stage limits it).
   trials  the tool's single runs (``python -m sweeper``, one isolated trial each): the model on synthetic data
@@ -122,10 +123,24 @@ def part_gpu_stages(o: Out, out: Path, smoke: bool, reps: int = 12) -> None:
             crop_ms.append((t2 - t1) * 1e3)
             if stream is not None:
                 crop_gpu_ms.append(start.elapsed_time(end))
+    kernels: list[tuple[str, float]] = []
+    if stream is not None:  # the crop's kernels, by GPU time (3 batches)
+        from torch.profiler import ProfilerActivity, profile
+
+        batch = [files[i % len(files)] for i in range(bs)]
+        images = gpu.decode(batch)
+        with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
+            for _ in range(3):
+                gpu.crop(images)
+            decode.synchronize(device)
+        events = [e for e in prof.key_averages() if e.device_time_total > 0]
+        events.sort(key=lambda e: -e.device_time_total)
+        kernels = [(e.key[:60], round(e.device_time_total / 3e3, 3)) for e in events[:12]]
+        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=15), flush=True)
     med = statistics.median
     o.add("gpu_stages", f"batch {bs}", decode_ms=med(dec_ms), crop_ms=med(crop_ms),
           crop_gpu_ms=med(crop_gpu_ms) if crop_gpu_ms else None, decode_img_s=bs / med(dec_ms) * 1e3,
-          crop_img_s=bs / med(crop_ms) * 1e3, reps=reps)
+          crop_img_s=bs / med(crop_ms) * 1e3, reps=reps, crop_kernels_ms=kernels)
 
 
 class _null:
@@ -134,6 +149,97 @@ class _null:
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+def part_under_load(o: Out, out: Path, smoke: bool, workers: int, seconds: float) -> None:
+    """The GPU decode pipeline (batch 256) while the consuming thread works as a training step would, ~30 ms per
+    batch: ``none`` (takes batches only), ``python`` (a pure-Python busy loop: holds the GIL, leaves the GPU idle),
+    ``gpu_graph`` (replays a CUDA graph of matmuls and waits: GPU busy, no Python), ``eager`` (ResNet-50 fp16
+    channels_last eager steps: both). Which of GIL and GPU sharing slows the decode and crop threads."""
+    import torch
+    import torchvision
+
+    from workloads import data
+
+    device = torch.device("cpu" if smoke else "cuda")
+    p = {"corpus_images": 64 if smoke else 2048, "corpus_width": 64 if smoke else 500,
+         "corpus_height": 48 if smoke else 375, "epoch_images": 1_000_000}
+    bs, size = (8, 32) if smoke else (256, 224)
+    loads: dict[str, Any] = {"none": lambda images, labels: None}
+
+    def python_load(images: Any, labels: Any) -> None:
+        end = time.perf_counter() + 0.03
+        while time.perf_counter() < end:
+            sum(range(100))
+
+    loads["python"] = python_load
+    if not smoke:
+        x = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
+        y = torch.empty_like(x)
+        graph = torch.cuda.CUDAGraph()
+        torch.matmul(x, x, out=y)
+        torch.cuda.synchronize()
+        n_mm = 1
+        t0 = time.perf_counter()
+        for _ in range(10):
+            torch.matmul(x, x, out=y)
+        torch.cuda.synchronize()
+        n_mm = max(1, round(0.03 / ((time.perf_counter() - t0) / 10)))
+        with torch.cuda.graph(graph):
+            for _ in range(n_mm):
+                torch.matmul(x, x, out=y)
+
+        def graph_load(images: Any, labels: Any) -> None:
+            graph.replay()
+            torch.cuda.current_stream().synchronize()
+
+        loads["gpu_graph"] = graph_load
+        model = torchvision.models.resnet50().to(device, memory_format=torch.channels_last)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, fused=True)
+        scaler = torch.amp.GradScaler()
+
+        def eager_load(images: Any, labels: Any) -> None:
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = torch.nn.functional.cross_entropy(model(images), labels)
+            opt.zero_grad(set_to_none=True)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+
+        loads["eager"] = eager_load
+    loads["python+switch0.5ms"] = loads["python"]  # the same loads with a 10x shorter GIL switch interval
+    if "eager" in loads:
+        loads["eager+switch0.5ms"] = loads["eager"]
+    for name, load in loads.items():
+        sys.setswitchinterval(0.0005 if "switch" in name else 0.005)
+        knobs = {"num_workers": workers, "prefetch_factor": 2, "pin_memory": not smoke, "non_blocking": not smoke,
+                 "persistent_workers": False, "decode_device": "cpu" if smoke else "cuda",
+                 **({"cpu_decoder": "torchvision", "transfer_dtype": "uint8"} if smoke else {})}
+        pipe = data.Pipeline(p, knobs, batch_size=bs, image_size=size, device=device,
+                             memory_format=torch.channels_last, cache_root=out / "results" / "data", num_classes=1000)
+        try:
+            for _ in range(pipe.buffered_batches + 4):
+                load(*pipe.next())
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            side = pipe.side
+            before = (side.gpu_decode_s, side.gpu_crop_s, side.batches)
+            n, t0 = 0, time.perf_counter()
+            while time.perf_counter() - t0 < seconds:
+                load(*pipe.next())
+                n += 1
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            wall = time.perf_counter() - t0
+            batches = max(1, side.batches - before[2])
+            o.add("under_load", name, img_s=n * bs / wall, batches=n,
+                  decode_ms=(side.gpu_decode_s - before[0]) / batches * 1e3,
+                  crop_ms=(side.gpu_crop_s - before[1]) / batches * 1e3)
+        except Exception as e:  # noqa: BLE001 - one load's failure is a row; the others still run
+            o.add("under_load", name, error=repr(e)[:300])
+        finally:
+            pipe.close()
+    sys.setswitchinterval(0.005)
 
 
 def part_loader(o: Out, out: Path, smoke: bool, workers: int, seconds: float, only: list[str]) -> None:
@@ -364,6 +470,7 @@ def main() -> None:
             ),
             "trials": lambda: part_trials(o, args.out, args.smoke, workers),
             "gpu_stages": lambda: part_gpu_stages(o, args.out, args.smoke),
+            "under_load": lambda: part_under_load(o, args.out, args.smoke, workers, 1.0 if args.smoke else args.seconds),
             "fp16": lambda: part_fp16(o, args.smoke),
         }[part]()
         print(f"== part {part}: {time.perf_counter() - t0:.0f} s", flush=True)
