@@ -263,20 +263,22 @@ def summarize(
         for col in ("data_wait_frac", "gpu_util_mean", "data_limit_stage", "mfu", "step_cv"):
             if col in best:
                 summary[f"best_{col}"] = best[col]
-        if args.data == "jpeg" and not recomputed:
-            same = [
-                f"knobs.{k}={_override_value(best[f'knob.{k}'])}"
-                for k in MODEL_KNOBS
-                if f"knob.{k}" in best and pd.notna(best[f"knob.{k}"])
-            ]
-            if args.smoke:
-                same.append("preset=tiny")
-            own = single_run(out, results, same)
-            summary.update(
-                own_model_synthetic=own.get("throughput"),
-                over_own_model=final / float(own["throughput"]) if own.get("throughput") else None,
-            )
-    log(out, args.data, **summary)
+    log(out, args.data, **summary)  # first, so that a run stopped during the next measurement keeps it
+    if best is not None and args.data == "jpeg" and not recomputed:
+        same = [
+            f"knobs.{k}={_override_value(best[f'knob.{k}'])}"
+            for k in MODEL_KNOBS
+            if f"knob.{k}" in best and pd.notna(best[f"knob.{k}"])
+        ]
+        if args.smoke:
+            same.append("preset=tiny")
+        own = single_run(out, results, same)
+        extra = {
+            "own_model_synthetic": own.get("throughput"),
+            "over_own_model": summary["best"] / float(own["throughput"]) if own.get("throughput") else None,
+        }
+        summary.update(extra)
+        log(out, args.data, kind="own_model", best_trial=summary["best_trial"], **extra)
     print(
         f"\nbest {summary.get('best')} vs {ref_name} {reference:.0f}: ratio {summary.get('found_over_reference')}"
         f"; 95 % of final best at {summary.get('t_95_of_final')} s; reference level at "

@@ -230,3 +230,18 @@ def test_decode_strategies_times_the_gpu_paths_two_stages(tmp_path: Path) -> Non
     (row,) = [json.loads(line) for line in (tmp_path / "decode_strategies.jsonl").read_text().splitlines()]
     assert row["part"] == "gpu_stages" and row["decode_ms"] > 0 and row["crop_ms"] > 0 and row["reps"] == 12
     assert row["crop_gpu_ms"] is None, "no CUDA events on the CPU"
+
+
+def test_jpeg_ceiling_logs_its_summary_before_measuring_the_best_rows_own_model(tmp_path: Path) -> None:
+    """bench/ceiling.py --data jpeg: the summary row is written as soon as the sweep ends, and the best row's own
+    model on synthetic data is a row of its own after it, so an outer timeout during that last run (as on the H200
+    on 2026-12-01) loses only that row."""
+    out = tmp_path / "c"
+    _run("bench/ceiling.py", str(out), "--smoke", "--data", "jpeg", "--sweep-s", "15", "--grace-s", "30")
+    rows = [json.loads(line) for line in (out / "ceiling-jpeg.jsonl").read_text().splitlines()]
+    kinds = [r["kind"] for r in rows]
+    assert kinds == ["reference", "sweep", "summary", "own_model"], kinds
+    summary, own = rows[2], rows[3]
+    assert summary["best"] > 0 and "own_model_synthetic" not in summary
+    assert own["best_trial"] == summary["best_trial"] and own["own_model_synthetic"] > 0
+    assert own["over_own_model"] == pytest.approx(summary["best"] / own["own_model_synthetic"])
