@@ -95,8 +95,11 @@ def part_gpu_stages(o: Out, out: Path, smoke: bool, reps: int = 12) -> None:
     from workloads import corpus, decode
 
     device = torch.device("cpu" if smoke else "cuda")
-    p = {"corpus_images": 64 if smoke else 2048, "corpus_width": 64 if smoke else 500,
-         "corpus_height": 48 if smoke else 375}
+    p = {
+        "corpus_images": 64 if smoke else 2048,
+        "corpus_width": 64 if smoke else 500,
+        "corpus_height": 48 if smoke else 375,
+    }
     root = corpus.corpus_path(p, out / "results" / "data")
     corpus.ensure_corpus(root, p["corpus_images"], p["corpus_width"], p["corpus_height"], corpus.corpus_sizes(p))
     files = [torch.frombuffer(bytearray(f.read_bytes()), dtype=torch.uint8) for f in sorted(root.glob("*/*.jpg"))]
@@ -138,9 +141,17 @@ def part_gpu_stages(o: Out, out: Path, smoke: bool, reps: int = 12) -> None:
         kernels = [(e.key[:60], round(e.device_time_total / 3e3, 3)) for e in events[:12]]
         print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=15), flush=True)
     med = statistics.median
-    o.add("gpu_stages", f"batch {bs}", decode_ms=med(dec_ms), crop_ms=med(crop_ms),
-          crop_gpu_ms=med(crop_gpu_ms) if crop_gpu_ms else None, decode_img_s=bs / med(dec_ms) * 1e3,
-          crop_img_s=bs / med(crop_ms) * 1e3, reps=reps, crop_kernels_ms=kernels)
+    o.add(
+        "gpu_stages",
+        f"batch {bs}",
+        decode_ms=med(dec_ms),
+        crop_ms=med(crop_ms),
+        crop_gpu_ms=med(crop_gpu_ms) if crop_gpu_ms else None,
+        decode_img_s=bs / med(dec_ms) * 1e3,
+        crop_img_s=bs / med(crop_ms) * 1e3,
+        reps=reps,
+        crop_kernels_ms=kernels,
+    )
 
 
 class _null:
@@ -162,8 +173,12 @@ def part_under_load(o: Out, out: Path, smoke: bool, workers: int, seconds: float
     from workloads import data
 
     device = torch.device("cpu" if smoke else "cuda")
-    p = {"corpus_images": 64 if smoke else 2048, "corpus_width": 64 if smoke else 500,
-         "corpus_height": 48 if smoke else 375, "epoch_images": 1_000_000}
+    p = {
+        "corpus_images": 64 if smoke else 2048,
+        "corpus_width": 64 if smoke else 500,
+        "corpus_height": 48 if smoke else 375,
+        "epoch_images": 1_000_000,
+    }
     bs, size = (8, 32) if smoke else (256, 224)
     loads: dict[str, Any] = {"none": lambda images, labels: None}
 
@@ -212,11 +227,25 @@ def part_under_load(o: Out, out: Path, smoke: bool, workers: int, seconds: float
         loads["eager+switch0.5ms"] = loads["eager"]
     for name, load in loads.items():
         sys.setswitchinterval(0.0005 if "switch" in name else 0.005)
-        knobs = {"num_workers": workers, "prefetch_factor": 2, "pin_memory": not smoke, "non_blocking": not smoke,
-                 "persistent_workers": False, "decode_device": "cpu" if smoke else "cuda",
-                 **({"cpu_decoder": "torchvision", "transfer_dtype": "uint8"} if smoke else {})}
-        pipe = data.Pipeline(p, knobs, batch_size=bs, image_size=size, device=device,
-                             memory_format=torch.channels_last, cache_root=out / "results" / "data", num_classes=1000)
+        knobs = {
+            "num_workers": workers,
+            "prefetch_factor": 2,
+            "pin_memory": not smoke,
+            "non_blocking": not smoke,
+            "persistent_workers": False,
+            "decode_device": "cpu" if smoke else "cuda",
+            **({"cpu_decoder": "torchvision", "transfer_dtype": "uint8"} if smoke else {}),
+        }
+        pipe = data.Pipeline(
+            p,
+            knobs,
+            batch_size=bs,
+            image_size=size,
+            device=device,
+            memory_format=torch.channels_last,
+            cache_root=out / "results" / "data",
+            num_classes=1000,
+        )
         try:
             for _ in range(pipe.buffered_batches + 4):
                 load(*pipe.next())
@@ -232,9 +261,14 @@ def part_under_load(o: Out, out: Path, smoke: bool, workers: int, seconds: float
                 torch.cuda.synchronize()
             wall = time.perf_counter() - t0
             batches = max(1, side.batches - before[2])
-            o.add("under_load", name, img_s=n * bs / wall, batches=n,
-                  decode_ms=(side.gpu_decode_s - before[0]) / batches * 1e3,
-                  crop_ms=(side.gpu_crop_s - before[1]) / batches * 1e3)
+            o.add(
+                "under_load",
+                name,
+                img_s=n * bs / wall,
+                batches=n,
+                decode_ms=(side.gpu_decode_s - before[0]) / batches * 1e3,
+                crop_ms=(side.gpu_crop_s - before[1]) / batches * 1e3,
+            )
         except Exception as e:  # noqa: BLE001 - one load's failure is a row; the others still run
             o.add("under_load", name, error=repr(e)[:300])
         finally:
@@ -470,7 +504,9 @@ def main() -> None:
             ),
             "trials": lambda: part_trials(o, args.out, args.smoke, workers),
             "gpu_stages": lambda: part_gpu_stages(o, args.out, args.smoke),
-            "under_load": lambda: part_under_load(o, args.out, args.smoke, workers, 1.0 if args.smoke else args.seconds),
+            "under_load": lambda: part_under_load(
+                o, args.out, args.smoke, workers, 1.0 if args.smoke else args.seconds
+            ),
             "fp16": lambda: part_fp16(o, args.smoke),
         }[part]()
         print(f"== part {part}: {time.perf_counter() - t0:.0f} s", flush=True)

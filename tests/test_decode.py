@@ -292,7 +292,9 @@ def test_gpu_crop_equals_roi_align_on_each_whole_image(device: str) -> None:
         box = torch.tensor([[0, left, top, left + w, top + h]], dtype=torch.float32)
         ref = roi_align(im[None].float().cpu(), box, (16, 16), spatial_scale=1.0, sampling_ratio=0, aligned=True)[0]
         ref = ref.flip(-1) if flip[i] else ref
-        torch.testing.assert_close(out[i], ref, rtol=0, atol=1e-3 if device == "cpu" else 1e-2, msg=f"image {i}, window {windows[i].tolist()}")
+        torch.testing.assert_close(
+            out[i], ref, rtol=0, atol=1e-3 if device == "cpu" else 1e-2, msg=f"image {i}, window {windows[i].tolist()}"
+        )
 
 
 def test_prefetcher_decodes_the_next_batch_while_the_last_one_is_cropped(tmp_path: Path) -> None:

@@ -197,12 +197,21 @@ class GpuDecode:
             c = torch.where(flip[ix, None], w[ix, None] + 1 - c, c)
             cols = torch.minimum((left[ix, None] - 1 + c).clamp(min=0), widths[ix, None] - 1)
             row_start = (offsets[ix, None] + rows * widths[ix, None]).to(self.device)  # (m, hc), channel 0
-            channel = torch.arange(3, device=self.device).view(1, 3, 1, 1) * planes[ix].to(self.device).view(-1, 1, 1, 1)
+            channel = torch.arange(3, device=self.device).view(1, 3, 1, 1) * planes[ix].to(self.device).view(
+                -1, 1, 1, 1
+            )
             index = (row_start[:, None, :, None] + channel) + cols.to(self.device)[:, None, None, :]
             canvas = flat[index].float()  # (m, 3, hc, wc)
             boxes = torch.stack(
-                [torch.arange(len(ix)), torch.ones(len(ix), dtype=torch.int64), torch.ones(len(ix), dtype=torch.int64),
-                 1 + w[ix], 1 + h[ix]], dim=1).to(torch.float32)
+                [
+                    torch.arange(len(ix)),
+                    torch.ones(len(ix), dtype=torch.int64),
+                    torch.ones(len(ix), dtype=torch.int64),
+                    1 + w[ix],
+                    1 + h[ix],
+                ],
+                dim=1,
+            ).to(torch.float32)
             out[ix.to(self.device)] = roi_align(
                 canvas, boxes.to(self.device), (size, size), spatial_scale=1.0, sampling_ratio=0, aligned=True
             )

@@ -2,7 +2,8 @@
 
 :class:`DeviceSide` copies the CPU-decoded crops (normalizing uint8 ones on the device) and decodes the GPU share
 of a batch (``workloads.decode.GpuDecode``); :class:`Prefetcher` runs it on background threads and CUDA streams a
-few batches ahead (decoding on one thread, cropping and copying on another). :func:`pack_bytes` / :func:`unpack_bytes` carry undecoded files from the workers in one tensor.
+few batches ahead (decoding on one thread, cropping and copying on another). :func:`pack_bytes` /
+:func:`unpack_bytes` carry undecoded files from the workers in one tensor.
 """
 
 from __future__ import annotations
