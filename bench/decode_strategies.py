@@ -4,8 +4,9 @@
 
 Parts:
   gpu_stages  the GPU path's two stages alone, on batches of 256 files held in memory (no loader, no model): wall ms
-          per batch of the batched nvJPEG decode and of the crop (gather + roi_align), and the crop's GPU time
-          (CUDA events), i.e. what it takes from a training step that shares the GPU.
+          per batch of the batched nvJPEG decode and of the crop (gather + roi_align), the crop's span on its
+          stream (CUDA events, host gaps included) and its kernel time (profiler, summed over its kernels): what
+          it takes from a training step that shares the GPU.
   under_load  the GPU pipeline while the consuming thread loads the GIL, the GPU, or both (see part_under_load).
   loader  the input pipeline alone (workloads.data.Pipeline, no model): img/s of every decode strategy at batch 256
           with N workers (16 cores: 14), and the per-stage timings the pipeline records (which stage limits it).
@@ -127,6 +128,7 @@ def part_gpu_stages(o: Out, out: Path, smoke: bool, reps: int = 12) -> None:
             if stream is not None:
                 crop_gpu_ms.append(start.elapsed_time(end))
     kernels: list[tuple[str, float]] = []
+    kernel_ms = None
     if stream is not None:  # the crop's kernels, by GPU time (3 batches)
         from torch.profiler import ProfilerActivity, profile
 
@@ -136,9 +138,12 @@ def part_gpu_stages(o: Out, out: Path, smoke: bool, reps: int = 12) -> None:
             for _ in range(3):
                 gpu.crop(images)
             decode.synchronize(device)
-        events = [e for e in prof.key_averages() if e.device_time_total > 0]
-        events.sort(key=lambda e: -e.device_time_total)
-        kernels = [(e.key[:60], round(e.device_time_total / 3e3, 3)) for e in events[:12]]
+        from torch.autograd import DeviceType
+
+        events = [e for e in prof.key_averages() if e.device_type == DeviceType.CUDA]  # kernels and copies only
+        events.sort(key=lambda e: -e.self_device_time_total)
+        kernels = [(e.key[:60], round(e.self_device_time_total / 3e3, 3)) for e in events[:12]]
+        kernel_ms = sum(e.self_device_time_total for e in events) / 3e3
         print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=15), flush=True)
     med = statistics.median
     o.add(
@@ -146,7 +151,8 @@ def part_gpu_stages(o: Out, out: Path, smoke: bool, reps: int = 12) -> None:
         f"batch {bs}",
         decode_ms=med(dec_ms),
         crop_ms=med(crop_ms),
-        crop_gpu_ms=med(crop_gpu_ms) if crop_gpu_ms else None,
+        crop_span_ms=med(crop_gpu_ms) if crop_gpu_ms else None,
+        crop_kernel_ms=kernel_ms,
         decode_img_s=bs / med(dec_ms) * 1e3,
         crop_img_s=bs / med(crop_ms) * 1e3,
         reps=reps,

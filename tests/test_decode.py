@@ -240,7 +240,8 @@ def test_limit_stage_comes_from_measured_timings(tmp_path: Path) -> None:
     assert m["data_decoded_pixels_frac"] == 1.0 and m["data_transfer_dtype"] == "float32"
 
 
-def test_prefetcher_keeps_order_and_reports_failures() -> None:
+@pytest.mark.parametrize("decode_thread", [False, True])
+def test_prefetcher_keeps_order_and_reports_failures(decode_thread: bool) -> None:
     batches = iter(
         [
             {
@@ -254,7 +255,7 @@ def test_prefetcher_keeps_order_and_reports_failures() -> None:
         ]
     )
     side = data.DeviceSide(2, CPU, torch.contiguous_format, non_blocking=False)
-    pre = data.Prefetcher(lambda: next(batches), side)
+    pre = data.Prefetcher(lambda: next(batches), side, decode=decode_thread)
     try:
         assert [int(pre.next()[1]) for _ in range(5)] == [0, 1, 2, 3, 4]
         with pytest.raises(RuntimeError, match="prefetch thread failed"):
@@ -308,6 +309,7 @@ def test_prefetcher_decodes_the_next_batch_while_the_last_one_is_cropped(tmp_pat
     share = data.JpegBatches(path, "corpus", 16, 1.0, "torchvision", "full", normalize=False)
     batches = iter([share.__getitems__([i, (i + 1) % 8]) for i in range(5)])
     started = [threading.Event() for _ in range(6)]
+    started[5].set()  # there is no sixth batch: the fifth one's crop must not wait for it
 
     class Probe(decode.GpuDecode):
         decoded = cropped = 0
@@ -336,3 +338,14 @@ def test_prefetcher_decodes_the_next_batch_while_the_last_one_is_cropped(tmp_pat
     assert probe.overlapped[:4] == [True] * 4
     assert probe.threads == {"device-decode"}, "decoding happens on the decode thread only"
     assert side.gpu_decode_s > 0 and side.gpu_crop_s > 0 and side.bytes_gpu > 0
+
+
+def test_a_closed_pipeline_never_restarts_its_loader(tmp_path: Path) -> None:
+    """A prefetcher thread still inside the pipeline's next() when the pipeline closes gets an error, instead of
+    starting a new loader iterator (new worker processes nobody would shut down)."""
+    pipe = pipeline(tmp_path, device_prefetch=False)
+    pipe.next()
+    pipe.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        pipe._next_host()
+    assert pipe._it is None, "no iterator was started after close"

@@ -228,6 +228,7 @@ class Pipeline:
         self.stats = torch.zeros(len(decode.STATS), dtype=torch.float64)
         self.cpu_images = 0
         self._it: Any = None
+        self._closed = False
         self.prefetcher = Prefetcher(self._next_host, self.side, decode=self.share > 0) if threaded else None
 
     def _start(self) -> Any:
@@ -246,6 +247,8 @@ class Pipeline:
             gc.unfreeze()
 
     def _next_host(self) -> dict[str, torch.Tensor]:
+        if self._closed:
+            raise RuntimeError("the JPEG pipeline is closed")
         if self._it is None:
             self._it = self._start()
         try:
@@ -266,7 +269,7 @@ class Pipeline:
 
     def ready_batches(self) -> int | None:
         """Batches prepared and not yet taken: the workers' finished batches (before and after pinning) plus the
-        device thread's queue; None where the loader does not show them (a future torch).
+        decode and device threads' queues; None where the loader does not show them (a future torch).
 
         Read from the DataLoader iterator's queues (private attributes, hence the fallback): warm-up uses it to run
         until the buffer filled while the model started is used up.
@@ -287,7 +290,8 @@ class Pipeline:
         return ready
 
     def close(self) -> None:
-        """Stop the device thread and the worker processes (and the pin-memory thread) now, not at collection."""
+        """Stop the prefetcher's threads and the worker processes (and the pin-memory thread) now, not at collection."""
+        self._closed = True  # a prefetcher thread still inside next() must not restart the loader
         if self.prefetcher is not None:
             self.prefetcher.close()
         it, self._it = self._it, None
@@ -299,8 +303,8 @@ class Pipeline:
         """Per-batch milliseconds of each pipeline stage, as wall time given its parallelism.
 
         CPU decode/augment seconds are spread over the workers that ran them in parallel (the trial process with
-        no workers); GPU decode and crop ran on the one device thread; decode runs on both sides at once in the
-        hybrid split, so its stage time is the slower side.
+        no workers); GPU decode ran on the decode thread and the crop on the device thread (each its own lane); decode
+        runs on both sides at once in the hybrid split, so its stage time is the slower side.
         """
         batches = max(1, self.side.batches)
         lanes = max(1, self.workers)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+import warnings
 from typing import Any
 
 import torch
@@ -174,6 +175,8 @@ class Prefetcher:
         try:
             while not self.stop.is_set():
                 host = self.source()
+                if self.stop.is_set():
+                    break
                 if self.decode_stream is None:
                     self.side.decode(host)
                     event = None
@@ -207,6 +210,10 @@ class Prefetcher:
                     item: Any = (*self.side(self._next_host()), None)
                 else:
                     with torch.cuda.stream(self.stream):
+                        if self.decoded is None:
+                            # nvJPEG would run on this stream (a GPU share reaching a prefetcher without a decode
+                            # thread): memory freed here must be idle before it reuses it
+                            self.stream.synchronize()
                         images, labels = self.side(self._next_host())
                         event = torch.cuda.Event()
                         event.record(self.stream)
@@ -239,6 +246,8 @@ class Prefetcher:
                 pass
         for t in self.threads:
             t.join(timeout=10)
+            if t.is_alive():
+                warnings.warn(f"the prefetcher's {t.name} thread did not stop in 10 s", RuntimeWarning, stacklevel=2)
 
 
 class _Stopped(Exception):
