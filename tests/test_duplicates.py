@@ -143,3 +143,36 @@ def test_progress_bar_shows_the_studys_best_not_only_this_commands() -> None:
     study.tell(t, 3.0)
     progress.trial_done(2, TrialOutcome(Status.COMPLETE, metrics={"throughput": 3.0}), {}, study)
     assert progress.progress.tasks[0].description == "study best throughput=9 (trial 1)"
+
+
+def test_a_higher_trial_waits_for_a_lower_one_to_record_its_configuration(tmp_path: Path) -> None:
+    """Two sweepers ask the same configuration at once; the lower-numbered trial records its configuration key
+    later than the higher one looks (seen in CI with PostgreSQL: both measured). The higher one waits until the
+    lower one's key exists, then finds it running and waits for its result instead of measuring too."""
+    import threading
+
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 's.db'}", study_name="s")
+    low, high = study.ask(), study.ask()
+    key = dedup.config_key({"work": 32})
+    high.set_user_attr(dedup.KEY, key)
+    assert dedup.find(study, key, high.number) is None, "before the lower key exists, nothing is found: the race"
+    late = threading.Timer(0.5, lambda: low.set_user_attr(dedup.KEY, key))
+    late.start()
+    try:
+        dedup.await_lower_keys(study, high.number)
+    finally:
+        late.join()
+    found = dedup.find(study, key, high.number)
+    assert found is not None and found[0] == "running" and found[1].number == low.number
+    assert dedup.find(study, key, low.number) is None, "the lower number measures: it never waits for a higher one"
+
+
+def test_waiting_for_lower_keys_is_bounded(tmp_path: Path) -> None:
+    """A lower-numbered trial that never records its configuration (its process died after asking) holds the
+    others up at most ``timeout`` seconds."""
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 's.db'}", study_name="s")
+    study.ask()
+    high = study.ask()
+    t0 = time.monotonic()
+    dedup.await_lower_keys(study, high.number, timeout=0.3)
+    assert time.monotonic() - t0 < 5

@@ -21,14 +21,14 @@ DATA_KNOBS = ["knob.num_workers", "knob.prefetch_factor", "knob.pin_memory", "kn
 def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pd.DataFrame]:
     results = tmp_path_factory.mktemp("jpeg_space") / "results"
     run_cli(["+workload=resnet50", "-m", "hydra.sweeper.n_trials=2", "hydra.sweeper.seed=0"], results, check=True)
-    run_cli(["+workload=resnet50", "workload.data=jpeg", "-m", "hydra.sweeper.n_trials=4", "hydra.sweeper.seed=0"],
+    run_cli(["+workload=resnet50", "workload.data=jpeg", "-m", "hydra.sweeper.n_trials=6", "hydra.sweeper.seed=0"],
             results, check=True)
     return results, pd.read_parquet(results / "trials").sort_values(["study", "trial"]).reset_index(drop=True)
 
 
 def test_data_sources_get_their_own_studies(swept: tuple[Path, pd.DataFrame]) -> None:
     results, df = swept
-    assert df.groupby("study").size().to_dict() == {"resnet50-tiny": 2, "resnet50-jpeg-tiny": 4}
+    assert df.groupby("study").size().to_dict() == {"resnet50-tiny": 2, "resnet50-jpeg-tiny": 6}
     names = optuna.get_all_study_names(storage=f"sqlite:///{results / 'optuna.db'}")
     assert sorted(names) == ["resnet50-jpeg-tiny", "resnet50-tiny"]
     assert (df["preset"] == "tiny").all()
@@ -45,7 +45,7 @@ def test_jpeg_sweep_samples_the_data_knobs(swept: tuple[Path, pd.DataFrame]) -> 
     gpu_decode = jpeg["knob.decode_device"].isin(["cuda", "hybrid"])
     gpu_prefetch = jpeg["knob.device_prefetch"].fillna(False).astype(bool) & ~gpu_decode
     assert ((gpu_decode | gpu_prefetch) == (jpeg["status"] == "skipped")).all(), jpeg[[*DATA_KNOBS, "reason"]]
-    assert gpu_decode.any(), "the workload's second start decodes on the GPU"
+    assert gpu_decode.any(), "both of the workload's starts decode on the GPU"
     assert jpeg.loc[gpu_decode, "reason"].str.match(r"invalid:knobs\.decode_device=(cuda|hybrid) ").all()
     assert jpeg.loc[gpu_prefetch, "reason"].str.match(r"invalid:knobs\.device_prefetch=true ").all()
     assert skipped["steps_measured"].isna().all()
@@ -54,7 +54,7 @@ def test_jpeg_sweep_samples_the_data_knobs(swept: tuple[Path, pd.DataFrame]) -> 
     assert jpeg["knob.num_workers"].notna().all() and set(jpeg["knob.num_workers"]) <= {0, 2}
     assert jpeg["knob.pin_memory"].notna().all() and set(jpeg["knob.pin_memory"]) <= {False, True}
     assert jpeg["knob.decode_device"].notna().all() and jpeg["knob.non_blocking"].notna().all()
-    assert jpeg["knob.num_workers"].nunique() == 2, "seed 0 draws both worker counts in 4 trials"
+    assert jpeg["knob.num_workers"].nunique() == 2, "seed 0 draws both worker counts in 6 trials"
     # prefetch_factor exists only with worker processes.
     no_workers = jpeg["knob.num_workers"] == 0
     assert (jpeg["knob.prefetch_factor"].isna() == no_workers).all(), jpeg[DATA_KNOBS]

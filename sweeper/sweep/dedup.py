@@ -10,7 +10,9 @@ configuration is measured is exhausted: the sweep says so and stops.
 
 from __future__ import annotations
 
+import datetime
 import json
+import time
 from typing import Any
 
 import optuna
@@ -22,6 +24,8 @@ from sweeper.sweep.space import SearchSpace, evaluate
 
 KEY = "config_key"  # trial user attr: the sampled values, canonical JSON
 WAITS_KEY = "waits_for"  # trial user attr: the running trial this one waits for (-1: no longer waiting)
+UNDECIDED_S = 10.0  # the longest a trial waits for lower-numbered ones to record their configuration
+RECENT_S = 60.0  # a running trial without a configuration older than this is stale (its process died), not undecided
 MAX_ENUMERATED = 5_000  # spaces larger than this are not enumerated (~1 s on a 2-core machine; never exhausted)
 
 
@@ -52,6 +56,32 @@ def find(study: optuna.Study, key: str, number: int) -> tuple[str, FrozenTrial] 
         if t.state == TrialState.RUNNING and t.number < number and not waiting:
             running = t if running is None or t.number < running.number else running
     return ("running", running) if running is not None else None
+
+
+def await_lower_keys(study: optuna.Study, number: int, timeout: float = UNDECIDED_S, poll: float = 0.05) -> None:
+    """Waits until every running trial numbered below ``number`` has recorded its configuration (``KEY``), at most
+    ``timeout`` seconds.
+
+    :func:`find` lets the lower number measure and the higher one wait. A trial records its key some time after it
+    is asked (sampling, the device check), so a higher-numbered trial in another process could look before the
+    lower one's key exists, find nothing, and measure the same configuration at the same time. Lower numbers never
+    wait for higher ones here, so this cannot deadlock; running trials without a key that started over
+    ``RECENT_S`` ago belong to a dead process and are not waited for.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        now = datetime.datetime.now()
+        undecided = [
+            t
+            for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+            if t.number < number
+            and KEY not in t.user_attrs
+            and t.datetime_start is not None
+            and (now - t.datetime_start).total_seconds() < RECENT_S
+        ]
+        if not undecided or time.monotonic() >= deadline:
+            return
+        time.sleep(poll)
 
 
 def valid_keys(space: SearchSpace, defaults: dict[str, Any]) -> set[str] | None:

@@ -303,6 +303,7 @@ class SweepImpl(recovery.Recovery):
         trial.set_user_attr(dedup.KEY, key)
         if repeat or self.conf.get("repeat", False):
             return values, None
+        dedup.await_lower_keys(self.plan.study, trial.number)
         found = dedup.find(self.plan.study, key, trial.number)
         if found is None:
             return values, None
