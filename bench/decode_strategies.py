@@ -21,6 +21,7 @@ Rows go to OUT/decode_strategies.jsonl; a table is printed last. ``--smoke`` run
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -88,6 +89,34 @@ class Out:
         print(f"[{part}] {name}: {shown}", flush=True)
 
 
+def _corpus(smoke: bool) -> dict[str, Any]:
+    """The generated corpus every part reads (ImageNet-like sizes around 500x375; tiny with --smoke)."""
+    return {
+        "corpus_images": 64 if smoke else 2048,
+        "corpus_width": 64 if smoke else 500,
+        "corpus_height": 48 if smoke else 375,
+        "epoch_images": 1_000_000,
+    }
+
+
+def _pipeline(p: dict[str, Any], knobs: dict[str, Any], bs: int, size: int, device: Any, out: Path) -> Any:
+    """The tool's JPEG pipeline as a part measures it: channels_last batches, the corpus cached under OUT."""
+    import torch
+
+    from workloads import data
+
+    return data.Pipeline(
+        p,
+        knobs,
+        batch_size=bs,
+        image_size=size,
+        device=device,
+        memory_format=torch.channels_last,
+        cache_root=out / "results" / "data",
+        num_classes=1000,
+    )
+
+
 def part_gpu_stages(o: Out, out: Path, smoke: bool, reps: int = 12) -> None:
     import statistics
 
@@ -96,11 +125,7 @@ def part_gpu_stages(o: Out, out: Path, smoke: bool, reps: int = 12) -> None:
     from workloads import corpus, decode
 
     device = torch.device("cpu" if smoke else "cuda")
-    p = {
-        "corpus_images": 64 if smoke else 2048,
-        "corpus_width": 64 if smoke else 500,
-        "corpus_height": 48 if smoke else 375,
-    }
+    p = _corpus(smoke)
     root = corpus.corpus_path(p, out / "results" / "data")
     corpus.ensure_corpus(root, p["corpus_images"], p["corpus_width"], p["corpus_height"], corpus.corpus_sizes(p))
     files = [torch.frombuffer(bytearray(f.read_bytes()), dtype=torch.uint8) for f in sorted(root.glob("*/*.jpg"))]
@@ -110,7 +135,7 @@ def part_gpu_stages(o: Out, out: Path, smoke: bool, reps: int = 12) -> None:
     dec_ms, crop_ms, crop_gpu_ms = [], [], []
     for r in range(reps + 2):
         batch = [files[(r * bs + i) % len(files)] for i in range(bs)]
-        with torch.cuda.stream(stream) if stream is not None else _null():
+        with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
             t0 = time.perf_counter()
             images = gpu.decode(batch)
             t1 = time.perf_counter()
@@ -160,14 +185,6 @@ def part_gpu_stages(o: Out, out: Path, smoke: bool, reps: int = 12) -> None:
     )
 
 
-class _null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
 def part_under_load(o: Out, out: Path, smoke: bool, workers: int, seconds: float) -> None:
     """The GPU decode pipeline (batch 256) while the consuming thread works as a training step would, ~30 ms per
     batch: ``none`` (takes batches only), ``python`` (a pure-Python busy loop: holds the GIL, leaves the GPU idle),
@@ -176,15 +193,8 @@ def part_under_load(o: Out, out: Path, smoke: bool, workers: int, seconds: float
     import torch
     import torchvision
 
-    from workloads import data
-
     device = torch.device("cpu" if smoke else "cuda")
-    p = {
-        "corpus_images": 64 if smoke else 2048,
-        "corpus_width": 64 if smoke else 500,
-        "corpus_height": 48 if smoke else 375,
-        "epoch_images": 1_000_000,
-    }
+    p = _corpus(smoke)
     bs, size = (8, 32) if smoke else (256, 224)
     loads: dict[str, Any] = {"none": lambda images, labels: None}
 
@@ -242,16 +252,7 @@ def part_under_load(o: Out, out: Path, smoke: bool, workers: int, seconds: float
             "decode_device": "cpu" if smoke else "cuda",
             **({"cpu_decoder": "torchvision", "transfer_dtype": "uint8"} if smoke else {}),
         }
-        pipe = data.Pipeline(
-            p,
-            knobs,
-            batch_size=bs,
-            image_size=size,
-            device=device,
-            memory_format=torch.channels_last,
-            cache_root=out / "results" / "data",
-            num_classes=1000,
-        )
+        pipe = _pipeline(p, knobs, bs, size, device, out)
         try:
             for _ in range(pipe.buffered_batches + 4):
                 load(*pipe.next())
@@ -285,15 +286,8 @@ def part_under_load(o: Out, out: Path, smoke: bool, workers: int, seconds: float
 def part_loader(o: Out, out: Path, smoke: bool, workers: int, seconds: float, only: list[str]) -> None:
     import torch
 
-    from workloads import data
-
     device = torch.device("cpu" if smoke else "cuda")
-    p = {
-        "corpus_images": 64 if smoke else 2048,
-        "corpus_width": 64 if smoke else 500,
-        "corpus_height": 48 if smoke else 375,
-        "epoch_images": 100_000,
-    }
+    p = _corpus(smoke)
     bs = 8 if smoke else 256
     for name, strat in STRATEGIES.items():
         if only and name not in only:
@@ -308,16 +302,7 @@ def part_loader(o: Out, out: Path, smoke: bool, workers: int, seconds: float, on
             "persistent_workers": False,
             **strat,
         }
-        pipe = data.Pipeline(
-            p,
-            knobs,
-            batch_size=bs,
-            image_size=32 if smoke else 224,
-            device=device,
-            memory_format=torch.channels_last,
-            cache_root=out / "results" / "data",
-            num_classes=1000,
-        )
+        pipe = _pipeline(p, knobs, bs, 32 if smoke else 224, device, out)
         try:
             for _ in range(pipe.buffered_batches + 2):
                 pipe.next()
