@@ -3,16 +3,19 @@
     python bench/decode_strategies.py OUT [--smoke] [--parts loader,trials,fp16]
 
 Parts:
-  gpu_stages  the GPU path's two stages alone, on batches of 256 files held in memory (no loader, no model): wall ms
-          per batch of the batched nvJPEG decode and of the crop (gather + roi_align), the crop's span on its
-          stream (CUDA events, host gaps included) and its kernel time (profiler, summed over its kernels): what
-          it takes from a training step that shares the GPU.
-  under_load  the GPU pipeline while the consuming thread loads the GIL, the GPU, or both (see part_under_load).
+  gpu_stages  the GPU path's two stages alone, for each GPU decoder (--gpu-decoders), on batches of 256 files held
+          in memory (no loader, no model): wall ms per batch of the batched decode and of the crop (gather +
+          roi_align), the crop's span on its stream (CUDA events, host gaps included) and its kernel time
+          (profiler, summed over its kernels): what it takes from a training step that shares the GPU; and a
+          Python thread's pace while the decode runs, against its idle pace (1.0: the decode leaves the GIL).
+  under_load  the GPU pipeline while the consuming thread loads the GIL, the GPU, or both (see part_under_load),
+          for each GPU decoder; also the load's own ms per batch, with the pipeline running and alone.
   loader  the input pipeline alone (workloads.data.Pipeline, no model): img/s of every decode strategy at batch 256
           with N workers (16 cores: 14), and the per-stage timings the pipeline records (which stage limits it).
   trials  the tool's single runs (``python -m sweeper``, one isolated trial each): the model on synthetic data
           (the reference), then the same model fed by the strategies (the inductor cache is shared, so only the
-          first compiles cold).
+          first compiles cold); --model and --trial-strategies choose them.
+  defaults  the JPEG workload as it ships (the baseline) and with strict fp32, one single run each.
   fp16    why torchvision's default init diverges in fp16: loss, loss scale and the largest activation per stage
           over the first steps, default init against zero-initialised residual BN (hand-written, eager).
 Rows go to OUT/decode_strategies.jsonl; a table is printed last. ``--smoke`` runs tiny sizes on the CPU.
@@ -26,6 +29,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -51,6 +55,15 @@ STRATEGIES: dict[str, dict[str, Any]] = {
         "device_prefetch": True,
     },
     "gpu": {"decode_device": "cuda"},
+    "gpu-nvimgcodec": {"decode_device": "cuda", "gpu_decoder": "nvimgcodec"},
+    "gpu-nvimgcodec-roi": {"decode_device": "cuda", "gpu_decoder": "nvimgcodec", "gpu_roi_decode": True},
+    "hybrid-0.5-nvimgcodec": {
+        "decode_device": "hybrid",
+        "gpu_share": 0.5,
+        "gpu_decoder": "nvimgcodec",
+        "cpu_decoder": "torchvision",
+        "transfer_dtype": "uint8",
+    },
     "hybrid-0.25": {
         "decode_device": "hybrid",
         "gpu_share": 0.25,
@@ -64,6 +77,18 @@ STRATEGIES: dict[str, dict[str, Any]] = {
         "cpu_decoder": "pil",
         "decode_scale": "reduced",
         "transfer_dtype": "uint8",
+    },
+    # the hybrid split fed by torchvision's CPU decoder (uint8 transfer), with its own worker count
+    **{
+        f"hybrid-{share}-tv-w{w}": {
+            "decode_device": "hybrid",
+            "gpu_share": share,
+            "cpu_decoder": "torchvision",
+            "transfer_dtype": "uint8",
+            "num_workers": w,
+        }
+        for share in (0.5, 0.625, 0.75)
+        for w in (8, 12, 14)
     },
     "hybrid-0.75": {
         "decode_device": "hybrid",
@@ -117,7 +142,29 @@ def _pipeline(p: dict[str, Any], knobs: dict[str, Any], bs: int, size: int, devi
     )
 
 
-def part_gpu_stages(o: Out, out: Path, smoke: bool, reps: int = 12) -> None:
+def _gpu_decoders(names: str) -> list[tuple[str, str, bool]]:
+    """``torchvision,nvimgcodec,nvimgcodec+roi`` -> (name, decoder, roi) for each installed decoder."""
+    from workloads import decode
+
+    chosen = []
+    for name in [n for n in names.split(",") if n]:
+        decoder, roi = name.removesuffix("+roi"), name.endswith("+roi")
+        if decoder == "nvimgcodec" and decode.nvimgcodec_missing():
+            print(f"skipping {name}: {decode.nvimgcodec_missing()}", flush=True)
+            continue
+        chosen.append((name, decoder, roi))
+    return chosen
+
+
+def part_gpu_stages(o: Out, out: Path, smoke: bool, decoders: str, reps: int = 12) -> None:
+    for name, decoder, roi in _gpu_decoders(decoders):
+        try:
+            _gpu_stages(o, out, smoke, name, decoder, roi, reps)
+        except Exception as e:  # noqa: BLE001 - one decoder's failure is a row; the others still run
+            o.add("gpu_stages", name, error=repr(e)[:300])
+
+
+def _gpu_stages(o: Out, out: Path, smoke: bool, name: str, decoder: str, roi: bool, reps: int) -> None:
     import statistics
 
     import torch
@@ -130,19 +177,19 @@ def part_gpu_stages(o: Out, out: Path, smoke: bool, reps: int = 12) -> None:
     corpus.ensure_corpus(root, p["corpus_images"], p["corpus_width"], p["corpus_height"], corpus.corpus_sizes(p))
     files = [torch.frombuffer(bytearray(f.read_bytes()), dtype=torch.uint8) for f in sorted(root.glob("*/*.jpg"))]
     bs = 8 if smoke else 256
-    gpu = decode.GpuDecode(32 if smoke else 224, device)
+    gpu = decode.GpuDecode(32 if smoke else 224, device, decoder, roi)
     stream = torch.cuda.Stream(device) if device.type == "cuda" else None
     dec_ms, crop_ms, crop_gpu_ms = [], [], []
     for r in range(reps + 2):
         batch = [files[(r * bs + i) % len(files)] for i in range(bs)]
         with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
             t0 = time.perf_counter()
-            images = gpu.decode(batch)
+            decoded = gpu.decode(batch)
             t1 = time.perf_counter()
             if stream is not None:
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()
-            gpu.crop(images)
+            gpu.crop(decoded)
             if stream is not None:
                 end.record()
             decode.synchronize(device)
@@ -152,16 +199,35 @@ def part_gpu_stages(o: Out, out: Path, smoke: bool, reps: int = 12) -> None:
             crop_ms.append((t2 - t1) * 1e3)
             if stream is not None:
                 crop_gpu_ms.append(start.elapsed_time(end))
+    # does the decode call leave the GIL to other threads (the training step, the crop thread)? A Python thread's
+    # counting pace while this thread decodes, against its pace while this thread sleeps
+    paces = []
+    for work in (lambda: time.sleep(0.02), lambda: gpu.decode(files[:bs])):
+        count, stop = [0], threading.Event()
+
+        def counter() -> None:
+            while not stop.is_set():
+                count[0] += 1
+
+        th = threading.Thread(target=counter)
+        th.start()
+        t0 = time.perf_counter()
+        for _ in range(5):
+            work()
+        decode.synchronize(device)
+        paces.append(count[0] / (time.perf_counter() - t0))
+        stop.set()
+        th.join()
     kernels: list[tuple[str, float]] = []
     kernel_ms = None
     if stream is not None:  # the crop's kernels, by GPU time (3 batches)
         from torch.profiler import ProfilerActivity, profile
 
         batch = [files[i % len(files)] for i in range(bs)]
-        images = gpu.decode(batch)
+        decoded = gpu.decode(batch)
         with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
             for _ in range(3):
-                gpu.crop(images)
+                gpu.crop(decoded)
             decode.synchronize(device)
         from torch.autograd import DeviceType
 
@@ -173,11 +239,12 @@ def part_gpu_stages(o: Out, out: Path, smoke: bool, reps: int = 12) -> None:
     med = statistics.median
     o.add(
         "gpu_stages",
-        f"batch {bs}",
+        f"{name} batch {bs}",
         decode_ms=med(dec_ms),
         crop_ms=med(crop_ms),
         crop_span_ms=med(crop_gpu_ms) if crop_gpu_ms else None,
         crop_kernel_ms=kernel_ms,
+        python_pace_while_decoding=paces[1] / paces[0],
         decode_img_s=bs / med(dec_ms) * 1e3,
         crop_img_s=bs / med(crop_ms) * 1e3,
         reps=reps,
@@ -185,7 +252,9 @@ def part_gpu_stages(o: Out, out: Path, smoke: bool, reps: int = 12) -> None:
     )
 
 
-def part_under_load(o: Out, out: Path, smoke: bool, workers: int, seconds: float) -> None:
+def part_under_load(
+    o: Out, out: Path, smoke: bool, workers: int, seconds: float, decoders: str, only_loads: str = ""
+) -> None:
     """The GPU decode pipeline (batch 256) while the consuming thread works as a training step would, ~30 ms per
     batch: ``none`` (takes batches only), ``python`` (a pure-Python busy loop: holds the GIL, leaves the GPU idle),
     ``gpu_graph`` (replays a CUDA graph of matmuls and waits: GPU busy, no Python), ``eager`` (ResNet-50 fp16
@@ -241,45 +310,67 @@ def part_under_load(o: Out, out: Path, smoke: bool, workers: int, seconds: float
     loads["python+switch0.5ms"] = loads["python"]  # the same loads with a 10x shorter GIL switch interval
     if "eager" in loads:
         loads["eager+switch0.5ms"] = loads["eager"]
-    for name, load in loads.items():
-        sys.setswitchinterval(0.0005 if "switch" in name else 0.005)
-        knobs = {
-            "num_workers": workers,
-            "prefetch_factor": 2,
-            "pin_memory": not smoke,
-            "non_blocking": not smoke,
-            "persistent_workers": False,
-            "decode_device": "cpu" if smoke else "cuda",
-            **({"cpu_decoder": "torchvision", "transfer_dtype": "uint8"} if smoke else {}),
-        }
-        pipe = _pipeline(p, knobs, bs, size, device, out)
-        try:
-            for _ in range(pipe.buffered_batches + 4):
-                load(*pipe.next())
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            side = pipe.side
-            before = (side.gpu_decode_s, side.gpu_crop_s, side.batches)
-            n, t0 = 0, time.perf_counter()
-            while time.perf_counter() - t0 < seconds:
-                load(*pipe.next())
-                n += 1
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            wall = time.perf_counter() - t0
-            batches = max(1, side.batches - before[2])
-            o.add(
-                "under_load",
-                name,
-                img_s=n * bs / wall,
-                batches=n,
-                decode_ms=(side.gpu_decode_s - before[0]) / batches * 1e3,
-                crop_ms=(side.gpu_crop_s - before[1]) / batches * 1e3,
-            )
-        except Exception as e:  # noqa: BLE001 - one load's failure is a row; the others still run
-            o.add("under_load", name, error=repr(e)[:300])
-        finally:
-            pipe.close()
+    decoder_list = [("torchvision", "torchvision", False)] if smoke else _gpu_decoders(decoders)
+    for dec_name, decoder, roi in decoder_list:
+        for load_name, load in loads.items():
+            if (decoder != "torchvision" and "switch" in load_name) or (
+                only_loads and load_name not in only_loads.split(",")
+            ):
+                continue
+            name = load_name if dec_name == "torchvision" else f"{dec_name}/{load_name}"
+            sys.setswitchinterval(0.0005 if "switch" in load_name else 0.005)
+            knobs = {
+                "num_workers": workers,
+                "prefetch_factor": 2,
+                "pin_memory": not smoke,
+                "non_blocking": not smoke,
+                "persistent_workers": False,
+                "decode_device": "cpu" if smoke else "cuda",
+                **({"cpu_decoder": "torchvision", "transfer_dtype": "uint8"} if smoke else {}),
+                **({} if smoke else {"gpu_decoder": decoder, "gpu_roi_decode": roi}),
+            }
+            pipe = _pipeline(p, knobs, bs, size, device, out)
+            try:
+                images, labels = pipe.next()
+                for _ in range(pipe.buffered_batches + 4):
+                    load(*pipe.next())
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                side = pipe.side
+                before = (side.gpu_decode_s, side.gpu_crop_s, side.batches)
+                n, in_load, t0 = 0, 0.0, time.perf_counter()
+                while time.perf_counter() - t0 < seconds:
+                    batch = pipe.next()
+                    t1 = time.perf_counter()
+                    load(*batch)
+                    in_load += time.perf_counter() - t1
+                    n += 1
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                wall = time.perf_counter() - t0
+                batches = max(1, side.batches - before[2])
+                pipe.close()
+                # the same load alone, on one batch held still: what the pipeline's threads cost it
+                m, t0 = 0, time.perf_counter()
+                while time.perf_counter() - t0 < min(seconds, 3.0):
+                    load(images, labels)
+                    m += 1
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                o.add(
+                    "under_load",
+                    name,
+                    img_s=n * bs / wall,
+                    batches=n,
+                    decode_ms=(side.gpu_decode_s - before[0]) / batches * 1e3,
+                    crop_ms=(side.gpu_crop_s - before[1]) / batches * 1e3,
+                    load_ms=in_load / max(1, n) * 1e3,
+                    load_alone_ms=(time.perf_counter() - t0) / m * 1e3,
+                )
+            except Exception as e:  # noqa: BLE001 - one load's failure is a row; the others still run
+                o.add("under_load", name, error=repr(e)[:300])
+            finally:
+                pipe.close()
     sys.setswitchinterval(0.005)
 
 
@@ -383,32 +474,39 @@ def tool(o: Out, out: Path, name: str, overrides: list[str], timeout: float = 40
     o.add("trials", name, wall_s=wall, **{k: row.get(k) for k in keep if k in row})
 
 
-def part_trials(o: Out, out: Path, smoke: bool, workers: int) -> None:
-    model = [
-        "knobs.precision=fp16",
-        "knobs.memory_format=channels_last",
-        "knobs.cudnn_benchmark=true",
-        "knobs.optimizer_impl=fused",
-        "knobs.batch_size=256",
-        "knobs.compile=default",
-        "measure.min_time_s=2",
-    ]
+TRIAL_STRATEGIES = "cpu-tv-uint8,cpu-pil-reduced-prefetch,hybrid-0.25,gpu"
+TRIAL_MODEL = (
+    "knobs.precision=fp16,knobs.memory_format=channels_last,knobs.cudnn_benchmark=true,knobs.optimizer_impl=fused,"
+    "knobs.batch_size=256,knobs.compile=default"
+)
+
+
+def part_trials(
+    o: Out, out: Path, smoke: bool, workers: int, strategies: str = TRIAL_STRATEGIES, model_spec: str = TRIAL_MODEL
+) -> None:
+    """The model (``model_spec``: comma-separated overrides) on synthetic data, then fed by each strategy (a
+    strategy's own ``num_workers`` wins over ``workers``)."""
+    model = [*model_spec.split(","), "measure.min_time_s=2"]
     if smoke:
         model = ["knobs.precision=fp32", "knobs.batch_size=2", "knobs.compile=off", "preset=tiny", "cpu_threads=1"]
     tool(o, out, "synthetic", model)
-    feed = [
-        f"knobs.num_workers={workers}",
-        "knobs.prefetch_factor=4",
-        "knobs.pin_memory=true",
-        "knobs.non_blocking=true",
-    ]
-    for name in ("cpu-tv-uint8", "cpu-pil-reduced-prefetch", "hybrid-0.25", "gpu"):
-        if smoke and name != "cpu-tv-uint8":
+    for name in [n for n in strategies.split(",") if n]:
+        if smoke and name != "cpu-tv-uint8":  # the CPU smoke runs one JPEG trial
             continue
-        strat = [f"knobs.{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in STRATEGIES[name].items()]
+        knobs = {"num_workers": workers, "prefetch_factor": 4, "pin_memory": True, "non_blocking": True}
+        knobs.update(STRATEGIES[name])
         if smoke:
-            strat = [s for s in strat if "device_prefetch" not in s]
-        tool(o, out, f"jpeg-{name}", [*model, "workload.data=jpeg", *feed, *strat])
+            knobs.pop("device_prefetch", None)
+        feed = [f"knobs.{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in knobs.items()]
+        tool(o, out, f"jpeg-{name}", [*model, "workload.data=jpeg", *feed])
+
+
+def part_defaults(o: Out, out: Path, smoke: bool) -> None:
+    """The JPEG workload as it ships (the baseline: fp32 as PyTorch ships it, 0 workers) and the same with strict
+    fp32 (cuDNN TF32 off, the baseline's setting before 2026-12-01), one trial each."""
+    tiny = ["preset=tiny", "cpu_threads=1"] if smoke else []
+    for precision in ("fp32", "fp32-strict"):
+        tool(o, out, f"jpeg-defaults-{precision}", ["workload.data=jpeg", f"knobs.precision={precision}", *tiny])
 
 
 def part_fp16(o: Out, smoke: bool) -> None:
@@ -478,6 +576,14 @@ def main() -> None:
     a.add_argument("--workers", type=int, default=None)
     a.add_argument("--seconds", type=float, default=6.0)
     a.add_argument("--strategies", default="", help="comma-separated subset of the loader part's strategies")
+    a.add_argument("--trial-strategies", default=TRIAL_STRATEGIES, help="trials: the strategies fed to the model")
+    a.add_argument("--model", default=TRIAL_MODEL, help="trials: the model's overrides, comma-separated")
+    a.add_argument("--loads", default="", help="under_load: comma-separated subset of the loads (default all)")
+    a.add_argument(
+        "--gpu-decoders",
+        default="torchvision,nvimgcodec,nvimgcodec+roi",
+        help="gpu_stages, under_load: the GPU decoders to measure (nvimgcodec ones only where it is installed)",
+    )
     args = a.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     workers = args.workers if args.workers is not None else (2 if args.smoke else max(1, (os.cpu_count() or 2) - 2))
@@ -493,10 +599,11 @@ def main() -> None:
                 1.0 if args.smoke else args.seconds,
                 [s for s in args.strategies.split(",") if s],
             ),
-            "trials": lambda: part_trials(o, args.out, args.smoke, workers),
-            "gpu_stages": lambda: part_gpu_stages(o, args.out, args.smoke),
+            "trials": lambda: part_trials(o, args.out, args.smoke, workers, args.trial_strategies, args.model),
+            "defaults": lambda: part_defaults(o, args.out, args.smoke),
+            "gpu_stages": lambda: part_gpu_stages(o, args.out, args.smoke, args.gpu_decoders),
             "under_load": lambda: part_under_load(
-                o, args.out, args.smoke, workers, 1.0 if args.smoke else args.seconds
+                o, args.out, args.smoke, workers, 1.0 if args.smoke else args.seconds, args.gpu_decoders, args.loads
             ),
             "fp16": lambda: part_fp16(o, args.smoke),
         }[part]()

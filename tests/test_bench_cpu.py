@@ -225,11 +225,14 @@ def test_decode_strategies_records_a_run_past_its_time_limit_and_goes_on(tmp_pat
 
 
 def test_decode_strategies_times_the_gpu_paths_two_stages(tmp_path: Path) -> None:
-    """The gpu_stages part (CPU smoke: torchvision's CPU decoder stands in for nvJPEG) times each stage per batch."""
+    """The gpu_stages part (CPU smoke: the decoders' CPU backends stand in for nvJPEG and the hardware engines) times
+    each stage per batch, for each GPU decoder asked for."""
     _run("bench/decode_strategies.py", str(tmp_path), "--smoke", "--parts", "gpu_stages")
-    (row,) = [json.loads(line) for line in (tmp_path / "decode_strategies.jsonl").read_text().splitlines()]
-    assert row["part"] == "gpu_stages" and row["decode_ms"] > 0 and row["crop_ms"] > 0 and row["reps"] == 12
-    assert row["crop_span_ms"] is None and row["crop_kernel_ms"] is None, "no CUDA events or kernels on the CPU"
+    rows = [json.loads(line) for line in (tmp_path / "decode_strategies.jsonl").read_text().splitlines()]
+    assert [r["name"] for r in rows] == ["torchvision batch 8", "nvimgcodec batch 8", "nvimgcodec+roi batch 8"]
+    for row in rows:
+        assert row["part"] == "gpu_stages" and row["decode_ms"] > 0 and row["crop_ms"] > 0 and row["reps"] == 12
+        assert row["crop_span_ms"] is None and row["crop_kernel_ms"] is None, "no CUDA events or kernels on the CPU"
 
 
 def test_jpeg_ceiling_logs_its_summary_before_measuring_the_best_rows_own_model(tmp_path: Path) -> None:

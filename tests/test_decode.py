@@ -316,16 +316,16 @@ def test_prefetcher_decodes_the_next_batch_while_the_last_one_is_cropped(tmp_pat
         threads: set[str] = set()
         overlapped: list[bool] = []
 
-        def decode(self, files: list[torch.Tensor]) -> list[torch.Tensor]:
+        def decode(self, files: list[torch.Tensor]) -> decode.Decoded:
             started[self.decoded].set()
             self.decoded += 1
             self.threads.add(threading.current_thread().name)
             return super().decode(files)
 
-        def crop(self, images: list[torch.Tensor]) -> torch.Tensor:
+        def crop(self, decoded: decode.Decoded) -> torch.Tensor:
             self.overlapped.append(started[self.cropped + 1].wait(timeout=5))
             self.cropped += 1
-            return super().crop(images)
+            return super().crop(decoded)
 
     side = data.DeviceSide(16, CPU, torch.contiguous_format, non_blocking=False)
     side.gpu = probe = Probe(16, CPU)
@@ -349,3 +349,119 @@ def test_a_closed_pipeline_never_restarts_its_loader(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="closed"):
         pipe._next_host()
     assert pipe._it is None, "no iterator was started after close"
+
+
+# ---------------------------------------------------------------- nvImageCodec (gpu_decoder=nvimgcodec)
+# On a CPU device the same code path runs nvImageCodec's libjpeg-turbo backend (the H200 runs the hardware one).
+
+needs_nvimgcodec = pytest.mark.skipif(decode.nvimgcodec_missing() is not None, reason="nvImageCodec not installed")
+
+
+def _jpegs(tmp_path: Path, n: int = 6) -> list[torch.Tensor]:
+    path = tmp_path / "jpeg-imagenet"
+    corpus.ensure_corpus(path, n, 120, 90, "imagenet")  # sizes vary: each image its own shape
+    return [torch.frombuffer(bytearray(f.read_bytes()), dtype=torch.uint8) for f in sorted(path.glob("*/*.jpg"))]
+
+
+@needs_nvimgcodec
+def test_nvimgcodec_decodes_the_pixels_torchvision_decodes(tmp_path: Path) -> None:
+    """gpu_decoder=nvimgcodec goes through nvImageCodec (planar RGB, back to back), not torchvision; the pixels are
+    the same (both libjpeg-turbo here). The second batch decodes into the first batch's buffers (reused) and is
+    still right, in another order."""
+    files = _jpegs(tmp_path)
+    tv, nv = decode.GpuDecode(16, CPU), decode.GpuDecode(16, CPU, "nvimgcodec")
+    assert nv.nvimgcodec is not None and tv.nvimgcodec is None
+    for batch in (files, files[::-1]):
+        want, got = tv.decode(batch), nv.decode(batch)
+        assert len(set(map(tuple, got.shapes.tolist()))) > 1, "the corpus has images of several sizes"
+        assert torch.equal(got.shapes, want.shapes) and got.windows is None
+        assert got.flat.dtype == torch.uint8 and torch.equal(got.flat, want.flat)
+        assert got.pixels_full == want.pixels_full == int(want.shapes.prod(1).sum())
+    assert len(nv.nvimgcodec.reuse) == len(files), "the batch's images are kept for the next decode"
+    out = nv.crop(nv.decode(files))
+    assert out.shape == (len(files), 3, 16, 16) and out.dtype == torch.float32
+
+
+@needs_nvimgcodec
+def test_roi_decode_decodes_only_each_crop_window_and_crops_the_same(tmp_path: Path) -> None:
+    """gpu_roi_decode=true draws the crop windows from the headers' sizes, decodes each window plus a one-pixel border
+    (clamped at the image's edge) and nothing else; cropping those regions gives what cropping the whole images with
+    the same windows gives."""
+    files = _jpegs(tmp_path)
+    full = decode.GpuDecode(16, CPU, "nvimgcodec").decode(files)
+    roi_gpu = decode.GpuDecode(16, CPU, "nvimgcodec", roi=True)
+    torch.manual_seed(7)
+    roi = roi_gpu.decode(files)
+    torch.manual_seed(7)
+    windows = decode.crop_windows(full.shapes[:, 0], full.shapes[:, 1])  # the same draws, on the whole images
+    top, left, h, w = windows.unbind(1)
+    heights, widths = full.shapes.unbind(1)
+    y0, x0 = (top - 1).clamp(min=0), (left - 1).clamp(min=0)
+    want_shapes = torch.stack([torch.minimum(top + h + 1, heights) - y0, torch.minimum(left + w + 1, widths) - x0], 1)
+    assert torch.equal(roi.shapes, want_shapes), "each region is its window and a one-pixel border"
+    assert torch.equal(roi.windows, torch.stack([top - y0, left - x0, h, w], 1)), "windows within the region"
+    assert roi.pixels_full == full.pixels_full and int(roi.shapes.prod(1).sum()) < full.pixels_full
+    flip = torch.arange(len(files)) % 2 == 0
+    a = roi_gpu._crops(roi.flat, roi.shapes, roi.windows, flip)
+    b = roi_gpu._crops(full.flat, full.shapes, windows, flip)
+    torch.testing.assert_close(a, b, rtol=0, atol=1e-3)
+
+
+@needs_nvimgcodec
+def test_gpu_decoder_knobs_reach_the_device_side(tmp_path: Path) -> None:
+    """The knobs choose the decoder the device side runs, and the ROI decode shows in the decoded pixel count."""
+    path = corpus.corpus_path(TINY, tmp_path)
+    corpus.ensure_corpus(path, 8, 32, 24)
+    batch = data.JpegBatches(path, "corpus", 16, 1.0, "torchvision", "full", normalize=False).__getitems__([0, 1, 2, 3])
+    for decoder, roi in (("torchvision", False), ("nvimgcodec", False), ("nvimgcodec", True)):
+        side = data.DeviceSide(16, CPU, torch.contiguous_format, False, decoder, roi)
+        images, labels = side(dict(batch))
+        assert images.shape == (4, 3, 16, 16) and labels.tolist() == batch["labels"].tolist()
+        assert side.gpu.decoder == decoder and (side.gpu.nvimgcodec is not None) == (decoder == "nvimgcodec")
+        decoded, whole = side.gpu_pixels
+        assert whole == 4 * 32 * 24 and (decoded < whole if roi else decoded == whole)
+
+
+def test_gpu_decoder_knobs_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    gpu = type("D", (), {"kind": "cuda"})()
+    assert "knobs.gpu_decoder must be one of" in data.check(knobs(decode_device="cuda", gpu_decoder="dali"), gpu)
+    msg = data.check(knobs(decode_device="cuda", gpu_roi_decode=True), gpu)
+    assert "gpu_roi_decode=true" in msg and "gpu_decoder=nvimgcodec" in msg
+    with pytest.raises(ValueError, match="gpu_roi_decode"):
+        decode.GpuDecode(16, CPU, "torchvision", roi=True)
+    # where nvImageCodec is not installed, the trial is skipped with the install command
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if "nvimgcodec" in name else real(name, *a))
+    msg = data.check(knobs(decode_device="hybrid", gpu_share=0.5, gpu_decoder="nvimgcodec"), gpu)
+    assert "pip install 'nvidia-nvimgcodec-cu13[nvjpeg]'" in msg and "gpu_decoder=torchvision" in msg
+    assert data.check(knobs(decode_device="cpu", gpu_decoder="nvimgcodec"), gpu) is None, "inactive on the CPU path"
+
+
+@needs_nvimgcodec
+@pytest.mark.gpu
+def test_nvimgcodec_on_the_gpu_decodes_what_libjpeg_decodes(tmp_path: Path) -> None:
+    """On a GPU, gpu_decoder=nvimgcodec decodes on the hardware JPEG engines (or nvJPEG's CUDA decoder): the pixels
+    match libjpeg-turbo's within the IDCT's rounding, twice in a row (the second batch reuses the first's buffers,
+    in another order), and the ROI decode crops what the whole image crops."""
+    files = _jpegs(tmp_path, 32)
+    cuda = torch.device("cuda")
+    cpu = decode.GpuDecode(16, CPU)
+    gpu = decode.GpuDecode(16, cuda, "nvimgcodec")
+    for batch in (files, files[::-1]):
+        want, got = cpu.decode(batch), gpu.decode(batch)
+        assert got.flat.device.type == "cuda" and torch.equal(got.shapes, want.shapes)
+        diff = (got.flat.cpu().int() - want.flat.int()).abs().float()
+        assert diff.mean() < 1.0 and diff.quantile(0.999) <= 8, (diff.mean(), diff.max())
+    roi_gpu = decode.GpuDecode(16, cuda, "nvimgcodec", roi=True)
+    torch.manual_seed(5)
+    roi = roi_gpu.decode(files)
+    torch.manual_seed(5)
+    full = cpu.decode(files)
+    windows = decode.crop_windows(full.shapes[:, 0], full.shapes[:, 1])
+    flip = torch.zeros(len(files), dtype=torch.bool)
+    a = roi_gpu._crops(roi.flat, roi.shapes, roi.windows, flip).cpu()
+    b = cpu._crops(full.flat, full.shapes, windows, flip)
+    assert (a - b).abs().mean() < 1.0, (a - b).abs().max()
+    assert int(roi.shapes.prod(1).sum()) < roi.pixels_full

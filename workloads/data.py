@@ -66,6 +66,16 @@ def knob_conflict(knobs: dict[str, Any], device_kind: str) -> str | None:
     if where != "cpu" and device_kind != "cuda":
         return (f"knobs.decode_device={where} decodes JPEGs on a GPU, but this trial runs on the CPU; "
                 "use decode_device=cpu")
+    gpu_decoder = knobs.get("gpu_decoder") or "torchvision"
+    if gpu_decoder not in decode.GPU_DECODERS:
+        return f"knobs.gpu_decoder must be one of {decode.GPU_DECODERS}, got {gpu_decoder!r}"
+    if knobs.get("gpu_roi_decode") and gpu_decoder != "nvimgcodec":
+        return ("knobs.gpu_roi_decode=true decodes crop windows through nvImageCodec; set gpu_decoder=nvimgcodec or "
+                "gpu_roi_decode=false")
+    if where != "cpu" and gpu_decoder == "nvimgcodec":
+        missing = decode.nvimgcodec_missing()
+        if missing:
+            return missing
     if where == "hybrid":
         share = knobs.get("gpu_share")
         if share is None or not 0.0 < float(share) < 1.0:
@@ -223,7 +233,9 @@ class Pipeline:
         threaded = self.share > 0 or bool(knobs.get("device_prefetch"))
         self.buffered_batches = (self.workers * int(per_worker.get("prefetch_factor", 2)) if self.workers else 0) + (
             PREFETCH_DEPTH + 1 if threaded else 0) + (DECODED_DEPTH + 1 if self.share > 0 else 0)
-        self.side = DeviceSide(image_size, device, memory_format, bool(knobs.get("non_blocking", False)))
+        self.side = DeviceSide(image_size, device, memory_format, bool(knobs.get("non_blocking", False)),
+                               (knobs.get("gpu_decoder") or "torchvision") if self.share > 0 else "torchvision",
+                               bool(knobs.get("gpu_roi_decode")) and self.share > 0)
         self.epochs = 0  # loader restarts so far
         self.stats = torch.zeros(len(decode.STATS), dtype=torch.float64)
         self.cpu_images = 0
@@ -328,6 +340,10 @@ class Pipeline:
             "data_decode_device": self.decode_device,
             "data_decode_strategy": decode.describe(self.knobs),
             "data_gpu_share": self.share,
+            "data_gpu_decoder": self.side.gpu.decoder if self.share > 0 else None,
+            "data_gpu_roi_decode": self.side.gpu.nvimgcodec.roi if self.side.gpu.nvimgcodec is not None else None,
+            "data_gpu_decoded_pixels_frac": (self.side.gpu_pixels[0] / self.side.gpu_pixels[1])
+            if self.side.gpu_pixels[1] else None,
             "data_bytes_decoded_cpu": float(self.stats[4]),
             "data_bytes_decoded_gpu": float(self.side.bytes_gpu),
             "data_decoded_pixels_frac": (float(self.stats[2]) / float(self.stats[3])) if self.cpu_images else None,
@@ -353,6 +369,13 @@ RECIPE: dict[str, Any] = {
         "hybrid": ["# decode gpu_share of each batch on the GPU (torchvision.io.decode_jpeg(..., device='cuda')),",
                    "# the rest in the DataLoader workers on the CPU"]}.get(v, []),
     "gpu_share": lambda v: [f"gpu_share = {v}  # share of each batch decoded on the GPU"] if v is not None else [],
+    "gpu_decoder": lambda v: ["# decode on the GPU's hardware JPEG engines (nvImageCodec) instead of CUDA kernels:",
+                              "decoder = nvidia.nvimgcodec.Decoder(backends=[Backend(BackendKind.HW_GPU_ONLY), "
+                              "Backend(BackendKind.GPU_ONLY)])",
+                              "images = decoder.decode([nvidia.nvimgcodec.CodeStream(b) for b in list_of_bytes])"]
+    if v == "nvimgcodec" else [],
+    "gpu_roi_decode": lambda v: ["# decode only each crop window: CodeStream(b).get_sub_code_stream(region="
+                                 "nvidia.nvimgcodec.Region(y0, x0, y1, x1))"] if v else [],
     "cpu_decoder": lambda v: ["img = PIL.Image.open(path).convert('RGB')  # Pillow decodes in the workers"]
     if v == "pil" else [],
     "decode_scale": lambda v: ["img.draft('RGB', (size, size))  # libjpeg DCT scaling: decode at a reduced size"]

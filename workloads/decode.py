@@ -14,9 +14,13 @@ CPU decoders (``knobs.cpu_decoder``):
   (the final resize is a downscale or identity), so no detail of the 224x224 crop is lost, and the decode costs
   a fraction. ``full`` always decodes at full size.
 
-GPU (:class:`GpuDecode`): one ``torchvision.io.decode_jpeg(list, device="cuda")`` call per batch (nvJPEG's batched
-decoder, which uses the GPU's hardware JPEG engines where it has them), then every crop resized in one batched
-``roi_align`` call.
+GPU (:class:`GpuDecode`, ``knobs.gpu_decoder``): one batched decode call per batch, then every crop resized in one
+batched ``roi_align`` call per chunk.
+- ``torchvision``: ``torchvision.io.decode_jpeg(list, device="cuda")``, nvJPEG's default backend: CUDA kernels on
+  the multiprocessors, from a stream of its own at normal priority, so they wait behind a training step's kernels.
+- ``nvimgcodec``: nvImageCodec's decoder on the GPU's hardware JPEG engines (NVJPG; A100, H100, H200 and later),
+  which leave the multiprocessors to the training step; nvJPEG's CUDA decoder takes what the engines cannot.
+  ``knobs.gpu_roi_decode: true`` decodes each image only inside its crop window (and a one-pixel border).
 
 Each CPU-decoded sample carries a small stats tensor (:data:`STATS`): seconds spent decoding and augmenting,
 pixels decoded and pixels in the full image, file bytes; the pipeline sums them to say which stage limits it.
@@ -24,10 +28,11 @@ pixels decoded and pixels in the full image, file bytes; the pipeline sums them 
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import math
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -38,6 +43,7 @@ from torchvision.ops import roi_align
 from torchvision.transforms import v2
 
 CPU_DECODERS = ("torchvision", "pil")
+GPU_DECODERS = ("torchvision", "nvimgcodec")
 DECODE_SCALES = ("full", "reduced")
 DCT_DENOMINATORS = (8, 4, 2)  # libjpeg's DCT scaling: 1/8, 1/4, 1/2 (tried largest reduction first)
 SCALE, RATIO = (0.08, 1.0), (3 / 4, 4 / 3)  # RandomResizedCrop's defaults
@@ -143,48 +149,153 @@ class CpuDecode:
         return crop, _stats(t1 - t0, time.perf_counter() - t1, im.size[0] * im.size[1], width * height, data.numel())
 
 
+class Decoded(NamedTuple):
+    """A batch decoded on the device: the images back to back in ``flat`` (uint8, each (3, H, W) planar), their
+    ``shapes`` (N, 2) int64 (H, W) on the host, and the crop windows (N, 4) (top, left, h, w) within each image when
+    the decoder already chose them (a region-of-interest decode), else None; ``pixels_full``: pixels in the whole
+    images (more than ``shapes`` hold after a region-of-interest decode)."""
+
+    flat: torch.Tensor
+    shapes: torch.Tensor
+    windows: torch.Tensor | None
+    pixels_full: int
+
+
+def nvimgcodec_missing() -> str | None:
+    """Why ``gpu_decoder: nvimgcodec`` cannot run here (nvImageCodec is not installed), or None."""
+    try:  # found, not imported: importing it loads its codec libraries (and logs the missing ones)
+        found = importlib.util.find_spec("nvidia.nvimgcodec") is not None
+    except ImportError:  # no ``nvidia`` package at all
+        found = False
+    if found:
+        return None
+    return (
+        "knobs.gpu_decoder=nvimgcodec needs nvImageCodec, which is not installed; "
+        "pip install 'nvidia-nvimgcodec-cu13[nvjpeg]' (-cu12 for CUDA 12), or set gpu_decoder=torchvision"
+    )
+
+
+class _NvImageCodec:
+    """nvImageCodec's batched decoder: the GPU's hardware JPEG engines first (nvJPEG's hardware backend), nvJPEG's
+    CUDA decoder for any image they cannot take; on a CPU device its libjpeg-turbo backend (the same code path,
+    which the CPU tests run). Planar RGB output; with ``roi`` each image is decoded only inside its crop window
+    plus a one-pixel border (nvJPEG's region-of-interest decode). The Image objects of one batch are handed back
+    to the decoder for the next batch (it reuses their buffers instead of allocating): :meth:`__call__` copies
+    the images into one flat tensor before it returns."""
+
+    def __init__(self, device: torch.device, roi: bool) -> None:
+        from nvidia import nvimgcodec as nv
+
+        self.nv, self.device, self.roi = nv, device, roi
+        if device.type == "cuda":
+            index = device.index if device.index is not None else torch.cuda.current_device()
+            backends = [nv.Backend(nv.BackendKind.HW_GPU_ONLY), nv.Backend(nv.BackendKind.GPU_ONLY)]
+            # nvJPEG before 13.2 may get the region's outermost pixel wrong with fancy upsampling, and nvImageCodec
+            # then refuses region decodes unless told otherwise: that pixel is the border kept for roi_align's
+            # sampling at the window's edge, at most one of the ceil(window / S) points averaged there.
+            options = ":enable_roi_fancy_upsampling=1" if roi else ""
+            self.decoder = nv.Decoder(device_id=index, backends=backends, options=options)
+        else:
+            backends = [nv.Backend(nv.BackendKind.CPU_ONLY)]
+            self.decoder = nv.Decoder(device_id=nv.NVIMGCODEC_DEVICE_CPU_ONLY, backends=backends, max_num_cpu_threads=1)
+        self.params = nv.DecodeParams(
+            apply_exif_orientation=False, color_spec=nv.ColorSpec.SRGB, sample_format=nv.SampleFormat.P_RGB
+        )
+        self.reuse: list[Any] = []
+
+    def __call__(self, data: list[torch.Tensor]) -> Decoded:
+        nv, n = self.nv, len(data)
+        streams = [nv.CodeStream(t.numpy()) for t in data]
+        windows = None
+        heights = torch.tensor([s.height for s in streams], dtype=torch.int64)
+        widths = torch.tensor([s.width for s in streams], dtype=torch.int64)
+        if self.roi:
+            windows = crop_windows(heights, widths)
+            top, left, h, w = windows.unbind(1)
+            y0, x0 = (top - 1).clamp(min=0), (left - 1).clamp(min=0)
+            y1, x1 = torch.minimum(top + h + 1, heights), torch.minimum(left + w + 1, widths)
+            streams = [
+                s.get_sub_code_stream(region=nv.Region(*r))
+                for s, r in zip(streams, torch.stack([y0, x0, y1, x1], 1).tolist())
+            ]
+            windows = torch.stack([top - y0, left - x0, h, w], 1)  # within the decoded region
+        cuda = self.device.type == "cuda"
+        stream = torch.cuda.current_stream(self.device).cuda_stream if cuda else 0
+        reuse = self.reuse if len(self.reuse) == n else None
+        images = self.decoder.decode(streams, images=reuse, params=self.params, cuda_stream=stream)
+        failed = [i for i, im in enumerate(images) if im is None]
+        if failed:
+            raise RuntimeError(
+                f"nvImageCodec could not decode {len(failed)} of {n} JPEGs (first: batch index "
+                f"{failed[0]}); use knobs.gpu_decoder=torchvision"
+            )
+        tensors = [torch.from_dlpack(im) if cuda else torch.from_numpy(np.asarray(im)) for im in images]
+        shapes = torch.tensor([t.shape[1:] for t in tensors], dtype=torch.int64).view(n, 2)
+        flat = torch.cat([t.reshape(-1) for t in tensors])
+        self.reuse = list(images)
+        return Decoded(flat, shapes, windows, int((heights * widths).sum()))
+
+
 class GpuDecode:
     """JPEG byte tensors -> float32 crops (N, 3, S, S) on 0..255, decoded and cropped in batched calls on ``device``.
 
-    :meth:`decode`: one ``decode_jpeg(list, device=...)`` call decodes the batch (nvJPEG's batched decoder, on the
-    GPU's hardware JPEG engines where it has them); it returns when the images are decoded. torchvision's nvJPEG
-    decoder writes its outputs from a private stream that waits for nothing, so the caller's current stream must have
-    no work pending when it is called (memory freed there is then idle).
+    :meth:`decode`: one batched call decodes the batch (``decoder``): ``torchvision`` is
+    ``decode_jpeg(list, device=...)``, nvJPEG's batched CUDA decoder; ``nvimgcodec`` is nvImageCodec's decoder on
+    the GPU's hardware JPEG engines (A100, H100, H200 and later; nvJPEG's CUDA decoder for what they cannot take),
+    which leaves the multiprocessors to the training step, and with ``roi`` decodes only each crop window. It
+    returns when the images are decoded, copied back to back into one flat tensor (:class:`Decoded`).
+    torchvision's nvJPEG decoder writes its outputs from a private stream that waits for nothing, so the caller's
+    current stream must have no work pending when it is called (memory freed there is then idle).
 
-    :meth:`crop`: the images are flattened into one buffer (one ``cat``); each chunk of images, sorted by window
-    size, is gathered into a canvas holding only its crop windows (one index computation and one gather, the
-    horizontal flip folded into the column order), and one ``torchvision.ops.roi_align`` resizes every window:
-    adaptive sampling (``sampling_ratio=0``) averages ceil(window / S) points per output pixel, so the downscale is
-    antialiased like RandomResizedCrop's. The canvas keeps a one-pixel border around each window, clamped at the
-    image's edge as roi_align clamps, so every output equals roi_align on the whole image with the window's box
-    (tested). A fixed handful of kernels per batch, with no per-image Python beyond reading the shapes.
+    :meth:`crop`: each chunk of images, sorted by window size, is gathered from the flat buffer into a canvas
+    holding only its crop windows (one index computation and one gather, the horizontal flip folded into the
+    column order), and one ``torchvision.ops.roi_align`` resizes every window: adaptive sampling
+    (``sampling_ratio=0``) averages ceil(window / S) points per output pixel, so the downscale is antialiased like
+    RandomResizedCrop's. The canvas keeps a one-pixel border around each window, clamped at the image's edge as
+    roi_align clamps, so every output equals roi_align on the whole image with the window's box (tested). A fixed
+    handful of kernels per batch, with no per-image Python beyond reading the shapes.
     """
 
     CHUNK = 64  # windows gathered together: bounds the canvas and its int64 index (~1 GB at 800x800 windows)
 
-    def __init__(self, image_size: int, device: torch.device) -> None:
-        self.size, self.device = image_size, device
+    def __init__(self, image_size: int, device: torch.device, decoder: str = "torchvision", roi: bool = False) -> None:
+        if decoder not in GPU_DECODERS:
+            raise ValueError(f"knobs.gpu_decoder must be one of {GPU_DECODERS}, got {decoder!r}")
+        if roi and decoder != "nvimgcodec":
+            raise ValueError("knobs.gpu_roi_decode=true needs knobs.gpu_decoder=nvimgcodec")
+        self.size, self.device, self.decoder = image_size, device, decoder
+        self.nvimgcodec = _NvImageCodec(device, roi) if decoder == "nvimgcodec" else None
 
-    def decode(self, data: list[torch.Tensor]) -> list[torch.Tensor]:
-        """The batch's images, uint8 (3, H, W) each, on the device (decoded when this returns)."""
+    def decode(self, data: list[torch.Tensor]) -> Decoded:
+        """The batch's images on the device, back to back (decoded when this returns)."""
+        if self.nvimgcodec is not None:
+            return self.nvimgcodec(data)
         images = decode_jpeg(data, mode=ImageReadMode.RGB, device=self.device)
-        return [images] if isinstance(images, torch.Tensor) else list(images)
+        images = [images] if isinstance(images, torch.Tensor) else list(images)
+        shapes = torch.tensor([im.shape[1:] for im in images], dtype=torch.int64).view(len(images), 2)
+        return Decoded(torch.cat([im.reshape(-1) for im in images]), shapes, None, int(shapes.prod(1).sum()))
 
-    def crop(self, images: list[torch.Tensor]) -> torch.Tensor:
-        """A RandomResizedCrop window of each image, resized to S x S and flipped with probability 1/2."""
-        n = len(images)
-        shapes = torch.tensor([im.shape[1:] for im in images], dtype=torch.int64).view(n, 2)
-        return self.resized_crops(images, crop_windows(shapes[:, 0], shapes[:, 1]), torch.rand(n) < 0.5)
+    def crop(self, decoded: Decoded) -> torch.Tensor:
+        """A RandomResizedCrop window of each image (the decoder's, if it chose them), resized to S x S and flipped
+        with probability 1/2."""
+        flat, shapes, windows, _ = decoded
+        if windows is None:
+            windows = crop_windows(shapes[:, 0], shapes[:, 1])
+        return self._crops(flat, shapes, windows, torch.rand(len(shapes)) < 0.5)
 
     def resized_crops(self, images: list[torch.Tensor], windows: torch.Tensor, flip: torch.Tensor) -> torch.Tensor:
         """The (N, 4) ``windows`` (top, left, h, w) of ``images`` resized to S x S, flipped where ``flip`` (N,)."""
-        n, size = len(images), self.size
-        shapes = torch.tensor([im.shape[1:] for im in images], dtype=torch.int64).view(n, 2)
+        shapes = torch.tensor([im.shape[1:] for im in images], dtype=torch.int64).view(len(images), 2)
+        return self._crops(torch.cat([im.reshape(-1) for im in images]), shapes, windows, flip)
+
+    def _crops(
+        self, flat: torch.Tensor, shapes: torch.Tensor, windows: torch.Tensor, flip: torch.Tensor
+    ) -> torch.Tensor:
+        n, size = len(shapes), self.size
         heights, widths = shapes[:, 0], shapes[:, 1]
         top, left, h, w = windows.unbind(1)
         planes = heights * widths
         offsets = torch.cumsum(3 * planes, 0) - 3 * planes  # where each image starts in the flat buffer
-        flat = torch.cat([im.reshape(-1) for im in images])
         out = torch.empty(n, 3, size, size, device=self.device)
         order = torch.argsort(h * w)  # similar windows share a canvas: less padding
         for start in range(0, n, self.CHUNK):
@@ -220,9 +331,9 @@ class GpuDecode:
     def __call__(self, data: list[torch.Tensor]) -> tuple[torch.Tensor, float, float]:
         """:meth:`decode` then :meth:`crop`, with the decode and crop seconds (the crop synchronized: wall times)."""
         t0 = time.perf_counter()
-        images = self.decode(data)
+        decoded = self.decode(data)
         t1 = time.perf_counter()
-        out = self.crop(images)
+        out = self.crop(decoded)
         synchronize(self.device)
         return out, t1 - t0, time.perf_counter() - t1
 
@@ -236,7 +347,8 @@ def synchronize(device: torch.device) -> None:
 def describe(knobs: dict[str, Any]) -> str:
     """A short name for the decode strategy these knobs select (for logs)."""
     device = knobs.get("decode_device", "cpu")
+    gpu = f"gpu:{knobs.get('gpu_decoder') or 'torchvision'}{'+roi' if knobs.get('gpu_roi_decode') else ''}"
     if device == "cuda":
-        return "gpu"
+        return gpu
     cpu = f"{knobs.get('cpu_decoder') or 'torchvision'}/{knobs.get('decode_scale') or 'full'}"
-    return cpu if device == "cpu" else f"hybrid({knobs.get('gpu_share')}) {cpu}"
+    return cpu if device == "cpu" else f"hybrid({knobs.get('gpu_share')}) {gpu} + {cpu}"

@@ -60,11 +60,17 @@ class DeviceSide:
     """
 
     def __init__(
-        self, image_size: int, device: torch.device, memory_format: torch.memory_format, non_blocking: bool
+        self,
+        image_size: int,
+        device: torch.device,
+        memory_format: torch.memory_format,
+        non_blocking: bool,
+        gpu_decoder: str = "torchvision",
+        roi: bool = False,
     ) -> None:
         self.device, self.memory_format, self.non_blocking = device, memory_format, non_blocking
         self.normalize = Normalize(device)
-        self.gpu = decode.GpuDecode(image_size, device)
+        self.gpu = decode.GpuDecode(image_size, device, gpu_decoder, roi)
         self.cuda = device.type == "cuda"
         self.gpu_decode_s = self.gpu_crop_s = 0.0
         self.copies: list[tuple[Any, Any]] = []  # CUDA event pairs around copies (read after the window)
@@ -72,9 +78,11 @@ class DeviceSide:
         self.batches = 0
         self.copied_dtype = ""
         self.bytes_gpu = 0
+        self.gpu_pixels = [0, 0]  # pixels the GPU decoder decoded, pixels in those images (a ROI decode: fewer)
 
     def decode(self, host: dict[str, Any]) -> dict[str, Any]:
-        """Decodes the batch's GPU share (if any) into ``host["gpu_images"]``; returns ``host``.
+        """Decodes the batch's GPU share (if any) into ``host["gpu_images"]`` (a ``decode.Decoded``); returns
+        ``host``.
 
         Call it with a current stream that has no work pending (see ``decode.GpuDecode.decode``).
         """
@@ -83,8 +91,10 @@ class DeviceSide:
             files = unpack_bytes(host["packed"], n_gpu)
             self.bytes_gpu += sum(f.numel() for f in files)
             t0 = time.perf_counter()
-            host["gpu_images"] = self.gpu.decode(files)
+            decoded = host["gpu_images"] = self.gpu.decode(files)
             self.gpu_decode_s += time.perf_counter() - t0
+            self.gpu_pixels[0] += int(decoded.shapes.prod(1).sum())
+            self.gpu_pixels[1] += decoded.pixels_full
         return host
 
     def __call__(self, host: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -105,9 +115,9 @@ class DeviceSide:
                 self.copy_host_s += time.perf_counter() - t0
             parts.append(self.normalize(on_device.float()) if crops.dtype == torch.uint8 else on_device)
         if int(host["n_gpu"]):
-            images = self.decode(host).pop("gpu_images")
+            decoded = self.decode(host).pop("gpu_images")
             t0 = time.perf_counter()
-            crops_gpu = self.gpu.crop(images)
+            crops_gpu = self.gpu.crop(decoded)
             decode.synchronize(self.device)
             self.gpu_crop_s += time.perf_counter() - t0
             parts.append(self.normalize(crops_gpu))
@@ -199,8 +209,8 @@ class Prefetcher:
         host, event = item
         if event is not None and self.stream is not None:
             self.stream.wait_event(event)
-            for im in host.get("gpu_images", ()):
-                im.record_stream(self.stream)
+            if "gpu_images" in host:
+                host["gpu_images"].flat.record_stream(self.stream)
         return host
 
     def _run(self) -> None:
