@@ -176,3 +176,34 @@ def test_waiting_for_lower_keys_is_bounded(tmp_path: Path) -> None:
     t0 = time.monotonic()
     dedup.await_lower_keys(study, high.number, timeout=0.3)
     assert time.monotonic() - t0 < 5
+
+
+def test_when_the_awaited_trial_fails_only_the_lowest_waiter_measures(tmp_path: Path) -> None:
+    """Trials 1 and 2 (two sweepers: two Waiting lists) wait for trial 0, which fails. Whichever polls first, only
+    trial 1 measures; trial 2 waits for trial 1, and so does a trial asked in between, then both take trial 1's
+    result. (Before, a waiter ignored the other waiters: here both became ready and measured one configuration.)"""
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 's.db'}", study_name="s")
+    key = dedup.config_key({"work": 32})
+    first, low, high = study.ask(), study.ask(), study.ask()
+    for t in (first, low, high):
+        t.set_user_attr(dedup.KEY, key)
+    lists = {}
+    for t in (low, high):
+        assert dedup.find(study, key, t.number)[1].number == first.number
+        t.set_user_attr(dedup.WAITS_KEY, first.number)
+        lists[t.number] = dedup.Waiting()
+        lists[t.number].add(t, {"work": 32})
+    study.tell(first, state=TrialState.FAIL)
+    late = study.ask()  # asked after the failure, before either waiter polled
+    late.set_user_attr(dedup.KEY, key)
+    found = dedup.find(study, key, late.number)
+    assert found is not None and found == ("running", found[1]) and found[1].number == low.number
+    assert lists[high.number].poll(study) == [] and not lists[high.number].ready, "the higher waiter polls first"
+    assert high.user_attrs[dedup.WAITS_KEY] == low.number, "it now waits for the lower waiter"
+    assert lists[low.number].poll(study) == [] and [t for t, _ in lists[low.number].ready] == [low]
+    low.set_user_attr(dedup.WAITS_KEY, -1)  # launched: it measures
+    low.set_user_attr("status", "complete")
+    study.tell(low, 5.0)
+    (settled,) = lists[high.number].poll(study)
+    assert settled[0] is high and settled[2].number == low.number, "the higher one takes the lower one's result"
+    assert dedup.find(study, key, late.number)[0] == "complete"

@@ -44,16 +44,19 @@ def measured(t: FrozenTrial) -> bool:
 
 def find(study: optuna.Study, key: str, number: int) -> tuple[str, FrozenTrial] | None:
     """The trial whose result ``number`` should take: ("complete", t) for a measured one, ("running", t) for the
-    lowest-numbered running one below ``number`` that is not itself waiting (two sweepers asking the same
-    configuration at once: the higher number waits, never both); None when it must be measured."""
+    lowest-numbered running one below ``number``, measuring or itself waiting (two sweepers asking the same
+    configuration at once: the higher number waits, never both); None when it must be measured.
+
+    A waiting trial counts: when the trial it waits for fails, the lowest-numbered waiter measures and every
+    higher one keeps waiting for it, in whichever process each polls and in whichever order (waits point to lower
+    numbers only, so they never form a cycle)."""
     running = None
     for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
         if t.number == number or t.user_attrs.get(KEY) != key:
             continue
         if measured(t):
             return "complete", t
-        waiting = t.user_attrs.get(WAITS_KEY, -1) not in (-1, None)
-        if t.state == TrialState.RUNNING and t.number < number and not waiting:
+        if t.state == TrialState.RUNNING and t.number < number:
             running = t if running is None or t.number < running.number else running
     return ("running", running) if running is not None else None
 
@@ -174,6 +177,8 @@ class Waiting:
         for trial, values in self.waiting:
             found = find(study, trial.user_attrs[KEY], trial.number)
             if found is not None and found[0] == "running":
+                if found[1].number != trial.user_attrs.get(WAITS_KEY):  # the one it waited for failed: a lower waiter
+                    trial.set_user_attr(WAITS_KEY, found[1].number)
                 still.append((trial, values))
                 continue
             trial.set_user_attr(WAITS_KEY, -1)
