@@ -248,3 +248,25 @@ def test_jpeg_ceiling_logs_its_summary_before_measuring_the_best_rows_own_model(
     assert summary["best"] > 0 and "own_model_synthetic" not in summary
     assert own["best_trial"] == summary["best_trial"] and own["own_model_synthetic"] > 0
     assert own["over_own_model"] == pytest.approx(summary["best"] / own["own_model_synthetic"])
+
+
+@pytest.mark.parametrize(
+    "name", ["landscape-resnet50-jpeg-h200.parquet", "landscape-resnet50-jpeg-h200.partial.parquet"]
+)
+def test_the_recorded_landscape_names_the_precision_its_rows_ran(name: str) -> None:
+    """Until 2026-12-01 10:27 UTC the tool's fp32 turned cuDNN's TF32 off; since then that is ``fp32-strict`` and
+    ``fp32`` is PyTorch's default. A checked-in landscape recorded before must not call those rows ``fp32``, and
+    bench/landscape.py's spec must sweep what the file holds, so a new record measures the same landscape."""
+    import importlib.util
+
+    table = pq.read_table(ROOT / "bench" / "data" / name)
+    meta = json.loads(table.schema.metadata[b"knob_sweeper"])
+    rows = table.to_pandas()
+    before = rows["started_at"] < pd.Timestamp("2026-12-01T10:27:00Z")
+    assert before.all(), "every row of this landscape was recorded before the change"
+    assert set(rows["knob.precision"]) == {"fp32-strict", "bf16"}
+    assert meta["defaults"]["knobs.precision"] == "fp32-strict"
+    spec = importlib.util.spec_from_file_location("landscape", ROOT / "bench" / "landscape.py")
+    landscape = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(landscape)
+    assert meta["params"]["knobs.precision"] == landscape.GPU["params"]["knobs.precision"]
