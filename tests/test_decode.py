@@ -436,7 +436,8 @@ def test_gpu_decoder_knobs_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if "nvimgcodec" in name else real(name, *a))
     msg = data.check(knobs(decode_device="hybrid", gpu_share=0.5, gpu_decoder="nvimgcodec"), gpu)
     assert "pip install 'nvidia-nvimgcodec-cu13[nvjpeg]'" in msg and "gpu_decoder=torchvision" in msg
-    assert data.check(knobs(decode_device="cpu", gpu_decoder="nvimgcodec"), gpu) is None, "inactive on the CPU path"
+    for inactive in ({"gpu_decoder": "nvimgcodec"}, {"gpu_decoder": "dali"}, {"gpu_roi_decode": True}):
+        assert data.check(knobs(decode_device="cpu", **inactive), gpu) is None, f"{inactive}: inactive on the CPU path"
 
 
 @needs_nvimgcodec

@@ -207,3 +207,51 @@ def test_when_the_awaited_trial_fails_only_the_lowest_waiter_measures(tmp_path: 
     (settled,) = lists[high.number].poll(study)
     assert settled[0] is high and settled[2].number == low.number, "the higher one takes the lower one's result"
     assert dedup.find(study, key, late.number)[0] == "complete"
+
+
+def test_a_waiting_trial_of_a_dead_sweeper_goes_stale_and_holds_nobody(tmp_path: Path) -> None:
+    """Other trials may wait for a waiting trial, so it beats like a measuring one: when its sweeper dies (no more
+    beats) it goes stale, another process fails it, and a trial of the same configuration measures instead of
+    waiting for it forever. (Before, a waiting trial had no heartbeat: Optuna never finds it stale.)"""
+    from sweeper.sweep import study as studies
+
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 's.db'}", heartbeat_interval=1, grace_period=1)
+    study = optuna.create_study(storage=storage, study_name="s")
+    key = dedup.config_key({"work": 32})
+    first, waiter = study.ask(), study.ask()
+    for t in (first, waiter):
+        t.set_user_attr(dedup.KEY, key)
+    waiter.set_user_attr(dedup.WAITS_KEY, first.number)
+    waits = dedup.Waiting()
+    with studies.Heartbeat(storage) as heartbeat:  # the waiter's sweeper, alive
+        waits.heartbeat = heartbeat
+        waits.add(waiter, {"work": 32})
+        assert waiter._trial_id in heartbeat.ids
+    study.tell(first, state=TrialState.FAIL)  # the measuring trial fails; the waiter's sweeper is gone
+    late = study.ask()
+    late.set_user_attr(dedup.KEY, key)
+    assert dedup.find(study, key, late.number)[1].number == waiter.number, "a live-looking waiter is waited for"
+    time.sleep(2.5)
+    optuna.storages.fail_stale_trials(study)
+    assert study.get_trials(deepcopy=False)[waiter.number].state == TrialState.FAIL
+    assert dedup.find(study, key, late.number) is None, "the dead waiter holds nobody: the late trial measures"
+
+
+def test_a_settled_waiter_stops_beating(tmp_path: Path) -> None:
+    from sweeper.sweep import study as studies
+
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 's.db'}", heartbeat_interval=60)
+    study = optuna.create_study(storage=storage, study_name="s")
+    key = dedup.config_key({"work": 32})
+    first, waiter = study.ask(), study.ask()
+    for t in (first, waiter):
+        t.set_user_attr(dedup.KEY, key)
+    waiter.set_user_attr(dedup.WAITS_KEY, first.number)
+    waits = dedup.Waiting()
+    with studies.Heartbeat(storage) as heartbeat:
+        waits.heartbeat = heartbeat
+        waits.add(waiter, {"work": 32})
+        first.set_user_attr("status", "complete")
+        study.tell(first, 1.0)
+        (settled,) = waits.poll(study)
+        assert settled[0] is waiter and waiter._trial_id not in heartbeat.ids

@@ -67,15 +67,16 @@ def knob_conflict(knobs: dict[str, Any], device_kind: str) -> str | None:
         return (f"knobs.decode_device={where} decodes JPEGs on a GPU, but this trial runs on the CPU; "
                 "use decode_device=cpu")
     gpu_decoder = knobs.get("gpu_decoder") or "torchvision"
-    if gpu_decoder not in decode.GPU_DECODERS:
-        return f"knobs.gpu_decoder must be one of {decode.GPU_DECODERS}, got {gpu_decoder!r}"
-    if knobs.get("gpu_roi_decode") and gpu_decoder != "nvimgcodec":
-        return ("knobs.gpu_roi_decode=true decodes crop windows through nvImageCodec; set gpu_decoder=nvimgcodec or "
-                "gpu_roi_decode=false")
-    if where != "cpu" and gpu_decoder == "nvimgcodec":
-        missing = decode.nvimgcodec_missing()
-        if missing:
-            return missing
+    if where != "cpu":  # the GPU decoder's knobs mean nothing when every image is decoded on the CPU
+        if gpu_decoder not in decode.GPU_DECODERS:
+            return f"knobs.gpu_decoder must be one of {decode.GPU_DECODERS}, got {gpu_decoder!r}"
+        if knobs.get("gpu_roi_decode") and gpu_decoder != "nvimgcodec":
+            return ("knobs.gpu_roi_decode=true decodes crop windows through nvImageCodec; set gpu_decoder=nvimgcodec "
+                    "or gpu_roi_decode=false")
+        if gpu_decoder == "nvimgcodec":
+            missing = decode.nvimgcodec_missing()
+            if missing:
+                return missing
     if where == "hybrid":
         share = knobs.get("gpu_share")
         if share is None or not 0.0 < float(share) < 1.0:

@@ -202,6 +202,15 @@ class _NvImageCodec:
             apply_exif_orientation=False, color_spec=nv.ColorSpec.SRGB, sample_format=nv.SampleFormat.P_RGB
         )
         self.reuse: list[Any] = []
+        # nvImageCodec registers its JPEG decoders only where it finds their library (nvJPEG for the GPU ones): one
+        # tiny image says so now, with the fix, instead of a batch of failures later
+        probe = io.BytesIO()
+        Image.new("RGB", (16, 16)).save(probe, format="JPEG")
+        if self.decoder.decode([nv.CodeStream(probe.getvalue())], params=self.params)[0] is None:
+            raise RuntimeError(
+                f"nvImageCodec has no JPEG decoder for {device} (for a GPU it needs nvJPEG): "
+                "pip install 'nvidia-nvimgcodec-cu13[nvjpeg]' (-cu12 for CUDA 12), or use knobs.gpu_decoder=torchvision"
+            )
 
     def __call__(self, data: list[torch.Tensor]) -> Decoded:
         nv, n = self.nv, len(data)

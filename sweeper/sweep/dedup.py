@@ -158,17 +158,29 @@ def reuse(
 
 
 class Waiting:
-    """Trials (asked, RUNNING in Optuna) waiting for a running trial of the same configuration to end."""
+    """Trials (asked, RUNNING in Optuna) waiting for a running trial of the same configuration to end.
+
+    Other trials may wait for a waiting one (:func:`find`), so a waiting trial has a heartbeat like a measuring
+    one (``heartbeat``: the sweep's ``studies.Heartbeat``, set when the sweep starts): if this process dies, its
+    waiting trials go stale and are failed by another process, instead of holding that process's waiters forever.
+    """
 
     def __init__(self) -> None:
         self.waiting: list[tuple[Any, dict[str, Any]]] = []
         self.ready: list[tuple[Any, dict[str, Any]]] = []  # the other one ended without a result: measure these
+        self.heartbeat: Any = None
 
     def __bool__(self) -> bool:
         return bool(self.waiting or self.ready)
 
     def add(self, trial: Any, values: dict[str, Any]) -> None:
         self.waiting.append((trial, values))
+        if self.heartbeat is not None:
+            self.heartbeat.add(trial._trial_id)
+
+    def _beat_off(self, trial: Any) -> None:
+        if self.heartbeat is not None:
+            self.heartbeat.discard(trial._trial_id)
 
     def poll(self, study: optuna.Study) -> list[tuple[Any, dict[str, Any], FrozenTrial]]:
         """Trials whose awaited one ended: (trial, values, measured trial) to settle as duplicates; those whose
@@ -183,8 +195,9 @@ class Waiting:
                 continue
             trial.set_user_attr(WAITS_KEY, -1)
             if found is None:
-                self.ready.append((trial, values))
+                self.ready.append((trial, values))  # keeps its heartbeat: it is launched next
             else:
+                self._beat_off(trial)
                 settled.append((trial, values, found[1]))
         self.waiting = still
         return settled
@@ -192,6 +205,7 @@ class Waiting:
     def give_up(self, study: optuna.Study, reason_key: str) -> None:
         """The sweep stops with trials still waiting: they never ran and do not count (``surplus``)."""
         for trial, _values in self.waiting + self.ready:
+            self._beat_off(trial)
             trial.set_user_attr(reason_key, "surplus")
             study.tell(trial, state=TrialState.FAIL)
         self.waiting, self.ready = [], []

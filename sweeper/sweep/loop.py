@@ -107,6 +107,7 @@ class SweepImpl(recovery.Recovery):
         free = list(self.plan.slots)
         running: dict[Future, tuple[optuna.Trial, dict[str, Any], Slot]] = {}
         results: list[Any] = []
+        self.waits.heartbeat = heartbeat  # waiting trials beat too: other trials may wait for them
         with (
             ThreadPoolExecutor(max_workers=len(self.plan.slots), thread_name_prefix="trial") as pool,
             self._interruptible(running),
