@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pandas as pd
@@ -209,6 +210,18 @@ def test_when_the_awaited_trial_fails_only_the_lowest_waiter_measures(tmp_path: 
     assert dedup.find(study, key, late.number)[0] == "complete"
 
 
+def _waiting_on_the_first(storage: Any) -> tuple[optuna.Study, str, Any, Any]:
+    """A study on ``storage`` whose trial 1 waits for trial 0, both of one configuration: (study, key, first,
+    waiter)."""
+    study = optuna.create_study(storage=storage, study_name="s")
+    key = dedup.config_key({"work": 32})
+    first, waiter = study.ask(), study.ask()
+    for t in (first, waiter):
+        t.set_user_attr(dedup.KEY, key)
+    waiter.set_user_attr(dedup.WAITS_KEY, first.number)
+    return study, key, first, waiter
+
+
 def test_a_waiting_trial_of_a_dead_sweeper_goes_stale_and_holds_nobody(tmp_path: Path) -> None:
     """Other trials may wait for a waiting trial, so it beats like a measuring one: when its sweeper dies (no more
     beats) it goes stale, another process fails it, and a trial of the same configuration measures instead of
@@ -216,12 +229,7 @@ def test_a_waiting_trial_of_a_dead_sweeper_goes_stale_and_holds_nobody(tmp_path:
     from sweeper.sweep import study as studies
 
     storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 's.db'}", heartbeat_interval=1, grace_period=1)
-    study = optuna.create_study(storage=storage, study_name="s")
-    key = dedup.config_key({"work": 32})
-    first, waiter = study.ask(), study.ask()
-    for t in (first, waiter):
-        t.set_user_attr(dedup.KEY, key)
-    waiter.set_user_attr(dedup.WAITS_KEY, first.number)
+    study, key, first, waiter = _waiting_on_the_first(storage)
     waits = dedup.Waiting()
     with studies.Heartbeat(storage) as heartbeat:  # the waiter's sweeper, alive
         waits.heartbeat = heartbeat
@@ -241,12 +249,7 @@ def test_a_settled_waiter_stops_beating(tmp_path: Path) -> None:
     from sweeper.sweep import study as studies
 
     storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 's.db'}", heartbeat_interval=60)
-    study = optuna.create_study(storage=storage, study_name="s")
-    key = dedup.config_key({"work": 32})
-    first, waiter = study.ask(), study.ask()
-    for t in (first, waiter):
-        t.set_user_attr(dedup.KEY, key)
-    waiter.set_user_attr(dedup.WAITS_KEY, first.number)
+    study, _key, first, waiter = _waiting_on_the_first(storage)
     waits = dedup.Waiting()
     with studies.Heartbeat(storage) as heartbeat:
         waits.heartbeat = heartbeat
