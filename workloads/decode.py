@@ -18,8 +18,9 @@ GPU (:class:`GpuDecode`, ``knobs.gpu_decoder``): one batched decode call per bat
 batched ``roi_align`` call per chunk.
 - ``torchvision``: ``torchvision.io.decode_jpeg(list, device="cuda")``, nvJPEG's default backend: CUDA kernels on
   the multiprocessors, from a stream of its own at normal priority, so they wait behind a training step's kernels.
-- ``nvimgcodec``: nvImageCodec's decoder on the GPU's hardware JPEG engines (NVJPG; A100, H100, H200 and later),
-  which leave the multiprocessors to the training step; nvJPEG's CUDA decoder takes what the engines cannot.
+- ``nvimgcodec``: nvImageCodec's decoder, asked for the GPU's hardware JPEG engines first (NVJPG; A100, H100, H200
+  and later), nvJPEG's CUDA decoder for what the engines cannot take. On the H200 it slowed beside a busy GPU as
+  much as torchvision's decoder (README, Measured), so the space holds it at torchvision.
   ``knobs.gpu_roi_decode: true`` decodes each image only inside its crop window (and a one-pixel border).
 
 Each CPU-decoded sample carries a small stats tensor (:data:`STATS`): seconds spent decoding and augmenting,
@@ -161,6 +162,12 @@ class Decoded(NamedTuple):
     pixels_full: int
 
 
+def flatten(images: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Images (3, H, W) -> (all of them back to back in one 1-D tensor, their (N, 2) int64 (H, W) on the host)."""
+    shapes = torch.tensor([im.shape[1:] for im in images], dtype=torch.int64).view(len(images), 2)
+    return torch.cat([im.reshape(-1) for im in images]), shapes
+
+
 def nvimgcodec_missing() -> str | None:
     """Why ``gpu_decoder: nvimgcodec`` cannot run here (nvImageCodec is not installed), or None."""
     try:  # found, not imported: importing it loads its codec libraries (and logs the missing ones)
@@ -239,8 +246,7 @@ class _NvImageCodec:
                 f"{failed[0]}); use knobs.gpu_decoder=torchvision"
             )
         tensors = [torch.from_dlpack(im) if cuda else torch.from_numpy(np.asarray(im)) for im in images]
-        shapes = torch.tensor([t.shape[1:] for t in tensors], dtype=torch.int64).view(n, 2)
-        flat = torch.cat([t.reshape(-1) for t in tensors])
+        flat, shapes = flatten(tensors)
         self.reuse = list(images)
         return Decoded(flat, shapes, windows, int((heights * widths).sum()))
 
@@ -250,8 +256,8 @@ class GpuDecode:
 
     :meth:`decode`: one batched call decodes the batch (``decoder``): ``torchvision`` is
     ``decode_jpeg(list, device=...)``, nvJPEG's batched CUDA decoder; ``nvimgcodec`` is nvImageCodec's decoder on
-    the GPU's hardware JPEG engines (A100, H100, H200 and later; nvJPEG's CUDA decoder for what they cannot take),
-    which leaves the multiprocessors to the training step, and with ``roi`` decodes only each crop window. It
+    the GPU's hardware JPEG engines first (A100, H100, H200 and later; nvJPEG's CUDA decoder for what they cannot
+    take), and with ``roi`` decodes only each crop window. It
     returns when the images are decoded, copied back to back into one flat tensor (:class:`Decoded`).
     torchvision's nvJPEG decoder writes its outputs from a private stream that waits for nothing, so the caller's
     current stream must have no work pending when it is called (memory freed there is then idle).
@@ -281,8 +287,8 @@ class GpuDecode:
             return self.nvimgcodec(data)
         images = decode_jpeg(data, mode=ImageReadMode.RGB, device=self.device)
         images = [images] if isinstance(images, torch.Tensor) else list(images)
-        shapes = torch.tensor([im.shape[1:] for im in images], dtype=torch.int64).view(len(images), 2)
-        return Decoded(torch.cat([im.reshape(-1) for im in images]), shapes, None, int(shapes.prod(1).sum()))
+        flat, shapes = flatten(images)
+        return Decoded(flat, shapes, None, int(shapes.prod(1).sum()))
 
     def crop(self, decoded: Decoded) -> torch.Tensor:
         """A RandomResizedCrop window of each image (the decoder's, if it chose them), resized to S x S and flipped
@@ -294,8 +300,7 @@ class GpuDecode:
 
     def resized_crops(self, images: list[torch.Tensor], windows: torch.Tensor, flip: torch.Tensor) -> torch.Tensor:
         """The (N, 4) ``windows`` (top, left, h, w) of ``images`` resized to S x S, flipped where ``flip`` (N,)."""
-        shapes = torch.tensor([im.shape[1:] for im in images], dtype=torch.int64).view(len(images), 2)
-        return self._crops(torch.cat([im.reshape(-1) for im in images]), shapes, windows, flip)
+        return self._crops(*flatten(images), windows, flip)
 
     def _crops(
         self, flat: torch.Tensor, shapes: torch.Tensor, windows: torch.Tensor, flip: torch.Tensor
