@@ -85,6 +85,26 @@ def test_num_workers_spawns_processes_and_persistent_workers_keep_them(tmp_path:
     assert first == later, "persistent_workers keeps the same workers across epochs"
 
 
+def test_worker_nice_lowers_the_workers_priority_not_the_trial_process(tmp_path: Path) -> None:
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    before = children()
+    for nice, expected in ((0, own), (7, min(19, own + 7))):
+        pipe = pipeline(tmp_path, num_workers=2, worker_nice=nice)
+        try:
+            pipe.next()  # the workers ran their init function before their first batch
+            workers = children() - before
+            assert len(workers) == 2
+            assert {os.getpriority(os.PRIO_PROCESS, pid) for pid in workers} == {expected}, f"worker_nice={nice}"
+        finally:
+            pipe.close()
+    assert os.getpriority(os.PRIO_PROCESS, 0) == own, "the trial process keeps its priority"
+    cpu = DeviceInfo("cpu")
+    assert "worker_nice" in data.check(knobs(num_workers=2, worker_nice=20), cpu)
+    assert "worker_nice" in data.check(knobs(num_workers=2, worker_nice=-1), cpu)
+    assert "num_workers=0" in data.check(knobs(worker_nice=5), cpu)
+    assert data.check(knobs(num_workers=2, worker_nice=19), cpu) is None
+
+
 def test_epoch_images_sets_when_the_loader_restarts(tmp_path: Path) -> None:
     one_pass = pipeline(tmp_path)  # 8 images, batches of 4: an epoch is 2 batches
     cycled = pipeline(tmp_path, p={**TINY, "epoch_images": 12})  # the corpus cycled: 3 batches

@@ -24,6 +24,7 @@ drains its prefetch queue each time, which real training on a large dataset rare
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import time
@@ -100,6 +101,12 @@ def knob_conflict(knobs: dict[str, Any], device_kind: str) -> str | None:
     if workers == 0 and knobs.get("prefetch_factor") is not None:
         return (f"knobs.prefetch_factor={knobs['prefetch_factor']} needs worker processes (knobs.num_workers > 0); "
                 "leave it null, or sweep it under the condition knobs.prefetch_factor: 'knobs.num_workers > 0'")
+    nice = knobs.get("worker_nice") or 0
+    if not isinstance(nice, int) or isinstance(nice, bool) or not 0 <= nice <= 19:
+        return f"knobs.worker_nice must be an integer in 0..19 (os.nice), got {nice!r}"
+    if workers == 0 and nice:
+        return (f"knobs.worker_nice={nice} lowers worker processes' priority, but knobs.num_workers=0; set it 0, or "
+                "sweep it under the condition knobs.worker_nice: 'knobs.num_workers > 0'")
     if workers == 0 and knobs.get("persistent_workers"):
         return ("knobs.persistent_workers=true needs worker processes (knobs.num_workers > 0); set it false, or sweep "
                 "it under the condition knobs.persistent_workers: 'knobs.num_workers > 0'")
@@ -168,6 +175,10 @@ class JpegBatches(Dataset):
         return {"crops": crops, "packed": packed, "n_gpu": torch.tensor(n_gpu), "labels": labels, "stats": stats}
 
 
+def _lower_priority(nice: int, worker_id: int) -> None:
+    os.nice(nice)  # this worker process only: the trial process keeps its priority
+
+
 def _pass_through(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return batch  # __getitems__ already built the batch
 
@@ -225,6 +236,10 @@ class Pipeline:
             per_worker["persistent_workers"] = bool(knobs.get("persistent_workers", False))
             if knobs.get("prefetch_factor") is not None:
                 per_worker["prefetch_factor"] = int(knobs["prefetch_factor"])
+            if knobs.get("worker_nice"):
+                # Workers below the trial process's priority: when they fill every core, the threads that feed the
+                # GPU (the training step's launches, the GPU decode and copy threads) still get a core at once.
+                per_worker["worker_init_fn"] = functools.partial(_lower_priority, int(knobs["worker_nice"]))
         sampler = RandomSampler(self.dataset, num_samples=epoch, generator=torch.Generator().manual_seed(0))
         self.loader = DataLoader(self.dataset, batch_size=batch_size, sampler=sampler, drop_last=True,
                                  num_workers=self.workers, pin_memory=bool(knobs.get("pin_memory", False)),
@@ -363,6 +378,8 @@ class Pipeline:
 
 RECIPE_LOADER_ARGS = ("num_workers", "prefetch_factor", "pin_memory", "persistent_workers")
 RECIPE: dict[str, Any] = {
+    "worker_nice": lambda v: [f"# DataLoader(..., worker_init_fn=lambda _: os.nice({v})): workers yield the CPU to the "
+                              "training process"] if v else [],
     "non_blocking": lambda v: ["x = x.to('cuda', non_blocking=True); y = y.to('cuda', non_blocking=True)"] if v else [],
     "decode_device": lambda v: {
         "cuda": ["# DataLoader workers only read file bytes; decode the batch on the GPU (nvJPEG):",
