@@ -1,6 +1,6 @@
 """Each JPEG decode strategy's own speed, then with the compiled model, in one GPU call.
 
-    python bench/decode_strategies.py OUT [--smoke] [--parts loader,trials,fp16]
+    python bench/decode_strategies.py OUT [--smoke] [--parts loader,trials]
 
 Parts:
   gpu_stages  the GPU path's two stages alone, for each GPU decoder (--gpu-decoders), on batches of 256 files held
@@ -15,10 +15,9 @@ Parts:
   trials  the tool's single runs (``python -m sweeper``, one isolated trial each): the model on synthetic data
           (the reference), then the same model fed by the strategies (the inductor cache is shared, so only the
           first compiles cold); --model and --trial-strategies choose them.
-  defaults  the JPEG workload as it ships (the baseline) and with strict fp32, one single run each.
-  fp16    why torchvision's default init diverges in fp16: loss, loss scale and the largest activation per stage
-          over the first steps, default init against zero-initialised residual BN (hand-written, eager).
 Rows go to OUT/decode_strategies.jsonl; a table is printed last. ``--smoke`` runs tiny sizes on the CPU.
+The shipping baseline and the fp16 initialisation check (once parts ``defaults`` and ``fp16`` here) are in
+bench/baseline_checks.py, which reuses this script's ``Out`` and ``tool``.
 """
 
 from __future__ import annotations
@@ -101,8 +100,10 @@ STRATEGIES: dict[str, dict[str, Any]] = {
 
 
 class Out:
-    def __init__(self, out: Path) -> None:
-        self.path = out / "decode_strategies.jsonl"
+    """The rows of one bench script: each appended to ``OUT/<file>`` as a JSON line and printed."""
+
+    def __init__(self, out: Path, file: str = "decode_strategies.jsonl") -> None:
+        self.path = out / file
         self.rows: list[dict[str, Any]] = []
 
     def add(self, part: str, name: str, **values: Any) -> None:
@@ -501,78 +502,11 @@ def part_trials(
         tool(o, out, f"jpeg-{name}", [*model, "workload.data=jpeg", *feed])
 
 
-def part_defaults(o: Out, out: Path, smoke: bool) -> None:
-    """The JPEG workload as it ships (the baseline: fp32 as PyTorch ships it, 0 workers) and the same with strict
-    fp32 (cuDNN TF32 off, the baseline's setting before 2026-12-01), one trial each."""
-    tiny = ["preset=tiny", "cpu_threads=1"] if smoke else []
-    for precision in ("fp32", "fp32-strict"):
-        tool(o, out, f"jpeg-defaults-{precision}", ["workload.data=jpeg", f"knobs.precision={precision}", *tiny])
-
-
-def part_fp16(o: Out, smoke: bool) -> None:
-    import torch
-    import torch.nn.functional as F
-    import torchvision
-
-    dev = torch.device("cpu" if smoke else "cuda")
-    bs, size, steps = (4, 64, 3) if smoke else (256, 224, 15)
-    for zero_init in (False, True):
-        torch.manual_seed(0)
-        model = torchvision.models.resnet50(zero_init_residual=zero_init).to(dev, memory_format=torch.channels_last)
-        opt = torch.optim.SGD(model.parameters(), lr=0.1 * bs / 256, momentum=0.9)
-        scaler = torch.amp.GradScaler(dev.type)
-        x = torch.randn(bs, 3, size, size, device=dev).contiguous(memory_format=torch.channels_last)
-        y = torch.randint(0, 1000, (bs,), device=dev)
-        acts: dict[str, float] = {}
-        hooks = [
-            getattr(model, n).register_forward_hook(
-                lambda _m, _i, out, n=n: acts.__setitem__(n, float(out.detach().float().abs().max()))
-            )
-            for n in ("layer1", "layer2", "layer3", "layer4", "fc")
-        ]
-        grads: dict[str, float] = {}  # largest |d loss / d output| of each stage, loss-scaled, in fp32
-        hooks += [
-            getattr(model, n).register_full_backward_hook(
-                lambda _m, _gi, go, n=n: grads.__setitem__(n, float(go[0].detach().float().abs().max()))
-            )
-            for n in ("layer1", "layer2", "layer3", "layer4", "fc")
-        ]
-        trace = []
-        for i in range(steps):
-            with torch.autocast(dev.type, dtype=torch.float16):
-                loss = F.cross_entropy(model(x), y)
-            scaler.scale(loss).backward()
-            grads_finite = all(bool(torch.isfinite(p.grad).all()) for p in model.parameters() if p.grad is not None)
-            scaler.step(opt)
-            scaler.update()
-            opt.zero_grad(set_to_none=True)
-            trace.append(
-                {
-                    "step": i,
-                    "loss": float(loss.detach()),
-                    "scale": scaler.get_scale(),
-                    "grads_finite": grads_finite,
-                    "max_act": dict(acts),
-                    "max_grad_out": dict(grads),
-                }
-            )
-        for h in hooks:
-            h.remove()
-        o.add(
-            "fp16",
-            f"zero_init={zero_init}",
-            first=trace[0],
-            last=trace[-1],
-            losses=[round(t["loss"], 3) for t in trace],
-            scales=[t["scale"] for t in trace],
-        )
-
-
 def main() -> None:
     a = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     a.add_argument("out", type=Path)
     a.add_argument("--smoke", action="store_true")
-    a.add_argument("--parts", default="loader,trials,fp16")
+    a.add_argument("--parts", default="loader,trials")
     a.add_argument("--workers", type=int, default=None)
     a.add_argument("--seconds", type=float, default=6.0)
     a.add_argument("--strategies", default="", help="comma-separated subset of the loader part's strategies")
@@ -600,16 +534,19 @@ def main() -> None:
                 [s for s in args.strategies.split(",") if s],
             ),
             "trials": lambda: part_trials(o, args.out, args.smoke, workers, args.trial_strategies, args.model),
-            "defaults": lambda: part_defaults(o, args.out, args.smoke),
             "gpu_stages": lambda: part_gpu_stages(o, args.out, args.smoke, args.gpu_decoders),
             "under_load": lambda: part_under_load(
                 o, args.out, args.smoke, workers, 1.0 if args.smoke else args.seconds, args.gpu_decoders, args.loads
             ),
-            "fp16": lambda: part_fp16(o, args.smoke),
         }[part]()
         print(f"== part {part}: {time.perf_counter() - t0:.0f} s", flush=True)
+    print_table(o.rows)
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    """The rows' speed (img/s or a trial's throughput), what limited them, and their status or error."""
     print("\n| part | name | img/s | limit | wait | util |")
-    for r in o.rows:
+    for r in rows:
         v = r.get("img_s") or r.get("throughput")
         print(
             f"| {r['part']} | {r['name']} | {v if v is None else round(v)} | {r.get('data_limit_stage', '')} | "

@@ -235,6 +235,29 @@ def test_decode_strategies_times_the_gpu_paths_two_stages(tmp_path: Path) -> Non
         assert row["crop_span_ms"] is None and row["crop_kernel_ms"] is None, "no CUDA events or kernels on the CPU"
 
 
+def test_baseline_checks_run_the_shipping_defaults_and_the_fp16_init_check(tmp_path: Path) -> None:
+    """bench/baseline_checks.py --smoke (parts once in bench/decode_strategies.py): the JPEG workload as it ships
+    and at strict fp32, one single run each, then the fp16 trace of default init against zero-initialised residual
+    BN; the rows go to baseline_checks.jsonl in decode_strategies.py's row format."""
+    _run("bench/baseline_checks.py", str(tmp_path), "--smoke", "--parts", "defaults,fp16")
+    assert not (tmp_path / "decode_strategies.jsonl").exists()
+    rows = [json.loads(line) for line in (tmp_path / "baseline_checks.jsonl").read_text().splitlines()]
+    assert [(r["part"], r["name"]) for r in rows] == [
+        ("trials", "jpeg-defaults-fp32"),
+        ("trials", "jpeg-defaults-fp32-strict"),
+        ("fp16", "zero_init=False"),
+        ("fp16", "zero_init=True"),
+    ]
+    assert all(r["time"] for r in rows)
+    for row in rows[:2]:
+        assert row["status"] == "complete" and row["throughput"] > 0, row
+    default, zero = rows[2], rows[3]
+    assert len(default["losses"]) == len(zero["losses"]) == 3 and len(default["scales"]) == 3
+    assert not default["first"]["grads_finite"], "default init: fp16 gradients overflow at the starting scale"
+    assert zero["scales"] == [65536.0] * 3 and zero["last"]["grads_finite"], "zero-init: every step finite"
+    assert set(zero["first"]["max_act"]) == {"layer1", "layer2", "layer3", "layer4", "fc"}
+
+
 def test_jpeg_ceiling_logs_its_summary_before_measuring_the_best_rows_own_model(tmp_path: Path) -> None:
     """bench/ceiling.py --data jpeg: the summary row is written as soon as the sweep ends, and the best row's own
     model on synthetic data is a row of its own after it, so an outer timeout during that last run (as on the H200
@@ -270,3 +293,38 @@ def test_the_recorded_landscape_names_the_precision_its_rows_ran(name: str) -> N
     landscape = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(landscape)
     assert meta["params"]["knobs.precision"] == landscape.GPU["params"]["knobs.precision"]
+
+
+def test_cpu_costs_time_every_decoder_and_resize_on_one_and_several_processes(tmp_path: Path) -> None:
+    _run("bench/cpu_costs.py", str(tmp_path), "--smoke", timeout=200)
+    rows = [json.loads(line) for line in (tmp_path / "cpu_costs.jsonl").read_text().splitlines()]
+    machine, costs = rows[0], rows[1:]
+    assert machine["part"] == "machine" and machine["cpu_count"] >= 1 and machine["torch"]
+    measured = {(r["name"], r["procs"]) for r in costs if "procs" in r}
+    names = {r["name"] for r in costs}
+    assert {"decode/torchvision", "decode/pil", "resize/torchvision-chw", "pipeline/torchvision"} <= names
+    assert all((n, p) in measured for n in names for p in (1, 2) if not n.endswith("opencv")), measured
+    for r in costs:
+        if "procs" in r:  # each process decoded something: a time per image and a rate over the processes
+            assert r["ms_per_image"] > 0 and r["img_s"] == pytest.approx(r["procs"] * 1e3 / r["ms_per_image"], 0.5)
+
+
+def test_gpu_decode_load_decodes_on_several_threads_at_once(tmp_path: Path) -> None:
+    _run(
+        "bench/gpu_decode_load.py",
+        str(tmp_path),
+        "--smoke",
+        "--seconds",
+        "0.3",
+        "--threads",
+        "1,2",
+        "--decoders",
+        "torchvision",
+        timeout=200,
+    )
+    rows = [json.loads(line) for line in (tmp_path / "gpu_decode_load.jsonl").read_text().splitlines()]
+    assert [(r["decoder"], r["threads"], r["load"]) for r in rows] == [
+        ("torchvision", 1, "none"),
+        ("torchvision", 2, "none"),
+    ]
+    assert all(r["error"] is None and r["batches"] > 0 and r["decode_img_s"] > 0 for r in rows), rows

@@ -387,7 +387,7 @@ RECIPE: dict[str, Any] = {
         "hybrid": ["# decode gpu_share of each batch on the GPU (torchvision.io.decode_jpeg(..., device='cuda')),",
                    "# the rest in the DataLoader workers on the CPU"]}.get(v, []),
     "gpu_share": lambda v: [f"gpu_share = {v}  # share of each batch decoded on the GPU"] if v is not None else [],
-    "gpu_decoder": lambda v: ["# decode on the GPU's hardware JPEG engines (nvImageCodec) instead of CUDA kernels:",
+    "gpu_decoder": lambda v: ["# decode with nvImageCodec (hardware JPEG engines first) instead of torchvision:",
                               "decoder = nvidia.nvimgcodec.Decoder(backends=[Backend(BackendKind.HW_GPU_ONLY), "
                               "Backend(BackendKind.GPU_ONLY)])",
                               "images = decoder.decode([nvidia.nvimgcodec.CodeStream(b) for b in list_of_bytes])"]

@@ -16,11 +16,13 @@ CPU decoders (``knobs.cpu_decoder``):
 
 GPU (:class:`GpuDecode`, ``knobs.gpu_decoder``): one batched decode call per batch, then every crop resized in one
 batched ``roi_align`` call per chunk.
-- ``torchvision``: ``torchvision.io.decode_jpeg(list, device="cuda")``, nvJPEG's default backend: CUDA kernels on
-  the multiprocessors, from a stream of its own at normal priority, so they wait behind a training step's kernels.
-- ``nvimgcodec``: nvImageCodec's decoder, asked for the GPU's hardware JPEG engines first (NVJPG; A100, H100, H200
-  and later), nvJPEG's CUDA decoder for what the engines cannot take. On the H200 it slowed beside a busy GPU as
-  much as torchvision's decoder (README, Measured), so the space holds it at torchvision.
+- ``torchvision``: ``torchvision.io.decode_jpeg(list, device="cuda")``: torchvision's batched decoder asks nvJPEG
+  for its hardware backend (the GPU's JPEG engines, NVJPG: A100, H100, H200 and later) and batch-decodes baseline
+  JPEGs there, others one by one with nvJPEG's CUDA decoder; its work runs on a stream of its own at normal
+  priority. Beside a GPU kept busy it slows to a fraction of its pace (README, Measured).
+- ``nvimgcodec``: nvImageCodec's decoder, also asked for the hardware engines first, nvJPEG's CUDA decoder for
+  what they cannot take; it can decode only a region. On the H200 it slowed beside a busy GPU as much as
+  torchvision's decoder (README, Measured), so the space holds it at torchvision.
   ``knobs.gpu_roi_decode: true`` decodes each image only inside its crop window (and a one-pixel border).
 
 Each CPU-decoded sample carries a small stats tensor (:data:`STATS`): seconds spent decoding and augmenting,
@@ -255,9 +257,9 @@ class GpuDecode:
     """JPEG byte tensors -> float32 crops (N, 3, S, S) on 0..255, decoded and cropped in batched calls on ``device``.
 
     :meth:`decode`: one batched call decodes the batch (``decoder``): ``torchvision`` is
-    ``decode_jpeg(list, device=...)``, nvJPEG's batched CUDA decoder; ``nvimgcodec`` is nvImageCodec's decoder on
-    the GPU's hardware JPEG engines first (A100, H100, H200 and later; nvJPEG's CUDA decoder for what they cannot
-    take), and with ``roi`` decodes only each crop window. It
+    ``decode_jpeg(list, device=...)``, nvJPEG's batched decode (hardware engines first); ``nvimgcodec`` is
+    nvImageCodec's decoder on the GPU's hardware JPEG engines first (A100, H100, H200 and later; nvJPEG's CUDA
+    decoder for what they cannot take), and with ``roi`` decodes only each crop window. It
     returns when the images are decoded, copied back to back into one flat tensor (:class:`Decoded`).
     torchvision's nvJPEG decoder writes its outputs from a private stream that waits for nothing, so the caller's
     current stream must have no work pending when it is called (memory freed there is then idle).
