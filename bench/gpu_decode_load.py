@@ -2,12 +2,13 @@
 
     python bench/gpu_decode_load.py OUT [--smoke] [--seconds 5] [--threads 1,2,3]
 
-The batched GPU decode slows to about half its pace beside a busy GPU (README, Measured). If that is latency (each
-batch a chain of small steps, each queued behind the training step's kernels) rather than a full decoder, batches
-decoded on several threads at once (each with its own decoder and CUDA stream) add up. For each GPU decoder and
-thread count: batches of 256 files held in memory decoded for ``--seconds`` on T threads while the main thread
-runs a load (``none``; ``gpu_graph``: a CUDA graph of bf16 matmuls, ~30 ms, replayed and waited for, again and
-again); rows give the decode's img/s over all threads and the load's ms per replay (alone: ``load_alone_ms``).
+The batched GPU decode slows beside a busy GPU (README, Measured). If that is latency (each batch a chain of
+small steps, each queued behind the training step's kernels) rather than a full decoder, batches decoded on several
+threads at once (each with its own decoder and CUDA stream) add up. For each GPU decoder and thread count: batches
+of 256 files held in memory decoded for ``--seconds`` on T threads while the main thread runs a load (``none``;
+``gpu_graph``: a CUDA graph of bf16 matmuls sized to ~30 ms, replayed and waited for, again and again); rows give
+the decode's img/s over all threads, the batches each thread decoded, and the load's ms per replay (alone:
+``load_alone_ms``).
 torchvision's decoder is one object behind a lock inside torchvision, so its threads take turns; nvImageCodec's
 decoders are separate objects. Rows go to OUT/gpu_decode_load.jsonl.
 """
@@ -119,6 +120,7 @@ def main() -> None:
                 for th in ths:
                     th.start()
                 time.sleep(0.5)  # start-up (the first batches) outside the window
+                start_each = list(done)
                 start_done, n_load, t0 = sum(done), 0, time.perf_counter()
                 while time.perf_counter() - t0 < args.seconds:
                     if graph is None:
@@ -127,7 +129,8 @@ def main() -> None:
                         replay(graph)
                         n_load += 1
                 wall = time.perf_counter() - t0
-                batches = sum(done) - start_done
+                now = list(done)  # one reading: the threads still count until they are stopped
+                batches = sum(now) - start_done
                 stop.set()
                 for th in ths:
                     th.join(timeout=30)
@@ -137,6 +140,7 @@ def main() -> None:
                     load=load_name,
                     decode_img_s=batches * bs / wall,
                     batches=batches,
+                    per_thread=[d - s for d, s in zip(now, start_each)],
                     load_ms=wall / n_load * 1e3 if n_load else None,
                     load_alone_ms=load_alone.get(load_name),
                     error=errors[0] if errors else None,

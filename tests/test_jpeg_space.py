@@ -45,7 +45,7 @@ def test_jpeg_sweep_samples_the_data_knobs(swept: tuple[Path, pd.DataFrame]) -> 
     gpu_decode = jpeg["knob.decode_device"].isin(["cuda", "hybrid"])
     gpu_prefetch = jpeg["knob.device_prefetch"].fillna(False).astype(bool) & ~gpu_decode
     assert ((gpu_decode | gpu_prefetch) == (jpeg["status"] == "skipped")).all(), jpeg[[*DATA_KNOBS, "reason"]]
-    assert gpu_decode.any(), "both of the workload's starts decode on the GPU"
+    assert gpu_decode.any(), "the workload's starts decode on the GPU"
     assert jpeg.loc[gpu_decode, "reason"].str.match(r"invalid:knobs\.decode_device=(cuda|hybrid) ").all()
     assert jpeg.loc[gpu_prefetch, "reason"].str.match(r"invalid:knobs\.device_prefetch=true ").all()
     assert skipped["steps_measured"].isna().all()

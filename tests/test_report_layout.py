@@ -124,3 +124,24 @@ def test_recipe_overrides_re_run_the_configuration(results: Path, tmp_path: Path
     assert len(same) >= 1, "the re-run's configuration is one the sweep measured"
     shown = re.search(r"^# .+: (\S+) TFLOP/s", proc.stdout, re.M).group(1)
     assert shown == num(same["throughput"].mean()), "the recipe's overrides are those of the configuration it names"
+
+
+def test_recipe_prints_whole_number_knobs_of_float_columns_as_ints() -> None:
+    """A knob inactive in some rows is a float column in Parquet (4.0, 10.0): the recipe's lines must still run
+    (``os.nice(10.0)`` raises TypeError; ``prefetch_factor=4.0`` reads wrong)."""
+    from sweeper.report.recipe import code_lines
+
+    row = pd.Series(
+        {
+            "workload": "resnet50",
+            "knob.num_workers": 8,
+            "knob.prefetch_factor": 4.0,
+            "knob.worker_nice": 10.0,
+            "knob.pin_memory": True,
+        }
+    )
+    lines = code_lines(row)
+    nice = next(line for line in lines if "os.nice" in line)
+    assert "os.nice(10))" in nice, nice
+    loader = next(line for line in lines if line.startswith("loader = DataLoader("))
+    assert "num_workers=8, prefetch_factor=4, pin_memory=True" in loader, loader

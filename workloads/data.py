@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import numbers
 import os
 import time
 from pathlib import Path
@@ -102,7 +103,7 @@ def knob_conflict(knobs: dict[str, Any], device_kind: str) -> str | None:
         return (f"knobs.prefetch_factor={knobs['prefetch_factor']} needs worker processes (knobs.num_workers > 0); "
                 "leave it null, or sweep it under the condition knobs.prefetch_factor: 'knobs.num_workers > 0'")
     nice = knobs.get("worker_nice") or 0
-    if not isinstance(nice, int) or isinstance(nice, bool) or not 0 <= nice <= 19:
+    if isinstance(nice, bool) or not isinstance(nice, numbers.Real) or nice != int(nice) or not 0 <= nice <= 19:
         return f"knobs.worker_nice must be an integer in 0..19 (os.nice), got {nice!r}"
     if workers == 0 and nice:
         return (f"knobs.worker_nice={nice} lowers worker processes' priority, but knobs.num_workers=0; set it 0, or "
@@ -378,8 +379,8 @@ class Pipeline:
 
 RECIPE_LOADER_ARGS = ("num_workers", "prefetch_factor", "pin_memory", "persistent_workers")
 RECIPE: dict[str, Any] = {
-    "worker_nice": lambda v: [f"# DataLoader(..., worker_init_fn=lambda _: os.nice({v})): workers yield the CPU to the "
-                              "training process"] if v else [],
+    "worker_nice": lambda v: [f"# DataLoader(..., worker_init_fn=lambda _: os.nice({int(v)})): workers yield the CPU "
+                              "to the training process"] if v else [],
     "non_blocking": lambda v: ["x = x.to('cuda', non_blocking=True); y = y.to('cuda', non_blocking=True)"] if v else [],
     "decode_device": lambda v: {
         "cuda": ["# DataLoader workers only read file bytes; decode the batch on the GPU (nvJPEG):",

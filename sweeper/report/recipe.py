@@ -70,6 +70,12 @@ def _value(v: Any) -> Any:
     return v.item() if hasattr(v, "item") else v
 
 
+def _integral(v: Any) -> Any:
+    """A whole-number float as an int: a knob inactive in some rows is a float column in Parquet (NaN there), but a
+    DataLoader argument or ``os.nice`` wants ``4``, not ``4.0``."""
+    return int(v) if isinstance(v, float) and v.is_integer() else v
+
+
 def code_lines(row: pd.Series) -> list[str]:
     """The PyTorch lines that apply the row's knobs, from the knobs' own snippet tables."""
     import workloads
@@ -90,7 +96,7 @@ def code_lines(row: pd.Series) -> list[str]:
         snippet = next((t[name] for t in tables if name in t), None)
         if snippet is not None:
             lines += snippet(value)
-    loader = {k: knobs[k] for k in data.RECIPE_LOADER_ARGS if knobs.get(k) is not None}
+    loader = {k: _integral(knobs[k]) for k in data.RECIPE_LOADER_ARGS if knobs.get(k) is not None}
     if loader:
         args = ", ".join(f"{k}={v!r}" for k, v in loader.items())
         lines.append(f"loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, {args})")
