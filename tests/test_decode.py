@@ -11,7 +11,7 @@ import pytest
 import torch
 from torchvision.io import decode_jpeg, encode_jpeg, write_jpeg
 
-from workloads import corpus, data, decode
+from workloads import corpus, data, decode, device_side
 
 from jpeg_helpers import CPU, TINY, children, knobs, one_thread, pipeline  # noqa: F401 (one_thread: autouse)
 
@@ -93,8 +93,8 @@ def test_user_root_is_read_instead_of_the_generated_corpus(tmp_path: Path) -> No
 
 
 def test_cpu_decode_gives_normalized_float32_in_the_memory_format(tmp_path: Path) -> None:
-    lo = min((0 - m) / s for m, s in zip(data.MEAN, data.STD))
-    hi = max((1 - m) / s for m, s in zip(data.MEAN, data.STD))
+    lo = min((0 - m) / s for m, s in zip(device_side.MEAN, device_side.STD))
+    hi = max((1 - m) / s for m, s in zip(device_side.MEAN, device_side.STD))
     for fmt in (torch.channels_last, torch.contiguous_format):
         images, labels = pipeline(tmp_path, memory_format=fmt).next()
         assert images.shape == (4, 3, 16, 16) and images.dtype == torch.float32
@@ -110,21 +110,21 @@ def test_gpu_share_reaches_the_gpu_decoder_as_bytes(tmp_path: Path) -> None:
     path = corpus.corpus_path(TINY, tmp_path)
     corpus.ensure_corpus(path, 8, 32, 24)
     files = [torch.frombuffer(bytearray(f.read_bytes()), dtype=torch.uint8) for f in sorted(path.glob("*/*.jpg"))]
-    packed = data.pack_bytes(files[:3])
+    packed = device_side.pack_bytes(files[:3])
     assert packed.dtype == torch.uint8 and packed.dim() == 1, "one tensor per batch: one shared-memory segment"
-    assert [torch.equal(a, b) for a, b in zip(data.unpack_bytes(packed, 3), files)] == [True] * 3
+    assert [torch.equal(a, b) for a, b in zip(device_side.unpack_bytes(packed, 3), files)] == [True] * 3
 
     share = data.JpegBatches(path, "corpus", 16, 0.5, "torchvision", "full", normalize=False)
     batch = share.__getitems__([0, 1, 2, 3])
     assert batch["crops"].shape == (2, 3, 16, 16) and int(batch["n_gpu"]) == 2, "half the batch on each side"
-    gpu_files = data.unpack_bytes(batch["packed"], 2)
+    gpu_files = device_side.unpack_bytes(batch["packed"], 2)
     assert all(f[:2].tolist() == [0xFF, 0xD8] for f in gpu_files), "the GPU share is still JPEG bytes"
     assert batch["stats"].shape == (2, len(decode.STATS)), "costs are recorded for the CPU-decoded images only"
     from_worker = next(
         iter(torch.utils.data.DataLoader(share, batch_size=4, num_workers=1, collate_fn=lambda b: b, sampler=range(4)))
     )
     assert torch.equal(from_worker["packed"], batch["packed"]), "a worker hands the packed batch over intact"
-    side = data.DeviceSide(16, CPU, torch.contiguous_format, non_blocking=False)
+    side = device_side.DeviceSide(16, CPU, torch.contiguous_format, non_blocking=False)
     images, labels = side(batch)
     assert images.shape == (4, 3, 16, 16) and images.dtype == torch.float32
     assert labels.tolist() == batch["labels"].tolist()
@@ -254,8 +254,8 @@ def test_prefetcher_keeps_order_and_reports_failures(decode_thread: bool) -> Non
             for i in range(5)
         ]
     )
-    side = data.DeviceSide(2, CPU, torch.contiguous_format, non_blocking=False)
-    pre = data.Prefetcher(lambda: next(batches), side, decode=decode_thread)
+    side = device_side.DeviceSide(2, CPU, torch.contiguous_format, non_blocking=False)
+    pre = device_side.Prefetcher(lambda: next(batches), side, decode=decode_thread)
     try:
         assert [int(pre.next()[1]) for _ in range(5)] == [0, 1, 2, 3, 4]
         with pytest.raises(RuntimeError, match="prefetch thread failed"):
@@ -327,9 +327,9 @@ def test_prefetcher_decodes_the_next_batch_while_the_last_one_is_cropped(tmp_pat
             self.cropped += 1
             return super().crop(decoded)
 
-    side = data.DeviceSide(16, CPU, torch.contiguous_format, non_blocking=False)
+    side = device_side.DeviceSide(16, CPU, torch.contiguous_format, non_blocking=False)
     side.gpu = probe = Probe(16, CPU)
-    pre = data.Prefetcher(lambda: next(batches), side, decode=True)
+    pre = device_side.Prefetcher(lambda: next(batches), side, decode=True)
     try:
         labels = [pre.next()[1].tolist() for _ in range(4)]
     finally:
@@ -414,7 +414,7 @@ def test_gpu_decoder_knobs_reach_the_device_side(tmp_path: Path) -> None:
     corpus.ensure_corpus(path, 8, 32, 24)
     batch = data.JpegBatches(path, "corpus", 16, 1.0, "torchvision", "full", normalize=False).__getitems__([0, 1, 2, 3])
     for decoder, roi in (("torchvision", False), ("nvimgcodec", False), ("nvimgcodec", True)):
-        side = data.DeviceSide(16, CPU, torch.contiguous_format, False, decoder, roi)
+        side = device_side.DeviceSide(16, CPU, torch.contiguous_format, False, decoder, roi)
         images, labels = side(dict(batch))
         assert images.shape == (4, 3, 16, 16) and labels.tolist() == batch["labels"].tolist()
         assert side.gpu.decoder == decoder and (side.gpu.nvimgcodec is not None) == (decoder == "nvimgcodec")

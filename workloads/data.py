@@ -40,17 +40,7 @@ from torchvision.io import read_file
 from workloads import decode
 from workloads.base import DeviceInfo
 from workloads.corpus import corpus_path, corpus_sizes, ensure_corpus
-from workloads.device_side import (  # noqa: F401 (part of this module's interface)
-    DECODED_DEPTH,
-    MEAN,
-    PREFETCH_DEPTH,
-    STD,
-    DeviceSide,
-    Normalize,
-    Prefetcher,
-    pack_bytes,
-    unpack_bytes,
-)
+from workloads.device_side import DECODED_DEPTH, PREFETCH_DEPTH, DeviceSide, Normalize, Prefetcher, pack_bytes
 
 DECODE_DEVICES = ("cpu", "cuda", "hybrid")
 TRANSFER_DTYPES = ("float32", "uint8")
