@@ -77,17 +77,20 @@ STRATEGIES: dict[str, dict[str, Any]] = {
         "decode_scale": "reduced",
         "transfer_dtype": "uint8",
     },
-    # the hybrid split fed by torchvision's CPU decoder (uint8 transfer), with its own worker count
+    # the hybrid split fed by torchvision's CPU decoder (uint8 transfer), with its own worker count, and with the
+    # workers at niceness 10 ("-nice10": worker_nice, so one call can measure it against 0)
     **{
-        f"hybrid-{share}-tv-w{w}": {
+        f"hybrid-{share}-tv-w{w}{'-nice10' if nice else ''}": {
             "decode_device": "hybrid",
             "gpu_share": share,
             "cpu_decoder": "torchvision",
             "transfer_dtype": "uint8",
             "num_workers": w,
+            "worker_nice": nice,
         }
         for share in (0.5, 0.625, 0.75)
         for w in (8, 12, 14)
+        for nice in (0, 10)
     },
     "hybrid-0.75": {
         "decode_device": "hybrid",
