@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -319,17 +321,28 @@ def _start(args: list[str], results: Path, log: Path) -> subprocess.Popen:
         )
 
 
-def _wait_running(results: Path, study: str, number: int, timeout: float = 180) -> None:
+def _wait_running(results: Path, study: str, number: int, log: Path, timeout: float = 180) -> None:
+    """Until the sweep's Optuna storage shows trial ``number`` RUNNING. Read through a read-only SQLite connection,
+    opened and closed each poll: the poll must not create the storage nor hold it (``optuna.load_study`` here
+    created the schema itself, racing the sweeper, and left an engine per poll open on the file it writes)."""
     deadline = time.time() + timeout
+    db = results / "optuna.db"
+    query = (
+        "SELECT t.state FROM trials t JOIN studies s ON s.study_id = t.study_id WHERE s.study_name = ? AND t.number = ?"
+    )
     while time.time() < deadline:
-        try:
-            s = optuna.load_study(study_name=study, storage=f"sqlite:///{results / 'optuna.db'}")
-            if any(t.number == number and t.state == TrialState.RUNNING for t in s.trials):
-                return
-        except (KeyError, Exception):  # noqa: BLE001 - the study does not exist yet
-            pass
+        if db.exists():
+            try:
+                with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)) as con:
+                    row = con.execute(query, (study, number)).fetchone()
+                if row and row[0] == "RUNNING":
+                    return
+            except sqlite3.Error:  # the sweeper is creating the schema, or holds a write lock
+                pass
         time.sleep(0.2)
-    raise AssertionError(f"trial {number} never ran")
+    err = log.with_suffix(".err")
+    tail = err.read_text()[-3000:] if err.exists() else "(no stderr)"
+    raise AssertionError(f"trial {number} never ran in {timeout:.0f} s; the sweep's stderr ends:\n{tail}")
 
 
 @pytest.mark.parametrize(
@@ -357,7 +370,7 @@ def test_interrupt_stops_within_seconds_and_records_interrupted(
     elif launcher == "joblib-workers":
         args += ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "hydra.sweeper.n_jobs=2"]
     proc = _start(args, results, tmp_path / "sweep")
-    _wait_running(results, "faults", 0)
+    _wait_running(results, "faults", 0, tmp_path / "sweep")
     time.sleep(2)  # the trial process hangs in its step now
     children = psutil.Process(proc.pid).children(recursive=True)
     t0 = time.time()
