@@ -47,10 +47,6 @@ DECODED: list[torch.Tensor] = []  # (3, H, W) uint8, decoded before the fork (re
 DECODED_HWC: list[np.ndarray] = []
 
 
-def _window(h: int, w: int) -> tuple[int, int, int, int]:
-    return decode.crop_window(h, w)
-
-
 def v_decode_tv(i: int) -> Any:
     return decode_jpeg(torch.from_numpy(FILES[i]), mode=ImageReadMode.RGB)
 
@@ -65,27 +61,27 @@ def v_decode_cv2(i: int) -> Any:
 
 def v_resize_tv(i: int) -> Any:  # the pipeline's torchvision path: CHW uint8, antialiased bilinear
     img = DECODED[i]
-    top, left, h, w = _window(img.shape[1], img.shape[2])
+    top, left, h, w = decode.crop_window(img.shape[1], img.shape[2])
     return v2.functional.resized_crop(img, top, left, h, w, [SIZE, SIZE], antialias=True)
 
 
 def v_resize_tv_cl(i: int) -> Any:  # the same on an HWC (channels_last) view of the image
     img = DECODED_HWC[i]
-    top, left, h, w = _window(img.shape[0], img.shape[1])
+    top, left, h, w = decode.crop_window(img.shape[0], img.shape[1])
     crop = torch.from_numpy(img[top : top + h, left : left + w]).permute(2, 0, 1).unsqueeze(0)
     return torch.nn.functional.interpolate(crop, size=(SIZE, SIZE), mode="bilinear", antialias=True)
 
 
 def v_resize_pil(i: int) -> Any:
     img = DECODED_HWC[i]
-    top, left, h, w = _window(img.shape[0], img.shape[1])
+    top, left, h, w = decode.crop_window(img.shape[0], img.shape[1])
     im = Image.fromarray(img)
     return im.resize((SIZE, SIZE), Image.Resampling.BILINEAR, box=(left, top, left + w, top + h))
 
 
 def v_resize_cv2(i: int) -> Any:  # area averaging when shrinking (antialiased), bilinear when enlarging
     img = DECODED_HWC[i]
-    top, left, h, w = _window(img.shape[0], img.shape[1])
+    top, left, h, w = decode.crop_window(img.shape[0], img.shape[1])
     interp = cv2.INTER_AREA if h * w >= SIZE * SIZE else cv2.INTER_LINEAR
     return cv2.resize(img[top : top + h, left : left + w], (SIZE, SIZE), interpolation=interp)
 
@@ -211,6 +207,8 @@ def main() -> None:
                     "procs": p,
                     "ms_per_image": sum(per_image_ms) / len(per_image_ms),
                     "img_s": sum(c / t for c, t in got),
+                    "images": [c for c, _ in got],  # per process, in its own window
+                    "seconds": [t for _, t in got],
                 }
             )
 

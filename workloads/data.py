@@ -369,7 +369,7 @@ class Pipeline:
 
 RECIPE_LOADER_ARGS = ("num_workers", "prefetch_factor", "pin_memory", "persistent_workers")
 RECIPE: dict[str, Any] = {
-    "worker_nice": lambda v: [f"# DataLoader(..., worker_init_fn=lambda _: os.nice({int(v)})): workers yield the CPU "
+    "worker_nice": lambda v: [f"# DataLoader(..., worker_init_fn=lambda _: os.nice({v})): workers yield the CPU "
                               "to the training process"] if v else [],
     "non_blocking": lambda v: ["x = x.to('cuda', non_blocking=True); y = y.to('cuda', non_blocking=True)"] if v else [],
     "decode_device": lambda v: {

@@ -72,7 +72,7 @@ def _value(v: Any) -> Any:
 
 def _integral(v: Any) -> Any:
     """A whole-number float as an int: a knob inactive in some rows is a float column in Parquet (NaN there), but a
-    DataLoader argument or ``os.nice`` wants ``4``, not ``4.0``."""
+    DataLoader argument or ``os.nice`` wants ``4``, not ``4.0``; every knob goes through it before its snippet."""
     return int(v) if isinstance(v, float) and v.is_integer() else v
 
 
@@ -87,7 +87,7 @@ def code_lines(row: pd.Series) -> list[str]:
     except Exception:  # noqa: BLE001 - a workload of the user's own, not importable here: the shared knobs remain
         pass
     knobs = {
-        c[len("knob.") :]: _value(row[c])
+        c[len("knob.") :]: _integral(_value(row[c]))
         for c in row.index
         if c.startswith("knob.") and not c.startswith("knob.distributed.")
     }
@@ -96,7 +96,7 @@ def code_lines(row: pd.Series) -> list[str]:
         snippet = next((t[name] for t in tables if name in t), None)
         if snippet is not None:
             lines += snippet(value)
-    loader = {k: _integral(knobs[k]) for k in data.RECIPE_LOADER_ARGS if knobs.get(k) is not None}
+    loader = {k: knobs[k] for k in data.RECIPE_LOADER_ARGS if knobs.get(k) is not None}
     if loader:
         args = ", ".join(f"{k}={v!r}" for k, v in loader.items())
         lines.append(f"loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, {args})")
