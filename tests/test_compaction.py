@@ -165,6 +165,24 @@ def test_lookups_after_compaction(tmp_path: Path) -> None:
     assert len(store.trial_files(trials)) == 3 + 1 + 1 + 1, "compacting a.b left study a alone"
 
 
+def test_a_trial_rewritten_after_compaction_is_on_disk_once(tmp_path: Path) -> None:
+    """A live sweeper records what a dead one's trial did after a third one compacted the study: a plain
+    ``pandas.read_parquet`` of the folder (no ``read_once``) still sees the trial once, as last written."""
+    trials = tmp_path / "trials"
+    for n in range(3):
+        write_simple(trials, "s", n, reason="first")
+    store.compact(trials, "s")
+    row = {"study": "s", "trial": 1, "status": "failed", "reason": "interrupted", "value": None}
+    assert store.write_trial(trials, "s", 1, "", row) is not None
+    df = pd.read_parquet(trials).set_index("trial")
+    assert not df.index.duplicated().any(), df
+    assert df["reason"].to_dict() == {0: "first", 1: "interrupted", 2: "first"}
+    assert store.write_trial(trials, "s", 2, "", {**row, "trial": 2}, only_if_missing=True) is None
+    assert store.write_trial(trials, "s", 3, "", {**row, "trial": 3}, only_if_missing=True) is not None
+    df = pd.read_parquet(trials).set_index("trial")
+    assert df["reason"].to_dict() == {0: "first", 1: "interrupted", 2: "first", 3: "interrupted"}
+
+
 _WORKER = """
 import sys, time
 from pathlib import Path
@@ -174,6 +192,10 @@ if mode == "write":
     for n in range(200, 400):
         store.write_row(store.trial_path(trials, "busy", n),
                         {"study": "busy", "trial": n, "status": "complete", "reason": "", "value": n * 2.0})
+elif mode == "rewrite":
+    for n in range(200):
+        store.write_trial(trials, "busy", n, "",
+                          {"study": "busy", "trial": n, "status": "complete", "reason": "again", "value": n * 2.0})
 elif mode == "compact":
     for _ in range(6):
         store.compact(trials, "busy")
@@ -197,11 +219,15 @@ def test_concurrent_compactions_and_a_writer_lose_nothing(tmp_path: Path) -> Non
         return subprocess.Popen([sys.executable, "-c", _WORKER, *args], cwd=ROOT, stderr=subprocess.PIPE, text=True)
 
     reader = start("read", str(trials), str(done))
-    workers = [start("write", str(trials)), start("compact", str(trials)), start("compact", str(trials))]
+    workers = [start("write", str(trials)), start("rewrite", str(trials)), start("compact", str(trials)),
+               start("compact", str(trials))]
     for p in workers:
         assert p.wait(timeout=120) == 0, p.stderr.read()
     done.touch()
     assert reader.wait(timeout=60) == 0, reader.stderr.read()
+    raw = pd.read_parquet(trials)
+    assert not raw["trial"][raw["trial"] < 200].duplicated().any(), "a re-written trial is on disk twice"
+    assert (raw.loc[raw["trial"] < 200, "reason"] == "again").all()
     df = store.read_results(trials)
     assert sorted(df["trial"]) == list(range(400))
     assert (df["value"] == df["trial"] * 2.0).all()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -168,15 +169,57 @@ def test_a_higher_trial_waits_for_a_lower_one_to_record_its_configuration(tmp_pa
     assert dedup.find(study, key, low.number) is None, "the lower number measures: it never waits for a higher one"
 
 
-def test_waiting_for_lower_keys_is_bounded(tmp_path: Path) -> None:
-    """A lower-numbered trial that never records its configuration (its process died after asking) holds the
-    others up at most ``timeout`` seconds."""
+def test_waiting_for_lower_keys_follows_the_other_sweepers_life(tmp_path: Path) -> None:
+    """An earlier trial without its configuration yet is waited for as long as its sweeper lives: past any fixed
+    bound while its process runs on this host (a slow sampler or the device check's CUDA start: before, a 10 s
+    bound let the later trial measure the same configuration), not at all once that process is dead, and
+    ``recent_s`` from its start where its sweeper cannot be seen (another host)."""
+    import threading
+
+    from sweeper.sweep import study as studies
+
     study = optuna.create_study(storage=f"sqlite:///{tmp_path / 's.db'}", study_name="s")
-    study.ask()
-    high = study.ask()
+    key = dedup.config_key({"work": 32})
+    low, high = study.ask(), study.ask()
+    high.set_user_attr(dedup.KEY, key)
+    low.set_user_attr(studies.OWNER_KEY, studies.owner_id())  # alive: this process
+    late = threading.Timer(1.0, lambda: low.set_user_attr(dedup.KEY, key))
     t0 = time.monotonic()
-    dedup.await_lower_keys(study, high.number, timeout=0.3)
-    assert time.monotonic() - t0 < 5
+    late.start()
+    try:
+        dedup.await_lower_keys(study, high.number, recent_s=0.1)
+    finally:
+        late.join()
+    assert time.monotonic() - t0 >= 1.0, "a live sweeper's trial was waited for past recent_s"
+    assert dedup.find(study, key, high.number)[1].number == low.number
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    gone, other_host, last = study.ask(), study.ask(), study.ask()
+    gone.set_user_attr(studies.OWNER_KEY, f"{socket.gethostname()}:{dead.pid}")
+    other_host.set_user_attr(studies.OWNER_KEY, "elsewhere:1")
+    t0 = time.monotonic()
+    dedup.await_lower_keys(study, last.number, recent_s=0.5)
+    assert 0.4 < time.monotonic() - t0 < 5, "the dead one was not waited for; the other host's one for recent_s"
+
+
+def test_an_enqueued_trial_asked_late_waits_for_a_running_twin(tmp_path: Path) -> None:
+    """Trial 0 is enqueued (WAITING) while another sweeper's trial 1 of the same configuration is asked and
+    measures; trial 0 is asked afterwards. It waits for trial 1, though its number is lower: the order that counts
+    is the order of asking (before, only lower numbers were waited for, and both measured)."""
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 's.db'}", study_name="s")
+    key = dedup.config_key({"work": 32})
+    study.enqueue_trial({"work": 32})
+    measuring = optuna.Trial(study, study._storage.create_new_trial(study._study_id))  # asked before the pop
+    measuring.set_user_attr(dedup.KEY, key)
+    time.sleep(0.01)
+    queued = study.ask()
+    assert queued.number < measuring.number
+    queued.set_user_attr(dedup.KEY, key)
+    dedup.await_lower_keys(study, queued.number)
+    found = dedup.find(study, key, queued.number)
+    assert found is not None and found[0] == "running" and found[1].number == measuring.number
+    assert dedup.find(study, key, measuring.number) is None, "the first-asked one measures"
 
 
 def test_when_the_awaited_trial_fails_only_the_lowest_waiter_measures(tmp_path: Path) -> None:

@@ -40,9 +40,9 @@ def _storage(url: str):
     return make_storage(url)
 
 
-def _runs_a_trial(study: str, url: str, pid: int) -> bool:
+def _runs_a_trial(study: str, storage: object, pid: int) -> bool:
     try:
-        trials = optuna.load_study(study_name=study, storage=_storage(url)).trials
+        trials = optuna.load_study(study_name=study, storage=storage).trials
     except KeyError:  # the study is not created yet
         return False
     return any(t.state == TrialState.RUNNING and t.user_attrs.get("owner", "").endswith(f":{pid}") for t in trials)
@@ -79,12 +79,13 @@ def test_three_processes_share_one_study(results: Path, kind: str, launcher: str
     if launcher == "joblib":
         args += ["hydra/launcher=joblib", "hydra.launcher.n_jobs=1"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    poll = _storage(url)  # one storage for the poll below, its schema made before the sweepers start
     procs = [subprocess.Popen([sys.executable, "-m", "sweeper", *args, f"hydra.sweeper.seed={i}"], cwd=ROOT, env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for i in range(3)]
     # Kill one process while it measures a trial.
     victim = procs[0]
     deadline = time.time() + 120
-    while time.time() < deadline and not _runs_a_trial(study, url, victim.pid):
+    while time.time() < deadline and not _runs_a_trial(study, poll, victim.pid):
         time.sleep(0.1)
     victim.send_signal(signal.SIGKILL)
     for p in procs[1:]:

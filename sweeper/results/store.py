@@ -177,15 +177,23 @@ def write_row(path: Path, row: dict[str, Any], types: dict[str, pa.DataType] | N
     raises ``DiskFull`` and leaves no partial file.
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{socket.gethostname()}.{os.getpid()}.tmp")
+    folder = folder_schema(path.parent)
+    hints = {**_NULLABLE_TYPES, **(types or {}), **{f.name: f.type for f in folder if f.type != pa.null()}}
+    arrays = [_array(key, value, hints.get(key)) for key, value in row.items()]
+    table = pa.Table.from_arrays(arrays, names=list(row))
+    _put(table, path, path.with_name(f".{path.name}.{socket.gethostname()}.{os.getpid()}.tmp"))
+    return path
+
+
+def _put(table: pa.Table, path: Path, tmp: Path, durable: bool = False, **write: Any) -> None:
+    """Write ``table`` to ``tmp`` and rename it to ``path`` (synced first when ``durable``), after the folder's
+    schema learned its columns; a full disk raises ``DiskFull`` and leaves no partial file."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        folder = folder_schema(path.parent)
-        hints = {**_NULLABLE_TYPES, **(types or {}), **{f.name: f.type for f in folder if f.type != pa.null()}}
-        arrays = [_array(key, value, hints.get(key)) for key, value in row.items()]
-        table = pa.Table.from_arrays(arrays, names=list(row))
         update_schema(path.parent, table.schema)
-        pq.write_table(table, tmp)
+        pq.write_table(table, tmp, **write)
+        if durable:
+            _fsync(tmp)
         os.replace(tmp, path)
     except OSError as e:
         with contextlib.suppress(OSError):
@@ -193,7 +201,40 @@ def write_row(path: Path, row: dict[str, Any], types: dict[str, pa.DataType] | N
         if is_disk_full(e):
             raise DiskFull(path, e) from None
         raise
+
+
+def write_trial(trials_dir: Path, study: str, trial: int | None, uid: str | None, row: dict[str, Any],
+                types: dict[str, pa.DataType] | None = None, *, only_if_missing: bool = False) -> Path | None:
+    """Write a study trial's row to its own file, so that the folder holds it once, whoever read it how.
+
+    Under the study's compaction lock: a compaction never runs between the write and the check below. A trial
+    whose row a compaction already folded (a live sweeper recording what a dead one's trial did, after a third
+    one ended and compacted the study) is folded again at once, so a plain ``pandas.read_parquet`` of the folder
+    does not see the old and the new row side by side. ``only_if_missing``: nothing is written (None returned)
+    when the trial has a row already; the check and the write are one step for every writer of the study.
+    A single run outside any study (``trial`` None) gets a file of its own, which no compaction folds.
+    """
+    trials_dir, key = Path(trials_dir), file_prefix(study, uid)
+    path = trial_path(trials_dir, study, trial, uid)
+    if trial is None:
+        return write_row(path, row, types)
+    trials_dir.mkdir(parents=True, exist_ok=True)
+    with _compaction_lock(trials_dir, key):
+        if only_if_missing and (path.exists() or _compacted_holds(trials_dir, key, trial)):
+            return None
+        write_row(path, row, types)
+        if _compacted_holds(trials_dir, key, trial):
+            _compact_locked(trials_dir, key)
     return path
+
+
+def _compacted_holds(trials_dir: Path, key: str, trial: int) -> bool:
+    for p in _compacted(trials_dir, key):
+        with contextlib.suppress(FileNotFoundError, OSError, pa.ArrowException):
+            column = pq.read_table(p, columns=["trial"]).column("trial")
+            if pc.any(pc.equal(column, int(trial))).as_py():
+                return True
+    return False
 
 
 # ---------------------------------------------------------------------------------------------------- the folder
@@ -302,56 +343,51 @@ def compact_key(trials_dir: Path, key: str) -> Path | None:
 
     The new file is written, synced and renamed into place before any input is deleted, so a crash at any point
     leaves every row readable (at worst twice, which readers resolve, see ``read_once``). An input is deleted only
-    while it is still the file that was read: a trial re-written meanwhile keeps its new file. A file written
-    while compacting (a trial of another process) stays as it is until the next compaction.
+    while it is still the file that was read: a trial re-written meanwhile keeps its new file. The sweeper's
+    writers (``write_trial``) wait for the lock; a file another writer puts down while compacting stays as it is
+    until the next compaction.
     """
     trials_dir = Path(trials_dir)
     if not trials_dir.is_dir():
         return None
     with _compaction_lock(trials_dir, key):
-        files = _study_files(trials_dir, key)
-        if len(files) == 1 and is_compacted(files[0]):
-            return files[0]
-        read: list[tuple[Path, os.stat_result]] = []
-        tables: list[pa.Table] = []
-        names: list[str] = []
-        for p in files:
-            try:
-                stat, table = os.stat(p), read_file(p)
-            except FileNotFoundError:  # folded meanwhile by a process the lock did not hold back: its file has it
-                continue
-            if table is None:
-                continue
-            read.append((p, stat))
-            tables.append(table)
-            names += [p.name] * table.num_rows
-        if not tables or (len(read) == 1 and is_compacted(read[0][0])):
-            return read[0][0] if read else None
-        table = read_once(concat(tables, [p.name for p, _ in read]), names)
-        table = table.take(pc.sort_indices(table, [("trial", "ascending")]))
-        generation = 1 + max((_precedence(p.name)[1] for p, _ in read), default=0)
-        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%f")
-        host = re.sub(r"[^A-Za-z0-9_-]+", "_", socket.gethostname())
-        out = trials_dir / f"{key}.compacted-{generation:06d}-{stamp}-{host}-{os.getpid()}.parquet"
-        tmp = out.with_name(f".{out.name}.tmp")
+        return _compact_locked(trials_dir, key)
+
+
+def _compact_locked(trials_dir: Path, key: str) -> Path | None:
+    """``compact_key``'s work, under the study's compaction lock (held by the caller)."""
+    files = _study_files(trials_dir, key)
+    if len(files) == 1 and is_compacted(files[0]):
+        return files[0]
+    read: list[tuple[Path, os.stat_result]] = []
+    tables: list[pa.Table] = []
+    names: list[str] = []
+    for p in files:
         try:
-            update_schema(trials_dir, table.schema)
-            pq.write_table(table, tmp, compression="zstd")
-            _fsync(tmp)
-            os.replace(tmp, out)
-        except OSError as e:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            if is_disk_full(e):
-                raise DiskFull(out, e) from None
-            raise
-        _fsync(trials_dir)  # the new file is durable before any row's other copy goes
-        for p, stat in read:
-            with contextlib.suppress(FileNotFoundError):
-                now = os.stat(p)
-                if (now.st_ino, now.st_size, now.st_mtime_ns) == (stat.st_ino, stat.st_size, stat.st_mtime_ns):
-                    os.unlink(p)
-        return out
+            stat, table = os.stat(p), read_file(p)
+        except FileNotFoundError:  # folded meanwhile by a process the lock did not hold back: its file has it
+            continue
+        if table is None:
+            continue
+        read.append((p, stat))
+        tables.append(table)
+        names += [p.name] * table.num_rows
+    if not tables or (len(read) == 1 and is_compacted(read[0][0])):
+        return read[0][0] if read else None
+    table = read_once(concat(tables, [p.name for p, _ in read]), names)
+    table = table.take(pc.sort_indices(table, [("trial", "ascending")]))
+    generation = 1 + max((_precedence(p.name)[1] for p, _ in read), default=0)
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+    host = re.sub(r"[^A-Za-z0-9_-]+", "_", socket.gethostname())
+    out = trials_dir / f"{key}.compacted-{generation:06d}-{stamp}-{host}-{os.getpid()}.parquet"
+    _put(table, out, out.with_name(f".{out.name}.tmp"), durable=True, compression="zstd")
+    _fsync(trials_dir)  # the new file is durable before any row's other copy goes
+    for p, stat in read:
+        with contextlib.suppress(FileNotFoundError):
+            now = os.stat(p)
+            if (now.st_ino, now.st_size, now.st_mtime_ns) == (stat.st_ino, stat.st_size, stat.st_mtime_ns):
+                os.unlink(p)
+    return out
 
 
 def compact_all(results: Path | str) -> list[Path]:

@@ -146,8 +146,8 @@ def run_trial(cfg: DictConfig) -> dict[str, Any]:
     row.update(lookup.facts_columns(context.get("facts") or {}))
     if not reason:
         row["node_shared"], row["node_shared_with"] = bool(shared), ",".join(shared)
-    path = store.trial_path(
-        Path(tcfg["results_dir"]) / "trials", context["study"], context["number"], context.get("study_id")
+    store.write_trial(
+        Path(tcfg["results_dir"]) / "trials", context["study"], context["number"], context.get("study_id"), row,
+        {**_arrow_types(context.get("column_types") or {}), "confirm_of": pa.int64()},
     )
-    store.write_row(path, row, {**_arrow_types(context.get("column_types") or {}), "confirm_of": pa.int64()})
     return outcome.to_dict()

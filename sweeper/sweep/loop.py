@@ -363,9 +363,8 @@ class SweepImpl(recovery.Recovery):
         self, number: int, values: dict[str, Any], outcome: TrialOutcome, only_if_missing: bool = False
     ) -> None:
         """The Parquet row for a trial the task could not write itself (never launched, or its job crashed)."""
-        path = store.trial_path(self.plan.trials_dir, self.plan.study_name, number, self.plan.study_id)
         if only_if_missing and lookup.has_trial(self.plan.trials_dir, self.plan.study_name, number, self.plan.study_id):
-            return
+            return  # (checked again under the study's lock below: this check only spares building the row)
         cfg = json.loads(json.dumps(self.plan.cfg, default=str))
         for key, value in {**self.plan.space.fixed, **values}.items():
             set_dotted(cfg, key, value)
@@ -379,7 +378,16 @@ class SweepImpl(recovery.Recovery):
         )
         row["baseline"] = self._is_baseline(values)
         row.update(lookup.facts_columns(self._facts()))
-        store.write_row(path, row, lookup.column_types(value_types(self.plan.space), self.plan.defaults))
+        types = lookup.column_types(value_types(self.plan.space), self.plan.defaults)
+        store.write_trial(
+            self.plan.trials_dir,
+            self.plan.study_name,
+            number,
+            self.plan.study_id,
+            row,
+            types,
+            only_if_missing=only_if_missing,
+        )
 
 
 _STOP = object()
