@@ -260,7 +260,7 @@ def summarize(
             found_over_reference=final / reference if reference else None,
             t_reached_reference=first_at(points, reference) if reference else None,
         )
-        for col in ("data_wait_frac", "gpu_util_mean", "data_limit_stage", "mfu", "step_cv"):
+        for col in ("data_wait_frac", "data_wait_host_frac", "gpu_util_mean", "data_limit_stage", "mfu", "step_cv"):
             if col in best:
                 summary[f"best_{col}"] = best[col]
     log(out, args.data, **summary)  # first, so that a run stopped during the next measurement keeps it

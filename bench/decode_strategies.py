@@ -465,6 +465,7 @@ def tool(o: Out, out: Path, name: str, overrides: list[str], timeout: float = 40
         "throughput",
         "step_ms_p50",
         "data_wait_frac",
+        "data_wait_host_frac",
         "gpu_util_mean",
         "mfu",
         "first_step_s",

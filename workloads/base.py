@@ -13,7 +13,9 @@ class Workload:
 
     ``step(batch)`` runs one optimizer step (or one kernel) on ``batch`` and returns the loss tensor (or None)
     without synchronizing; ``next_batch()`` fetches the next input (None for synthetic data already on the
-    device), and the time spent inside it counts as time waiting for data.
+    device), and the time spent inside it counts as time waiting for data: on the CPU the host's time in it; on a
+    GPU, for a workload with an ``input_pipeline``, the time the training stream sits idle across the call (the
+    host may wait there while the GPU still runs earlier steps, which costs nothing).
     """
 
     step: Callable[[Any], Any]
@@ -30,6 +32,9 @@ class Workload:
     buffered_steps: int = 0
     # Batches the input pipeline holds ready right now (None: unknown): warm-up runs until it is empty.
     ready_batches: Callable[[], int | None] | None = None
+    # next_batch() fetches real input: on a GPU its waits are timed on the device (two CUDA events per step, so
+    # workloads without input, whose steps may be microseconds, do not pay for them).
+    input_pipeline: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -120,4 +120,5 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
         extra_metrics=extra,
         buffered_steps=buffered,
         ready_batches=ready,
+        input_pipeline=p["data"] == "jpeg",
     )

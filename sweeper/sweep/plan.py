@@ -35,6 +35,7 @@ KNOWN_METRICS = (
     "step_ms_mean",
     "step_cv",
     "data_wait_frac",
+    "data_wait_host_frac",
     "achieved_tflops",
     "mfu",
     "gpu_util_mean",

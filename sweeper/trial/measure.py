@@ -114,7 +114,7 @@ class Window:
     steps: int  # steps measured in the window
     wall_s: float  # the window's wall time (synchronized at both ends on the GPU)
     step_s: list[float]  # per-step times inside the window: each timed interval's mean step
-    data_wait_s: float  # time spent waiting for the next batch inside the window
+    data_wait_s: float  # time the model waited for its next batch inside the window (see ``run_window``)
     loss: Any  # the last step's loss (checked once, after the window)
     util: dict[str, Any]  # GPU utilization sampled during the window (NVML; empty on the CPU)
     drain_steps: int = 0  # warm-up steps run until the input pipeline's buffer was used up (see _drain)
@@ -122,6 +122,7 @@ class Window:
     capped: bool = False  # measure.max_steps ended the window before measure.min_time_s
     per_interval: int = 1  # steps per timed interval (one CUDA event pair); see ``plan``
     between_s: float = 0.0  # time between the timed blocks (syncs, decisions, pruning reports), not in wall_s
+    data_wait_host_s: float = 0.0  # the host's time inside next_batch() (the same as data_wait_s on the CPU)
 
 
 def measure(work: Workload, device: torch.device, warmup_steps: int, steps: int, min_time_s: float = 0.0,
@@ -187,7 +188,14 @@ def run_window(work: Workload, device: torch.device, warmup_steps: int, steps: i
     sampler = UtilizationSampler() if cuda else None
     if sampler:
         sampler.start()
-    data_wait = 0.0
+    # Waiting for data: on a GPU, for a workload with an input pipeline, the time the training stream is idle
+    # across next_batch(), from CUDA events recorded on it just before and just after the call: the later one
+    # completes when the GPU has finished the earlier steps AND the host has the batch AND (a prefetcher's
+    # stream event) the batch is on the device, so it counts no time in which the GPU still ran earlier steps.
+    # The host's time in next_batch() overstates an asynchronous pipeline's wait: the host runs ahead of the
+    # GPU and blocks wherever its input queue is, while the GPU computes. It is kept as data_wait_host_frac.
+    device_wait = cuda and work.input_pipeline
+    data_wait = host_wait = 0.0
     window = 0.0  # seconds inside timed blocks
     outer_start = time.perf_counter()
     done = 0
@@ -202,10 +210,18 @@ def run_window(work: Workload, device: torch.device, warmup_steps: int, steps: i
             marks[0].record()
         else:
             marks.append(start)
+        waits: list[tuple[Any, Any]] = []  # (before, after) CUDA event pairs around next_batch()
         for i in range(1, n_block + 1):
             t = time.perf_counter()
+            if device_wait:
+                before = torch.cuda.Event(enable_timing=True)
+                before.record()
             batch = work.next_batch()
-            data_wait += time.perf_counter() - t
+            host_wait += time.perf_counter() - t
+            if device_wait:
+                after = torch.cuda.Event(enable_timing=True)
+                after.record()
+                waits.append((before, after))
             loss = work.step(batch)
             if i % per_interval == 0 or i == n_block:
                 if cuda:
@@ -217,6 +233,7 @@ def run_window(work: Workload, device: torch.device, warmup_steps: int, steps: i
         sync()
         window += time.perf_counter() - start
         done += n_block
+        data_wait += sum(a.elapsed_time(b) for a, b in waits) / 1e3 if device_wait else 0.0
         # Outside the timed block from here: read the intervals, decide, report.
         for i in range(1, len(marks)):
             counts.append(min(per_interval, n_block - (i - 1) * per_interval))
@@ -238,9 +255,10 @@ def run_window(work: Workload, device: torch.device, warmup_steps: int, steps: i
                       f"{min_time_s:g} s; raise measure.max_steps", stacklevel=2)
     util = sampler.stop() if sampler else {}
     return Window(first_step_s=first_step_s, warmup_steps=warmup_steps, steps=done, wall_s=wall,
-                  step_s=[t / n for t, n in zip(intervals, counts)], data_wait_s=data_wait, loss=loss, util=util,
+                  step_s=[t / n for t, n in zip(intervals, counts)],
+                  data_wait_s=data_wait if device_wait else host_wait, loss=loss, util=util,
                   drain_steps=drain_steps, drained=drained, capped=capped, per_interval=per_interval,
-                  between_s=between)
+                  between_s=between, data_wait_host_s=host_wait)
 
 
 def window_metrics(window: Window, work: Workload, device: torch.device, gpu_name: str | None = None
@@ -282,6 +300,7 @@ def window_metrics(window: Window, work: Workload, device: torch.device, gpu_nam
         "step_ms_mean": mean * 1e3,
         "step_cv": cv,
         "data_wait_frac": window.data_wait_s / wall if wall > 0 else math.nan,
+        "data_wait_host_frac": window.data_wait_host_s / wall if wall > 0 else math.nan,
         "flops_per_step": flops if flops else math.nan,
         "achieved_tflops": achieved,
         "peak_tflops": peak,

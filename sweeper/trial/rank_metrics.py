@@ -111,6 +111,7 @@ def merge(per_rank: dict[int, dict[str, Any]]) -> dict[str, Any]:
         compile_s=max(m["compile_s"] for m in ranks),
         graph_breaks=max(m["graph_breaks"] for m in ranks),
         data_wait_frac=agg("data_wait_frac", max),
+        data_wait_host_frac=agg("data_wait_host_frac", max),
         flops_per_step=agg("flops_per_step", sum),
         achieved_tflops=achieved,
         mfu=achieved / (peak * world) if peak and not math.isnan(peak) else math.nan,
