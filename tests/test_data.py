@@ -288,6 +288,7 @@ def test_data_wait_frac_is_the_share_of_the_window_spent_fetching(load_s: float,
     work = Workload(step=lambda _: time.sleep(step_s), samples_per_step=1.0, next_batch=next_batch)
     m = measure(work, CPU, warmup_steps=1, steps=20)
     assert low <= m["data_wait_frac"] <= high, m["data_wait_frac"]
+    assert m["data_wait_host_frac"] == m["data_wait_frac"], "on the CPU the wait is the host's time in next_batch"
 
 
 # ---------------------------------------------------------------- GPU only (skipped on the CPU)

@@ -170,56 +170,78 @@ def test_a_higher_trial_waits_for_a_lower_one_to_record_its_configuration(tmp_pa
 
 
 def test_waiting_for_lower_keys_follows_the_other_sweepers_life(tmp_path: Path) -> None:
-    """An earlier trial without its configuration yet is waited for as long as its sweeper lives: past any fixed
-    bound while its process runs on this host (a slow sampler or the device check's CUDA start: before, a 10 s
-    bound let the later trial measure the same configuration), not at all once that process is dead, and
+    """A lower trial without its configuration yet is waited for as long as its sweeper lives: past any fixed
+    bound while that process runs on this host (a slow sampler or the device check's CUDA start: before, a 10 s
+    bound let the higher trial measure the same configuration); not at all when that process is dead, is this
+    one (its asks are one at a time), or started after the trial (a dead sweeper's pid taken by another); and
     ``recent_s`` from its start where its sweeper cannot be seen (another host)."""
     import threading
 
     from sweeper.sweep import study as studies
 
-    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 's.db'}", study_name="s")
-    key = dedup.config_key({"work": 32})
-    low, high = study.ask(), study.ask()
-    high.set_user_attr(dedup.KEY, key)
-    low.set_user_attr(studies.OWNER_KEY, studies.owner_id())  # alive: this process
-    late = threading.Timer(1.0, lambda: low.set_user_attr(dedup.KEY, key))
-    t0 = time.monotonic()
-    late.start()
-    try:
-        dedup.await_lower_keys(study, high.number, recent_s=0.1)
-    finally:
-        late.join()
-    assert time.monotonic() - t0 >= 1.0, "a live sweeper's trial was waited for past recent_s"
-    assert dedup.find(study, key, high.number)[1].number == low.number
+    def owner(pid: int) -> str:
+        return f"{socket.gethostname()}:{pid}"
 
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    gone, other_host, last = study.ask(), study.ask(), study.ask()
-    gone.set_user_attr(studies.OWNER_KEY, f"{socket.gethostname()}:{dead.pid}")
-    other_host.set_user_attr(studies.OWNER_KEY, "elsewhere:1")
-    t0 = time.monotonic()
-    dedup.await_lower_keys(study, last.number, recent_s=0.5)
-    assert 0.4 < time.monotonic() - t0 < 5, "the dead one was not waited for; the other host's one for recent_s"
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # another live sweeper
+    try:
+        study = optuna.create_study(storage=f"sqlite:///{tmp_path / 's.db'}", study_name="s")
+        key = dedup.config_key({"work": 32})
+        low, high = study.ask(), study.ask()
+        high.set_user_attr(dedup.KEY, key)
+        low.set_user_attr(studies.OWNER_KEY, owner(other.pid))
+        late = threading.Timer(1.0, lambda: low.set_user_attr(dedup.KEY, key))
+        t0 = time.monotonic()
+        late.start()
+        try:
+            dedup.await_lower_keys(study, high.number, recent_s=0.1, timeout=20)
+        finally:
+            late.join()
+        assert time.monotonic() - t0 >= 1.0, "a live sweeper's trial was waited for past recent_s"
+        assert dedup.find(study, key, high.number)[1].number == low.number
+
+        dead = subprocess.Popen([sys.executable, "-c", "pass"])
+        dead.wait()
+        gone, mine, reused = study.ask(), study.ask(), study.ask()
+        gone.set_user_attr(studies.OWNER_KEY, owner(dead.pid))
+        mine.set_user_attr(studies.OWNER_KEY, studies.owner_id())
+        time.sleep(3.5)  # (start times from psutil are coarse: a process counts as newer 2 s after the trial)
+        newer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # started after `reused`
+        try:
+            reused.set_user_attr(studies.OWNER_KEY, owner(newer.pid))
+            last = study.ask()
+            t0 = time.monotonic()
+            dedup.await_lower_keys(study, last.number, recent_s=0.1, timeout=20)
+            assert time.monotonic() - t0 < 1.0, "none of the three was waited for"
+        finally:
+            newer.kill()
+            newer.wait()
+        elsewhere, last = study.ask(), study.ask()
+        elsewhere.set_user_attr(studies.OWNER_KEY, "elsewhere:1")
+        t0 = time.monotonic()
+        dedup.await_lower_keys(study, last.number, recent_s=2.0, timeout=20)
+        assert 1.0 < time.monotonic() - t0 < 8, "another host's trial: waited for until recent_s from its start"
+    finally:
+        other.kill()
+        other.wait()
 
 
 def test_an_enqueued_trial_asked_late_waits_for_a_running_twin(tmp_path: Path) -> None:
     """Trial 0 is enqueued (WAITING) while another sweeper's trial 1 of the same configuration is asked and
-    measures; trial 0 is asked afterwards. It waits for trial 1, though its number is lower: the order that counts
-    is the order of asking (before, only lower numbers were waited for, and both measured)."""
+    measures; trial 0 is asked afterwards. It waits for trial 1, though its number is lower: a trial that decided
+    to measure is waited for whatever its number (before, only lower numbers were waited for, and both measured)."""
     study = optuna.create_study(storage=f"sqlite:///{tmp_path / 's.db'}", study_name="s")
     key = dedup.config_key({"work": 32})
     study.enqueue_trial({"work": 32})
     measuring = optuna.Trial(study, study._storage.create_new_trial(study._study_id))  # asked before the pop
     measuring.set_user_attr(dedup.KEY, key)
-    time.sleep(0.01)
+    assert dedup.find(study, key, measuring.number) is None
+    measuring.set_user_attr(dedup.WAITS_KEY, -1)  # what the sweeper records when a trial goes on to measure
     queued = study.ask()
     assert queued.number < measuring.number
     queued.set_user_attr(dedup.KEY, key)
     dedup.await_lower_keys(study, queued.number)
     found = dedup.find(study, key, queued.number)
     assert found is not None and found[0] == "running" and found[1].number == measuring.number
-    assert dedup.find(study, key, measuring.number) is None, "the first-asked one measures"
 
 
 def test_when_the_awaited_trial_fails_only_the_lowest_waiter_measures(tmp_path: Path) -> None:

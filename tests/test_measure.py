@@ -70,28 +70,22 @@ def test_short_gpu_steps_are_timed_several_per_event_pair(
     assert block * step_s >= MIN_BLOCK_S * 0.999, "a block is long enough that the sync between blocks is noise"
 
 
-def _host_waits(gpu_step_s: float, host_wait_s: float, device: torch.device) -> Workload:
+def _host_waits(gpu_step_s: float, host_wait_s: float) -> Workload:
     """Steps that keep the GPU busy ``gpu_step_s`` (``torch.cuda._sleep``, queued without a host wait) and an
     input pipeline whose ``next_batch`` keeps the host ``host_wait_s``."""
-    cycles = 0
-    if device.type == "cuda":
+    torch.cuda._sleep(1_000_000)  # the first launch loads the kernel; then ~0.2 s raises the clocks
+    for spin in (100_000_000, 100_000_000):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        torch.cuda._sleep(10_000_000)
+        torch.cuda._sleep(spin)
         end.record()
         end.synchronize()
-        cycles = int(10_000_000 * gpu_step_s / (start.elapsed_time(end) / 1e3))
+        cycles = int(spin * gpu_step_s / (start.elapsed_time(end) / 1e3))
 
     def step(_: object) -> None:
-        if cycles:
-            torch.cuda._sleep(cycles)
+        torch.cuda._sleep(cycles)
 
     return Workload(step=step, samples_per_step=1.0, next_batch=lambda: time.sleep(host_wait_s), input_pipeline=True)
-
-
-def test_on_the_cpu_data_wait_is_the_hosts_time_in_next_batch() -> None:
-    m = run_measure(_host_waits(0.0, 0.004, CPU), CPU, warmup_steps=1, steps=20)
-    assert m["data_wait_frac"] == m["data_wait_host_frac"] > 0.5
 
 
 @pytest.mark.gpu
@@ -100,8 +94,9 @@ def test_on_a_gpu_data_wait_is_the_time_the_training_stream_starves() -> None:
     the window's 4 blocks (each starts synchronized, with nothing queued: 40 ms of 2 s), though the host waited
     20 % of the window. Beside 2 ms steps with 20 ms host waits the GPU idles most of the time."""
     gpu = torch.device("cuda")
-    busy = run_measure(_host_waits(0.050, 0.010, gpu), gpu, warmup_steps=2, steps=40)
+    busy = run_measure(_host_waits(0.050, 0.010), gpu, warmup_steps=2, steps=40)
+    assert busy["step_ms_p50"] > 40, "the GPU steps are as long as asked"
     assert busy["data_wait_host_frac"] > 0.15
     assert busy["data_wait_frac"] < 0.05
-    starved = run_measure(_host_waits(0.002, 0.020, gpu), gpu, warmup_steps=2, steps=20)
+    starved = run_measure(_host_waits(0.002, 0.020), gpu, warmup_steps=2, steps=20)
     assert starved["data_wait_frac"] > 0.7

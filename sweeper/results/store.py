@@ -47,6 +47,7 @@ from sweeper.results.readers import (  # noqa: F401 - re-exported: the store's r
 
 log = logging.getLogger(__name__)
 SCHEMA_FILE = "+schema.parquet"  # zero rows; the folder's columns and their types (see ``update_schema``)
+_LOCK_WARNED: list[bool] = []  # the warning that file locks fail is given once per process
 
 
 def file_prefix(study: str, uid: str | None = "") -> str:
@@ -205,35 +206,53 @@ def _put(table: pa.Table, path: Path, tmp: Path, durable: bool = False, **write:
 
 def write_trial(trials_dir: Path, study: str, trial: int | None, uid: str | None, row: dict[str, Any],
                 types: dict[str, pa.DataType] | None = None, *, only_if_missing: bool = False) -> Path | None:
-    """Write a study trial's row to its own file, so that the folder holds it once, whoever read it how.
+    """Write a study trial's row to its own file, so that the folder holds it once, whoever reads it how.
 
     Under the study's compaction lock: a compaction never runs between the write and the check below. A trial
     whose row a compaction already folded (a live sweeper recording what a dead one's trial did, after a third
     one ended and compacted the study) is folded again at once, so a plain ``pandas.read_parquet`` of the folder
     does not see the old and the new row side by side. ``only_if_missing``: nothing is written (None returned)
-    when the trial has a row already; the check and the write are one step for every writer of the study.
-    A single run outside any study (``trial`` None) gets a file of its own, which no compaction folds.
+    when the trial has a row already, checked under the same lock. Both hold for writers on several hosts only
+    where the shared file system's locks work across them (a warning says when locking fails); where they do
+    not, a row may be on disk twice until the next compaction, and the project's readers still read it once.
+    A fold that fails (a full disk: it rewrites the study) leaves the row written, with a warning; the next
+    compaction folds it. A single run outside any study (``trial`` None) gets a file no compaction folds.
     """
     trials_dir, key = Path(trials_dir), file_prefix(study, uid)
     path = trial_path(trials_dir, study, trial, uid)
     if trial is None:
         return write_row(path, row, types)
-    trials_dir.mkdir(parents=True, exist_ok=True)
-    with _compaction_lock(trials_dir, key):
+    with contextlib.ExitStack() as held:
+        try:
+            trials_dir.mkdir(parents=True, exist_ok=True)
+            held.enter_context(_compaction_lock(trials_dir, key))
+        except OSError as e:
+            if is_disk_full(e):
+                raise DiskFull(trials_dir, e) from None
+            raise
         if only_if_missing and (path.exists() or _compacted_holds(trials_dir, key, trial)):
             return None
         write_row(path, row, types)
         if _compacted_holds(trials_dir, key, trial):
-            _compact_locked(trials_dir, key)
+            try:
+                _compact_locked(trials_dir, key)
+            except OSError as e:  # the row is written; readers read it once; the next compaction folds it
+                log.warning("trial %s of study %s: its earlier row stays beside the new one until the next "
+                            "compaction (%s)", trial, study, e)
     return path
 
 
 def _compacted_holds(trials_dir: Path, key: str, trial: int) -> bool:
-    for p in _compacted(trials_dir, key):
-        with contextlib.suppress(FileNotFoundError, OSError, pa.ArrowException):
-            column = pq.read_table(p, columns=["trial"]).column("trial")
-            if pc.any(pc.equal(column, int(trial))).as_py():
-                return True
+    """Whether a compacted file of the study holds the trial (looked at again if one vanished meanwhile: a
+    compaction on a host whose lock this one did not see replaced it)."""
+    for _ in range(3):
+        try:
+            return any(pc.any(pc.equal(pq.read_table(p, columns=["trial"]).column("trial"), int(trial))).as_py()
+                       for p in _compacted(trials_dir, key))
+        except FileNotFoundError:
+            continue
+        except (OSError, pa.ArrowException):  # an unreadable file: read_once and compaction warn about it
+            return False
     return False
 
 
@@ -315,11 +334,17 @@ def _compacted(trials_dir: Path, key: str) -> list[Path]:
 
 @contextlib.contextmanager
 def _compaction_lock(trials_dir: Path, key: str) -> Iterator[None]:
-    """Processes compacting one study take turns (so they do not write two copies). Where file locks do not
-    work, they compact at once, which loses nothing either (see ``compact``)."""
+    """Processes writing or compacting one study take turns (so they do not write two copies). Where file locks
+    do not work (one warning per process says so), they go at once, which loses nothing either (see
+    ``compact``)."""
     with open(trials_dir / f".{key}.compact.lock", "a") as f:
-        with contextlib.suppress(OSError):
+        try:
             fcntl.flock(f, fcntl.LOCK_EX)
+        except OSError as e:
+            if not _LOCK_WARNED:
+                _LOCK_WARNED.append(True)
+                log.warning("file locks do not work in %s (%s): writers and compactions of a study do not take "
+                            "turns, so a row may be on disk twice until the next compaction", trials_dir, e)
         yield
 
 

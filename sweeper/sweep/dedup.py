@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import socket
 import time
 from typing import Any
@@ -22,10 +23,11 @@ from optuna.trial import FrozenTrial, TrialState
 from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.sweep.attrs import OWNER_KEY, REASON_KEY
 from sweeper.sweep.space import SearchSpace, evaluate
+from sweeper.trial.proc import pid_alive
 
 KEY = "config_key"  # trial user attr: the sampled values, canonical JSON
-WAITS_KEY = "waits_for"  # trial user attr: the running trial this one waits for (-1: no longer waiting)
-UNDECIDED_S = 600.0  # the longest a trial waits for earlier-asked ones of live sweepers to record their configuration
+WAITS_KEY = "waits_for"  # trial user attr: the running trial this one waits for (-1: it measures, waits for nobody)
+UNDECIDED_S = 120.0  # the longest a trial waits for lower-numbered ones of live sweepers to record their configuration
 RECENT_S = 60.0  # a trial of another host without a configuration older than this is taken for dead, not undecided
 MAX_ENUMERATED = 5_000  # spaces larger than this are not enumerated (~1 s on a 2-core machine; never exhausted)
 
@@ -43,74 +45,82 @@ def measured(t: FrozenTrial) -> bool:
     return t.state == TrialState.COMPLETE and t.user_attrs.get("status") == "complete"
 
 
-def _asked(t: FrozenTrial) -> tuple[datetime.datetime, int]:
-    """The order in which trials were asked: when they started RUNNING, then their number. Numbers alone are not
-    it: a trial enqueued early (a low number, WAITING) is asked whenever a sweeper next asks."""
-    return (t.datetime_start or datetime.datetime.max, t.number)
-
-
-def _me(trials: list[FrozenTrial], number: int) -> tuple[datetime.datetime, int]:
-    return next((_asked(t) for t in trials if t.number == number), (datetime.datetime.max, number))
+def measuring(t: FrozenTrial) -> bool:
+    """A running trial that decided to measure its configuration (``WAITS_KEY`` -1: it waits for nobody)."""
+    return t.state == TrialState.RUNNING and t.user_attrs.get(WAITS_KEY) == -1
 
 
 def find(study: optuna.Study, key: str, number: int) -> tuple[str, FrozenTrial] | None:
-    """The trial whose result ``number`` should take: ("complete", t) for a measured one, ("running", t) for the
-    first-asked running one asked before ``number``, measuring or itself waiting (two sweepers asking the same
-    configuration at once: the later-asked one waits, never both); None when it must be measured.
+    """The trial whose result ``number`` should take: ("complete", t) for a measured one, ("running", t) for a
+    running one it must wait for; None when it must be measured.
 
-    A waiting trial counts: when the trial it waits for fails, the first-asked waiter measures and every later one
-    keeps waiting for it, in whichever process each polls and in whichever order (waits point to earlier-asked
-    trials only, so they never form a cycle). Every process compares the same stored start times, so they agree
-    on the order even where their clocks do not."""
-    trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
-    me = _me(trials, number)
-    running = None
-    for t in trials:
+    It waits for a running twin that decided to measure, whatever its number (an enqueued trial, numbered when it
+    was queued, may be asked after a higher-numbered twin started), else for the lowest-numbered running twin
+    below ``number``, measuring or itself waiting (two sweepers asking the same configuration at once: the higher
+    number waits, never both). A trial only ever waits for one that waits for nobody or has a lower number, so
+    waits never form a cycle. The order needs no clock: numbers come from the storage, the decision is stored.
+
+    A waiting trial counts: when the trial it waits for fails, the lowest-numbered waiter measures and every
+    higher one keeps waiting for it, in whichever process each polls and in whichever order."""
+    decided = lower = None
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
         if t.number == number or t.user_attrs.get(KEY) != key:
             continue
         if measured(t):
             return "complete", t
-        if t.state == TrialState.RUNNING and _asked(t) < me:
-            running = t if running is None or _asked(t) < _asked(running) else running
+        if measuring(t):
+            decided = t if decided is None or t.number < decided.number else decided
+        elif t.state == TrialState.RUNNING and t.number < number:
+            lower = t if lower is None or t.number < lower.number else lower
+    running = decided or lower
     return ("running", running) if running is not None else None
 
 
 def _sweeper_alive(t: FrozenTrial, now: datetime.datetime, recent_s: float) -> bool:
-    """Whether the sweeper that asked ``t`` may still record its configuration: its process, on this host;
-    elsewhere (or before it wrote its name) only as long as ``t`` is younger than ``recent_s``."""
-    from sweeper.trial.proc import pid_alive
+    """Whether the sweeper that asked ``t`` may still record its configuration: its process, on this host; not
+    this process (its asks are one at a time), nor one started over 2 s after ``t`` (a dead sweeper's pid taken
+    by another; psutil's start times are coarse). Elsewhere, or before the trial names its sweeper, only while
+    ``t`` is younger than ``recent_s``."""
+    import psutil
 
     host, _, pid = str(t.user_attrs.get(OWNER_KEY, "")).rpartition(":")
-    if host == socket.gethostname() and pid.isdigit():
-        return pid_alive(int(pid))
+    if host == socket.gethostname() and pid.isdigit() and t.datetime_start is not None:
+        if int(pid) == os.getpid():
+            return False
+        try:
+            return psutil.Process(int(pid)).create_time() <= t.datetime_start.timestamp() + 2.0 and pid_alive(int(pid))
+        except psutil.Error:
+            return False
     return t.datetime_start is not None and (now - t.datetime_start).total_seconds() < recent_s
 
 
 def await_lower_keys(
-    study: optuna.Study, number: int, poll: float = 0.05, *, recent_s: float = RECENT_S, timeout: float = UNDECIDED_S
+    study: optuna.Study, number: int, *, recent_s: float = RECENT_S, timeout: float = UNDECIDED_S
 ) -> None:
-    """Waits until every running trial asked before ``number`` has recorded its configuration (``KEY``), or its
+    """Waits until every running trial numbered below ``number`` has recorded its configuration (``KEY``), or its
     sweeper is gone.
 
-    :func:`find` lets the earlier-asked trial measure and the later one wait. A trial records its key some time
-    after it is asked (sampling, which a model-based sampler makes slow; the device check, which starts CUDA), so
-    a later trial in another process could look before the earlier one's key exists, find nothing, and measure
-    the same configuration at the same time. So it waits as long as the earlier trial's sweeper lives (a process
-    of this host), or ``recent_s`` from that trial's start where its life cannot be seen (another host); at most
-    ``timeout`` seconds in all (a live sweeper stuck before its key). Trials never wait for later-asked ones here,
-    so this cannot deadlock.
+    :func:`find` lets the lower number measure and the higher one wait. A trial records its key some time after it
+    is asked (sampling, which a model-based sampler makes slow; the device check, which starts CUDA), so a higher
+    trial in another process could look before the lower one's key exists, find nothing, and measure the same
+    configuration at the same time. So it waits as long as the lower trial's sweeper lives (a process of this
+    host), or ``recent_s`` from that trial's start where its life cannot be seen (another host); at most
+    ``timeout`` seconds in all (a live sweeper stuck before its key; the loop does nothing else meanwhile). Lower
+    numbers never wait for higher ones here, so this cannot deadlock.
     """
     deadline = time.monotonic() + timeout
+    poll = 0.05
     while True:
         now = datetime.datetime.now()
-        trials = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-        me = _me(trials, number)
         undecided = [
-            t for t in trials if _asked(t) < me and KEY not in t.user_attrs and _sweeper_alive(t, now, recent_s)
+            t
+            for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+            if t.number < number and KEY not in t.user_attrs and _sweeper_alive(t, now, recent_s)
         ]
         if not undecided or time.monotonic() >= deadline:
             return
         time.sleep(poll)
+        poll = min(2 * poll, 1.0)
 
 
 def valid_keys(space: SearchSpace, defaults: dict[str, Any]) -> set[str] | None:
@@ -219,8 +229,8 @@ class Waiting:
                     trial.set_user_attr(WAITS_KEY, found[1].number)
                 still.append((trial, values))
                 continue
-            trial.set_user_attr(WAITS_KEY, -1)
             if found is None:
+                trial.set_user_attr(WAITS_KEY, -1)  # it measures: later twins wait for it
                 self.ready.append((trial, values))  # keeps its heartbeat: it is launched next
             else:
                 self._beat_off(trial)

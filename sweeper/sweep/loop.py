@@ -307,6 +307,7 @@ class SweepImpl(recovery.Recovery):
         dedup.await_lower_keys(self.plan.study, trial.number)
         found = dedup.find(self.plan.study, key, trial.number)
         if found is None:
+            trial.set_user_attr(dedup.WAITS_KEY, -1)  # it measures: twins asked later wait for it
             return values, None
         if found[0] == "running":  # another slot or sweeper measures it now: wait for its result
             trial.set_user_attr(dedup.WAITS_KEY, found[1].number)

@@ -233,7 +233,8 @@ def run_window(work: Workload, device: torch.device, warmup_steps: int, steps: i
         sync()
         window += time.perf_counter() - start
         done += n_block
-        data_wait += sum(a.elapsed_time(b) for a, b in waits) / 1e3 if device_wait else 0.0
+        if device_wait:
+            data_wait += sum(a.elapsed_time(b) for a, b in waits) / 1e3
         # Outside the timed block from here: read the intervals, decide, report.
         for i in range(1, len(marks)):
             counts.append(min(per_interval, n_block - (i - 1) * per_interval))
