@@ -70,43 +70,6 @@ def trial_path(trials_dir: Path, study: str, trial: int | None, uid: str | None 
     return Path(trials_dir) / f"{name}.{int(trial):06d}.parquet"
 
 
-def _timestamp(seconds: float | None) -> dt.datetime | None:
-    return None if seconds is None else dt.datetime.fromtimestamp(seconds, dt.timezone.utc)
-
-
-def make_row(outcome: TrialOutcome, *, study: str, trial: int | None, cfg: dict[str, Any],
-             objectives: list[tuple[str, str]], study_id: str | None = "") -> dict[str, Any]:
-    """The Parquet row of one trial: identity, status, knobs, workload parameters, metrics, fingerprint."""
-    row: dict[str, Any] = {
-        "study": study,
-        "study_id": study_id or "",
-        "trial": trial,
-        "status": outcome.status.value,
-        "reason": outcome.reason,
-        "message": outcome.message,
-        "workload": cfg["workload"]["name"],
-        "preset": cfg.get("preset") or "",
-        "throughput": None,
-        "throughput_unit": "",
-        "peak_mem_bytes": None,
-        "objectives": ",".join(f"{m}:{d}" for m, d in objectives),
-        "started_at": _timestamp(outcome.started_at),
-        "ended_at": _timestamp(outcome.ended_at),
-        "wall_s": outcome.wall_s,
-        "hostname": socket.gethostname(),  # replaced by the trial's own fingerprint when it ran
-    }
-    for key, value in flatten(cfg.get("knobs") or {}).items():
-        row[f"knob.{key}"] = value
-    for key, value in flatten(cfg.get("distributed") or {}).items():
-        row[f"knob.distributed.{key}"] = value
-    for key, value in flatten({k: v for k, v in cfg["workload"].items() if k not in ("name", "module")}).items():
-        row[f"param.{key}"] = value if not isinstance(value, (list, dict)) else str(value)
-    for key, value in outcome.metrics.items():
-        if isinstance(value, (bool, int, float, str)) or value is None:
-            row[key] = value
-    return row
-
-
 # Types of columns that may be null in one row and set in another, so every file agrees on them (a null-typed
 # column in one file would make pyarrow's and pandas' directory readers fail on the next file).
 _NULLABLE_TYPES: dict[str, pa.DataType] = {

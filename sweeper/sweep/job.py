@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from optuna.distributions import BaseDistribution
 
 from sweeper.errors import ConfigError
-from sweeper.results import lookup, store
+from sweeper.results import lookup, rows, store
 from sweeper.results.keys import flatten
 from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.sweep import schema
@@ -133,7 +133,7 @@ def run_trial(cfg: DictConfig) -> dict[str, Any]:
             tcfg["measure"].get("min_time_s"),
         )
     objectives = [tuple(o.split(":", 1)) for o in context["objectives"]]
-    row = store.make_row(
+    row = rows.make_row(
         outcome,
         study=context["study"],
         trial=context["number"],

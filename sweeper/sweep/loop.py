@@ -18,7 +18,7 @@ from omegaconf import DictConfig
 from optuna.trial import TrialState
 
 from sweeper.errors import ConfigError
-from sweeper.results import lookup, store
+from sweeper.results import lookup, rows, store
 from sweeper.results.keys import override_string, set_dotted
 from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.sweep import budget, dedup, launch, recovery, warm
@@ -369,7 +369,7 @@ class SweepImpl(recovery.Recovery):
         cfg = json.loads(json.dumps(self.plan.cfg, default=str))
         for key, value in {**self.plan.space.fixed, **values}.items():
             set_dotted(cfg, key, value)
-        row = store.make_row(
+        row = rows.make_row(
             outcome,
             study=self.plan.study_name,
             trial=number,

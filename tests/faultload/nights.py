@@ -18,7 +18,7 @@ from typing import Any
 
 from hydra import compose, initialize_config_dir
 
-from sweeper.results import store
+from sweeper.results import rows, store
 from sweeper.sweep.config import as_dict, trial_config
 from sweeper.trial.isolate import run_isolated
 from workloads.base import DeviceInfo
@@ -63,6 +63,6 @@ def measure_nights(
             if outcome.started_at is not None:
                 outcome.started_at += shift
                 outcome.ended_at += shift
-            row = store.make_row(outcome, study=study, trial=number, cfg=tcfg, objectives=[("throughput", "maximize")])
+            row = rows.make_row(outcome, study=study, trial=number, cfg=tcfg, objectives=[("throughput", "maximize")])
             row["baseline"] = True
             store.write_row(store.trial_path(trials, study, number), row)
