@@ -92,6 +92,27 @@ STRATEGIES: dict[str, dict[str, Any]] = {
         for w in (8, 12, 14)
         for nice in (0, 10)
     },
+    # the CPU's images cropped on the GPU (augment_device=cuda: the workers only decode and cut out the window)
+    **{
+        f"hybrid-{share}-gpucrop-w{w}": {
+            "decode_device": "hybrid",
+            "gpu_share": share,
+            "cpu_decoder": "torchvision",
+            "augment_device": "cuda",
+            "transfer_dtype": "uint8",
+            "num_workers": w,
+            "worker_nice": 10,
+        }
+        for share in (0.25, 0.375, 0.5)
+        for w in (12, 14)
+    },
+    "cpu-gpucrop-w14": {
+        "decode_device": "cpu",
+        "augment_device": "cuda",
+        "transfer_dtype": "uint8",
+        "num_workers": 14,
+        "worker_nice": 10,
+    },
     "hybrid-0.75": {
         "decode_device": "hybrid",
         "gpu_share": 0.75,

@@ -313,7 +313,9 @@ class CopyLog(TorchDispatchMode):
 
 @cuda_only
 @pytest.mark.parametrize("decode_device, extra", [("cpu", {}), ("cpu", {"device_prefetch": True}), ("cuda", {}),
-                                                   ("hybrid", {"gpu_share": 0.5})])
+                                                   ("hybrid", {"gpu_share": 0.5}),
+                                                   ("cpu", {"augment_device": "cuda", "transfer_dtype": None}),
+                                                   ("hybrid", {"gpu_share": 0.25, "augment_device": "cuda"})])
 def test_gpu_batches_are_float32_in_the_memory_format(tmp_path: Path, decode_device: str, extra: dict) -> None:
     pipe = pipeline(tmp_path, device=torch.device("cuda"), memory_format=torch.channels_last, num_workers=1,
                     decode_device=decode_device, **extra)
@@ -327,6 +329,7 @@ def test_gpu_batches_are_float32_in_the_memory_format(tmp_path: Path, decode_dev
     m = pipe.metrics()
     assert (m["data_bytes_decoded_gpu"] > 0) == (decode_device != "cpu")
     assert (m["data_bytes_decoded_cpu"] > 0) == (decode_device != "cuda")
+    assert m["data_augment_device"] == (None if decode_device == "cuda" else extra.get("augment_device", "cpu"))
 
 
 @cuda_only

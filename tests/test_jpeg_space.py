@@ -44,10 +44,14 @@ def test_jpeg_sweep_samples_the_data_knobs(swept: tuple[Path, pd.DataFrame]) -> 
     skipped = jpeg[jpeg["status"] == "skipped"]
     gpu_decode = jpeg["knob.decode_device"].isin(["cuda", "hybrid"])
     gpu_prefetch = jpeg["knob.device_prefetch"].fillna(False).astype(bool) & ~gpu_decode
-    assert ((gpu_decode | gpu_prefetch) == (jpeg["status"] == "skipped")).all(), jpeg[[*DATA_KNOBS, "reason"]]
+    gpu_augment = (jpeg["knob.augment_device"] == "cuda") & ~gpu_decode
+    assert ((gpu_decode | gpu_prefetch | gpu_augment) == (jpeg["status"] == "skipped")).all(), jpeg[
+        [*DATA_KNOBS, "knob.augment_device", "reason"]
+    ]
     assert gpu_decode.any(), "the workload's starts decode on the GPU"
     assert jpeg.loc[gpu_decode, "reason"].str.match(r"invalid:knobs\.decode_device=(cuda|hybrid) ").all()
     assert jpeg.loc[gpu_prefetch, "reason"].str.match(r"invalid:knobs\.device_prefetch=true ").all()
+    assert jpeg.loc[gpu_augment, "reason"].str.match(r"invalid:knobs\.augment_device=cuda ").all()
     assert skipped["steps_measured"].isna().all()
 
     # Active on the JPEG pipeline: every row has a value, drawn from the tiny preset's space.

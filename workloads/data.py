@@ -10,6 +10,9 @@ Decode strategies (knobs; ``workloads.decode`` has the decoders):
   its own CUDA stream, overlapped with the training step.
 - ``decode_device: hybrid``: each batch is split: ``gpu_share`` of its images go to the GPU decoder as bytes, the
   workers decode the rest on the CPU, so both decoders are busy (DALI's hardware-decoder share is the same idea).
+- ``augment_device: cuda`` (CPU or hybrid decode): the workers decode and only cut out each crop window (with a
+  one-pixel border), handed over as uint8; the GPU resizes and flips every window of the batch in batched calls,
+  as for GPU-decoded images (the resize was ~a fifth of a worker's time per image; DALI's ``mixed`` is alike).
 - ``device_prefetch: true`` (GPU only): the host-to-device copy and normalization of CPU-decoded batches run in that
   background thread too, a few batches ahead (``cuda`` and ``hybrid`` always use it).
 
@@ -26,7 +29,6 @@ from __future__ import annotations
 
 import functools
 import gc
-import numbers
 import os
 import time
 from pathlib import Path
@@ -38,81 +40,18 @@ from torchvision.datasets import DatasetFolder
 from torchvision.io import read_file
 
 from workloads import decode
-from workloads.base import DeviceInfo
 from workloads.corpus import corpus_path, corpus_sizes, ensure_corpus
+from workloads.data_knobs import (  # noqa: F401 (re-exported: the workload checks knobs through this module)
+    AUGMENT_DEVICES,
+    DECODE_DEVICES,
+    TRANSFER_DTYPES,
+    check,
+    gpu_share,
+    knob_conflict,
+)
 from workloads.device_side import DECODED_DEPTH, PREFETCH_DEPTH, DeviceSide, Normalize, Prefetcher, pack_bytes
 
-DECODE_DEVICES = ("cpu", "cuda", "hybrid")
-TRANSFER_DTYPES = ("float32", "uint8")
 EXTENSIONS = (".jpg", ".jpeg")
-
-
-# ---------------------------------------------------------------- knob validation
-
-
-def knob_conflict(knobs: dict[str, Any], device_kind: str) -> str | None:
-    """Why these data knobs cannot run on a ``device_kind`` ("cpu"/"cuda") device, or None."""
-    where = knobs.get("decode_device", "cpu")
-    if where not in DECODE_DEVICES:
-        return f"knobs.decode_device must be one of {DECODE_DEVICES}, got {where!r}"
-    if where != "cpu" and device_kind != "cuda":
-        return (f"knobs.decode_device={where} decodes JPEGs on a GPU, but this trial runs on the CPU; "
-                "use decode_device=cpu")
-    gpu_decoder = knobs.get("gpu_decoder") or "torchvision"
-    if where != "cpu":  # the GPU decoder's knobs mean nothing when every image is decoded on the CPU
-        if gpu_decoder not in decode.GPU_DECODERS:
-            return f"knobs.gpu_decoder must be one of {decode.GPU_DECODERS}, got {gpu_decoder!r}"
-        if knobs.get("gpu_roi_decode") and gpu_decoder != "nvimgcodec":
-            return ("knobs.gpu_roi_decode=true decodes crop windows through nvImageCodec; set gpu_decoder=nvimgcodec "
-                    "or gpu_roi_decode=false")
-        if gpu_decoder == "nvimgcodec":
-            missing = decode.nvimgcodec_missing()
-            if missing:
-                return missing
-    if where == "hybrid":
-        share = knobs.get("gpu_share")
-        if share is None or not 0.0 < float(share) < 1.0:
-            return f"knobs.gpu_share must lie in (0, 1) with decode_device=hybrid, got {share!r}"
-    if knobs.get("device_prefetch") and device_kind != "cuda":
-        return "knobs.device_prefetch=true copies batches on a side CUDA stream; it needs a GPU"
-    transfer = knobs.get("transfer_dtype") or "float32"
-    if transfer not in TRANSFER_DTYPES:
-        return f"knobs.transfer_dtype must be one of {TRANSFER_DTYPES}, got {transfer!r}"
-    decoder, scale = knobs.get("cpu_decoder") or "torchvision", knobs.get("decode_scale") or "full"
-    if decoder not in decode.CPU_DECODERS:
-        return f"knobs.cpu_decoder must be one of {decode.CPU_DECODERS}, got {decoder!r}"
-    if scale not in decode.DECODE_SCALES:
-        return f"knobs.decode_scale must be one of {decode.DECODE_SCALES}, got {scale!r}"
-    if scale == "reduced" and decoder != "pil":
-        return ("knobs.decode_scale=reduced needs knobs.cpu_decoder=pil (DCT scaling through Image.draft); "
-                "set cpu_decoder=pil or decode_scale=full")
-    workers = knobs.get("num_workers") or 0
-    if int(workers) < 0:
-        return f"knobs.num_workers must be >= 0, got {workers}"
-    if workers == 0 and knobs.get("prefetch_factor") is not None:
-        return (f"knobs.prefetch_factor={knobs['prefetch_factor']} needs worker processes (knobs.num_workers > 0); "
-                "leave it null, or sweep it under the condition knobs.prefetch_factor: 'knobs.num_workers > 0'")
-    nice = knobs.get("worker_nice") or 0
-    if isinstance(nice, bool) or not isinstance(nice, numbers.Real) or nice != int(nice) or not 0 <= nice <= 19:
-        return f"knobs.worker_nice must be an integer in 0..19 (os.nice), got {nice!r}"
-    if workers == 0 and nice:
-        return (f"knobs.worker_nice={nice} lowers worker processes' priority, but knobs.num_workers=0; set it 0, or "
-                "sweep it under the condition knobs.worker_nice: 'knobs.num_workers > 0'")
-    if workers == 0 and knobs.get("persistent_workers"):
-        return ("knobs.persistent_workers=true needs worker processes (knobs.num_workers > 0); set it false, or sweep "
-                "it under the condition knobs.persistent_workers: 'knobs.num_workers > 0'")
-    return None
-
-
-def check(knobs: dict[str, Any], device: DeviceInfo) -> str | None:
-    """Why the data knobs cannot run on this device (the trial is skipped before launch), or None."""
-    return knob_conflict(knobs, device.kind)
-
-
-def gpu_share(knobs: dict[str, Any]) -> float:
-    """Share of each batch decoded on the GPU: 0 (cpu), 1 (cuda) or ``gpu_share`` (hybrid)."""
-    where = knobs.get("decode_device", "cpu")
-    return {"cpu": 0.0, "cuda": 1.0}.get(where, float(knobs.get("gpu_share") or 0.0))
 
 
 # ---------------------------------------------------------------- host side (runs in the DataLoader workers)
@@ -125,12 +64,14 @@ class JpegBatches(Dataset):
     """An ImageFolder of JPEGs that builds whole batches (``__getitems__``), split between the two decoders.
 
     A batch is a dict: ``crops`` (the CPU-decoded images: uint8 (n, 3, S, S), or normalized float32 with
-    ``normalize``), ``packed`` (the GPU share's file bytes, :func:`pack_bytes`), ``n_gpu``, ``labels`` (CPU images
+    ``normalize``; with ``regions``, empty, and ``regions`` holds their crop windows with a one-pixel border back
+    to back, uint8, with ``region_shapes`` (n, 2) and ``region_windows`` (n, 4): ``CpuDecode.region``), ``packed``
+    (the GPU share's file bytes, :func:`pack_bytes`), ``n_gpu``, ``labels`` (CPU images
     first, then GPU ones, the order of the device batch) and ``stats`` (:data:`decode.STATS` per CPU image).
     """
 
     def __init__(self, root: Path, source: str, image_size: int, share: float, decoder: str, scale: str,
-                 normalize: bool) -> None:
+                 normalize: bool, regions: bool = False) -> None:
         try:
             folder = DatasetFolder(str(root), loader=read_file, extensions=EXTENSIONS)
         except (FileNotFoundError, OSError) as e:
@@ -138,7 +79,7 @@ class JpegBatches(Dataset):
                              "subfolder per class holding .jpg files, or set it null to use the generated corpus"
                              ) from None
         self.samples, self.classes = folder.samples, folder.classes
-        self.size, self.share, self.normalize = image_size, share, normalize
+        self.size, self.share, self.normalize, self.regions = image_size, share, normalize and not regions, regions
         self.cpu = decode.CpuDecode(image_size, decoder, scale)
 
     def __len__(self) -> int:
@@ -152,6 +93,9 @@ class JpegBatches(Dataset):
         n_cpu = len(indices) - n_gpu
         files = [read_file(self.samples[i][0]) for i in indices]
         labels = torch.tensor([self.samples[i][1] for i in indices], dtype=torch.int64)
+        packed = pack_bytes(files[n_cpu:]) if n_gpu else torch.empty(0, dtype=torch.uint8)
+        if self.regions:
+            return {**self._regions(files[:n_cpu]), "packed": packed, "n_gpu": torch.tensor(n_gpu), "labels": labels}
         decoded = [self.cpu(f) for f in files[:n_cpu]]
         size = self.size
         empty = torch.empty(0, 3, size, size, dtype=torch.float32 if self.normalize else torch.uint8)
@@ -162,8 +106,19 @@ class JpegBatches(Dataset):
             t0 = time.perf_counter()
             crops = _CPU_NORMALIZE(crops.float())
             stats[:, 1] += (time.perf_counter() - t0) / n_cpu
-        packed = pack_bytes(files[n_cpu:]) if n_gpu else torch.empty(0, dtype=torch.uint8)
         return {"crops": crops, "packed": packed, "n_gpu": torch.tensor(n_gpu), "labels": labels, "stats": stats}
+
+
+    def _regions(self, files: list[torch.Tensor]) -> dict[str, torch.Tensor]:
+        cut = [self.cpu.region(f) for f in files]
+        return {
+            "crops": torch.empty(0, 3, self.size, self.size, dtype=torch.uint8),
+            "regions": torch.cat([r.reshape(-1) for r, _, _ in cut]) if cut else torch.empty(0, dtype=torch.uint8),
+            "region_shapes": torch.tensor([r.shape[1:] for r, _, _ in cut], dtype=torch.int64).view(-1, 2),
+            "region_windows": torch.stack([w for _, w, _ in cut]) if cut else torch.empty(0, 4, dtype=torch.int64),
+            "stats": torch.stack([st for _, _, st in cut]) if cut else torch.empty(0, len(decode.STATS),
+                                                                                   dtype=torch.float64),
+        }
 
 
 def _lower_priority(nice: int, worker_id: int) -> None:
@@ -197,6 +152,9 @@ class Pipeline:
         # uint8: workers hand over the uint8 crops (a quarter of the bytes to copy), normalized on the device after
         # the copy; float32: workers normalize, the float32 batch crosses to the device.
         normalize_in_workers = (knobs.get("transfer_dtype") or "float32") == "float32"
+        # augment_device=cuda: the workers cut out uint8 crop windows, the GPU resizes them (normalized there)
+        self.augment_device = str(knobs.get("augment_device") or "cpu")
+        regions = self.augment_device == "cuda"
         t0 = time.perf_counter()
         if p.get("root"):
             self.root, self.corpus_state, source = Path(p["root"]).expanduser().resolve(), "user", "workload.root"
@@ -207,7 +165,7 @@ class Pipeline:
                                               corpus_sizes(p))
         self.corpus_s = time.perf_counter() - t0
         self.dataset = JpegBatches(self.root, source, image_size, self.share, knobs.get("cpu_decoder") or "torchvision",
-                                   knobs.get("decode_scale") or "full", normalize_in_workers)
+                                   knobs.get("decode_scale") or "full", normalize_in_workers, regions)
         epoch = int(p.get("epoch_images") or len(self.dataset))
         if epoch < batch_size:
             raise ValueError(f"an epoch of {epoch} images ({source}: {len(self.dataset)}) holds no full batch of "
@@ -237,7 +195,7 @@ class Pipeline:
                                  collate_fn=_pass_through, **per_worker)
         # Batches the loader can hold ready: each worker keeps prefetch_factor (torch's default 2) in flight, plus
         # what the device thread holds.
-        threaded = self.share > 0 or bool(knobs.get("device_prefetch"))
+        threaded = self.share > 0 or bool(knobs.get("device_prefetch")) or regions
         self.buffered_batches = (self.workers * int(per_worker.get("prefetch_factor", 2)) if self.workers else 0) + (
             PREFETCH_DEPTH + 1 if threaded else 0) + (DECODED_DEPTH + 1 if self.share > 0 else 0)
         self.side = DeviceSide(image_size, device, memory_format, bool(knobs.get("non_blocking", False)),
@@ -345,6 +303,7 @@ class Pipeline:
             "data_corpus_state": self.corpus_state,  # user | reused | generated | discarded
             "data_corpus_s": self.corpus_s,  # seconds this trial spent finding or generating the corpus
             "data_decode_device": self.decode_device,
+            "data_augment_device": self.augment_device if self.cpu_images else None,  # where CPU images were cropped
             "data_decode_strategy": decode.describe(self.knobs),
             "data_gpu_share": self.share,
             "data_gpu_decoder": self.side.gpu.decoder if self.share > 0 else None,
@@ -389,6 +348,9 @@ RECIPE: dict[str, Any] = {
     if v == "pil" else [],
     "decode_scale": lambda v: ["img.draft('RGB', (size, size))  # libjpeg DCT scaling: decode at a reduced size"]
     if v == "reduced" else [],
+    "augment_device": lambda v: ["# workers decode and cut out each crop window (uint8, sizes vary); the GPU resizes "
+                                 "and flips them:", "x = torchvision.ops.roi_align(windows.float(), boxes, (224, 224), "
+                                 "sampling_ratio=0, aligned=True)"] if v == "cuda" else [],
     "device_prefetch": lambda v: ["# copy and normalize the next batches on a side CUDA stream, a few batches ahead",
                                   "with torch.cuda.stream(copy_stream): x_next = x_next.to('cuda', non_blocking=True)"]
     if v else [],

@@ -13,6 +13,8 @@ CPU decoders (``knobs.cpu_decoder``):
   ``image_size`` on both sides at that scale: every output pixel still comes from at least one decoded pixel
   (the final resize is a downscale or identity), so no detail of the 224x224 crop is lost, and the decode costs
   a fraction. ``full`` always decodes at full size.
+With ``knobs.augment_device: cuda`` either decoder only decodes and cuts out the crop window (:meth:`CpuDecode.region`);
+the GPU resizes and flips every window of the batch in the batched crop below, as for GPU-decoded images.
 
 GPU (:class:`GpuDecode`, ``knobs.gpu_decoder``): one batched decode call per batch, then every crop resized in one
 batched ``roi_align`` call per chunk.
@@ -40,22 +42,22 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 from PIL import Image
-from torchvision import transforms
 from torchvision.io import ImageReadMode, decode_jpeg
 from torchvision.ops import roi_align
-from torchvision.transforms import v2
 
-CPU_DECODERS = ("torchvision", "pil")
+from workloads.cpu_decode import (  # noqa: F401 (re-exported: the CPU side's names, next to the GPU's)
+    CPU_DECODERS,
+    DCT_DENOMINATORS,
+    DECODE_SCALES,
+    RATIO,
+    SCALE,
+    STATS,
+    CpuDecode,
+    crop_window,
+    dct_denominator,
+)
+
 GPU_DECODERS = ("torchvision", "nvimgcodec")
-DECODE_SCALES = ("full", "reduced")
-DCT_DENOMINATORS = (8, 4, 2)  # libjpeg's DCT scaling: 1/8, 1/4, 1/2 (tried largest reduction first)
-SCALE, RATIO = (0.08, 1.0), (3 / 4, 4 / 3)  # RandomResizedCrop's defaults
-STATS = ("decode_s", "augment_s", "pixels_decoded", "pixels_full", "bytes")
-
-
-def crop_window(height: int, width: int) -> tuple[int, int, int, int]:
-    """(top, left, h, w) of a RandomResizedCrop window on a ``height x width`` image (torchvision's sampling)."""
-    return transforms.RandomResizedCrop.get_params(torch.empty(1, 1, 1).expand(1, height, width), SCALE, RATIO)
 
 
 def crop_windows(heights: torch.Tensor, widths: torch.Tensor, tries: int = 10) -> torch.Tensor:
@@ -89,67 +91,6 @@ def crop_windows(heights: torch.Tensor, widths: torch.Tensor, tries: int = 10) -
     top = torch.where(any_fit, top, torch.div(hh - h, 2, rounding_mode="floor"))
     left = torch.where(any_fit, left, torch.div(ww - w, 2, rounding_mode="floor"))
     return torch.stack([top, left, h, w], dim=1).to(torch.int64)
-
-
-def dct_denominator(h: int, w: int, size: int) -> int:
-    """The largest DCT scaling denominator that keeps an ``h x w`` crop window at least ``size`` on both sides."""
-    for d in DCT_DENOMINATORS:
-        if h // d >= size and w // d >= size:
-            return d
-    return 1
-
-
-def _stats(decode_s: float, augment_s: float, decoded: int, full: int, nbytes: int) -> torch.Tensor:
-    return torch.tensor([decode_s, augment_s, decoded, full, nbytes], dtype=torch.float64)
-
-
-def _flip(img: torch.Tensor) -> torch.Tensor:
-    return img.flip(-1) if torch.rand(()) < 0.5 else img
-
-
-class CpuDecode:
-    """JPEG bytes (uint8 1-D tensor) -> ``(uint8 crop (3, S, S), stats)`` with the chosen decoder and scale."""
-
-    def __init__(self, image_size: int, decoder: str = "torchvision", scale: str = "full") -> None:
-        if decoder not in CPU_DECODERS:
-            raise ValueError(f"knobs.cpu_decoder must be one of {CPU_DECODERS}, got {decoder!r}")
-        if scale not in DECODE_SCALES:
-            raise ValueError(f"knobs.decode_scale must be one of {DECODE_SCALES}, got {scale!r}")
-        if scale == "reduced" and decoder != "pil":
-            raise ValueError(
-                "knobs.decode_scale=reduced needs knobs.cpu_decoder=pil (libjpeg's DCT scaling through "
-                "Image.draft); torchvision.io.decode_jpeg always decodes at full size"
-            )
-        self.size, self.decoder, self.reduced = image_size, decoder, scale == "reduced"
-
-    def __call__(self, data: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self._pil(data) if self.decoder == "pil" else self._torchvision(data)
-
-    def _torchvision(self, data: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        t0 = time.perf_counter()
-        img = decode_jpeg(data, mode=ImageReadMode.RGB)
-        t1 = time.perf_counter()
-        top, left, h, w = crop_window(img.shape[1], img.shape[2])
-        crop = v2.functional.resized_crop(img, top, left, h, w, [self.size, self.size], antialias=True)
-        crop = _flip(crop)
-        pixels = img.shape[1] * img.shape[2]
-        return crop, _stats(t1 - t0, time.perf_counter() - t1, pixels, pixels, data.numel())
-
-    def _pil(self, data: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        t0 = time.perf_counter()
-        im = Image.open(io.BytesIO(data.numpy().tobytes()))
-        width, height = im.size
-        top, left, h, w = crop_window(height, width)
-        d = dct_denominator(h, w, self.size) if self.reduced else 1
-        if d > 1:  # DCT scaling: libjpeg decodes straight to ceil(width/d) x ceil(height/d)
-            im.draft("RGB", (math.ceil(width / d), math.ceil(height / d)))
-        im = im.convert("RGB")  # decodes
-        t1 = time.perf_counter()
-        sx, sy = im.size[0] / width, im.size[1] / height
-        box = (left * sx, top * sy, (left + w) * sx, (top + h) * sy)
-        out = im.resize((self.size, self.size), Image.Resampling.BILINEAR, box=box)
-        crop = _flip(torch.from_numpy(np.array(out)).permute(2, 0, 1).contiguous())
-        return crop, _stats(t1 - t0, time.perf_counter() - t1, im.size[0] * im.size[1], width * height, data.numel())
 
 
 class Decoded(NamedTuple):
@@ -307,41 +248,39 @@ class GpuDecode:
     def _crops(
         self, flat: torch.Tensor, shapes: torch.Tensor, windows: torch.Tensor, flip: torch.Tensor
     ) -> torch.Tensor:
-        n, size = len(shapes), self.size
+        n, size, dev = len(shapes), self.size, self.device
         heights, widths = shapes[:, 0], shapes[:, 1]
         top, left, h, w = windows.unbind(1)
         planes = heights * widths
         offsets = torch.cumsum(3 * planes, 0) - 3 * planes  # where each image starts in the flat buffer
-        out = torch.empty(n, 3, size, size, device=self.device)
+        out = torch.empty(n, 3, size, size, device=dev)
         order = torch.argsort(h * w)  # similar windows share a canvas: less padding
+        # Every per-image number crosses to the device in one asynchronous copy (pinned on a GPU), sorted so each
+        # chunk is a slice; the indices are computed there. No copy inside the loop: a copy from pageable memory
+        # would block this thread until the stream's earlier kernels ran (one wait per chunk under a busy GPU).
+        meta = torch.stack([top, left, h, w, heights, widths, offsets, flip.to(torch.int64), torch.arange(n)], 1)
+        meta = meta[order]
+        if dev.type == "cuda":
+            meta = meta.pin_memory()
+        meta_d = meta.to(dev, non_blocking=True)
         for start in range(0, n, self.CHUNK):
-            ix = order[start : start + self.CHUNK]
-            hc, wc = int(h[ix].max()) + 2, int(w[ix].max()) + 2  # the windows plus a one-pixel border
+            stop = min(start + self.CHUNK, n)
+            m = stop - start
+            hc, wc = int(meta[start:stop, 2].max()) + 2, int(meta[start:stop, 3].max()) + 2  # windows + border
+            t, lft, hh, ww, ih, iw, off, fl, ix = meta_d[start:stop].unbind(1)
             # source row and column of every canvas position (row r, column c shows pixel top-1+r, left-1+c),
             # clamped to the image as roi_align clamps; flipped windows read their columns right to left
-            rows = torch.minimum((top[ix, None] - 1 + torch.arange(hc)).clamp(min=0), heights[ix, None] - 1)
-            c = torch.arange(wc)
-            c = torch.where(flip[ix, None], w[ix, None] + 1 - c, c)
-            cols = torch.minimum((left[ix, None] - 1 + c).clamp(min=0), widths[ix, None] - 1)
-            row_start = (offsets[ix, None] + rows * widths[ix, None]).to(self.device)  # (m, hc), channel 0
-            channel = torch.arange(3, device=self.device).view(1, 3, 1, 1) * planes[ix].to(self.device).view(
-                -1, 1, 1, 1
-            )
-            index = (row_start[:, None, :, None] + channel) + cols.to(self.device)[:, None, None, :]
+            rows = torch.minimum((t[:, None] - 1 + torch.arange(hc, device=dev)).clamp(min=0), ih[:, None] - 1)
+            c = torch.arange(wc, device=dev)
+            c = torch.where(fl[:, None].bool(), ww[:, None] + 1 - c, c)
+            cols = torch.minimum((lft[:, None] - 1 + c).clamp(min=0), iw[:, None] - 1)
+            row_start = off[:, None] + rows * iw[:, None]  # (m, hc), channel 0
+            channel = torch.arange(3, device=dev).view(1, 3, 1, 1) * (ih * iw).view(-1, 1, 1, 1)
+            index = (row_start[:, None, :, None] + channel) + cols[:, None, None, :]
             canvas = flat[index].float()  # (m, 3, hc, wc)
-            boxes = torch.stack(
-                [
-                    torch.arange(len(ix)),
-                    torch.ones(len(ix), dtype=torch.int64),
-                    torch.ones(len(ix), dtype=torch.int64),
-                    1 + w[ix],
-                    1 + h[ix],
-                ],
-                dim=1,
-            ).to(torch.float32)
-            out[ix.to(self.device)] = roi_align(
-                canvas, boxes.to(self.device), (size, size), spatial_scale=1.0, sampling_ratio=0, aligned=True
-            )
+            one = torch.ones(m, device=dev)
+            boxes = torch.stack([torch.arange(m, device=dev, dtype=torch.float32), one, one, 1 + ww, 1 + hh], dim=1)
+            out[ix] = roi_align(canvas, boxes.float(), (size, size), spatial_scale=1.0, sampling_ratio=0, aligned=True)
         return out
 
     def __call__(self, data: list[torch.Tensor]) -> tuple[torch.Tensor, float, float]:
@@ -367,4 +306,6 @@ def describe(knobs: dict[str, Any]) -> str:
     if device == "cuda":
         return gpu
     cpu = f"{knobs.get('cpu_decoder') or 'torchvision'}/{knobs.get('decode_scale') or 'full'}"
+    if knobs.get("augment_device") == "cuda":
+        cpu += " (cropped on the GPU)"
     return cpu if device == "cpu" else f"hybrid({knobs.get('gpu_share')}) {gpu} + {cpu}"

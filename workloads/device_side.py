@@ -97,30 +97,42 @@ class DeviceSide:
             self.gpu_pixels[1] += decoded.pixels_full
         return host
 
+    def _copy(self, tensor: torch.Tensor) -> torch.Tensor:
+        """``tensor`` on the device (``non_blocking`` if asked), the copy timed (CUDA events; host time on a CPU)."""
+        self.copied_dtype = str(tensor.dtype).replace("torch.", "")
+        if not self.cuda:
+            t0 = time.perf_counter()
+            on_device = tensor.to(self.device)
+            self.copy_host_s += time.perf_counter() - t0
+            return on_device
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        on_device = tensor.to(self.device, non_blocking=self.non_blocking)
+        end.record()
+        if len(self.copies) < 512:
+            self.copies.append((start, end))
+        return on_device
+
     def __call__(self, host: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         parts = []
         crops = host["crops"]
         if crops.numel():
-            self.copied_dtype = str(crops.dtype).replace("torch.", "")
-            if self.cuda:
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                on_device = crops.to(self.device, non_blocking=self.non_blocking)
-                end.record()
-                if len(self.copies) < 512:
-                    self.copies.append((start, end))
-            else:
-                t0 = time.perf_counter()
-                on_device = crops.to(self.device)
-                self.copy_host_s += time.perf_counter() - t0
+            on_device = self._copy(crops)
             parts.append(self.normalize(on_device.float()) if crops.dtype == torch.uint8 else on_device)
+        # the GPU's crops: the CPU-decoded crop windows (augment_device=cuda), then the GPU share (decoded by now
+        # when a prefetcher's decode thread ran ahead)
+        pending = []
+        if len(host.get("region_shapes", ())):
+            flat = self._copy(host["regions"])
+            pending.append(decode.Decoded(flat, host["region_shapes"], host["region_windows"], 0))
         if int(host["n_gpu"]):
-            decoded = self.decode(host).pop("gpu_images")
-            t0 = time.perf_counter()
-            crops_gpu = self.gpu.crop(decoded)
+            pending.append(self.decode(host).pop("gpu_images"))
+        t0 = time.perf_counter()
+        cropped = [self.gpu.crop(d) for d in pending]
+        if cropped:
             decode.synchronize(self.device)
             self.gpu_crop_s += time.perf_counter() - t0
-            parts.append(self.normalize(crops_gpu))
+            parts.extend(self.normalize(c) for c in cropped)
         self.batches += 1
         images = parts[0] if len(parts) == 1 else torch.cat(parts)
         labels = host["labels"].to(self.device, non_blocking=self.non_blocking)

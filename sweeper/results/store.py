@@ -81,7 +81,7 @@ _NULLABLE_TYPES: dict[str, pa.DataType] = {
     "confirm_of": pa.int64(), "baseline": pa.bool_(),
     # metrics of the JPEG pipeline that are null in some rows (knob columns get their types from the workload's
     # YAML via column_types, never from a list here)
-    "data_decoded_pixels_frac": pa.float64(), "data_transfer_dtype": pa.string(),
+    "data_decoded_pixels_frac": pa.float64(), "data_transfer_dtype": pa.string(), "data_augment_device": pa.string(),
 }
 _FLOAT_METRICS = {"peak_mem_bytes", "peak_mem_reserved_bytes", "gpu_mem_bytes"}
 

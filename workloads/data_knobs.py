@@ -1,0 +1,112 @@
+"""The data knobs of resnet50's ``jpeg`` pipeline, checked before a trial launches (``workloads.data`` applies them).
+
+Each conflict is one line naming the knob and the fix; a sweep skips such a trial with that reason.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+from workloads import decode
+from workloads.base import DeviceInfo
+
+DECODE_DEVICES = ("cpu", "cuda", "hybrid")
+# where the CPU-decoded images are cropped and resized: in the workers, or (uint8 crop windows copied) on the GPU
+AUGMENT_DEVICES = ("cpu", "cuda")
+TRANSFER_DTYPES = ("float32", "uint8")
+
+
+def knob_conflict(knobs: dict[str, Any], device_kind: str) -> str | None:
+    """Why these data knobs cannot run on a ``device_kind`` ("cpu"/"cuda") device, or None."""
+    where = knobs.get("decode_device", "cpu")
+    if where not in DECODE_DEVICES:
+        return f"knobs.decode_device must be one of {DECODE_DEVICES}, got {where!r}"
+    if where != "cpu" and device_kind != "cuda":
+        return (
+            f"knobs.decode_device={where} decodes JPEGs on a GPU, but this trial runs on the CPU; use decode_device=cpu"
+        )
+    gpu_decoder = knobs.get("gpu_decoder") or "torchvision"
+    if where != "cpu":  # the GPU decoder's knobs mean nothing when every image is decoded on the CPU
+        if gpu_decoder not in decode.GPU_DECODERS:
+            return f"knobs.gpu_decoder must be one of {decode.GPU_DECODERS}, got {gpu_decoder!r}"
+        if knobs.get("gpu_roi_decode") and gpu_decoder != "nvimgcodec":
+            return (
+                "knobs.gpu_roi_decode=true decodes crop windows through nvImageCodec; set gpu_decoder=nvimgcodec "
+                "or gpu_roi_decode=false"
+            )
+        if gpu_decoder == "nvimgcodec":
+            missing = decode.nvimgcodec_missing()
+            if missing:
+                return missing
+    if where == "hybrid":
+        share = knobs.get("gpu_share")
+        if share is None or not 0.0 < float(share) < 1.0:
+            return f"knobs.gpu_share must lie in (0, 1) with decode_device=hybrid, got {share!r}"
+    if knobs.get("device_prefetch") and device_kind != "cuda":
+        return "knobs.device_prefetch=true copies batches on a side CUDA stream; it needs a GPU"
+    transfer = knobs.get("transfer_dtype") or "float32"
+    if transfer not in TRANSFER_DTYPES:
+        return f"knobs.transfer_dtype must be one of {TRANSFER_DTYPES}, got {transfer!r}"
+    augment = knobs.get("augment_device") or "cpu"
+    if augment not in AUGMENT_DEVICES:
+        return f"knobs.augment_device must be one of {AUGMENT_DEVICES}, got {augment!r}"
+    if augment == "cuda":
+        if where == "cuda":
+            return (
+                "knobs.augment_device=cuda crops the CPU-decoded images on the GPU, but decode_device=cuda "
+                "decodes none on the CPU; set augment_device=cpu"
+            )
+        if device_kind != "cuda":
+            return (
+                f"knobs.augment_device=cuda crops and resizes on a GPU, but this trial runs on {device_kind}; "
+                "use augment_device=cpu"
+            )
+        if knobs.get("transfer_dtype") == "float32":
+            return (
+                "knobs.augment_device=cuda copies the decoded crop windows as uint8 and normalizes them on the "
+                "GPU; set knobs.transfer_dtype=uint8 (or null)"
+            )
+    decoder, scale = knobs.get("cpu_decoder") or "torchvision", knobs.get("decode_scale") or "full"
+    if decoder not in decode.CPU_DECODERS:
+        return f"knobs.cpu_decoder must be one of {decode.CPU_DECODERS}, got {decoder!r}"
+    if scale not in decode.DECODE_SCALES:
+        return f"knobs.decode_scale must be one of {decode.DECODE_SCALES}, got {scale!r}"
+    if scale == "reduced" and decoder != "pil":
+        return (
+            "knobs.decode_scale=reduced needs knobs.cpu_decoder=pil (DCT scaling through Image.draft); "
+            "set cpu_decoder=pil or decode_scale=full"
+        )
+    workers = knobs.get("num_workers") or 0
+    if int(workers) < 0:
+        return f"knobs.num_workers must be >= 0, got {workers}"
+    if workers == 0 and knobs.get("prefetch_factor") is not None:
+        return (
+            f"knobs.prefetch_factor={knobs['prefetch_factor']} needs worker processes (knobs.num_workers > 0); "
+            "leave it null, or sweep it under the condition knobs.prefetch_factor: 'knobs.num_workers > 0'"
+        )
+    nice = knobs.get("worker_nice") or 0
+    if isinstance(nice, bool) or not isinstance(nice, numbers.Real) or nice != int(nice) or not 0 <= nice <= 19:
+        return f"knobs.worker_nice must be an integer in 0..19 (os.nice), got {nice!r}"
+    if workers == 0 and nice:
+        return (
+            f"knobs.worker_nice={nice} lowers worker processes' priority, but knobs.num_workers=0; set it 0, or "
+            "sweep it under the condition knobs.worker_nice: 'knobs.num_workers > 0'"
+        )
+    if workers == 0 and knobs.get("persistent_workers"):
+        return (
+            "knobs.persistent_workers=true needs worker processes (knobs.num_workers > 0); set it false, or sweep "
+            "it under the condition knobs.persistent_workers: 'knobs.num_workers > 0'"
+        )
+    return None
+
+
+def check(knobs: dict[str, Any], device: DeviceInfo) -> str | None:
+    """Why the data knobs cannot run on this device (the trial is skipped before launch), or None."""
+    return knob_conflict(knobs, device.kind)
+
+
+def gpu_share(knobs: dict[str, Any]) -> float:
+    """Share of each batch decoded on the GPU: 0 (cpu), 1 (cuda) or ``gpu_share`` (hybrid)."""
+    where = knobs.get("decode_device", "cpu")
+    return {"cpu": 0.0, "cuda": 1.0}.get(where, float(knobs.get("gpu_share") or 0.0))
