@@ -174,7 +174,8 @@ def test_waiting_for_lower_keys_follows_the_other_sweepers_life(tmp_path: Path) 
     bound while that process runs on this host (a slow sampler or the device check's CUDA start: before, a 10 s
     bound let the higher trial measure the same configuration); not at all when that process is dead, is this
     one (its asks are one at a time), or started after the trial (a dead sweeper's pid taken by another); and
-    ``recent_s`` from its start where its sweeper cannot be seen (another host)."""
+    ``recent_s`` from its start where its sweeper cannot be seen (another host). The dead and the reused-pid ones
+    are the orphans recovery finds (``study.orphaned_running``)."""
     import threading
 
     from sweeper.sweep import study as studies
@@ -212,6 +213,10 @@ def test_waiting_for_lower_keys_follows_the_other_sweepers_life(tmp_path: Path) 
             t0 = time.monotonic()
             dedup.await_lower_keys(study, last.number, recent_s=0.1, timeout=20)
             assert time.monotonic() - t0 < 1.0, "none of the three was waited for"
+            # the same reading of the owner finds the orphans to recover: a dead sweeper's trial, also when its pid
+            # now belongs to a newer process (before, that trial stayed RUNNING and the sweep waited for it)
+            orphans = {t.number for t in studies.orphaned_running(study)}
+            assert orphans == {gone.number, reused.number}, orphans
         finally:
             newer.kill()
             newer.wait()

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
-import socket
 import time
 from typing import Any
 
@@ -21,9 +19,8 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from sweeper.results.outcome import Status, TrialOutcome
-from sweeper.sweep.attrs import OWNER_KEY, REASON_KEY
+from sweeper.sweep.attrs import OWNER_KEY, REASON_KEY, owner_state
 from sweeper.sweep.space import SearchSpace, evaluate
-from sweeper.trial.proc import pid_alive
 
 KEY = "config_key"  # trial user attr: the sampled values, canonical JSON
 WAITS_KEY = "waits_for"  # trial user attr: the running trial this one waits for (-1: it measures, waits for nobody)
@@ -77,21 +74,13 @@ def find(study: optuna.Study, key: str, number: int) -> tuple[str, FrozenTrial] 
 
 
 def _sweeper_alive(t: FrozenTrial, now: datetime.datetime, recent_s: float) -> bool:
-    """Whether the sweeper that asked ``t`` may still record its configuration: its process, on this host; not
-    this process (its asks are one at a time), nor one started over 2 s after ``t`` (a dead sweeper's pid taken
-    by another; psutil's start times are coarse). Elsewhere, or before the trial names its sweeper, only while
-    ``t`` is younger than ``recent_s``."""
-    import psutil
-
-    host, _, pid = str(t.user_attrs.get(OWNER_KEY, "")).rpartition(":")
-    if host == socket.gethostname() and pid.isdigit() and t.datetime_start is not None:
-        if int(pid) == os.getpid():
-            return False
-        try:
-            return psutil.Process(int(pid)).create_time() <= t.datetime_start.timestamp() + 2.0 and pid_alive(int(pid))
-        except psutil.Error:
-            return False
-    return t.datetime_start is not None and (now - t.datetime_start).total_seconds() < recent_s
+    """Whether the sweeper that asked ``t`` may still record its configuration: its process, on this host
+    (:func:`owner_state`; not this process, whose asks are one at a time). Elsewhere, or before the trial names its
+    sweeper, only while ``t`` is younger than ``recent_s``."""
+    state = owner_state(t) if t.datetime_start is not None else "elsewhere"
+    if state == "elsewhere":
+        return t.datetime_start is not None and (now - t.datetime_start).total_seconds() < recent_s
+    return state == "alive"
 
 
 def await_lower_keys(

@@ -22,9 +22,8 @@ from optuna.trial import FrozenTrial, TrialState
 
 from sweeper.errors import ConfigError
 from sweeper.results.outcome import Status, TrialOutcome
-from sweeper.sweep.attrs import COST_KEY, OWNER_KEY, REASON_KEY, WARM_KEY  # noqa: F401 (re-exported)
+from sweeper.sweep.attrs import COST_KEY, OWNER_KEY, REASON_KEY, WARM_KEY, owner_state  # noqa: F401 (re-exported)
 from sweeper.sweep.space import SearchSpace, contains
-from sweeper.trial.proc import pid_alive
 
 SAMPLERS = ("staged", "tpe", "random", "grid", "gp", "nsgaii", "qmc")
 STUDY_ID_KEY = "knob_sweeper:study_id"  # study user attr: a random id, telling apart studies of one name
@@ -263,15 +262,9 @@ def others_running(study: optuna.Study, storage: Any) -> bool:
 
 
 def orphaned_running(study: optuna.Study) -> list[FrozenTrial]:
-    """RUNNING trials whose sweeper process on this host is gone (killed): they will never be told."""
-    host = socket.gethostname()
-    out = []
-    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        owner = str(t.user_attrs.get(OWNER_KEY, ""))
-        h, _, pid = owner.rpartition(":")
-        if h == host and pid.isdigit() and not pid_alive(int(pid)) and int(pid) != os.getpid():
-            out.append(t)
-    return out
+    """RUNNING trials whose sweeper process on this host is gone (killed; its pid perhaps reused since): they will
+    never be told."""
+    return [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)) if owner_state(t) == "dead"]
 
 
 def heartbeat_enabled(storage: Any) -> bool:
