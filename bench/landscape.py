@@ -51,7 +51,7 @@ GPU = {
                "knobs.prefetch_factor": "choice(2,4)", "knobs.pin_memory": "choice(false,true)",
                "knobs.compile": "off", "knobs.cudnn_benchmark": "false", "knobs.optimizer_impl": "fused",
                "knobs.non_blocking": "true", "knobs.decode_device": "cpu",
-               "knobs.transfer_dtype": "float32", "knobs.worker_nice": 0},
+               "knobs.transfer_dtype": "float32", "knobs.worker_nice": 0, "knobs.augment_device": "cpu"},
     "conditions": {"knobs.prefetch_factor": "knobs.num_workers > 0"},
 }
 SMOKE = {
