@@ -134,17 +134,22 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
                 return TrialOutcome(Status.FAILED, "timeout",
                                     f"no result after {timeout_s:g} s (trial.timeout_s); process group killed",
                                     started_at=started, ended_at=time.time())
-            if parent.poll(min(remaining, 0.5)):
+            if not parent.poll(min(remaining, 0.5)):
+                if proc.is_alive():
+                    continue
+                if not parent.poll(0):  # it may have sent its result and ended after the wait above
+                    break
+            try:
+                msg = parent.recv()
+            except (EOFError, OSError):
+                break  # the child died without a result
+            if msg[0] == "report":
                 try:
-                    msg = parent.recv()
-                except (EOFError, OSError):
-                    break  # the child died without a result
-                if msg[0] == "report":
                     parent.send("prune" if on_report and on_report(msg[1], msg[2]) else "continue")
-                else:
-                    message = msg
-            elif not proc.is_alive():
-                break
+                except OSError:  # the child ended after reporting: its result follows, or none
+                    pass
+            else:
+                message = msg
         proc.join(timeout=30)
     finally:
         kill_group(proc.pid)  # reap stragglers (DataLoader workers) in the trial's group
