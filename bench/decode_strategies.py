@@ -487,6 +487,7 @@ def tool(o: Out, out: Path, name: str, overrides: list[str], timeout: float = 40
         "step_ms_p50",
         "data_wait_frac",
         "data_wait_host_frac",
+        "host_step_frac",
         "gpu_util_mean",
         "mfu",
         "first_step_s",
@@ -517,14 +518,16 @@ def part_trials(
         model = ["knobs.precision=fp32", "knobs.batch_size=2", "knobs.compile=off", "preset=tiny", "cpu_threads=1"]
     tool(o, out, "synthetic", model)
     for name in [n for n in strategies.split(",") if n]:
-        if smoke and name != "cpu-tv-uint8":  # the CPU smoke runs one JPEG trial
+        # NAME@OVERRIDE@...: the strategy with more overrides (e.g. @knobs.switch_interval_ms=0.5@cpu_threads=2)
+        base, *extra = name.split("@")
+        if smoke and base != "cpu-tv-uint8":  # the CPU smoke runs one JPEG trial
             continue
         knobs = {"num_workers": workers, "prefetch_factor": 4, "pin_memory": True, "non_blocking": True}
-        knobs.update(STRATEGIES[name])
+        knobs.update(STRATEGIES[base])
         if smoke:
             knobs.pop("device_prefetch", None)
         feed = [f"knobs.{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in knobs.items()]
-        tool(o, out, f"jpeg-{name}", [*model, "workload.data=jpeg", *feed])
+        tool(o, out, f"jpeg-{name}", [*model, "workload.data=jpeg", *feed, *extra])
 
 
 def main() -> None:

@@ -28,8 +28,9 @@ CASES = [
     (["+workload=matmul", "-m", "hydra.sweeper.objectives=[{metric:tokens,direction:maximize}]"],
      "`hydra.sweeper.objectives[0].metric`: 'tokens' is not a metric workload 'matmul' produces; use one of: "
      "achieved_tflops, comm_frac, comm_ms_per_step, compile_s, data_wait_frac, data_wait_host_frac, first_step_s, "
-     "gpu_util_mean, gpu_util_p10, launch_s, measured_s, mfu, peak_mem_bytes, peak_mem_reserved_bytes, setup_s, "
-     "step_cv, step_ms_mean, step_ms_p10, step_ms_p50, step_ms_p50_rank_min, step_ms_p90, throughput, world_size"),
+     "gpu_util_mean, gpu_util_p10, host_step_frac, launch_s, measured_s, mfu, peak_mem_bytes, peak_mem_reserved_bytes, "
+     "setup_s, step_cv, step_ms_mean, step_ms_p10, step_ms_p50, step_ms_p50_rank_min, step_ms_p90, throughput, "
+     "world_size"),
     (["+workload=matmul", "-m", "hydra.sweeper.objectives=[{metric:throughput,direction:up}]"],
      "`hydra.sweeper.objectives[0].direction`: 'up' is not a direction; use maximize or minimize"),
     (["+workload=matmul", "-m", "hydra.sweeper.storage=postgresql+psycopg://nobody@127.0.0.1:9/nodb"],

@@ -7,6 +7,7 @@ Everything runs on the CPU at tiny sizes; the tests marked for CUDA (GPU decode,
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,25 @@ def test_worker_nice_lowers_the_workers_priority_not_the_trial_process(tmp_path:
     # a whole number however it arrives: a Parquet float column read back, a numpy integer
     for value in (19, 10.0, np.int64(10), np.float64(10.0)):
         assert data.check(knobs(num_workers=2, worker_nice=value), cpu) is None, repr(value)
+
+
+def test_switch_interval_ms_sets_the_trial_process_gil_switch_interval_while_the_pipeline_runs(tmp_path: Path) -> None:
+    own = sys.getswitchinterval()
+    pipe = pipeline(tmp_path, num_workers=0, switch_interval_ms=0.25)
+    try:
+        assert pipe.next()[0].shape == (4, 3, 16, 16)
+        assert sys.getswitchinterval() == pytest.approx(0.25e-3)
+    finally:
+        pipe.close()
+    assert sys.getswitchinterval() == own, "close() gives the process its interval back"
+    pipe = pipeline(tmp_path, num_workers=0)
+    assert sys.getswitchinterval() == own, "null leaves Python's interval"
+    pipe.close()
+    cpu = DeviceInfo("cpu")
+    for bad in (0, -1, "1", True):
+        assert "knobs.switch_interval_ms" in data.check(knobs(switch_interval_ms=bad), cpu), repr(bad)
+    for good in (0.5, 1, np.float64(0.2)):
+        assert data.check(knobs(switch_interval_ms=good), cpu) is None, repr(good)
 
 
 def test_epoch_images_sets_when_the_loader_restarts(tmp_path: Path) -> None:

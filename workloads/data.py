@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 import gc
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -206,6 +207,11 @@ class Pipeline:
         self.cpu_images = 0
         self._it: Any = None
         self._closed = False
+        # how soon a thread waiting for the GIL (the training step's launches) gets it from a busy one (the loader's
+        # pin-memory thread, the device threads): sys.setswitchinterval while the pipeline runs, Python's 5 ms if null
+        self._switch = sys.getswitchinterval()
+        if knobs.get("switch_interval_ms"):
+            sys.setswitchinterval(float(knobs["switch_interval_ms"]) / 1e3)
         self.prefetcher = Prefetcher(self._next_host, self.side, decode=self.share > 0) if threaded else None
 
     def _start(self) -> Any:
@@ -269,6 +275,7 @@ class Pipeline:
     def close(self) -> None:
         """Stop the prefetcher's threads and the worker processes (and the pin-memory thread) now, not at collection."""
         self._closed = True  # a prefetcher thread still inside next() must not restart the loader
+        sys.setswitchinterval(self._switch)
         if self.prefetcher is not None:
             self.prefetcher.close()
         it, self._it = self._it, None
@@ -330,6 +337,8 @@ RECIPE_LOADER_ARGS = ("num_workers", "prefetch_factor", "pin_memory", "persisten
 RECIPE: dict[str, Any] = {
     "worker_nice": lambda v: [f"# DataLoader(..., worker_init_fn=lambda _: os.nice({v})): workers yield the CPU "
                               "to the training process"] if v else [],
+    "switch_interval_ms": lambda v: [f"sys.setswitchinterval({v / 1e3:g})  # the training thread gets the GIL back "
+                                     "sooner from the input pipeline's threads"] if v else [],
     "non_blocking": lambda v: ["x = x.to('cuda', non_blocking=True); y = y.to('cuda', non_blocking=True)"] if v else [],
     "decode_device": lambda v: {
         "cuda": ["# DataLoader workers only read file bytes; decode the batch on the GPU (nvJPEG):",

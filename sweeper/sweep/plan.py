@@ -36,6 +36,7 @@ KNOWN_METRICS = (
     "step_cv",
     "data_wait_frac",
     "data_wait_host_frac",
+    "host_step_frac",
     "achieved_tflops",
     "mfu",
     "gpu_util_mean",

@@ -123,6 +123,7 @@ class Window:
     per_interval: int = 1  # steps per timed interval (one CUDA event pair); see ``plan``
     between_s: float = 0.0  # time between the timed blocks (syncs, decisions, pruning reports), not in wall_s
     data_wait_host_s: float = 0.0  # the host's time inside next_batch() (the same as data_wait_s on the CPU)
+    host_step_s: float = 0.0  # the host's time inside step(): on a GPU, launching the step (it does not wait for it)
 
 
 def measure(work: Workload, device: torch.device, warmup_steps: int, steps: int, min_time_s: float = 0.0,
@@ -195,7 +196,7 @@ def run_window(work: Workload, device: torch.device, warmup_steps: int, steps: i
     # The host's time in next_batch() overstates an asynchronous pipeline's wait: the host runs ahead of the
     # GPU and blocks wherever its input queue is, while the GPU computes. It is kept as data_wait_host_frac.
     device_wait = cuda and work.input_pipeline
-    data_wait = host_wait = 0.0
+    data_wait = host_wait = host_step = 0.0
     window = 0.0  # seconds inside timed blocks
     outer_start = time.perf_counter()
     done = 0
@@ -222,7 +223,9 @@ def run_window(work: Workload, device: torch.device, warmup_steps: int, steps: i
                 after = torch.cuda.Event(enable_timing=True)
                 after.record()
                 waits.append((before, after))
+            t = time.perf_counter()
             loss = work.step(batch)
+            host_step += time.perf_counter() - t
             if i % per_interval == 0 or i == n_block:
                 if cuda:
                     event = torch.cuda.Event(enable_timing=True)
@@ -259,7 +262,7 @@ def run_window(work: Workload, device: torch.device, warmup_steps: int, steps: i
                   step_s=[t / n for t, n in zip(intervals, counts)],
                   data_wait_s=data_wait if device_wait else host_wait, loss=loss, util=util,
                   drain_steps=drain_steps, drained=drained, capped=capped, per_interval=per_interval,
-                  between_s=between, data_wait_host_s=host_wait)
+                  between_s=between, data_wait_host_s=host_wait, host_step_s=host_step)
 
 
 def window_metrics(window: Window, work: Workload, device: torch.device, gpu_name: str | None = None
@@ -302,6 +305,10 @@ def window_metrics(window: Window, work: Workload, device: torch.device, gpu_nam
         "step_cv": cv,
         "data_wait_frac": window.data_wait_s / wall if wall > 0 else math.nan,
         "data_wait_host_frac": window.data_wait_host_s / wall if wall > 0 else math.nan,
+        # the host's share of the window inside step(): on a GPU the time to launch the step's work. Near 1 (with
+        # data_wait_host_frac) the host, not the GPU, sets the pace: launch-bound (fewer, larger kernels help:
+        # compile, CUDA graphs, a larger batch), or slowed by other threads of the trial process.
+        "host_step_frac": window.host_step_s / wall if wall > 0 else math.nan,
         "flops_per_step": flops if flops else math.nan,
         "achieved_tflops": achieved,
         "peak_tflops": peak,

@@ -112,6 +112,7 @@ def merge(per_rank: dict[int, dict[str, Any]]) -> dict[str, Any]:
         graph_breaks=max(m["graph_breaks"] for m in ranks),
         data_wait_frac=agg("data_wait_frac", max),
         data_wait_host_frac=agg("data_wait_host_frac", max),
+        host_step_frac=agg("host_step_frac", max),
         flops_per_step=agg("flops_per_step", sum),
         achieved_tflops=achieved,
         mfu=achieved / (peak * world) if peak and not math.isnan(peak) else math.nan,
