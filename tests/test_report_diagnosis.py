@@ -26,3 +26,17 @@ def test_report_of_recorded_h200_jpeg_rows_names_decode(tmp_path: Path) -> None:
     shutil.copy(H200_JPEG, trials / "h200.parquet")
     run_cli([str(tmp_path / "results"), "--out", str(tmp_path / "report.md")], module="sweeper.report", check=True)
     assert "data-bound (decode)" in (tmp_path / "report.md").read_text()
+
+
+def test_report_of_recorded_h200_rows_names_a_host_that_falls_behind_launch_bound(tmp_path: Path) -> None:
+    """The default JPEG sweep on the H200 (2026-12-02, session 9): with 3/8 of each batch on the GPU and GPU
+    crops the model hardly waited for data (0.025) yet the GPU idled 14.5 % while the host spent 0.83 of the
+    window launching steps (``host_step_frac``); no other configuration there had both. The report calls it
+    launch-bound (before ``host_step_frac`` it read as memory-bound)."""
+    trials = tmp_path / "results" / "trials"
+    trials.mkdir(parents=True)
+    shutil.copy(ROOT / "bench" / "results" / "h200-2026-12-02-s9-call3-rows.parquet", trials / "h200.parquet")
+    run_cli([str(tmp_path / "results"), "--out", str(tmp_path / "report.md")], module="sweeper.report", check=True)
+    lines = [line for line in (tmp_path / "report.md").read_text().splitlines() if "launch-bound" in line]
+    table = [line for line in lines if line.startswith("|")]
+    assert len(table) == 1 and "0.375" in table[0], lines

@@ -54,6 +54,10 @@ def test_pareto_mask_two_objectives() -> None:
     ((0.45, 95, 0.5), "data-bound"), ((0.25, 30, 0.1), "data-bound"), ((0.15, 95, 0.5), "compute-bound"),
     ((0.01, 95, 0.50), "compute-bound"), ((0.01, 40, 0.05), "launch-bound"),
     ((0.01, 95, 0.10), "memory-bound"), ((0.01, None, None), "n/a"), ((0.01, 92, None), "compute-bound"),
+    # the host launching most of the window while the GPU idles > 5 %: launch-bound; a busy GPU, or a host that
+    # is not mostly launching, keeps the other rules (the H200's JPEG rows of 2026-12-02)
+    ((0.025, 85.5, 0.155, None, 0.83), "launch-bound"), ((0.0, 99.4, 0.18, None, 0.78), "memory-bound"),
+    ((0.08, 91.8, 0.155, "decode", 0.60), "memory-bound"), ((0.025, 85.5, 0.155, None, None), "memory-bound"),
 ])
 def test_diagnosis_rule(args: tuple, expected: str) -> None:
     assert diagnose(*args) == expected

@@ -75,8 +75,9 @@ def analyse(rows: pd.DataFrame, evaluator: str = "auto") -> Analysis:
     configs["label"] = [bl.label(v, swept, base.defaults) for v in values.to_dict("records")]
     stages = (ok["data_limit_stage"].groupby(keys.loc[ok.index], sort=False).agg(_most_common)
               .reindex(configs.index) if "data_limit_stage" in ok else pd.Series(None, index=configs.index))
-    configs["diagnosis"] = [diagnose(w, u, m, s) for w, u, m, s in
-                            zip(configs["data_wait_frac"], configs["gpu_util_mean"], configs["mfu"], stages)]
+    configs["diagnosis"] = [diagnose(w, u, m, s, h) for w, u, m, s, h in
+                            zip(configs["data_wait_frac"], configs["gpu_util_mean"], configs["mfu"], stages,
+                                configs["host_step_frac"])]
     configs["pareto"] = _pareto(configs, ok, keys, objectives)
     a.baseline_note = _speedups(configs, base, rows, keys)
     a.configs = configs

@@ -21,7 +21,7 @@ from sweeper.report.blocks import (
     times,
 )
 from sweeper.report.data import short_name
-from sweeper.report.diagnose import COMPUTE_MFU, DATA_WAIT, LAUNCH_UTIL
+from sweeper.report.diagnose import BUSY_UTIL, COMPUTE_MFU, DATA_WAIT, HOST_STEP, LAUNCH_UTIL
 
 MAX_MARGINAL_PLOTS = 4
 
@@ -156,7 +156,8 @@ def ranking(a: Analysis, limit: int) -> Table:
         f"overlapping its interval) share its rank, marked `tied`. Noise: "
         f"{noise_text(a)}. Pareto: {' / '.join(f'{m} ({d})' for m, d in pareto_objectives(a))}. "
         f"Diagnosis: data-bound if data wait >= {DATA_WAIT:.0%}; compute-bound if MFU >= {COMPUTE_MFU}; "
-        f"launch-bound if GPU util < {LAUNCH_UTIL:.0f}%; memory-bound if busy below that MFU; n/a without "
+        f"launch-bound if GPU util < {LAUNCH_UTIL:.0f}% (or < {BUSY_UTIL:.0f}% with the host launching steps >= "
+        f"{HOST_STEP:.0%} of the time); memory-bound if busy below that MFU; n/a without "
         f"GPU counters."
     )
     return Table(

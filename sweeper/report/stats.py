@@ -27,7 +27,7 @@ from scipy import stats as sps
 LEVEL = 0.95
 _NORMAL_10_90 = 2.5631  # (p90 - p10) / sigma for a normal distribution
 MEAN_METRICS = ("peak_mem_bytes", "step_cv", "data_wait_frac", "gpu_util_mean", "mfu", "achieved_tflops",
-                "step_ms_p50", "compile_s", "first_step_s")
+                "step_ms_p50", "compile_s", "first_step_s", "host_step_frac")
 
 
 def t_quantile(df: float) -> float:
