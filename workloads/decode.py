@@ -236,7 +236,11 @@ class GpuDecode:
     def crop(self, decoded: Decoded) -> torch.Tensor:
         """A RandomResizedCrop window of each image (the decoder's, if it chose them), resized to S x S and flipped
         with probability 1/2."""
-        flat, shapes, windows, _ = decoded
+        return self.crop_flat(decoded.flat, decoded.shapes, decoded.windows)
+
+    def crop_flat(self, flat: torch.Tensor, shapes: torch.Tensor, windows: torch.Tensor | None) -> torch.Tensor:
+        """:meth:`crop` of images given as ``flat``, ``shapes`` and ``windows`` (as in :class:`Decoded`; None: drawn
+        here): also the crop windows CPU workers cut out with a one-pixel border (``augment_device=cuda``)."""
         if windows is None:
             windows = crop_windows(shapes[:, 0], shapes[:, 1])
         return self._crops(flat, shapes, windows, torch.rand(len(shapes)) < 0.5)
@@ -279,8 +283,9 @@ class GpuDecode:
             index = (row_start[:, None, :, None] + channel) + cols[:, None, None, :]
             canvas = flat[index].float()  # (m, 3, hc, wc)
             one = torch.ones(m, device=dev)
-            boxes = torch.stack([torch.arange(m, device=dev, dtype=torch.float32), one, one, 1 + ww, 1 + hh], dim=1)
-            out[ix] = roi_align(canvas, boxes.float(), (size, size), spatial_scale=1.0, sampling_ratio=0, aligned=True)
+            index_f = torch.arange(m, device=dev, dtype=torch.float32)
+            boxes = torch.stack([index_f, one, one, (1 + ww).float(), (1 + hh).float()], dim=1)
+            out[ix] = roi_align(canvas, boxes, (size, size), spatial_scale=1.0, sampling_ratio=0, aligned=True)
         return out
 
     def __call__(self, data: list[torch.Tensor]) -> tuple[torch.Tensor, float, float]:

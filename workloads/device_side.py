@@ -121,14 +121,14 @@ class DeviceSide:
             parts.append(self.normalize(on_device.float()) if crops.dtype == torch.uint8 else on_device)
         # the GPU's crops: the CPU-decoded crop windows (augment_device=cuda), then the GPU share (decoded by now
         # when a prefetcher's decode thread ran ahead)
-        pending = []
+        regions = None
         if len(host.get("region_shapes", ())):
-            flat = self._copy(host["regions"])
-            pending.append(decode.Decoded(flat, host["region_shapes"], host["region_windows"], 0))
-        if int(host["n_gpu"]):
-            pending.append(self.decode(host).pop("gpu_images"))
+            regions = (self._copy(host["regions"]), host["region_shapes"], host["region_windows"])
+        decoded = self.decode(host).pop("gpu_images") if int(host["n_gpu"]) else None
         t0 = time.perf_counter()
-        cropped = [self.gpu.crop(d) for d in pending]
+        cropped = [self.gpu.crop_flat(*regions)] if regions is not None else []
+        if decoded is not None:
+            cropped.append(self.gpu.crop(decoded))
         if cropped:
             decode.synchronize(self.device)
             self.gpu_crop_s += time.perf_counter() - t0
