@@ -46,15 +46,18 @@ def test_pruning_reports_and_block_boundaries_are_outside_the_timed_window() -> 
 def test_host_step_frac_is_the_hosts_share_of_the_window_inside_step() -> None:
     """Steps that hold the host 8 ms after 2 ms waits for data: ~0.8 of the window in step(); steps that return at
     once after 8 ms waits: ~0 in step(), ~1 waiting. The two shares never add up to more than the window."""
+
     def slow_step(_: object) -> None:
         time.sleep(0.008)
 
-    launch_bound = Workload(step=slow_step, samples_per_step=1.0, next_batch=lambda: time.sleep(0.002),
-                            input_pipeline=True)
+    launch_bound = Workload(
+        step=slow_step, samples_per_step=1.0, next_batch=lambda: time.sleep(0.002), input_pipeline=True
+    )
     m = run_measure(launch_bound, CPU, warmup_steps=1, steps=20)
     assert 0.6 < m["host_step_frac"] <= 1.0 - m["data_wait_host_frac"] + 1e-9
-    fed_slowly = Workload(step=lambda _: None, samples_per_step=1.0, next_batch=lambda: time.sleep(0.008),
-                          input_pipeline=True)
+    fed_slowly = Workload(
+        step=lambda _: None, samples_per_step=1.0, next_batch=lambda: time.sleep(0.008), input_pipeline=True
+    )
     m = run_measure(fed_slowly, CPU, warmup_steps=1, steps=20)
     assert m["host_step_frac"] < 0.05 and m["data_wait_host_frac"] > 0.9
 

@@ -95,8 +95,10 @@ def knob_conflict(knobs: dict[str, Any], device_kind: str) -> str | None:
         )
     switch = knobs.get("switch_interval_ms")
     if switch is not None and (isinstance(switch, bool) or not isinstance(switch, numbers.Real) or switch <= 0):
-        return (f"knobs.switch_interval_ms must be a positive number of milliseconds (sys.setswitchinterval), got "
-                f"{switch!r}; use e.g. 0.5, or null for Python's 5 ms")
+        return (
+            f"knobs.switch_interval_ms must be a positive number of milliseconds (sys.setswitchinterval), got "
+            f"{switch!r}; use e.g. 0.5, or null for Python's 5 ms"
+        )
     if workers == 0 and knobs.get("persistent_workers"):
         return (
             "knobs.persistent_workers=true needs worker processes (knobs.num_workers > 0); set it false, or sweep "

@@ -39,8 +39,9 @@ def _num(value: object) -> float:
     return v
 
 
-def diagnose(data_wait_frac: object, gpu_util_mean: object, mfu: object, data_stage: object = None,
-             host_step_frac: object = None) -> str:
+def diagnose(
+    data_wait_frac: object, gpu_util_mean: object, mfu: object, data_stage: object = None, host_step_frac: object = None
+) -> str:
     """The rule above; a data-bound row also names the pipeline stage that limits it (``decode``,
     ``augmentation`` or ``transfer``), when its row recorded one (``data_limit_stage``, from measured timings).
     ``host_step_frac`` (rows from before it existed: None) adds rule 4's second case."""
