@@ -24,6 +24,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from sweeper.trial.rank_metrics import _union_length  # noqa: E402 (after the path insert)
+
 GAP_MS = 0.2  # an idle stretch of the GPU shorter than this is launch latency, not a gap
 
 
@@ -37,8 +39,10 @@ def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return merged
 
 
-def _covered(merged: list[tuple[float, float]], t0: float, t1: float) -> float:
-    return sum(max(0.0, min(e, t1) - max(s, t0)) for s, e in merged)
+def _covered(spans: list[tuple[float, float]], t0: float, t1: float) -> float:
+    """Time inside [t0, t1] covered by any of ``spans`` (the union's length, as the comm share of a distributed
+    trial is measured: ``sweeper.trial.rank_metrics._union_length``)."""
+    return _union_length(sorted((max(a, t0), min(b, t1)) for a, b in spans if b > t0 and a < t1))
 
 
 def summarize(trace: dict[str, Any]) -> dict[str, Any]:
@@ -95,8 +99,7 @@ def summarize(trace: dict[str, Any]) -> dict[str, Any]:
         gaps.append(gap)
     threads = {}
     for tid, ops in cpu_ops.items():
-        own = _union([(o["ts"], o["ts"] + o["dur"]) for o in ops if o.get("cat") == "cpu_op"])
-        ms = _covered(own, t0, t1) / 1e3
+        ms = _covered([(o["ts"], o["ts"] + o["dur"]) for o in ops if o.get("cat") == "cpu_op"], t0, t1) / 1e3
         if ms > 0.5:
             threads[names.get((ops[0].get("pid"), tid)) or str(tid)] = round(ms, 1)
     by_cause: dict[str, float] = {}
@@ -106,7 +109,7 @@ def summarize(trace: dict[str, Any]) -> dict[str, Any]:
         "steps": len(steps),
         "window_ms": round(span / 1e3, 2),
         "gpu_busy": round(_covered(merged, t0, t1) / span, 4),
-        "stream_busy": {k: round(_covered(_union(v), t0, t1) / span, 4) for k, v in streams.items()},
+        "stream_busy": {k: round(_covered(v, t0, t1) / span, 4) for k, v in streams.items()},
         "gap_ms_by_cause": by_cause,
         "gaps": sorted(gaps, key=lambda g: -g["ms"])[:25],
         "threads_cpu_ms": dict(sorted(threads.items(), key=lambda kv: -kv[1])),
