@@ -14,7 +14,8 @@ Parts:
           with N workers (16 cores: 14), and the per-stage timings the pipeline records (which stage limits it).
   trials  the tool's single runs (``python -m sweeper``, one isolated trial each): the model on synthetic data
           (the reference), then the same model fed by the strategies (the inductor cache is shared, so only the
-          first compiles cold); --model and --trial-strategies choose them.
+          first compiles cold); --model and --trial-strategies choose them (NAME@KEY=VALUE@...: a strategy with
+          more overrides; ``synthetic@...``: the model on synthetic data again with them).
 Rows go to OUT/decode_strategies.jsonl; a table is printed last. ``--smoke`` runs tiny sizes on the CPU.
 The shipping baseline and the fp16 initialisation check (once parts ``defaults`` and ``fp16`` here) are in
 bench/baseline_checks.py, which reuses this script's ``Out`` and ``tool``.
@@ -497,6 +498,7 @@ def tool(o: Out, out: Path, name: str, overrides: list[str], timeout: float = 40
         "data_augment_ms",
         "data_transfer_ms",
         "loss_last",
+        "train_sms",
     )
     o.add("trials", name, wall_s=wall, **{k: row.get(k) for k in keep if k in row})
 
@@ -520,6 +522,9 @@ def part_trials(
     for name in [n for n in strategies.split(",") if n]:
         # NAME@OVERRIDE@...: the strategy with more overrides (e.g. @knobs.switch_interval_ms=0.5@cpu_threads=2)
         base, *extra = name.split("@")
+        if base == "synthetic":  # the model again with more overrides (e.g. synthetic@knobs.pipeline_sms=16)
+            tool(o, out, name, [*model, *extra])
+            continue
         if smoke and base != "cpu-tv-uint8":  # the CPU smoke runs one JPEG trial
             continue
         knobs = {"num_workers": workers, "prefetch_factor": 4, "pin_memory": True, "non_blocking": True}

@@ -1,14 +1,20 @@
 """Does decoding on more threads at once keep the GPU decoder's pace while the GPU is busy? One GPU call.
 
-    python bench/gpu_decode_load.py OUT [--smoke] [--seconds 5] [--threads 1,2,3]
+    python bench/gpu_decode_load.py OUT [--smoke] [--seconds 5] [--threads 1,2,3] [--batch-sizes 256]
+        [--decoders torchvision,nvimgcodec,torchvision:unchanged] [--loads none,gpu_graph,resnet_eager] [--dump]
 
 The batched GPU decode slows beside a busy GPU (README, Measured). If that is latency (each batch a chain of
 small steps, each queued behind the training step's kernels) rather than a full decoder, batches decoded on several
 threads at once (each with its own decoder and CUDA stream) add up. For each GPU decoder and thread count: batches
 of 256 files held in memory decoded for ``--seconds`` on T threads while the main thread runs a load (``none``;
-``gpu_graph``: a CUDA graph of bf16 matmuls sized to ~30 ms, replayed and waited for, again and again); rows give
-the decode's img/s over all threads, the batches each thread decoded, and the load's ms per replay (alone:
-``load_alone_ms``).
+``gpu_graph``: a CUDA graph of bf16 matmuls sized to ~30 ms, replayed and waited for, again and again;
+``resnet_eager``: eager fp16 channels_last ResNet-50 training steps at batch 128, which like a real trial leave the
+GPU short gaps and hold the GIL while they launch; ``resnet_eager@N``: the same on a stream without N SMs,
+``knobs.pipeline_sms``); rows give the decode's img/s over all threads, the batches each
+thread decoded, and the load's ms per replay or step (alone: ``load_alone_ms``). ``torchvision:unchanged`` asks
+nvJPEG for the planes as coded (``ImageReadMode.UNCHANGED``: YCbCr, chroma subsampled, no colour conversion): is
+the colour conversion what waits behind a busy GPU? ``--dump`` saves a few such decodes with their files
+(``unchanged_sample.pt``) to check their layout.
 torchvision's decoder is one object behind a lock inside torchvision, so its threads take turns; nvImageCodec's
 decoders are separate objects. Rows go to OUT/gpu_decode_load.jsonl.
 """
@@ -16,6 +22,7 @@ decoders are separate objects. Rows go to OUT/gpu_decode_load.jsonl.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import threading
@@ -38,6 +45,9 @@ def main() -> None:
     a.add_argument("--seconds", type=float, default=5.0)
     a.add_argument("--threads", default="1,2,3")
     a.add_argument("--decoders", default="torchvision,nvimgcodec")
+    a.add_argument("--batch-sizes", default="", help="images per decode call (default: 256; 8 with --smoke)")
+    a.add_argument("--loads", default="none,gpu_graph,resnet_eager")
+    a.add_argument("--dump", action="store_true")
     args = a.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     rows = args.out / "gpu_decode_load.jsonl"
@@ -50,11 +60,28 @@ def main() -> None:
 
     device = torch.device("cpu" if args.smoke else "cuda")
     images, bs = (32, 8) if args.smoke else (1024, 256)
+    sizes = [int(b) for b in args.batch_sizes.split(",") if b] or [bs]
+    wanted_loads = [x for x in args.loads.split(",") if x]
     root = args.out / "results" / "data" / f"gpu-decode-load-{images}"
     corpus.ensure_corpus(root, images, 500, 375, "imagenet")
     files = [torch.frombuffer(bytearray(f.read_bytes()), dtype=torch.uint8) for f in sorted(root.glob("*/*.jpg"))]
-    loads: dict[str, Any] = {"none": None}
-    if device.type == "cuda":
+
+    def replay(graph: Any) -> None:
+        graph() if callable(graph) else graph.replay()
+        torch.cuda.current_stream().synchronize()
+
+    if args.dump:
+        from torchvision.io import ImageReadMode, decode_jpeg
+
+        sample = files[:8]
+        decoded = decode_jpeg(sample, mode=ImageReadMode.UNCHANGED, device=device)
+        rgb = decode_jpeg(sample, mode=ImageReadMode.RGB, device=device)
+        torch.save(
+            {"files": sample, "unchanged": [d.cpu() for d in decoded], "rgb": [d.cpu() for d in rgb]},
+            args.out / "unchanged_sample.pt",
+        )
+    loads: dict[str, Any] = {"none": None} if "none" in wanted_loads else {}
+    if device.type == "cuda" and "gpu_graph" in wanted_loads:
         x = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
         y = torch.empty_like(x)
         torch.matmul(x, x, out=y)
@@ -70,9 +97,37 @@ def main() -> None:
                 torch.matmul(x, x, out=y)
         loads["gpu_graph"] = graph
 
-    def replay(graph: Any) -> None:
-        graph.replay()
-        torch.cuda.current_stream().synchronize()
+    resnet_loads = [x for x in wanted_loads if x.split("@")[0] == "resnet_eager"]
+    if device.type == "cuda" and resnet_loads:
+        import torchvision
+
+        from workloads import green
+
+        model = torchvision.models.resnet50().to(device, memory_format=torch.channels_last)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        xb = torch.randn(128, 3, 224, 224, device=device).contiguous(memory_format=torch.channels_last)
+        yb = torch.randint(0, 1000, (128,), device=device)
+
+        def train_step(stream: Any) -> None:
+            with torch.cuda.stream(stream):
+                with torch.autocast("cuda", dtype=torch.float16):
+                    loss = torch.nn.functional.cross_entropy(model(xb), yb)
+                loss.backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+            stream.synchronize()
+
+        for name in resnet_loads:
+            # resnet_eager@N: the step on a green context without N SMs (workloads.green, knobs.pipeline_sms)
+            withheld = int(name.partition("@")[2] or 0)
+            try:
+                stream = green.training_stream(device, withheld)[0] if withheld else torch.cuda.current_stream()
+                for _ in range(3):
+                    replay(functools.partial(train_step, stream))
+            except Exception as e:  # noqa: BLE001 - a load that cannot start is a row
+                add(load=name, error=repr(e)[:300])
+                continue
+            loads[name] = functools.partial(train_step, stream)
 
     load_alone: dict[str, float] = {}
     for name, graph in loads.items():
@@ -83,13 +138,14 @@ def main() -> None:
                 n += 1
             load_alone[name] = (time.perf_counter() - t0) / n * 1e3
     threads = [int(t) for t in args.threads.split(",") if t]
-    for decoder in [d for d in args.decoders.split(",") if d]:
+    for decoder_spec in [d for d in args.decoders.split(",") if d]:
+        decoder, _, mode = decoder_spec.partition(":")
         if decoder == "nvimgcodec" and decode.nvimgcodec_missing():
             add(decoder=decoder, skipped=decode.nvimgcodec_missing())
             continue
-        for t in threads:
+        for t, bs in [(t, b) for t in threads for b in sizes]:
             try:
-                gpus = [decode.GpuDecode(224, device, decoder) for _ in range(t)]
+                gpus = [_decoder(decoder, mode, device) for _ in range(t)]
             except Exception as e:  # noqa: BLE001 - a decoder that cannot start is a row
                 add(decoder=decoder, threads=t, error=repr(e)[:300])
                 continue
@@ -107,10 +163,10 @@ def main() -> None:
                             if stream is not None:
                                 with torch.cuda.stream(stream):
                                     stream.synchronize()
-                                    gpus[k].decode(batch)
+                                    gpus[k](batch)
                                     stream.synchronize()
                             else:
-                                gpus[k].decode(batch)
+                                gpus[k](batch)
                             done[k] += 1
                             b += t
                     except Exception as e:  # noqa: BLE001
@@ -136,6 +192,8 @@ def main() -> None:
                     th.join(timeout=30)
                 add(
                     decoder=decoder,
+                    mode=mode or "rgb",
+                    batch_size=bs,
                     threads=t,
                     load=load_name,
                     decode_img_s=batches * bs / wall,
@@ -145,6 +203,16 @@ def main() -> None:
                     load_alone_ms=load_alone.get(load_name),
                     error=errors[0] if errors else None,
                 )
+
+
+def _decoder(name: str, mode: str, device: torch.device) -> Any:
+    """Decodes a list of JPEG tensors on ``device``: the pipeline's decoder, or torchvision's in ``mode``."""
+    if not mode:
+        return decode.GpuDecode(224, device, name).decode
+    from torchvision.io import ImageReadMode, decode_jpeg
+
+    read_mode = getattr(ImageReadMode, mode.upper())
+    return lambda batch: decode_jpeg(batch, mode=read_mode, device=device)
 
 
 if __name__ == "__main__":
