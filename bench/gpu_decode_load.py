@@ -9,8 +9,7 @@ threads at once (each with its own decoder and CUDA stream) add up. For each GPU
 of 256 files held in memory decoded for ``--seconds`` on T threads while the main thread runs a load (``none``;
 ``gpu_graph``: a CUDA graph of bf16 matmuls sized to ~30 ms, replayed and waited for, again and again;
 ``resnet_eager``: eager fp16 channels_last ResNet-50 training steps at batch 128, which like a real trial leave the
-GPU short gaps and hold the GIL while they launch; ``resnet_eager@N``: the same on a stream without N SMs,
-``knobs.pipeline_sms``); rows give the decode's img/s over all threads, the batches each
+GPU short gaps and hold the GIL while they launch); rows give the decode's img/s over all threads, the batches each
 thread decoded, and the load's ms per replay or step (alone: ``load_alone_ms``). ``torchvision:unchanged`` asks
 nvJPEG for the planes as coded (``ImageReadMode.UNCHANGED``: YCbCr, chroma subsampled, no colour conversion): is
 the colour conversion what waits behind a busy GPU? ``--dump`` saves a few such decodes with their files
@@ -22,7 +21,6 @@ decoders are separate objects. Rows go to OUT/gpu_decode_load.jsonl.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import sys
 import threading
@@ -97,37 +95,24 @@ def main() -> None:
                 torch.matmul(x, x, out=y)
         loads["gpu_graph"] = graph
 
-    resnet_loads = [x for x in wanted_loads if x.split("@")[0] == "resnet_eager"]
-    if device.type == "cuda" and resnet_loads:
+    if device.type == "cuda" and "resnet_eager" in wanted_loads:
         import torchvision
-
-        from workloads import green
 
         model = torchvision.models.resnet50().to(device, memory_format=torch.channels_last)
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
         xb = torch.randn(128, 3, 224, 224, device=device).contiguous(memory_format=torch.channels_last)
         yb = torch.randint(0, 1000, (128,), device=device)
 
-        def train_step(stream: Any) -> None:
-            with torch.cuda.stream(stream):
-                with torch.autocast("cuda", dtype=torch.float16):
-                    loss = torch.nn.functional.cross_entropy(model(xb), yb)
-                loss.backward()
-                opt.step()
-                opt.zero_grad(set_to_none=True)
-            stream.synchronize()
+        def train_step() -> None:
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = torch.nn.functional.cross_entropy(model(xb), yb)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
 
-        for name in resnet_loads:
-            # resnet_eager@N: the step on a green context without N SMs (workloads.green, knobs.pipeline_sms)
-            withheld = int(name.partition("@")[2] or 0)
-            try:
-                stream = green.training_stream(device, withheld)[0] if withheld else torch.cuda.current_stream()
-                for _ in range(3):
-                    replay(functools.partial(train_step, stream))
-            except Exception as e:  # noqa: BLE001 - a load that cannot start is a row
-                add(load=name, error=repr(e)[:300])
-                continue
-            loads[name] = functools.partial(train_step, stream)
+        loads["resnet_eager"] = train_step
+        for _ in range(3):
+            replay(train_step)
 
     load_alone: dict[str, float] = {}
     for name, graph in loads.items():

@@ -390,49 +390,17 @@ def test_a_workload_is_a_module_that_defines_build() -> None:
         workloads.load("common")
 
 
-# ---------------------------------------------------------------- SMs withheld for the input pipeline
-
-
-def test_pipeline_sms_is_checked_before_launch() -> None:
+def test_cuda_connections_is_checked_before_launch_and_sets_the_environment() -> None:
     from workloads.base import DeviceInfo
 
-    cpu, gpu = DeviceInfo("cpu"), DeviceInfo("cuda", "H200", 1, (9, 0))
-
-    def reason(value: Any, device: DeviceInfo) -> str | None:
-        return resnet50.check({"workload": {"name": "resnet50", "data": "synthetic"}, "knobs": {"pipeline_sms": value}},
-                              device)
-
-    assert reason(0, gpu) is None and reason(None, cpu) is None and reason(0, cpu) is None
-    for bad in (-8, "8", 1.5, True):
-        assert reason(bad, gpu).startswith("knobs.pipeline_sms must be an integer >= 0"), bad
-    assert reason(16, cpu) == "knobs.pipeline_sms=16 withholds SMs of a GPU, but this trial runs on cpu; set it 0"
-
-
-def test_pipeline_sms_adds_its_recipe_line_only_when_set() -> None:
-    assert resnet50.RECIPE["pipeline_sms"](0) == []
-    lines = resnet50.RECIPE["pipeline_sms"](16)
-    assert any("GreenContext(num_sms=sm_count - 16)" in line for line in lines)
-
-
-@cuda_only
-def test_pipeline_sms_runs_the_step_on_a_stream_without_those_sms(tmp_path: Path) -> None:
-    from cuda.bindings import driver
-
-    default = torch.cuda.current_stream()
-    try:
-        cfg = resnet_cfg(tmp_path, pipeline_sms=16)
-        cfg["device"] = "cuda"
-        work = resnet50.build(cfg, torch.device("cuda"))
-        stream = torch.cuda.current_stream()
-        assert stream != default, "the trial's thread launches on the green context's stream"
-        sms = work.extra_metrics()
-        assert sms["gpu_sms"] - 16 <= sms["train_sms"] < sms["gpu_sms"], sms
-        err, ctx = driver.cuStreamGetGreenCtx(stream.cuda_stream)
-        assert int(err) == 0 and int(ctx) != 0, "the stream belongs to a green context"
-        err, res = driver.cuGreenCtxGetDevResource(ctx, driver.CUdevResourceType.CU_DEV_RESOURCE_TYPE_SM)
-        assert int(err) == 0 and res.sm.smCount == sms["train_sms"]
-        loss = work.step(work.next_batch())
-        torch.cuda.synchronize()
-        assert torch.isfinite(loss)
-    finally:
-        torch.cuda.set_stream(default)
+    gpu = DeviceInfo("cuda", "H200", 1, (9, 0))
+    for good in (None, 1, 8, 32):
+        assert common.check_common({"cuda_connections": good}, gpu) is None
+    for bad in (0, 33, "32", 8.0, True):
+        reason = common.check_common({"cuda_connections": bad}, gpu)
+        expected = f"knobs.cuda_connections must be an integer in 1..32 (CUDA_DEVICE_MAX_CONNECTIONS), got {bad!r}"
+        assert reason == expected
+    assert common.knob_env({"cuda_connections": 32}) == {"CUDA_DEVICE_MAX_CONNECTIONS": "32"}
+    assert common.knob_env({"cuda_connections": None}) == {} == common.knob_env({})
+    assert common.RECIPE["cuda_connections"](None) == []
+    assert "CUDA_DEVICE_MAX_CONNECTIONS'] = '32'" in common.RECIPE["cuda_connections"](32)[0]

@@ -142,6 +142,17 @@ def test_isolate_false_applies_env_and_cores_and_refuses_parallel_slots(results:
     assert proc.returncode == 2 and "`trial.isolate`" in proc.stderr, proc.stderr[-2000:]
 
 
+def test_cuda_connections_knob_reaches_the_isolated_trial_before_cuda_starts(results: Path) -> None:
+    """knobs.cuda_connections is CUDA_DEVICE_MAX_CONNECTIONS in the trial process (set by the child before the workload
+    is built, so before CUDA starts), winning over a conflicting ``env`` entry; unset, the trial sees none."""
+    run_cli([*FAULTS, "+knobs.cuda_connections=32", "+env.CUDA_DEVICE_MAX_CONNECTIONS=4"], results, check=True)
+    run_cli([*FAULTS, "knobs.work=9"], results, check=True)
+    rows = pd.read_parquet(results / "trials").sort_values("started_at")
+    assert list(rows["status"]) == ["complete", "complete"]
+    assert rows["queues_probe"].iloc[0] == "32" and pd.isna(rows["queues_probe"].iloc[1])
+    assert rows["knob.cuda_connections"].iloc[0] == 32
+
+
 def test_pruning_stops_every_clearly_worse_trial_and_keeps_the_best(results: Path) -> None:
     """Slow by construction: the defaults (trial 0, measured first) sleep 1 ms a step, every other configuration
     8-20 ms. With the median pruner (one finished trial needed) each slow trial is stopped at its first report

@@ -3,8 +3,7 @@
 Data (``workload.data``): ``synthetic`` tensors already on the device (the model alone), or ``jpeg``: a real
 input pipeline (JPEG files decoded and augmented per sample, see ``workloads.data``).
 Knobs: precision, memory_format, compile, cudnn_benchmark, batch_size, grad_accum_steps, optimizer_impl,
-activation_checkpointing (``off``, ``all`` or the first N of the four stages), pipeline_sms (SMs withheld from the
-training step for the input pipeline's GPU work, ``workloads.green``), and the data-loading knobs.
+activation_checkpointing (``off``, ``all`` or the first N of the four stages), and the data-loading knobs.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ import torch
 import torch.nn.functional as F
 import torchvision
 
-from workloads import common, green, parallel
+from workloads import common, parallel
 from workloads.base import DeviceInfo, Workload
 from workloads.data import DECODE_DEVICES, TRANSFER_DTYPES
 
@@ -30,22 +29,10 @@ KNOB_VALUES = {
     "transfer_dtype": TRANSFER_DTYPES,
 }
 
-# Lines of a hand-written loop that apply this workload's own knobs (the report's recipe, sweeper.report.recipe).
-RECIPE: dict[str, Any] = {
-    "pipeline_sms": lambda v: (
-        [
-            f"# run the training step on a CUDA green context without {v} SMs; the input pipeline's GPU work keeps them:",
-            f"ctx = torch.cuda.green_contexts.GreenContext(num_sms=sm_count - {v}); torch.cuda.set_stream(ctx.Stream())",
-        ]
-        if v
-        else []
-    ),
-}
-
 
 def check(cfg: dict[str, Any], device: DeviceInfo) -> str | None:
     knobs = cfg["knobs"]
-    reason = common.check_common(knobs, device) or parallel.check(cfg, device) or check_pipeline_sms(knobs, device)
+    reason = common.check_common(knobs, device) or parallel.check(cfg, device)
     if reason:
         return reason
     if cfg["workload"].get("data", "synthetic") == "jpeg":
@@ -53,18 +40,6 @@ def check(cfg: dict[str, Any], device: DeviceInfo) -> str | None:
 
         return data.check(knobs, device)
     return None
-
-
-def check_pipeline_sms(knobs: dict[str, Any], device: DeviceInfo) -> str | None:
-    """Why ``knobs.pipeline_sms`` cannot run here, or None (0 or unset: nothing withheld)."""
-    sms = knobs.get("pipeline_sms") or 0
-    if isinstance(sms, bool) or not isinstance(sms, int) or sms < 0:
-        return f"knobs.pipeline_sms must be an integer >= 0 (SMs withheld from the training step), got {sms!r}"
-    if sms == 0:
-        return None
-    if device.kind != "cuda":
-        return f"knobs.pipeline_sms={sms} withholds SMs of a GPU, but this trial runs on {device.kind}; set it 0"
-    return green.missing()
 
 
 def flops_per_sample(image_size: int, num_classes: int) -> float:
@@ -85,14 +60,6 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
     common.set_global_flags(knobs)
     bs, size, classes = int(knobs["batch_size"]), int(p.get("image_size", 224)), int(p.get("num_classes", 1000))
     fmt = common.memory_format(knobs.get("memory_format", "contiguous"))
-    sms: dict[str, Any] = {}
-    if int(knobs.get("pipeline_sms") or 0) and device.type == "cuda":
-        # every kernel this (main) thread launches from here on, and the backward of its forward, runs on a stream
-        # of a green context without the withheld SMs; the input pipeline's threads keep their own streams
-        stream, train_sms, total = green.training_stream(device, int(knobs["pipeline_sms"]))
-        torch.cuda.synchronize(device)
-        torch.cuda.set_stream(stream)
-        sms = {"train_sms": train_sms, "gpu_sms": total}
     torch.manual_seed(0)
     # Every residual block starts as the identity (its last BatchNorm's gamma zeroed), as large-batch and fp16
     # ResNet-50 recipes do (Goyal et al. 2017; MLPerf): with torchvision's default init the residual sums grow
@@ -142,9 +109,6 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
     else:
         raise ValueError(f"workload.data must be 'synthetic' or 'jpeg', got {p['data']!r}")
 
-    if sms:
-        data_metrics = extra
-        extra = lambda: {**data_metrics(), **sms}  # noqa: E731
     return Workload(
         step=train,
         next_batch=next_batch,

@@ -22,6 +22,7 @@ from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.trial import local
 from sweeper.trial.measure import NonFiniteLoss
 from sweeper.trial.proc import die_with_parent
+from workloads.common import knob_env
 
 
 class PruneRequested(Exception):
@@ -68,14 +69,20 @@ def classify(exc: BaseException) -> TrialOutcome:
 
 @contextlib.contextmanager
 def placed(cfg: dict[str, Any]) -> Iterator[None]:
-    """The trial's ``env`` (``CUDA_VISIBLE_DEVICES`` for its ``gpus`` included) and ``cpus`` applied to this process,
-    restored afterwards (``trial.isolate=false`` runs in a process that lives on). A process whose CUDA is already
-    initialized cannot be moved to other GPUs: that is refused, not ignored."""
-    env = {k: str(v) for k, v in (cfg.get("env") or {}).items()}
+    """The trial's ``env`` (``CUDA_VISIBLE_DEVICES`` for its ``gpus`` included), the environment its knobs set
+    (``workloads.common.ENV_KNOBS``, which win over ``env``) and ``cpus`` applied to this process, restored afterwards
+    (``trial.isolate=false`` runs in a process that lives on). CUDA reads these variables once, when it starts: a
+    process whose CUDA is already initialized with other values is refused, not silently run with the old ones."""
+    knobs = knob_env(cfg.get("knobs") or {})
+    env = {**{k: str(v) for k, v in (cfg.get("env") or {}).items()}, **knobs}
     visible = env.get("CUDA_VISIBLE_DEVICES")
     if visible is not None and torch.cuda.is_initialized() and os.environ.get("CUDA_VISIBLE_DEVICES") != visible:
         raise RuntimeError(f"this trial must see GPUs {visible} (CUDA_VISIBLE_DEVICES), but CUDA is already "
                            "initialized in this process with other GPUs; run it with trial.isolate=true")
+    for var, value in knobs.items():
+        if torch.cuda.is_initialized() and os.environ.get(var) != value:
+            raise RuntimeError(f"this trial sets {var}={value}, which CUDA reads when it starts, but CUDA is already "
+                               "initialized in this process; run it with trial.isolate=true")
     saved_env = {k: os.environ.get(k) for k in env}
     saved_cpus = os.sched_getaffinity(0)
     os.environ.update(env)

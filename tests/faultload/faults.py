@@ -4,7 +4,7 @@
 ``knobs.work``), ``oom`` (a real allocation far beyond memory), ``nan`` (the loss really becomes NaN), ``raise``,
 ``segfault`` (a real invalid read), ``abort``, ``sigkill`` (what the kernel's OOM killer does), ``hang``, ``exit``,
 ``gpu_only`` (refused by ``check`` on a CPU: skipped before launch). The trial reports ``env_probe``, the value of
-``KNOB_PROBE`` it saw.
+``KNOB_PROBE`` it saw, and ``queues_probe`` the value of ``CUDA_DEVICE_MAX_CONNECTIONS`` (``knobs.cuda_connections``).
 
 A good step multiplies ``workload.reps`` times, then waits ``workload.wait_ms`` (a step blocked on I/O or a device;
 0: no wait). Planted regressions for the nightly gate (``plant:``; not knobs, so not part of a configuration's
@@ -72,7 +72,10 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
         step=step,
         samples_per_step=1.0,
         flops_per_step=2.0 * n**3 * reps,
-        extra_metrics=lambda: {"env_probe": os.environ.get("KNOB_PROBE")},
+        extra_metrics=lambda: {
+            "env_probe": os.environ.get("KNOB_PROBE"),
+            "queues_probe": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS"),
+        },
     )
 
 
