@@ -9,6 +9,7 @@ data-loading knobs are in test_data.py.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -404,3 +405,19 @@ def test_cuda_connections_is_checked_before_launch_and_sets_the_environment() ->
     assert common.knob_env({"cuda_connections": None}) == {} == common.knob_env({})
     assert common.RECIPE["cuda_connections"](None) == []
     assert "CUDA_DEVICE_MAX_CONNECTIONS'] = '32'" in common.RECIPE["cuda_connections"](32)[0]
+
+
+
+@cuda_only
+def test_in_process_trials_refuse_a_cuda_connections_cuda_did_not_start_with() -> None:
+    """trial.isolate=false: CUDA reads CUDA_DEVICE_MAX_CONNECTIONS once; a later trial wanting another value (set, or
+    unset where CUDA started with one) is refused instead of running, and being recorded, with the wrong one."""
+    from sweeper.trial import child
+
+    torch.zeros(1, device="cuda")  # CUDA runs in this process, started without the variable
+    assert os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS") is None
+    with child.placed({"knobs": {}}):
+        pass
+    with pytest.raises(RuntimeError, match="CUDA_DEVICE_MAX_CONNECTIONS=32, .* already runs in this process with None"):
+        with child.placed({"knobs": {"cuda_connections": 32}}):
+            pass

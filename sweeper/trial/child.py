@@ -22,7 +22,7 @@ from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.trial import local
 from sweeper.trial.measure import NonFiniteLoss
 from sweeper.trial.proc import die_with_parent
-from workloads.common import knob_env
+from workloads.common import ENV_KNOBS, knob_env
 
 
 class PruneRequested(Exception):
@@ -67,22 +67,33 @@ def classify(exc: BaseException) -> TrialOutcome:
     return TrialOutcome(Status.FAILED, f"exception:{type(exc).__name__}", f"{first}\n{tail}".strip())
 
 
+# ENV_KNOBS' variables as CUDA found them when it started in this process (None until it has started)
+_CUDA_ENV: dict[str, str | None] | None = None
+
+
+def _note_cuda_env() -> None:
+    global _CUDA_ENV
+    if _CUDA_ENV is None and torch.cuda.is_initialized():
+        _CUDA_ENV = {var: os.environ.get(var) for var in ENV_KNOBS.values()}
+
+
 @contextlib.contextmanager
 def placed(cfg: dict[str, Any]) -> Iterator[None]:
     """The trial's ``env`` (``CUDA_VISIBLE_DEVICES`` for its ``gpus`` included), the environment its knobs set
     (``workloads.common.ENV_KNOBS``, which win over ``env``) and ``cpus`` applied to this process, restored afterwards
     (``trial.isolate=false`` runs in a process that lives on). CUDA reads these variables once, when it starts: a
     process whose CUDA is already initialized with other values is refused, not silently run with the old ones."""
-    knobs = knob_env(cfg.get("knobs") or {})
-    env = {**{k: str(v) for k, v in (cfg.get("env") or {}).items()}, **knobs}
+    env = {**{k: str(v) for k, v in (cfg.get("env") or {}).items()}, **knob_env(cfg.get("knobs") or {})}
     visible = env.get("CUDA_VISIBLE_DEVICES")
     if visible is not None and torch.cuda.is_initialized() and os.environ.get("CUDA_VISIBLE_DEVICES") != visible:
         raise RuntimeError(f"this trial must see GPUs {visible} (CUDA_VISIBLE_DEVICES), but CUDA is already "
                            "initialized in this process with other GPUs; run it with trial.isolate=true")
-    for var, value in knobs.items():
-        if torch.cuda.is_initialized() and os.environ.get(var) != value:
-            raise RuntimeError(f"this trial sets {var}={value}, which CUDA reads when it starts, but CUDA is already "
-                               "initialized in this process; run it with trial.isolate=true")
+    _note_cuda_env()
+    for var in ENV_KNOBS.values():  # a trial that leaves one unset wants what the process has, CUDA's default if none
+        wanted = env.get(var, os.environ.get(var))
+        if _CUDA_ENV is not None and _CUDA_ENV[var] != wanted:
+            raise RuntimeError(f"this trial runs with {var}={wanted}, which CUDA reads when it starts, but CUDA "
+                               f"already runs in this process with {_CUDA_ENV[var]}; run it with trial.isolate=true")
     saved_env = {k: os.environ.get(k) for k in env}
     saved_cpus = os.sched_getaffinity(0)
     os.environ.update(env)
@@ -91,6 +102,7 @@ def placed(cfg: dict[str, Any]) -> Iterator[None]:
     try:
         yield
     finally:
+        _note_cuda_env()  # CUDA started during this trial: with this trial's variables, read before they are restored
         for k, v in saved_env.items():
             if v is None:
                 os.environ.pop(k, None)
