@@ -1,7 +1,7 @@
 """Does decoding on more threads at once keep the GPU decoder's pace while the GPU is busy? One GPU call.
 
     python bench/gpu_decode_load.py OUT [--smoke] [--seconds 5] [--threads 1,2,3] [--batch-sizes 256]
-        [--decoders torchvision,nvimgcodec,torchvision:unchanged] [--loads none,gpu_graph,resnet_eager] [--dump]
+        [--decoders torchvision,nvimgcodec,torchvision:unchanged] [--loads none,gpu_graph,resnet_eager]
 
 The batched GPU decode slows beside a busy GPU (README, Measured). If that is latency (each batch a chain of
 small steps, each queued behind the training step's kernels) rather than a full decoder, batches decoded on several
@@ -12,8 +12,8 @@ of 256 files held in memory decoded for ``--seconds`` on T threads while the mai
 GPU short gaps and hold the GIL while they launch); rows give the decode's img/s over all threads, the batches each
 thread decoded, and the load's ms per replay or step (alone: ``load_alone_ms``). ``torchvision:unchanged`` asks
 nvJPEG for the planes as coded (``ImageReadMode.UNCHANGED``: YCbCr, chroma subsampled, no colour conversion): is
-the colour conversion what waits behind a busy GPU? ``--dump`` saves a few such decodes with their files
-(``unchanged_sample.pt``) to check their layout.
+the colour conversion what waits behind a busy GPU? (On the H200's
+hardware path it returned the same RGB bytes: README, Measured, session 10.)
 torchvision's decoder is one object behind a lock inside torchvision, so its threads take turns; nvImageCodec's
 decoders are separate objects. Rows go to OUT/gpu_decode_load.jsonl.
 """
@@ -45,7 +45,6 @@ def main() -> None:
     a.add_argument("--decoders", default="torchvision,nvimgcodec")
     a.add_argument("--batch-sizes", default="", help="images per decode call (default: 256; 8 with --smoke)")
     a.add_argument("--loads", default="none,gpu_graph,resnet_eager")
-    a.add_argument("--dump", action="store_true")
     args = a.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     rows = args.out / "gpu_decode_load.jsonl"
@@ -68,16 +67,6 @@ def main() -> None:
         graph() if callable(graph) else graph.replay()
         torch.cuda.current_stream().synchronize()
 
-    if args.dump:
-        from torchvision.io import ImageReadMode, decode_jpeg
-
-        sample = files[:8]
-        decoded = decode_jpeg(sample, mode=ImageReadMode.UNCHANGED, device=device)
-        rgb = decode_jpeg(sample, mode=ImageReadMode.RGB, device=device)
-        torch.save(
-            {"files": sample, "unchanged": [d.cpu() for d in decoded], "rgb": [d.cpu() for d in rgb]},
-            args.out / "unchanged_sample.pt",
-        )
     loads: dict[str, Any] = {"none": None} if "none" in wanted_loads else {}
     if device.type == "cuda" and "gpu_graph" in wanted_loads:
         x = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)

@@ -410,8 +410,9 @@ def test_cuda_connections_is_checked_before_launch_and_sets_the_environment() ->
 
 @cuda_only
 def test_in_process_trials_refuse_a_cuda_connections_cuda_did_not_start_with() -> None:
-    """trial.isolate=false: CUDA reads CUDA_DEVICE_MAX_CONNECTIONS once; a later trial wanting another value (set, or
-    unset where CUDA started with one) is refused instead of running, and being recorded, with the wrong one."""
+    """trial.isolate=false: CUDA reads CUDA_DEVICE_MAX_CONNECTIONS and CUDA_VISIBLE_DEVICES once; a later trial
+    wanting another value (set, or unset where CUDA started with one) is refused instead of running, and being
+    recorded, with the wrong one."""
     from sweeper.trial import child
 
     torch.zeros(1, device="cuda")  # CUDA runs in this process, started without the variable
@@ -420,4 +421,8 @@ def test_in_process_trials_refuse_a_cuda_connections_cuda_did_not_start_with() -
         pass
     with pytest.raises(RuntimeError, match="CUDA_DEVICE_MAX_CONNECTIONS=32, .* already runs in this process with None"):
         with child.placed({"knobs": {"cuda_connections": 32}}):
+            pass
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    with pytest.raises(RuntimeError, match=f"CUDA_VISIBLE_DEVICES=7, .* already runs in this process with {visible}"):
+        with child.placed({"env": {"CUDA_VISIBLE_DEVICES": "7"}}):
             pass

@@ -67,29 +67,28 @@ def classify(exc: BaseException) -> TrialOutcome:
     return TrialOutcome(Status.FAILED, f"exception:{type(exc).__name__}", f"{first}\n{tail}".strip())
 
 
-# ENV_KNOBS' variables as CUDA found them when it started in this process (None until it has started)
+# The variables CUDA reads once, when it starts: which GPUs it sees, and those the knobs set (ENV_KNOBS)
+CUDA_START_VARS = ("CUDA_VISIBLE_DEVICES", *ENV_KNOBS.values())
+# their values when CUDA started in this process (None until it has started)
 _CUDA_ENV: dict[str, str | None] | None = None
 
 
 def _note_cuda_env() -> None:
     global _CUDA_ENV
     if _CUDA_ENV is None and torch.cuda.is_initialized():
-        _CUDA_ENV = {var: os.environ.get(var) for var in ENV_KNOBS.values()}
+        _CUDA_ENV = {var: os.environ.get(var) for var in CUDA_START_VARS}
 
 
 @contextlib.contextmanager
 def placed(cfg: dict[str, Any]) -> Iterator[None]:
     """The trial's ``env`` (``CUDA_VISIBLE_DEVICES`` for its ``gpus`` included), the environment its knobs set
     (``workloads.common.ENV_KNOBS``, which win over ``env``) and ``cpus`` applied to this process, restored afterwards
-    (``trial.isolate=false`` runs in a process that lives on). CUDA reads these variables once, when it starts: a
-    process whose CUDA is already initialized with other values is refused, not silently run with the old ones."""
+    (``trial.isolate=false`` runs in a process that lives on). CUDA reads some of these variables once, when it
+    starts (``CUDA_START_VARS``): a trial wanting other values than those CUDA started with in this process (one that
+    leaves a variable unset wants the process's own) is refused, not run on other GPUs or queues than it records."""
     env = {**{k: str(v) for k, v in (cfg.get("env") or {}).items()}, **knob_env(cfg.get("knobs") or {})}
-    visible = env.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None and torch.cuda.is_initialized() and os.environ.get("CUDA_VISIBLE_DEVICES") != visible:
-        raise RuntimeError(f"this trial must see GPUs {visible} (CUDA_VISIBLE_DEVICES), but CUDA is already "
-                           "initialized in this process with other GPUs; run it with trial.isolate=true")
     _note_cuda_env()
-    for var in ENV_KNOBS.values():  # a trial that leaves one unset wants what the process has, CUDA's default if none
+    for var in CUDA_START_VARS:
         wanted = env.get(var, os.environ.get(var))
         if _CUDA_ENV is not None and _CUDA_ENV[var] != wanted:
             raise RuntimeError(f"this trial runs with {var}={wanted}, which CUDA reads when it starts, but CUDA "
