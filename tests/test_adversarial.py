@@ -392,7 +392,7 @@ def test_interrupt_stops_within_seconds_and_records_interrupted(
     assert states[0] == (TrialState.FAIL, "interrupted")
     assert states[1:] == [(TrialState.FAIL, "surplus")] * (2 if "workers" in launcher else 0), states
     df = store.read_results(results)
-    assert list(df["status"]) == ["failed"] and list(df["reason"]) == ["interrupted"]
+    assert list(df["status"]) == ["interrupted"] and list(df["reason"]) == ["interrupted"]
 
 
 def test_full_disk_one_line_and_resumable(tmp_path: Path) -> None:

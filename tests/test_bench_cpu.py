@@ -201,7 +201,7 @@ def test_ceiling_bench_stops_an_overrunning_sweep_and_summarizes_from_rows(tmp_p
     sweep = next(r for r in rows if r["kind"] == "sweep")
     assert sweep["exit"] != 0, "stopped, not finished"
     first = next(r for r in rows if r["kind"] == "summary")
-    assert first["statuses"] == {"failed": 1} and first["recomputed_from_rows"] is False, "one trial, interrupted"
+    assert first["statuses"] == {"interrupted": 1} and first["recomputed_from_rows"] is False, "one trial, interrupted"
     _run("bench/pack.py", str(out / "results"), str(tmp_path / "rows.parquet"))
     started = pd.Timestamp(sweep["started"], unit="s", tz="UTC").isoformat()
     _run("bench/ceiling.py", str(out), "--summarize", str(tmp_path / "rows.parquet"), "--started", started)

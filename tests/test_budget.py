@@ -8,7 +8,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState, create_trial
 
-from sweeper.sweep.budget import derived_timeout
+from sweeper.sweep.costs import derived_timeout
 from sweeper.sweep.space import build_space
 
 from conftest import run_cli

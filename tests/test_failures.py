@@ -136,7 +136,9 @@ def test_sigkill_mid_sweep_then_resume(results: Path) -> None:
     assert not df["trial"].duplicated().any()
     assert sorted(df["trial"]) == list(range(len(df)))
     interrupted = df[df["reason"] == "interrupted"]
-    assert len(interrupted) == 1 and (interrupted["status"] == "failed").all()
+    assert len(interrupted) == 1 and (interrupted["status"] == "interrupted").all()
+    rerun = df[(df["status"] == "complete") & (df["knob.work"] == interrupted["knob.work"].item())]
+    assert (rerun["trial"] > interrupted["trial"].item()).any(), "the interrupted configuration is measured again"
     reason = df["reason"].fillna("")
     counted = df[(reason != "interrupted") & ~reason.str.startswith("duplicate:")]  # duplicates measure nothing
     assert len(counted) == 8 and (counted["status"] == "complete").all()

@@ -16,10 +16,11 @@ class Status(str, enum.Enum):
     """What became of a trial. The value is what lands in the Parquet ``status`` column."""
 
     COMPLETE = "complete"  # measured; objectives told to Optuna
-    FAILED = "failed"  # exception, signal, timeout, non-finite loss, interrupted sweep
+    FAILED = "failed"  # exception, signal, timeout, non-finite loss
     INFEASIBLE = "infeasible"  # out of memory: a violated constraint for the sampler
     PRUNED = "pruned"  # stopped early by the pruner
-    SKIPPED = "skipped"  # never launched: impossible combination, or a duplicate of a measured one
+    SKIPPED = "skipped"  # never launched: impossible combination, a duplicate of a measured one, over budget
+    INTERRUPTED = "interrupted"  # stopped by Ctrl-C, SIGTERM, the budget or its sweeper's death: measured again
 
 
 @dataclasses.dataclass
@@ -27,7 +28,8 @@ class TrialOutcome:
     """Status, reason and measurements of one trial.
 
     ``reason`` is a short machine-readable tag (``oom``, ``nonfinite``, ``timeout``, ``signal:SIGSEGV``,
-    ``exception:ValueError``, ``invalid:<why>``, ``duplicate:<trial>``, ``interrupted``); ``message`` is
+    ``exception:ValueError``, ``invalid:<why>``, ``duplicate:<trial>``, ``over-budget:<why>``; for status
+    interrupted: ``interrupted`` or ``budget``); ``message`` is
     the human text (exception message and the last traceback lines).
     """
 

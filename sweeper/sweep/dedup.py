@@ -140,7 +140,8 @@ def settled(t: FrozenTrial) -> bool:
     """The configuration's answer is known: measured, out of memory, or not runnable on this device (a failed
     trial is not: its configuration may be asked again)."""
     status = t.user_attrs.get("status")
-    return measured(t) or status == "infeasible" or (status == "skipped" and not is_duplicate(t))
+    over_budget = str(t.user_attrs.get(REASON_KEY, "")).startswith("over-budget:")  # it may fit another night
+    return measured(t) or status == "infeasible" or (status == "skipped" and not is_duplicate(t) and not over_budget)
 
 
 def exhausted(study: optuna.Study, keys: set[str] | None) -> bool:

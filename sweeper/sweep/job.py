@@ -90,6 +90,7 @@ def _run_recorded(tcfg: dict[str, Any], context: dict[str, Any]) -> tuple[TrialO
                 float(tcfg["trial"]["timeout_s"]),
                 Path(context["log_dir"]) / "trial.log",
                 on_report=reporter(context),
+                stop_at=context.get("stop_at"),
             )
         else:
             from sweeper.trial.child import run_here

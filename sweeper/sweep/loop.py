@@ -1,15 +1,22 @@
-"""The sweep loop behind the Hydra plugin: ask -> check -> launch through Hydra's launcher -> tell -> record.
+"""The sweep behind the Hydra plugin: ask -> check -> fit the budget -> launch -> settle.
 
-A trial's own failure never ends the sweep: every JobReturn is classified into a TrialOutcome and told.
-Configurations that break a declared constraint, or that were already measured, never launch.
+Three collaborators do the work; this module only sequences them:
+
+* :class:`~sweeper.sweep.scheduler.Scheduler`: slots, running futures, the wall-clock budget and its deadlines;
+* :class:`~sweeper.sweep.costs.CostModel`: a configuration's predicted seconds, so nothing starts that cannot end;
+* :class:`~sweeper.sweep.settle.Settler`: the one path from an outcome to the row, the study and the console.
+
+A sweep has two phases: the search (until ``n_trials`` counted trials, the budget, the failure budget or an
+exhausted space) and the re-measurements (the baseline and the best again, profiled: ``sweeper.sweep.remeasure``),
+whose predicted cost the search keeps in reserve. Why it stopped is one ``Stop`` value.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import time
 import warnings
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import wait
 from pathlib import Path
 from typing import Any
 
@@ -18,382 +25,469 @@ from omegaconf import DictConfig
 from optuna.trial import TrialState
 
 from sweeper.errors import ConfigError
-from sweeper.results import lookup, rows, store
-from sweeper.results.keys import override_string, set_dotted
+from sweeper.results import lookup, store
+from sweeper.results.keys import override_string
 from sweeper.results.outcome import Status, TrialOutcome
-from sweeper.sweep import budget, dedup, launch, recovery, warm
+from sweeper.sweep import dedup, launch, recovery, remeasure, warm
 from sweeper.sweep import study as studies
 from sweeper.sweep.config import with_values
+from sweeper.sweep.costs import CostModel, derived_timeout
 from sweeper.sweep.job import device_check, encode_context
 from sweeper.sweep.plan import SweepPlan, prepare
 from sweeper.sweep.progress import SweepProgress, log_launches_to
+from sweeper.sweep.scheduler import Running, Scheduler, Stop, StopPolicy
 from sweeper.sweep.secrets import mask
-from sweeper.sweep.slots import Slot, slot_overrides
-from sweeper.sweep.space import ExpressionError, evaluate, sweep_facts, value_types
+from sweeper.sweep.settings import KnobSweeperConf, settings_of
+from sweeper.sweep.settle import Settler, facts, is_baseline
+from sweeper.sweep.slots import slot_overrides
+from sweeper.sweep.space import ExpressionError, evaluate, value_types
 from sweeper.trial import gpu
+from sweeper.trial import isolate as runner
+
+RECOVER_EVERY_S = 1.0  # how often other processes' dead trials and duplicate waits are looked at
+MAX_DUPLICATES_IN_A_ROW = 100  # a space too large to enumerate: the sampler is taken to be stuck
+STUCK_AFTER = 5  # an enumerable space: after this many duplicates in a row, an unmeasured configuration is queued
+MAX_OVER_BUDGET_IN_A_ROW = 10  # proposals that cannot end within the budget before the search gives up
+NOT_METRICS = (studies.OWNER_KEY, "status", "confirm_of", studies.REASON_KEY, studies.COST_KEY, warm.FROM_KEY,
+               remeasure.FOR_KEY, remeasure.PROFILE_KEY)  # fmt: skip
+_WAIT = object()
 
 
-class SweepImpl(recovery.Recovery):
+class SweepImpl:
     def __init__(self, **conf: Any) -> None:
-        self.conf = conf
+        self.settings: KnobSweeperConf = settings_of(conf)
         self.config: DictConfig | None = None
-        self.plan: SweepPlan | None = None  # set by _prepare (see sweeper.sweep.plan)
         self.launcher: Any = None
+        self.started_at = _process_start()
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
         self.config = config
         self.launcher = launch.thread_safe_launcher(hydra_context, task_function, config)
 
-    # ------------------------------------------------------------------ setup of one sweep
-
-    def _prepare(self, arguments: list[str]) -> None:
-        self.plan = prepare(self.conf, self.config, self.launcher, arguments)
-        self.valid_keys: Any = _UNKNOWN  # the space's configurations, enumerated at the first duplicate
-        self.waits = dedup.Waiting()  # trials whose configuration another trial is measuring right now
-        self.duplicates_in_a_row = 0
-        self.stopped: str | None = None
-        self.last_recovery = 0.0
-        self.recover_every_s = 1.0
-
-    # ------------------------------------------------------------------ the loop
+    # ------------------------------------------------------------------ one command
 
     def sweep(self, arguments: list[str]) -> list[Any]:
         try:
-            self._prepare(arguments)
+            self.plan: SweepPlan = prepare(self.settings, self.config, self.launcher, arguments)
         except ConfigError as e:
             from sweeper.sweep.cli import fail
 
             fail(e)
         isolated = launch.may_run_here(self.launcher) and self.plan.cfg["trial"].get("isolate", True)
         if isolated:
-            from sweeper.trial.isolate import preload_workload
-
-            preload_workload(self.plan.cfg)
+            runner.preload_workload(self.plan.cfg)
         return recovery.guarded(self._sweep, self.plan.storage_url, forkserver=isolated)
 
     def _sweep(self) -> list[Any]:
-        limit = self.conf.get("timeout_s")
-        self.deadline = time.time() + float(limit) if limit else None
-        self._recover_interrupted()
-        target = studies.update_target(self.plan.study, int(self.conf.get("n_trials", 10)))
-        self._enqueue_first()
-        finished = sum(
-            1 for t in self.plan.study.get_trials(deepcopy=False) if studies.is_counted(t) and t.state.is_finished()
-        )
-        progress = SweepProgress(
-            self.plan.study_name, target, self.plan.objectives, finished, self.plan.defaults, self.plan.study
-        )
+        s, plan = self.settings, self.plan
+        self.policy = StopPolicy()
+        self.costs = CostModel(plan.expensive, s.cost_prior)
+        self.scheduler = Scheduler(plan.slots, plan.node, s.timeout_s, s.grace_s, self.started_at)
+        self.waits = dedup.Waiting()  # trials whose configuration another trial is measuring right now
+        self.valid_keys: Any = None  # the space's configurations, enumerated at the first duplicate
+        self.enumerated = False
+        self.duplicates_in_a_row = self.over_budget_in_a_row = 0
+        self.reserve_s = 0.0
+        self.settler = Settler(plan)
+        self.settler.recover()
+        warm.queue_first(plan, s.warm_start_k, s.baseline_first)
+        _requeue_interrupted(plan.study)
+        target = studies.update_target(plan.study, s.n_trials)
+        done = sum(1 for t in plan.study.get_trials(deepcopy=False) if studies.is_counted(t) and t.state.is_finished())
+        progress = SweepProgress(plan.study_name, target, plan.objectives, done, plan.defaults, plan.study)
+        self.settler.progress = progress
+        if isinstance(plan.study.sampler, optuna.samplers.BaseSampler) and hasattr(plan.study.sampler, "fits"):
+            plan.study.sampler.fits = self._fits  # the staged sampler promotes only what fits
         log_launches_to(Path(str(self.config.hydra.sweep.dir)) / "sweep.log")
-        with progress, studies.Heartbeat(self.plan.storage) as heartbeat:
-            results = self._run_until(target, progress, heartbeat)
-            k = int(self.conf.get("confirm_top_k") or 0)
-            if k > 0 and self.stopped not in ("failures", "timeout"):
-                self.stopped = None
-                extra = studies.enqueue_confirmations(self.plan.study, self.plan.objectives, k)
-                progress.extend(extra)
-                results += self._run_until(self._counted() + extra, progress, heartbeat, confirming=True)
-        progress.summary(self.plan.study)
-        launch.compact_and_refresh(
-            self.plan.trials_dir.parent, self.plan.study_name, self.plan.study_id
-        )  # none of this sweep's trials runs now
-        if self.stopped == "failures":
-            raise SystemExit(1)
+        results: list[Any] = []
+        try:
+            with progress, studies.Heartbeat(plan.storage) as heartbeat:
+                self.waits.heartbeat = heartbeat  # waiting trials beat too: other trials may wait for them
+                self.heartbeat = heartbeat
+                results += self._run(lambda: studies.counted(plan.study) < target)
+                searched = self.policy.reason or Stop.N_TRIALS
+                if searched not in (Stop.FAILURES, Stop.INTERRUPTED):
+                    self.policy.reason = None  # the re-measurements run on what the search left of the budget
+                    results += self._remeasure(target, progress, searched)
+                    self.policy.reason = self.policy.reason or searched
+                self._say_why(progress)
+            progress.summary(plan.study)
+        finally:
+            self.scheduler.close()
+        launch.compact_and_refresh(plan.trials_dir.parent, plan.study_name, plan.study_id)  # nothing of ours runs
+        code = self.policy.exit_code()
+        if code:
+            raise SystemExit(code)
         return results
 
-    def _run_until(
-        self, target: int, progress: SweepProgress, heartbeat: studies.Heartbeat, confirming: bool = False
-    ) -> list[Any]:
-        """Keep every slot busy until the study holds ``target`` counted trials: no batch barrier."""
-        free = list(self.plan.slots)
-        running: dict[Future, tuple[optuna.Trial, dict[str, Any], Slot]] = {}
+    def _remeasure(self, target: int, progress: SweepProgress, searched: Stop) -> list[Any]:
+        """The baseline and the best again (profiled where asked), each only if it fits what is left; a sweep whose
+        search reached its end and whose re-measurements all ran is finished (the next command starts anew)."""
+        s, plan = self.settings, self.plan
+        wanted = remeasure.plan(plan.study, plan.objectives, self._baseline(), s.confirm_top_k, self._profile_k())
+        todo = remeasure.pending(plan.study, wanted, target)
+        fits = [r for r in todo if self._fits(r.params, extra=self._profile_s(r.profile), reserve=False)]
+        if len(fits) < len(todo):
+            self.policy.stop(Stop.BUDGET)
+            self.plan_note(f"budget: {len(todo) - len(fits)} of {len(todo)} re-measurements do not fit the "
+                           f"{self._left_text()} left")  # fmt: skip
+        remeasure.enqueue(plan.study, fits, target)
+        progress.extend(len(fits))
+        results = self._run(lambda: bool(plan.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))))
+        if searched in (Stop.N_TRIALS, Stop.EXHAUSTED) and self.policy.reason is None:
+            if not remeasure.pending(plan.study, wanted, target):
+                studies.mark_finished(plan.study, target)
+        return results
+
+    # ------------------------------------------------------------------ the loop of one phase
+
+    def _run(self, more: Any) -> list[Any]:
+        """Keep every slot busy while ``more()`` holds and nothing stops the sweep; returns the jobs' returns."""
         results: list[Any] = []
-        self.waits.heartbeat = heartbeat  # waiting trials beat too: other trials may wait for them
-        with (
-            ThreadPoolExecutor(max_workers=len(self.plan.slots), thread_name_prefix="trial") as pool,
-            self._interruptible(running),
-        ):
+        last_recovery = 0.0
+        with self._interruptible():
             while True:
-                if time.time() - self.last_recovery >= self.recover_every_s:
-                    self._recover_interrupted()  # trials of another process that died (dead pid, stale heartbeat)
+                if time.time() - last_recovery >= RECOVER_EVERY_S:
+                    self.settler.recover()  # trials of another process that died (dead pid, stale heartbeat)
+                    last_recovery = time.time()
                 for trial, values, earlier in self.waits.poll(self.plan.study):
-                    self._settle(trial, values, dedup.reuse(earlier, _NOT_METRICS), progress)
-                blocked = False
-                while free and not self.stopped and (self.waits.ready or self._counted() < target):
-                    slot = self.plan.node.take(free)
-                    if slot is None:  # another sweeper on this node runs trials on these cores / GPUs
-                        blocked = True
-                        break
-                    item = self.waits.ready.pop(0) if self.waits.ready else self._ask_one(target, progress, confirming)
-                    if item is None or item is _STOP:
-                        self.plan.node.release(slot)
-                        free.insert(0, slot)
-                        if item is _STOP:
-                            break
-                        continue
-                    trial, values = item
-                    heartbeat.add(trial._trial_id)
-                    fut = pool.submit(self._run_job, trial, values, slot, trial.number)  # job folder = trial number
-                    running[fut] = (trial, values, slot)
-                if not running:
-                    # Nothing of ours runs. Trials of other processes may still end interrupted and free places.
-                    self._recover_interrupted()
-                    if self.stopped:
+                    self.settler.settle(trial._trial_id, trial.number, values, dedup.reuse(earlier, NOT_METRICS),
+                                        launched=False)  # fmt: skip
+                blocked = self._start(more)
+                if self.scheduler.overdue():
+                    self._give_up_running()
+                if not self.scheduler.running:
+                    if self.policy.stopped or self.scheduler.expired():
                         self.waits.give_up(self.plan.study, studies.REASON_KEY)
-                    if self.stopped or (self._counted() >= target and not self._others_running() and not self.waits):
                         return results
-                    time.sleep(self.recover_every_s if self._counted() >= target else 0.2 if blocked else 0)
+                    if not more() and not self.waits and not studies.others_running(self.plan.study, self.plan.storage):
+                        return results
+                    self.scheduler.idle(0.2 if blocked else RECOVER_EVERY_S)
                     continue
-                poll = 0.2 if blocked else self.recover_every_s  # a blocked slot may be free again soon
-                done, _ = wait(list(running), return_when=FIRST_COMPLETED, timeout=poll)
-                for fut in done:
-                    trial, values, slot = running[fut]
-                    ret = fut.result()
-                    recovery.raise_if_disk_full(ret, self.plan.trials_dir.parent)  # stays in `running`: settled
-                    running.pop(fut)
+                for run, ret in self.scheduler.finished(0.2 if blocked else RECOVER_EVERY_S):
                     results.append(ret)
-                    outcome = launch.outcome_of(ret)
-                    if outcome.status is Status.FAILED and outcome.reason.startswith(("exception:", "launcher:")):
-                        # The job failed around the task (launcher, logging); if the trial wrote its row, it ran.
-                        outcome = (
-                            lookup.read_trial_outcome(
-                                self.plan.trials_dir, self.plan.study_name, trial.number, self.plan.study_id
-                            )
-                            or outcome
+                    self._finish(run, ret)
+                if studies.failure_budget_spent(self.plan.study, self.plan.max_failures, self.plan.max_failure_rate):
+                    if self.policy.stop(Stop.FAILURES):
+                        self.plan_note(
+                            f"stopping: {studies.failures(self.plan.study)} failed trials reach the failure budget "
+                            f"({self._failure_text()}); the workload itself looks broken"
                         )
-                    studies.tell(self.plan.study, trial, outcome, self.plan.objectives)
-                    heartbeat.discard(trial._trial_id)
-                    self._record(trial.number, values, outcome, only_if_missing=True)
-                    progress.trial_done(trial.number, outcome, values, self.plan.study)
-                    if outcome.status is not Status.SKIPPED:
-                        self.duplicates_in_a_row = 0
-                    self.plan.node.release(slot)
-                    free.append(slot)
-                if self._failure_budget_spent():
-                    if not self.stopped:
-                        progress.note(
-                            f"stopping: {self._failures()} failed trials reach the failure budget "
-                            f"({self._budget_text()}); the workload itself looks broken"
-                        )
-                    self.stopped = "failures"
 
-    def _counted(self) -> int:
-        return studies.counted(self.plan.study)
+    def _start(self, more: Any) -> bool:
+        """Start trials while a slot is free and something may start; True when a slot is held by another
+        sweeper on this node (the caller polls sooner)."""
+        while self.scheduler.free and not self.policy.stopped and (self.waits.ready or more()):
+            if self.scheduler.expired():
+                self.policy.stop(Stop.BUDGET)
+                return False
+            slot = self.scheduler.take_slot()
+            if slot is None:
+                return True
+            item = self.waits.ready.pop(0) if self.waits.ready else self._next()
+            if item is None:
+                self.scheduler.give_back(slot)
+                continue
+            trial, values, extra = item
+            self.heartbeat.add(trial._trial_id)
+            run = Running(trial, values, slot, time.time(), extra=extra)
+            self.scheduler.submit(lambda r=run: self._launch(r), run)
+        return False
 
-    def _failures(self) -> int:
-        return studies.failures(self.plan.study)
-
-    def _budget_text(self) -> str:
-        limits = {"max_failures": self.plan.max_failures, "max_failure_rate": self.plan.max_failure_rate}
-        return ", ".join(f"{k}={v}" for k, v in limits.items() if v is not None)
-
-    def _failure_budget_spent(self) -> bool:
-        return studies.failure_budget_spent(self.plan.study, self.plan.max_failures, self.plan.max_failure_rate)
-
-    def _others_running(self) -> bool:
-        return studies.others_running(self.plan.study, self.plan.storage)
-
-    def _enqueue_first(self) -> None:
-        if not isinstance(self.plan.study.sampler, optuna.samplers.GridSampler):  # the grid holds them all anyway
-            warm.queue_first(self.plan, int(self.conf.get("warm_start_k", 3)), self.conf.get("baseline_first", True))
-
-    def _ask_one(self, target: int, progress: SweepProgress, confirming: bool) -> Any:
-        """Ask one trial; returns (trial, values) to launch, None if it was settled without launching, or _STOP."""
-        if self.deadline is not None and time.time() >= self.deadline:
-            if not self.stopped:
-                progress.note(
-                    f"time limit: hydra.sweeper.timeout_s={self.conf.get('timeout_s')} reached; "
-                    "running trials finish, no new one starts (run the command again to continue)"
-                )
-            self.stopped = "timeout"
-            return _STOP
-        sampler = self.plan.study.sampler
-        waiting = self.plan.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
-        if not waiting and isinstance(sampler, optuna.samplers.GridSampler) and sampler.is_exhausted(self.plan.study):
-            if not self.stopped:
-                progress.note("grid exhausted: every configuration of the space has been tried")
-            self.stopped = "grid"
-            return _STOP
+    def _next(self) -> tuple[Any, dict[str, Any], dict[str, Any]] | None:
+        """Ask one trial; returns (trial, values, launch extras) to launch, or None (settled without launching,
+        waiting for a twin, or the sweep stops)."""
+        study = self.plan.study
+        waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+        sampler = study.sampler
+        if not waiting and isinstance(sampler, optuna.samplers.GridSampler) and sampler.is_exhausted(study):
+            if self.policy.stop(Stop.EXHAUSTED):
+                self.plan_note("space exhausted: every configuration of the grid has been tried")
+            return None
+        if not waiting and not self._fits(self._cheapest()):
+            if self.policy.stop(Stop.BUDGET):
+                self.plan_note(f"budget: no trial fits in the {self._left_text()} left")
+            return None
         with warnings.catch_warnings():  # the heartbeat of ask/tell trials is recorded by studies.Heartbeat
             warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
-            trial = self.plan.study.ask()
-        trial.set_user_attr(studies.OWNER_KEY, studies.owner_id())
-        if self._is_surplus(trial, target):
+            trial = studies.ask(study)
+        repeat = studies.CONFIRM_KEY in trial.user_attrs
+        if not repeat and self._is_surplus(trial):
             trial.set_user_attr(studies.REASON_KEY, "surplus")
-            self.plan.study.tell(trial, state=TrialState.FAIL)
-            return _STOP
-        values, outcome = self._sample(trial, repeat=confirming or "confirm_of" in trial.user_attrs)
-        if outcome is None:
-            return trial, values
+            study.tell(trial, state=TrialState.FAIL)
+            return None
+        values, outcome = self._sample(trial, repeat=repeat)
         if outcome is _WAIT:
             self.waits.add(trial, values)
-            progress.note(
-                f"trial {trial.number} waits: trial {trial.user_attrs.get(dedup.WAITS_KEY)} is measuring "
-                "the same configuration"
-            )
+            self.plan_note(f"trial {trial.number} waits: trial {trial.user_attrs.get(dedup.WAITS_KEY)} is measuring "
+                           "the same configuration")  # fmt: skip
             return None
-        self._settle(trial, values, outcome, progress)
+        profile = bool(trial.user_attrs.get(remeasure.PROFILE_KEY))
+        if outcome is None and not self._fits(values, extra=self._profile_s(profile), reserve=not repeat):
+            outcome = TrialOutcome(
+                Status.SKIPPED,
+                f"over-budget:{self.costs.explain(study, values)}",
+                f"predicted {self.costs.explain(study, values)} does not end in the {self._left_text()} left",
+            )
+        if outcome is None:
+            self.over_budget_in_a_row = 0
+            return trial, values, {"profile": profile}
+        self._settle_unlaunched(trial, values, outcome)
         return None
 
-    def _settle(
-        self, trial: optuna.Trial, values: dict[str, Any], outcome: TrialOutcome, progress: SweepProgress
-    ) -> None:
-        """A trial decided without launching (constraint, duplicate): told, recorded, shown; an exhausted space
-        stops the sweep (duplicates do not count toward n_trials, so the sampler would be asked forever)."""
-        outcome.started_at = outcome.ended_at = time.time()  # settled before launch: costs no time
-        studies.tell(self.plan.study, trial, outcome, self.plan.objectives)
-        self._record(trial.number, values, outcome)
-        progress.trial_done(trial.number, outcome, values, self.plan.study)
+    def _settle_unlaunched(self, trial: Any, values: dict[str, Any], outcome: TrialOutcome) -> None:
+        """A trial decided without launching (constraint, duplicate, over budget): settled; an exhausted space or a
+        sampler that only proposes what cannot end in time stops the search."""
+        self.settler.settle(trial._trial_id, trial.number, values, outcome, launched=False)
+        if outcome.reason.startswith("over-budget:"):
+            self.over_budget_in_a_row += 1
+            if self.over_budget_in_a_row >= MAX_OVER_BUDGET_IN_A_ROW and self.policy.stop(Stop.BUDGET):
+                self.plan_note(f"budget: the last {self.over_budget_in_a_row} proposals cannot end in the "
+                               f"{self._left_text()} left")  # fmt: skip
+            return
         if not outcome.reason.startswith("duplicate:"):
             return
         self.duplicates_in_a_row += 1
-        if self.stopped:
+        if self.policy.stopped:
             return
-        if self.valid_keys is _UNKNOWN:
-            self.valid_keys = dedup.valid_keys(self.plan.space, self.plan.defaults)  # None: too large/continuous
+        if not self.enumerated:
+            self.valid_keys, self.enumerated = dedup.valid_keys(self.plan.space, self.plan.defaults), True
         if dedup.exhausted(self.plan.study, self.valid_keys):
-            progress.note(
-                f"space exhausted: all {len(self.valid_keys)} configurations of the search space are "
-                "measured (or cannot run here); widen the space (or hydra.sweeper.repeat=true to "
-                "measure again)"
+            self.policy.stop(Stop.EXHAUSTED)
+            self.plan_note(
+                f"space exhausted: all {len(self.valid_keys)} configurations of the search space are measured (or "
+                "cannot run here); widen the space (or hydra.sweeper.repeat=true to measure again)"
             )
-            self.stopped = "exhausted"
-        elif self.duplicates_in_a_row >= _MAX_DUPLICATES_IN_A_ROW:
-            progress.note(
-                f"stopping: the sampler proposed {self.duplicates_in_a_row} measured configurations in a "
-                "row; the space looks exhausted (widen it, or try another sampler)"
+        elif self.duplicates_in_a_row >= MAX_DUPLICATES_IN_A_ROW:
+            self.policy.stop(Stop.EXHAUSTED)
+            self.plan_note(
+                f"space exhausted: the sampler proposed {self.duplicates_in_a_row} measured configurations in a "
+                "row (widen the space, or try another sampler)"
             )
-            self.stopped = "exhausted"
-        elif self.valid_keys and self.duplicates_in_a_row % _STUCK_AFTER == 0:
-            self._enqueue_untried(progress)
+        elif self.valid_keys and self.duplicates_in_a_row % STUCK_AFTER == 0:
+            self._enqueue_untried()
 
-    def _enqueue_untried(self, progress: SweepProgress) -> None:
-        """The sampler keeps proposing measured configurations of an enumerable space (TPE on a small grid does):
-        the next configuration nobody has measured is queued, so the space is finished instead of abandoned."""
-        if self.plan.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
-            return  # something is queued already: it runs next
-        todo = dedup.untried(self.plan.study, self.valid_keys)
-        if todo:
-            progress.note(
-                f"the sampler proposed {self.duplicates_in_a_row} measured configurations in a row; "
-                f"queued one of the {len(todo)} not yet measured"
-            )
-            self.plan.study.enqueue_trial(todo[0], skip_if_exists=False)
+    def _finish(self, run: Running, ret: Any) -> None:
+        """A launched trial ended: settled from its job's return (or its row, when the job failed around it)."""
+        recovery.raise_if_disk_full(ret, self.plan.trials_dir.parent)
+        outcome = launch.outcome_of(ret)
+        if outcome.status is Status.FAILED and outcome.reason.startswith(("exception:", "launcher:")):
+            outcome = self.settler.row_outcome(run.trial.number) or outcome  # it wrote its row: it ran
+        self.settler.settle(run.trial._trial_id, run.trial.number, run.values, outcome, launched=True)
+        self.heartbeat.discard(run.trial._trial_id)
+        if outcome.status is not Status.SKIPPED:
+            self.duplicates_in_a_row = 0
+        self.scheduler.give_back(run.slot)
 
-    def _is_surplus(self, trial: optuna.Trial, target: int) -> bool:
-        """Another process on the same study got there first: this ask would exceed the target."""
-        earlier = [
-            t for t in self.plan.study.get_trials(deepcopy=False) if t.number < trial.number and studies.is_counted(t)
-        ]
-        return len(earlier) >= target
+    def _give_up_running(self) -> None:
+        """Past budget + grace + backstop: trials that did not stop themselves are killed and recorded."""
+        runner.interrupt_all()
+        wait(list(self.scheduler.running), timeout=30)
+        for fut, run in list(self.scheduler.running.items()):
+            self.scheduler.running.pop(fut)
+            self.settler.interrupted(run.trial._trial_id, run.trial.number, run.values, "budget",
+                                     "the sweep's time budget ended while this trial ran; it runs again")  # fmt: skip
+            self.scheduler.give_back(run.slot)
+        self.policy.stop(Stop.BUDGET)
 
-    def _sample(self, trial: optuna.Trial, repeat: bool = False) -> tuple[dict[str, Any], TrialOutcome | None]:
-        """Define-by-run sampling with declared conditions; then constraints and duplicate checks."""
+    @contextlib.contextmanager
+    def _interruptible(self) -> Any:
+        """Ctrl-C, SIGTERM or a full disk while trials run: their process groups are killed at once, each running
+        trial is settled (interrupted, or what its row says if it ended just before), and trials waiting for a
+        twin never ran (surplus, not counted)."""
         try:
-            values = studies.sample(trial, self.plan.space, self.plan.defaults)
-            ns = {**self.plan.defaults, **self.plan.space.fixed, **values}
-            for expr in self.plan.space.constraints:
+            yield
+        except (KeyboardInterrupt, store.DiskFull):
+            self.policy.stop(Stop.INTERRUPTED)
+            runner.interrupt_all()
+            wait(list(self.scheduler.running), timeout=30)
+            for run in list(self.scheduler.running.values()):
+                self.settler.interrupted(run.trial._trial_id, run.trial.number, run.values, "interrupted",
+                                         "the sweep was interrupted while this trial ran; the same command runs it "
+                                         "again")  # fmt: skip
+            with contextlib.suppress(Exception):
+                self.waits.give_up(self.plan.study, studies.REASON_KEY)
+            me = studies.owner_id()  # asked but not yet launched (sampling, the device check): never ran
+            for t in self.plan.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+                if t.user_attrs.get(studies.OWNER_KEY) == me:
+                    self.settler.interrupted(t._trial_id, t.number, dict(t.params), "interrupted",
+                                             "the sweep was interrupted before this trial started; the same command "
+                                             "runs it")  # fmt: skip
+            raise
+
+    # ------------------------------------------------------------------ sampling and checks
+
+    def _sample(self, trial: optuna.Trial, repeat: bool = False) -> tuple[dict[str, Any], Any]:
+        """Define-by-run sampling with declared conditions; then constraints, the device and duplicates. Returns
+        (values, None) to launch, (values, _WAIT), or (values, an outcome to settle without launching)."""
+        plan = self.plan
+        try:
+            values = studies.sample(trial, plan.space, plan.defaults)
+            ns = {**plan.defaults, **plan.space.fixed, **values}
+            for expr in plan.space.constraints:
                 if not evaluate(expr, ns):
                     return values, TrialOutcome(Status.SKIPPED, f"invalid:{expr}", f"constraint does not hold: {expr}")
         except ExpressionError as e:  # e.g. a division by a sampled zero: this configuration is not launched
             return dict(trial.params), TrialOutcome(Status.SKIPPED, f"invalid:{e}", f"an expression failed: {e}")
         # The device check runs here, before any launcher job (a SLURM job is never submitted only to be skipped).
-        reason = device_check(with_values(self.plan.cfg, {**self.plan.space.fixed, **values}), self._device())
+        reason = device_check(with_values(plan.cfg, {**plan.space.fixed, **values}), self._device())
         if reason:
             return values, TrialOutcome(Status.SKIPPED, f"invalid:{reason}", reason)
         key = dedup.config_key(values)
         trial.set_user_attr(dedup.KEY, key)
-        if repeat or self.conf.get("repeat", False):
+        if repeat or self.settings.repeat:
             return values, None
-        dedup.await_lower_keys(self.plan.study, trial.number)
-        found = dedup.find(self.plan.study, key, trial.number)
+        dedup.await_lower_keys(plan.study, trial.number)
+        found = dedup.find(plan.study, key, trial.number)
         if found is None:
             trial.set_user_attr(dedup.WAITS_KEY, -1)  # it measures: twins asked later wait for it
             return values, None
         if found[0] == "running":  # another slot or sweeper measures it now: wait for its result
             trial.set_user_attr(dedup.WAITS_KEY, found[1].number)
             return values, _WAIT
-        return values, dedup.reuse(found[1], _NOT_METRICS)
+        return values, dedup.reuse(found[1], NOT_METRICS)
 
-    def _context(self, trial: optuna.Trial, values: dict[str, Any], job_idx: int) -> dict[str, Any]:
+    def _fits(self, params: dict[str, Any], extra: float = 0.0, reserve: bool = True) -> bool:
+        """A trial of ``params`` is predicted to end within the budget (keeping the re-measurements' reserve)."""
+        if self.scheduler.deadline is None:
+            return True
+        predicted = self.costs.predict(self.plan.study, params) + extra
+        return self.scheduler.fits(predicted, self._reserve() if reserve else 0.0)
+
+    def _reserve(self) -> float:
+        """Seconds the re-measurements after the search are predicted to take (their configurations as they rank
+        now)."""
+        s, plan = self.settings, self.plan
+        wanted = remeasure.plan(plan.study, plan.objectives, self._baseline(), s.confirm_top_k, self._profile_k())
+        return sum(self.costs.predict(plan.study, r.params) + self._profile_s(r.profile) for r in wanted)
+
+    def _cheapest(self) -> dict[str, Any]:
+        return dict(self.plan.expensive)
+
+    def _profile_k(self) -> int:
+        if self.settings.profile is not None:
+            return int(self.settings.profile)
+        return 1 if str(self.plan.cfg.get("device", "cpu")).startswith("cuda") else 0
+
+    def _profile_s(self, profile: bool) -> float:
+        return remeasure.profile_cost(self.plan.study) if profile else 0.0
+
+    def _baseline(self) -> dict[str, Any] | None:
+        return warm.baseline_params(self.plan.space, self.plan.defaults) if self.settings.baseline_first else None
+
+    def _is_surplus(self, trial: optuna.Trial) -> bool:
+        """Another process on the same study got there first: this ask would exceed the target."""
+        target = self.plan.study.user_attrs.get(studies.TARGET_KEY)
+        earlier = [
+            t for t in self.plan.study.get_trials(deepcopy=False) if t.number < trial.number and studies.is_counted(t)
+        ]
+        return target is not None and len(earlier) >= int(target)
+
+    def _enqueue_untried(self) -> None:
+        """The sampler keeps proposing measured configurations of an enumerable space (TPE on a small grid does):
+        the next configuration nobody has measured is queued, so the space is finished instead of abandoned."""
+        if self.plan.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+            return  # something is queued already: it runs next
+        todo = dedup.untried(self.plan.study, self.valid_keys)
+        if todo:
+            self.plan_note(f"the sampler proposed {self.duplicates_in_a_row} measured configurations in a row; "
+                           f"queued one of the {len(todo)} not yet measured")  # fmt: skip
+            self.plan.study.enqueue_trial(todo[0], skip_if_exists=False)
+
+    # ------------------------------------------------------------------ launching
+
+    def _launch(self, run: Running) -> Any:
+        """One trial through Hydra's launcher (in a worker thread; returns the JobReturn or the error)."""
+        plan, trial, values = self.plan, run.trial, run.values
+        sampled = [override_string(k, v) for k, v in {**plan.space.fixed, **values}.items()]
+        overrides = plan.fixed_args + sampled + slot_overrides(run.slot)
+        cap = derived_timeout(plan.study, values, plan.expensive, float(plan.cfg["trial"]["timeout_s"]),
+                              self.settings.timeout_factor, self.settings.timeout_floor_s)  # fmt: skip
+        if cap is not None:
+            overrides.append(f"trial.timeout_s={cap}")
+        if run.extra.get("profile"):
+            overrides.append(f"measure.profile_steps={int(self.settings.profile_steps)}")
+        context = {**self._context(trial, values), "overrides": overrides}
+        overrides = overrides + [f"trial.context={encode_context(context)}"]
+        try:
+            return launch.launch_one(self.launcher, overrides, trial.number)  # job folder = trial number
+        except Exception as e:  # noqa: BLE001 - a launcher error fails this trial, not the sweep
+            return e
+
+    def _context(self, trial: optuna.Trial, values: dict[str, Any]) -> dict[str, Any]:
         """What the task needs to know of the sweep, passed as one override (no Hydra singletons: thread safe)."""
-        types = lookup.column_types(value_types(self.plan.space), self.plan.defaults)
+        plan = self.plan
+        types = lookup.column_types(value_types(plan.space), plan.defaults)
         return {
-            "study": self.plan.study_name,
-            "study_id": self.plan.study_id,
+            "study": plan.study_name,
+            "study_id": plan.study_id,
             "number": trial.number,
-            "storage": mask(self.plan.storage_url),  # the trial reveals it from the environment (sweep.secrets)
-            "objectives": [f"{m}:{d}" for m, d in self.plan.objectives],
-            "log_dir": str(Path(str(self.config.hydra.sweep.dir)) / str(job_idx)),
+            "storage": mask(plan.storage_url),  # the trial reveals it from the environment (sweep.secrets)
+            "objectives": [f"{m}:{d}" for m, d in plan.objectives],
+            "log_dir": str(Path(str(self.config.hydra.sweep.dir)) / str(trial.number)),
             "column_types": {c: str(t) for c, t in types.items()},
-            "pruner": dict(self.plan.pruner_conf),
-            "baseline": self._is_baseline(values),
-            "confirm_of": trial.user_attrs.get("confirm_of"),
-            "facts": self._facts(),
+            "pruner": dict(plan.pruner_conf),
+            "baseline": is_baseline(plan, values),
+            "confirm_of": trial.user_attrs.get(studies.CONFIRM_KEY),
+            "facts": facts(plan),
+            "stop_at": self.scheduler.stop_at(),
         }
-
-    def _facts(self) -> dict[str, dict[str, Any]]:
-        return sweep_facts({**self.plan.space.inactive, **self.plan.space.params}, self.plan.defaults)
 
     def _device(self) -> Any:
         if getattr(self, "_device_info", None) is None:
             self._device_info = gpu.device_info()  # the same description the plan built the defaults with
         return self._device_info
 
-    def _is_baseline(self, values: dict[str, Any]) -> bool:
-        """This configuration is the workload's defaults (what a user gets without tuning)."""
-        return all(values.get(k) is None or values.get(k) == self.plan.defaults.get(k) for k in self.plan.space.params)
+    # ------------------------------------------------------------------ words
 
-    def _run_job(self, trial: optuna.Trial, values: dict[str, Any], slot: Slot, job_idx: int) -> Any:
-        """Launch one trial through Hydra's launcher (runs in a worker thread; returns JobReturn or the error)."""
-        sampled = [override_string(k, v) for k, v in {**self.plan.space.fixed, **values}.items()]
-        overrides = self.plan.fixed_args + sampled + slot_overrides(slot)
-        cap = budget.derived_timeout(
-            self.plan.study, values, self.plan.expensive, float(self.plan.cfg["trial"]["timeout_s"]),
-            self.conf.get("timeout_factor"), float(self.conf.get("timeout_floor_s", 60.0)),
-        )  # fmt: skip
-        if cap is not None:
-            overrides.append(f"trial.timeout_s={cap}")
-        context = {**self._context(trial, values, job_idx), "overrides": overrides}
-        overrides = overrides + [f"trial.context={encode_context(context)}"]
-        try:
-            return launch.launch_one(self.launcher, overrides, job_idx)
-        except Exception as e:  # noqa: BLE001 - a launcher error fails this trial, not the sweep
-            return e
+    def plan_note(self, text: str) -> None:
+        if self.settler.progress is not None:
+            self.settler.progress.note(text)
 
-    def _record(
-        self, number: int, values: dict[str, Any], outcome: TrialOutcome, only_if_missing: bool = False
-    ) -> None:
-        """The Parquet row for a trial the task could not write itself (never launched, or its job crashed)."""
-        if only_if_missing and lookup.has_trial(self.plan.trials_dir, self.plan.study_name, number, self.plan.study_id):
-            return  # (checked again under the study's lock below: this check only spares building the row)
-        cfg = json.loads(json.dumps(self.plan.cfg, default=str))
-        for key, value in {**self.plan.space.fixed, **values}.items():
-            set_dotted(cfg, key, value)
-        row = rows.make_row(
-            outcome,
-            study=self.plan.study_name,
-            trial=number,
-            cfg=cfg,
-            objectives=self.plan.objectives,
-            study_id=self.plan.study_id,
-        )
-        row["baseline"] = self._is_baseline(values)
-        row.update(lookup.facts_columns(self._facts()))
-        types = lookup.column_types(value_types(self.plan.space), self.plan.defaults)
-        store.write_trial(
-            self.plan.trials_dir,
-            self.plan.study_name,
-            number,
-            self.plan.study_id,
-            row,
-            types,
-            only_if_missing=only_if_missing,
-        )
+    def _say_why(self, progress: SweepProgress) -> None:
+        if self.policy.reason is Stop.BUDGET:
+            progress.note(
+                f"budget: hydra.sweeper.timeout_s={self.settings.timeout_s:g} s reached; trials cut by it are "
+                "recorded as interrupted and the same command measures them again"
+            )
+
+    def _left_text(self) -> str:
+        left = self.scheduler.time_left()
+        return "no limit" if left is None else f"{max(0.0, left):.0f} s"
+
+    def _failure_text(self) -> str:
+        limits = {"max_failures": self.plan.max_failures, "max_failure_rate": self.plan.max_failure_rate}
+        return ", ".join(f"{k}={v}" for k, v in limits.items() if v is not None)
 
 
-_STOP = object()
-_WAIT: Any = object()
-_UNKNOWN = object()
-_MAX_DUPLICATES_IN_A_ROW = 100  # a space too large to enumerate: the sampler is taken to be stuck
-_STUCK_AFTER = 5  # an enumerable space: after this many duplicates in a row, an unmeasured configuration is queued
-_NOT_METRICS = (studies.OWNER_KEY, "status", "confirm_of", studies.REASON_KEY, studies.COST_KEY, warm.FROM_KEY)
+def _requeue_interrupted(study: optuna.Study) -> None:
+    """Configurations cut by Ctrl-C, SIGTERM, the budget or a dead sweeper are queued again (once each): the same
+    command measures what the last one could not."""
+    trials = study.get_trials(deepcopy=False)
+    taken = {
+        t.user_attrs.get(dedup.KEY)
+        for t in trials
+        if t.state in (TrialState.RUNNING, TrialState.WAITING)
+        or (t.state == TrialState.COMPLETE and t.user_attrs.get("status") in ("complete", "infeasible"))
+    }
+    queued = {dedup.config_key(dict(t.params)) for t in trials if t.state == TrialState.WAITING}
+    for t in trials:
+        if not studies.is_interrupted(t) or not t.params:
+            continue
+        key = t.user_attrs.get(dedup.KEY) or dedup.config_key(dict(t.params))
+        if key in taken or key in queued:
+            continue
+        attrs = {k: t.user_attrs[k] for k in (studies.CONFIRM_KEY, remeasure.FOR_KEY, remeasure.PROFILE_KEY)
+                 if k in t.user_attrs}  # fmt: skip
+        study.enqueue_trial(dict(t.params), user_attrs=attrs)
+        queued.add(key)
+
+
+def _process_start() -> float:
+    """When this command started (its budget counts from then, Hydra's start-up included)."""
+    try:
+        import psutil
+
+        return float(psutil.Process().create_time())
+    except Exception:  # noqa: BLE001 - no process table: from now
+        return time.time()

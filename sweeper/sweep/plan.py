@@ -14,15 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig
 
 from sweeper.errors import ConfigError
 from sweeper.sweep import launch, schema, secrets, warm
 from sweeper.sweep import study as studies
 from sweeper.sweep.config import check_enumerations, check_results_dir, check_sweeper
 from sweeper.sweep.prune import make_pruner
+from sweeper.sweep.settings import plain
 from sweeper.sweep.slots import NodeSlots, Slot, make_slots, node_lock_dir
-from sweeper.sweep.space import SearchSpace, check_known
+from sweeper.sweep.space import ExpressionError, SearchSpace, check_known, evaluate
 from sweeper.trial import gpu
 
 KNOWN_METRICS = (
@@ -81,31 +82,35 @@ class SweepPlan:
     expensive: dict[str, Any] = dataclasses.field(default_factory=dict)  # hydra.sweeper.expensive (cost classes)
 
 
-def prepare(conf: Mapping[str, Any], config: DictConfig, launcher: Any, arguments: list[str]) -> SweepPlan:
-    """The plan of the sweep that the sweeper's ``conf``, Hydra's ``config`` and the command's ``arguments`` say."""
-    c = conf
-    if int(c.get("n_trials", 10)) < 1:
+def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[str]) -> SweepPlan:
+    """The plan of the sweep that the sweeper's ``settings`` (``sweeper.sweep.settings.KnobSweeperConf``), Hydra's
+    ``config`` and the command's ``arguments`` say."""
+    c = dataclasses.asdict(settings)  # the rule checks and the space read keys by name
+    if settings.n_trials < 1:
         raise ConfigError(
             "hydra.sweeper.n_trials",
-            f"must be >= 1, got {c.get('n_trials')}",
+            f"must be >= 1, got {settings.n_trials}",
             "give the number of trials this command should add",
         )
-    if c.get("timeout_s") is not None and float(c["timeout_s"]) <= 0:
+    if settings.timeout_s is not None and float(settings.timeout_s) <= 0:
         raise ConfigError(
             "hydra.sweeper.timeout_s",
-            f"must be > 0 seconds, got {c['timeout_s']}",
-            "give the time after which no new trial starts, or null for no limit",
+            f"must be > 0 seconds, got {settings.timeout_s}",
+            "give the command's wall-clock budget in seconds, or null for no limit",
         )
+    if settings.grace_s < 0:
+        raise ConfigError("hydra.sweeper.grace_s", f"must be >= 0 seconds, got {settings.grace_s}",
+                          "give the seconds a running trial may overrun the budget, e.g. 5")  # fmt: skip
     check_sweeper(c)
     cfg, space, defaults, fixed_args = launch.resolve_space(config, c, arguments)
     check_results_dir(cfg["results_dir"])
     schema.validate(cfg)  # measure, trial, distributed: once, before the first trial
     workload = cfg["workload"]["name"]
-    starts = _parse_starts(c, space, defaults)
-    slots = make_slots(cfg["trial"].get("resources"), int(c.get("n_jobs") or 1), gpu.device_info().count)
+    starts = _parse_starts(plain(settings.starts), space, defaults, cfg)
+    slots = make_slots(cfg["trial"].get("resources"), int(settings.n_jobs or 1), gpu.device_info().count)
     launch.check_concurrent(launcher, config, len(slots))
     node = NodeSlots(node_lock_dir(cfg), slots, gpu.device_info().count)
-    objectives = [(str(o["metric"]), str(o.get("direction", "maximize"))) for o in c["objectives"]]
+    objectives = [(str(o["metric"]), str(o.get("direction", "maximize"))) for o in settings.objectives]
     _check_objectives(objectives, workload, cfg["workload"].get("module"))
     check_enumerations(
         {k: list(getattr(d, "choices", ())) for k, d in space.params.items()}, workload, cfg["workload"].get("module")
@@ -117,20 +122,16 @@ def prepare(conf: Mapping[str, Any], config: DictConfig, launcher: Any, argument
         + (f"-{data}" if data not in (None, "synthetic") else "")
         + (f"-{cfg['preset']}" if cfg["preset"] else "")
     )
-    study_name = c.get("study_name") or workload_key
-    storage_url = studies.storage_url(c.get("storage"), results_dir)
-    fixed_args = fixed_args + secrets.hide_config_password(c.get("storage"))  # a password from a YAML file
-    storage = studies.make_storage(storage_url, c.get("heartbeat_interval"), c.get("grace_period"))
-    expensive = c.get("expensive")
-    expensive = OmegaConf.to_container(expensive) if isinstance(expensive, DictConfig) else expensive
-    seed = studies.resumed_seed(storage, study_name, c.get("seed"), str(c.get("sampler", "staged")))
-    sampler = studies.make_sampler(
-        str(c.get("sampler", "staged")), seed, space, expensive or {}, defaults, c.get("timeout_s")
-    )
-    spec = c.get("warm_start")  # resolved before the study exists: a bad name creates nothing
-    warm_sources = warm.resolve(
-        storage, OmegaConf.to_container(spec) if isinstance(spec, ListConfig) else spec, study_name, workload_key
-    )
+    study_name = settings.study_name or workload_key
+    storage_url = studies.storage_url(settings.storage, results_dir)
+    fixed_args = fixed_args + secrets.hide_config_password(settings.storage)  # a password from a YAML file
+    storage = studies.make_storage(storage_url, settings.heartbeat_interval, settings.grace_period)
+    expensive = dict(plain(settings.expensive) or {})
+    _check_cost_prior(plain(settings.cost_prior) or {}, expensive)
+    seed = studies.resumed_seed(storage, study_name, settings.seed, str(settings.sampler))
+    sampler = studies.make_sampler(str(settings.sampler), seed, space, expensive, defaults, settings.timeout_s)
+    # resolved before the study exists: a bad name creates nothing
+    warm_sources = warm.resolve(storage, plain(settings.warm_start), study_name, workload_key)
     try:
         study = optuna.create_study(
             study_name=study_name,
@@ -151,8 +152,7 @@ def prepare(conf: Mapping[str, Any], config: DictConfig, launcher: Any, argument
     if not study.trials:
         study.set_user_attr(warm.WORKLOAD_KEY, workload_key)
     study_id = studies.study_id(study)
-    pruner = c.get("pruner") or {"type": "none"}
-    pruner_conf = OmegaConf.to_container(pruner) if isinstance(pruner, DictConfig) else dict(pruner)
+    pruner_conf = dataclasses.asdict(settings.pruner)
     make_pruner(pruner_conf)  # validates
     if pruner_conf.get("type", "none") != "none" and objectives != [("throughput", "maximize")]:
         raise ConfigError(
@@ -175,13 +175,13 @@ def prepare(conf: Mapping[str, Any], config: DictConfig, launcher: Any, argument
         storage_url=storage_url,
         storage=storage,
         study=study,
-        max_failures=c.get("max_failures"),
-        max_failure_rate=c.get("max_failure_rate"),
+        max_failures=settings.max_failures,
+        max_failure_rate=settings.max_failure_rate,
         pruner_conf=pruner_conf,
         workload_key=workload_key,
         warm_sources=warm_sources,
         study_id=study_id,
-        expensive=dict(expensive or {}),
+        expensive=expensive,
     )
 
 
@@ -207,17 +207,46 @@ def _check_objectives(objectives: list[tuple[str, str]], workload: str, module_n
             )
 
 
-def _parse_starts(conf: Mapping[str, Any], space: SearchSpace, defaults: dict[str, Any]) -> list[Start]:
-    starts = conf.get("starts") or []
-    if isinstance(starts, (DictConfig, ListConfig)):
-        starts = OmegaConf.to_container(starts, resolve=True)
+def _parse_starts(starts: Any, space: SearchSpace, defaults: dict[str, Any], cfg: dict[str, Any]) -> list[Start]:
+    """``hydra.sweeper.starts``, checked; an entry whose ``when`` expression does not hold for this command's
+    config (``workload.data == 'jpeg'``) is left out."""
+    starts = starts or []
     if not isinstance(starts, list):
         raise ConfigError(
             "hydra.sweeper.starts",
             f"must be a list of configurations, got {starts!r}",
             "write it as [{knobs.precision: bf16, knobs.num_workers: 8}]",
         )
-    return [_start_params(i, start, space, defaults) for i, start in enumerate(starts)]
+    out = []
+    for i, start in enumerate(starts):
+        if isinstance(start, Mapping) and "when" in start:
+            start = dict(start)
+            when = str(start.pop("when"))
+            try:
+                keep = evaluate(when, {**defaults, **space.fixed})
+            except ExpressionError as e:
+                raise ConfigError(f"hydra.sweeper.starts[{i}].when", str(e), "write an expression over config keys, "
+                                  "e.g. \"workload.data == 'jpeg'\"") from None  # fmt: skip
+            if not keep:
+                continue
+        out.append(_start_params(i, start, space, defaults))
+    return out
+
+
+def _check_cost_prior(prior: Mapping[str, Any], expensive: Mapping[str, Any]) -> None:
+    """``hydra.sweeper.cost_prior``: {expensive knob: {value: factor > 0}}."""
+    for key, values in prior.items():
+        where = f"hydra.sweeper.cost_prior.{key}"
+        if key not in expensive:
+            raise ConfigError(where, "is not a knob of hydra.sweeper.expensive",
+                              "give priors for the expensive knobs only, e.g. knobs.compile")  # fmt: skip
+        if not isinstance(values, Mapping):
+            raise ConfigError(where, f"must map values to factors, got {values!r}",
+                              "e.g. {default: 4, max-autotune: 40}")  # fmt: skip
+        for value, factor in values.items():
+            if not isinstance(factor, (int, float)) or isinstance(factor, bool) or not factor > 0:
+                raise ConfigError(f"{where}.{value}", f"must be a number > 0, got {factor!r}",
+                                  "give how many times a cheap trial this value costs, e.g. 4")  # fmt: skip
 
 
 def _start_params(index: int, start: Any, space: SearchSpace, defaults: dict[str, Any]) -> Start:

@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from sweeper.results.outcome import Status, TrialOutcome
 
 _STYLE = {Status.COMPLETE: "green", Status.FAILED: "red", Status.INFEASIBLE: "yellow", Status.PRUNED: "cyan",
-          Status.SKIPPED: "dim"}
+          Status.SKIPPED: "dim", Status.INTERRUPTED: "magenta"}
 
 
 def _fmt(v: Any) -> str:

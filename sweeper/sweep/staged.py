@@ -37,7 +37,7 @@ import itertools
 import math
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import optuna
@@ -84,6 +84,9 @@ class StagedSampler(BaseSampler):
         self._plans: dict[int, dict[str, Any]] = {}  # trial number -> the knobs this sampler fixes for it
         self.polish_every = polish_every
         self._rng = random.Random(seed)
+        # Set by the sweep loop under a budget: whether a configuration is predicted to end in the time left.
+        # Promotions and local-search steps that would not are not proposed.
+        self.fits: Callable[[dict[str, Any]], bool] | None = None
 
     # ------------------------------------------------------------------ the sampler interface
 
@@ -172,10 +175,13 @@ class StagedSampler(BaseSampler):
                 if value == best.params[name]:
                     continue
                 plan = self._promoted(best.params, {name: value})
-                if plan and not any(_same(plan, p, keys=plan) for p in tried):
+                if plan and not any(_same(plan, p, keys=plan) for p in tried) and self._affordable(plan):
                     here = _main_effect(measured, name, best.params[name], sign)
                     options.append((_main_effect(measured, name, value, sign) - here, self._rng.random(), plan))
         return max(options, key=lambda o: (o[0], o[1]))[2] if options else {}
+
+    def _affordable(self, plan: Mapping[str, Any]) -> bool:
+        return self.fits is None or self.fits(dict(plan))
 
     def _is_cheap(self, params: Mapping[str, Any]) -> bool:
         return all(params.get(k, cheap) == cheap for k, cheap in self.expensive.items())
@@ -229,7 +235,7 @@ class StagedSampler(BaseSampler):
         for rank, cand in enumerate(ranked):
             for i, alt in enumerate(self.alternatives):
                 plan = self._promoted(cand.params, alt)
-                if plan is None or any(_same(plan, p, keys=plan) for p in tried):
+                if plan is None or any(_same(plan, p, keys=plan) for p in tried) or not self._affordable(plan):
                     continue
                 ratio, cost = self._effect(alt, measured, screened, sign)
                 if ratio is None:  # unmeasured: learn it on the best screened configuration first

@@ -28,6 +28,9 @@ from sweeper.sweep.space import SearchSpace, contains
 SAMPLERS = ("staged", "tpe", "random", "grid", "gp", "nsgaii", "qmc")
 STUDY_ID_KEY = "knob_sweeper:study_id"  # study user attr: a random id, telling apart studies of one name
 TARGET_KEY = "knob_sweeper:target"  # study user attr: how many counted trials the current sweep aims for
+FINISHED_KEY = "knob_sweeper:finished"  # study user attr: the target of the last sweep that ran to its end
+CONFIRM_KEY = "confirm_of"  # trial user attr: the trial whose configuration this one measures again
+UNOWNED_S = 30.0  # a RUNNING trial without an owner this long after its start was asked by a killed sweeper
 
 CONSTRAINT_KEY = "fits_in_memory"  # Optuna constraint: <= 0 feasible, > 0 violated (OOM)
 
@@ -212,21 +215,29 @@ def owner_id() -> str:
 
 
 def is_interrupted(t: FrozenTrial) -> bool:
-    """Its sweeper died while it ran: marked so by us, or failed by Optuna's stale-heartbeat check (never told)."""
-    if t.user_attrs.get(REASON_KEY) == "interrupted":
+    """Stopped before its end (Ctrl-C, SIGTERM, the budget, its sweeper's death), or failed by Optuna's
+    stale-heartbeat check (never told): its configuration is measured again."""
+    if t.user_attrs.get("status") == "interrupted" or t.user_attrs.get(REASON_KEY) in ("interrupted", "budget"):
         return True
     return t.state == TrialState.FAIL and "status" not in t.user_attrs and t.user_attrs.get(REASON_KEY) != "surplus"
 
 
+def is_remeasure(t: FrozenTrial) -> bool:
+    """A re-measurement after the search (``confirm_of``: the best and the baseline again, perhaps profiled)."""
+    return t.user_attrs.get(CONFIRM_KEY) is not None
+
+
 def is_counted(t: FrozenTrial) -> bool:
     """Trials that count toward the target: everything except interrupted runs, surplus asks, duplicates
-    (``n_trials`` means new measurements; a duplicate reuses another trial's) and warm-start history (an earlier
-    study's trials)."""
+    (``n_trials`` means new measurements; a duplicate reuses another trial's), configurations left out because
+    they would overrun the budget, re-measurements after the search, and warm-start history (an earlier study's
+    trials)."""
     reason = str(t.user_attrs.get(REASON_KEY, ""))
     return (
         reason != "surplus"
-        and not reason.startswith("duplicate:")
+        and not reason.startswith(("duplicate:", "over-budget:"))
         and WARM_KEY not in t.user_attrs
+        and not is_remeasure(t)
         and not is_interrupted(t)
     )
 
@@ -262,9 +273,20 @@ def others_running(study: optuna.Study, storage: Any) -> bool:
 
 
 def orphaned_running(study: optuna.Study) -> list[FrozenTrial]:
-    """RUNNING trials whose sweeper process on this host is gone (killed; its pid perhaps reused since): they will
-    never be told."""
-    return [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)) if owner_state(t) == "dead"]
+    """RUNNING trials that will never be told: their sweeper process on this host is gone (killed; its pid perhaps
+    reused since), or nobody owns them ``UNOWNED_S`` after they started (a kill between a queued trial's pop and
+    its owner's write; the owner is written within milliseconds of the ask)."""
+    import datetime
+
+    now = datetime.datetime.now()
+    out = []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if OWNER_KEY not in t.user_attrs:
+            if t.datetime_start is not None and (now - t.datetime_start).total_seconds() > UNOWNED_S:
+                out.append(t)
+        elif owner_state(t) == "dead":
+            out.append(t)
+    return out
 
 
 def heartbeat_enabled(storage: Any) -> bool:
@@ -318,17 +340,53 @@ class Heartbeat:
 def update_target(study: optuna.Study, n_trials: int) -> int:
     """The counted-trial total this sweep aims for.
 
-    A sweep whose target was not reached (killed, or another process still on it) is continued: its finished
-    trials count. A study whose last sweep finished gets a new target ``n_trials`` further on. So one command
-    run twice gives 2 x n_trials trials, a killed sweep re-run finishes its n_trials, and several processes
-    started on one study together run n_trials.
+    A sweep that did not finish (killed, out of budget, in its re-measurements, or another process still on it)
+    is continued: its finished trials count. A study whose last sweep finished (``FINISHED_KEY`` holds its target)
+    gets a new target ``n_trials`` further on. So one command run twice gives 2 x n_trials trials, a killed sweep
+    re-run finishes its n_trials (and its re-measurements), and several processes on one study together run
+    n_trials.
     """
     done = counted(study)
     target = study.user_attrs.get(TARGET_KEY)
-    if target is None or done >= int(target):
+    finished = study.user_attrs.get(FINISHED_KEY)
+    if target is None or (done >= int(target) and finished == int(target)):
         target = done + n_trials
         study.set_user_attr(TARGET_KEY, target)
     return int(target)
+
+
+def mark_finished(study: optuna.Study, target: int) -> None:
+    """The sweep toward ``target`` ran to its end (search and re-measurements): the next command starts anew."""
+    study.set_user_attr(FINISHED_KEY, int(target))
+
+
+def ask(study: optuna.Study) -> optuna.Trial:
+    """``study.ask()`` with this process's owner recorded in the same write that creates the trial, so that no
+    kill can leave a RUNNING trial nobody owns. A queued trial (popped from WAITING) gets its owner right after
+    the pop; :func:`orphaned_running` takes an unowned one older than ``UNOWNED_S`` for dead."""
+    import datetime
+
+    study._thread_local.cached_all_trials = None
+    trial_id = study._pop_waiting_trial_id()
+    if trial_id is None:
+        template = FrozenTrial(
+            number=-1,
+            state=TrialState.RUNNING,
+            value=None,
+            datetime_start=datetime.datetime.now(),
+            datetime_complete=None,
+            params={},
+            distributions={},
+            user_attrs={OWNER_KEY: owner_id()},
+            system_attrs={},
+            intermediate_values={},
+            trial_id=-1,
+        )
+        trial_id = study._storage.create_new_trial(study._study_id, template_trial=template)
+        return optuna.Trial(study, trial_id)
+    trial = optuna.Trial(study, trial_id)
+    trial.set_user_attr(OWNER_KEY, owner_id())
+    return trial
 
 
 def tell(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome, objectives: list[tuple[str, str]]) -> None:
@@ -367,13 +425,3 @@ def _worst_minimized(study: optuna.Study, index: int) -> float:
         if t.values and math.isfinite(t.values[index])
     ]
     return 2.0 * max(values) if values else 1e18
-
-
-def enqueue_confirmations(study: optuna.Study, objectives: list[tuple[str, str]], k: int) -> int:
-    """Queue the k best complete configurations again (repeats give the report a noise estimate); returns how many."""
-    best = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-            if t.user_attrs.get("status") == "complete"]
-    best.sort(key=lambda t: t.values[0], reverse=objectives[0][1] == "maximize")
-    for t in best[:k]:
-        study.enqueue_trial(t.params, user_attrs={"confirm_of": t.number})
-    return min(k, len(best))

@@ -106,10 +106,12 @@ def _log_tail(path: Path, n: int = 12) -> str:
 
 
 def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
-                 on_report: Callable[[int, float], bool] | None = None) -> TrialOutcome:
+                 on_report: Callable[[int, float], bool] | None = None, stop_at: float | None = None) -> TrialOutcome:
     """Run ``cfg``'s trial in a child; never raises for anything the trial does.
 
-    ``on_report(step, value) -> prune?`` answers the child's intermediate reports (for pruning).
+    ``on_report(step, value) -> prune?`` answers the child's intermediate reports (for pruning). ``stop_at``
+    (unix seconds): the sweep's budget ends then; a trial still running is stopped and ends ``interrupted``
+    (reason ``budget``), so that the same command measures it again.
     """
     mp_context = _context()
     _ensure_forkserver()
@@ -124,6 +126,8 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
     if INTERRUPTED.is_set():  # the sweep was interrupted while this trial was being launched
         kill_group(proc.pid)
     deadline = started + timeout_s
+    budget_cut = stop_at is not None and stop_at < deadline
+    deadline = min(deadline, stop_at) if stop_at is not None else deadline
     message = None
     try:
         while message is None:
@@ -131,6 +135,10 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
             if remaining <= 0:
                 kill_group(proc.pid)
                 proc.join()
+                if budget_cut:
+                    return TrialOutcome(Status.INTERRUPTED, "budget", "the sweep's time budget (hydra.sweeper."
+                                        "timeout_s + grace_s) ended while this trial ran; the same command runs it "
+                                        "again", started_at=started, ended_at=time.time())
                 return TrialOutcome(Status.FAILED, "timeout",
                                     f"no result after {timeout_s:g} s (trial.timeout_s); process group killed",
                                     started_at=started, ended_at=time.time())
@@ -159,7 +167,7 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
     if message is not None:
         return TrialOutcome.from_dict(message[1])
     if INTERRUPTED.is_set():
-        return TrialOutcome(Status.FAILED, "interrupted", "the sweep was interrupted (Ctrl-C or SIGTERM) while "
+        return TrialOutcome(Status.INTERRUPTED, "interrupted", "the sweep was interrupted (Ctrl-C or SIGTERM) while "
                             "this trial ran; the same command runs it again", started_at=started, ended_at=time.time())
     code = proc.exitcode
     tail = _log_tail(log_path)

@@ -1,0 +1,154 @@
+"""Slots, futures and deadlines: what runs now, what may start, and when the sweep stops.
+
+The scheduler owns the sweep's wall clock. ``hydra.sweeper.timeout_s`` is a budget for the whole command, counted
+from the process's start:
+
+* a trial starts only when its predicted cost (``sweeper.sweep.costs``) ends before the budget does, less the time
+  reserved for the re-measurements that follow the search;
+* each trial is handed ``stop_at`` = budget + ``grace_s`` (unix seconds): the trial process is stopped then and the
+  trial ends ``interrupted`` (reason ``budget``): not a failure, not counted, measured again by the same command;
+* a trial that cannot be stopped that way (run in the sweeper's process, or by a remote launcher) is given up on
+  ``BACKSTOP_S`` later: its process group is killed and it is recorded as interrupted by the budget.
+
+Why a sweep stops is one :class:`Stop` value, decided by :meth:`StopPolicy.check` and nowhere else.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+BACKSTOP_S = 10.0  # past budget + grace, a trial that did not stop itself is killed and given up
+
+
+class Stop(str, enum.Enum):
+    """Why the sweep stops (the value is what the summary line says)."""
+
+    BUDGET = "budget"  # hydra.sweeper.timeout_s: nothing that fits is left to start
+    N_TRIALS = "n_trials"  # the study holds its target of counted trials
+    FAILURES = "failures"  # max_failures / max_failure_rate reached: the workload looks broken (exit 1)
+    EXHAUSTED = "exhausted"  # every configuration of the space is measured, or the sampler only repeats them
+    INTERRUPTED = "interrupted"  # Ctrl-C or SIGTERM (exit 130 / 143)
+
+
+EXIT_CODES = {Stop.FAILURES: 1, Stop.INTERRUPTED: 130}  # every other stop exits 0
+
+
+@dataclass
+class Running:
+    """A trial handed to a slot."""
+
+    trial: Any  # optuna.Trial
+    values: dict[str, Any]
+    slot: Any
+    started: float
+    predicted_s: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # what the launch added (profile steps, ...)
+
+
+class Scheduler:
+    """Slots and the futures of the trials running in them, under the sweep's wall-clock budget."""
+
+    def __init__(
+        self,
+        slots: list[Any],
+        node: Any,
+        budget_s: float | None,
+        grace_s: float,
+        started_at: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.slots = list(slots)
+        self.free = list(slots)
+        self.node = node
+        self.clock = clock
+        self.deadline = started_at + float(budget_s) if budget_s else None
+        self.grace_s = float(grace_s)
+        self.running: dict[Future, Running] = {}
+        self.pool = ThreadPoolExecutor(max_workers=max(1, len(self.slots)), thread_name_prefix="trial")
+        self.wake = threading.Event()  # set when a trial ends: the loop waits on it when nothing of its own runs
+
+    # ------------------------------------------------------------------ the clock
+
+    def time_left(self) -> float | None:
+        """Seconds until the budget ends (negative past it); None without a budget."""
+        return None if self.deadline is None else self.deadline - self.clock()
+
+    def expired(self) -> bool:
+        left = self.time_left()
+        return left is not None and left <= 0
+
+    def fits(self, predicted_s: float, reserve_s: float = 0.0) -> bool:
+        """A trial predicted to take ``predicted_s`` ends before the budget, ``reserve_s`` kept for later."""
+        left = self.time_left()
+        return left is None or predicted_s <= left - reserve_s
+
+    def stop_at(self) -> float | None:
+        """When a trial started now must be stopped (unix seconds), or None."""
+        return None if self.deadline is None else self.deadline + self.grace_s
+
+    def overdue(self) -> bool:
+        """Past budget + grace + backstop: trials still running did not stop themselves."""
+        return self.deadline is not None and self.clock() >= self.deadline + self.grace_s + BACKSTOP_S
+
+    # ------------------------------------------------------------------ slots and futures
+
+    def take_slot(self) -> Any:
+        """A free slot whose cores and GPUs no other sweeper on the node holds, or None."""
+        if not self.free:
+            return None
+        return self.node.take(self.free)
+
+    def give_back(self, slot: Any) -> None:
+        self.node.release(slot)
+        self.free.append(slot)
+
+    def submit(self, fn: Callable[[], Any], run: Running) -> None:
+        fut = self.pool.submit(fn)
+        fut.add_done_callback(lambda _f: self.wake.set())
+        self.running[fut] = run
+
+    def finished(self, timeout: float) -> list[tuple[Running, Any]]:
+        """Trials that ended within ``timeout`` seconds (each with its launcher's return or exception)."""
+        if not self.running:
+            return []
+        done, _ = wait(list(self.running), timeout=max(0.0, timeout), return_when=FIRST_COMPLETED)
+        out = []
+        for fut in done:
+            run = self.running.pop(fut)
+            out.append((run, fut.result()))
+        return out
+
+    def idle(self, timeout: float) -> None:
+        """Nothing of this sweeper runs: wait for a trial of ours to end or ``timeout`` (others' trials)."""
+        self.wake.wait(max(0.0, timeout))
+        self.wake.clear()
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+
+
+class StopPolicy:
+    """Decides, before each start, whether the sweep goes on; the first reason found is kept."""
+
+    def __init__(self) -> None:
+        self.reason: Stop | None = None
+
+    def stop(self, reason: Stop) -> bool:
+        """Record ``reason`` unless one is recorded; True when it is the first."""
+        if self.reason is None:
+            self.reason = reason
+            return True
+        return False
+
+    @property
+    def stopped(self) -> bool:
+        return self.reason is not None
+
+    def exit_code(self) -> int:
+        return EXIT_CODES.get(self.reason, 0) if self.reason is not None else 0

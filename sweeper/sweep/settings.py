@@ -1,0 +1,115 @@
+"""The sweeper's settings (``hydra.sweeper.*``): one typed dataclass, each default written here and nowhere else.
+
+Hydra registers :class:`KnobSweeperConf` as ``hydra/sweeper=knob`` (``hydra_plugins.knob_sweeper``) and hands the
+composed node to the sweeper, which converts it once with :func:`settings_of` into the dataclass: the loop reads
+attributes, never ``.get(key, default)``. A workload's YAML may set any of these for its sweeps (resnet50 declares
+``expensive`` and ``cost_prior``); ``tests/test_settings.py`` holds the YAML files to the dataclass's keys.
+This module imports nothing heavy (no torch, no Optuna): plugin discovery stays cheap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+
+@dataclass
+class PrunerConf:
+    # none | median | successive_halving | hyperband (Optuna's pruners; single objective throughput:maximize).
+    type: str = "none"
+    # median: trials finished before pruning starts, and reports skipped at the start of each trial.
+    n_startup_trials: int = 3
+    n_warmup_steps: int = 0
+    # successive_halving / hyperband: the smallest number of measured steps a trial gets, and the cut factor.
+    min_resource: Any = "auto"
+    reduction_factor: int = 3
+
+
+@dataclass
+class KnobSweeperConf:
+    _target_: str = "hydra_plugins.knob_sweeper.knob_sweeper.KnobSweeper"
+    # Optuna study name; null -> "<workload>" (or "<workload>-<preset>" when a preset is active).
+    study_name: Optional[str] = None
+    # Optuna storage URL: null -> sqlite:///<results_dir>/optuna.db; "journal:///path" for a journal file;
+    # postgresql://user@host/db for several nodes.
+    storage: Optional[str] = None
+    # Trials this command adds to the study (a killed sweep re-run finishes its previous target instead).
+    n_trials: int = 10
+    # Trials run at once when trial.resources is unset (each slot takes the next trial as soon as it is free).
+    n_jobs: int = 1
+    # The command's wall-clock budget in seconds, counted from its start; null = no limit. No trial starts that
+    # the cost model predicts cannot end by then; at the budget plus grace_s running trials are stopped and
+    # recorded as interrupted (reason budget: not counted, measured again by the same command).
+    timeout_s: Optional[float] = None
+    # Seconds past timeout_s that a running trial may take to finish before it is stopped.
+    grace_s: float = 5.0
+    # Cap a trial's timeout (trial.timeout_s) at this multiple of the slowest measured trial of its kind (the same
+    # `expensive` values), never below timeout_floor_s, once 3 of its kind were measured; null = off.
+    timeout_factor: Optional[float] = None
+    timeout_floor_s: float = 60.0
+    # staged (default: cost-aware, see `expensive`), tpe, random, grid, gp, nsgaii, qmc.
+    sampler: str = "staged"
+    seed: Optional[int] = None
+    # Knobs that make a trial expensive, each with its cheap value ({knobs.compile: "off"}): the staged sampler
+    # screens the other knobs with these cheap, then measures the best few screened configurations with each
+    # expensive value (best expected gain per second first), then searches the whole space.
+    expensive: Dict[str, Any] = field(default_factory=dict)
+    # What an expensive value is expected to cost before the study has measured it, as a multiple of a trial with
+    # the cheap value: {knobs.compile: {default: 4, max-autotune: 40}}. Measurements replace and rescale it
+    # (sweeper.sweep.costs). A value with no prior is taken to cost as much as the dearest value measured.
+    cost_prior: Dict[str, Any] = field(default_factory=dict)
+    # Earlier studies to start from: "latest" (the most recent other study of this workload in this storage), a
+    # study name, or a list of names; null = none. Their best `warm_start_k` configurations are measured again
+    # first, and their measured trials join the sampler's history. Used only by a new study.
+    warm_start: Any = None
+    warm_start_k: int = 3
+    # [{metric, direction}]; two or more make a multi-objective study (Pareto front in the report).
+    objectives: List[Any] = field(default_factory=lambda: [{"metric": "throughput", "direction": "maximize"}])
+    # Search space: dotted config key -> choice(...) | range(...) | interval(...) | tag(log, ...) | fixed value.
+    params: Dict[str, Any] = field(default_factory=dict)
+    # Conditional knobs: key -> expression; the knob is sampled only when it holds, else set to null.
+    conditions: Dict[str, str] = field(default_factory=dict)
+    # Expressions every launched configuration must satisfy; others are skipped before launch.
+    constraints: List[str] = field(default_factory=list)
+    # Stop the sweep (exit 1) once this many trials of the study have failed; null = never.
+    max_failures: Optional[int] = None
+    # ...or once more than this fraction of its finished trials failed (checked from 5 trials on); null = never.
+    max_failure_rate: Optional[float] = None
+    # Pruner for single-objective throughput studies: {type: none|median|successive_halving|hyperband, ...kwargs}.
+    pruner: PrunerConf = field(default_factory=PrunerConf)
+    # After the search, measure the k best configurations again (repeats give the report a noise estimate).
+    confirm_top_k: int = 0
+    # After the search, run the baseline and the k best configurations again with `profile_steps` more steps under
+    # torch.profiler after the measured window (a trace and a breakdown of where the GPU's time went, in the
+    # report); null = auto: 1 on a GPU, 0 on the CPU. Inside the budget: the search stops early enough.
+    profile: Optional[int] = None
+    profile_steps: int = 5
+    # A new study measures the workload's default knobs first (the report's baseline for speed-ups).
+    baseline_first: bool = True
+    # Then these configurations ({dotted key: value}, e.g. a known-good recipe), before the sampler's own choices.
+    # Keys the space does not sample, or values outside it, are left to the sampler. Not used by the grid sampler.
+    # An entry's optional `when: <expression>` keeps it only where the expression holds (workload.data == 'jpeg').
+    starts: List[Any] = field(default_factory=list)
+    # Measure a configuration again even when the study already has its result.
+    repeat: bool = False
+    # RDB heartbeat (seconds) so trials of a dead node are failed; null = off.
+    heartbeat_interval: Optional[int] = None
+    grace_period: Optional[int] = None
+
+
+def settings_of(conf: Any) -> KnobSweeperConf:
+    """The sweeper's node as Hydra composed it (a DictConfig or the keyword arguments it instantiated the sweeper
+    with) -> the typed settings, defaults filled from the dataclass."""
+    from omegaconf import OmegaConf
+
+    node = OmegaConf.merge(OmegaConf.structured(KnobSweeperConf), OmegaConf.create(dict(conf)))
+    return OmegaConf.to_object(node)  # type: ignore[return-value]
+
+
+def plain(value: Any) -> Any:
+    """A setting of type ``Any`` as plain Python (OmegaConf containers inside dataclasses stay containers)."""
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    if isinstance(value, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(value, resolve=True)
+    return value

@@ -1,0 +1,200 @@
+"""The wall-clock budget: trials cut at the deadline, what cannot end never starts, cut trials measured again.
+
+The costly test workload (tests/faultload/costly.py) sleeps its steps and its "compile", so a trial's length is
+known up front whatever the machine's load.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from sweeper.results import store
+from sweeper.sweep.costs import CostModel
+from sweeper.sweep.scheduler import Scheduler, Stop, StopPolicy
+
+from conftest import ROOT, run_cli
+
+COSTLY = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=costly", "-m"]
+# An 18 s trial (three 6 s steps): longer than any budget below leaves it, however slow the sweeper's start.
+SLOW_TRIAL = ["knobs.batch=1", "knobs.compile=off", "knobs.base_ms=6000", "measure.warmup_steps=1", "measure.steps=2"]
+
+
+def _study(results: Path, name: str = "costly") -> optuna.Study:
+    return optuna.load_study(study_name=name, storage=f"sqlite:///{results / 'optuna.db'}")
+
+
+def test_a_trial_longer_than_the_time_left_is_cut_at_the_deadline_and_measured_by_the_next_run(
+    results: Path,
+) -> None:
+    """An 18 s trial under a 14 s budget with 1 s grace: the trial is stopped at budget + grace (counted from the
+    command's start), recorded interrupted by the budget (not failed, not counted), the command exits within
+    seconds of that, and the same command with time to spare measures that configuration first."""
+    args = [*COSTLY, *SLOW_TRIAL, "hydra.sweeper.n_trials=1", "hydra.sweeper.grace_s=1"]
+    t0 = time.time()
+    proc = run_cli([*args, "hydra.sweeper.timeout_s=14"], results)
+    elapsed = time.time() - t0
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    df = store.read_results(results)
+    assert list(df["status"]) == ["interrupted"] and list(df["reason"]) == ["budget"], df[["status", "reason"]]
+    stopped = df["ended_at"].iloc[0].timestamp() - t0
+    assert stopped <= 14 + 1 + 1.5, f"stopped {stopped:.1f} s after launch, the budget + grace is 15 s"
+    assert elapsed <= 14 + 1 + 5, f"the command took {elapsed:.1f} s for a 14 s budget with 1 s grace"
+    cut_level = int(df["knob.level"].iloc[0])
+    (trial,) = _study(results).trials
+    assert trial.state == TrialState.FAIL and trial.user_attrs["reason"] == "budget"
+
+    proc = run_cli([*args, "hydra.sweeper.timeout_s=120"], results)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    df = store.read_results(results).sort_values("trial")
+    assert list(df["status"]) == ["interrupted", "complete"], df[["trial", "status", "reason"]]
+    assert int(df["knob.level"].iloc[1]) == cut_level  # the cut configuration, not a new sample
+
+
+def test_an_expensive_value_never_measured_does_not_start_when_its_prior_exceeds_the_time_left(
+    results: Path,
+) -> None:
+    """Eager trials take ~1 s; compiled ones are stated (cost_prior) to cost 50x and 100x that, which no 25 s
+    budget holds: they are left out before launch (skipped, over-budget), and the sweep stops for the budget
+    instead of spending it. With a prior that fits, the same space launches a compiled trial (the control)."""
+    base = [*COSTLY, "knobs.batch=1", "knobs.base_ms=20", "knobs.compile_cost_s=1", "hydra.sweeper.n_trials=8",
+            "hydra.sweeper.params={knobs.level:'choice(1,2)'}", "hydra.sweeper.seed=0"]  # fmt: skip
+    prior = "++hydra.sweeper.cost_prior={knobs.compile:{default:50,max:100}}"
+    proc = run_cli([*base, "hydra.sweeper.timeout_s=25", prior], results)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    df = store.read_results(results)
+    compiled = df[df["knob.compile"] != "off"]
+    assert len(df[df["status"] == "complete"]) >= 2, df[["trial", "status", "reason", "knob.compile"]]
+    assert not compiled.empty, "the sampler never proposed a compiled configuration: nothing was tested"
+    assert (compiled["status"] == "skipped").all(), compiled[["trial", "status", "reason"]]
+    assert compiled["reason"].str.startswith("over-budget:").all()
+    assert "budget" in proc.stderr
+
+    control = results.parent / "control"
+    prior = "++hydra.sweeper.cost_prior={knobs.compile:{default:2,max:2}}"
+    proc = run_cli([*base, "hydra.sweeper.timeout_s=60", prior], control)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    df = store.read_results(control)
+    launched = df[(df["knob.compile"] != "off") & (df["status"] == "complete")]
+    assert not launched.empty, df[["trial", "status", "reason", "knob.compile"]]
+
+
+def test_a_ctrl_c_configuration_is_measured_again_by_the_same_command(tmp_path: Path) -> None:
+    """Ctrl-C while a trial runs: the trial is interrupted (its own status, not failed); the same command, run
+    again, measures that configuration before anything else."""
+    results = tmp_path / "results"
+    args = [sys.executable, "-m", "sweeper", *COSTLY, *SLOW_TRIAL, "hydra.sweeper.n_trials=1", f"results_dir={results}"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with open(tmp_path / "err", "w") as err:
+        proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+        _wait_for_row_or_running(results, proc)
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=60) == 130, (tmp_path / "err").read_text()[-3000:]
+    df = store.read_results(results)
+    assert list(df["status"]) == ["interrupted"], df[["status", "reason"]]
+    level = int(df["knob.level"].iloc[0])
+    proc = run_cli([*COSTLY, *SLOW_TRIAL, "hydra.sweeper.n_trials=1"], results)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    df = store.read_results(results).sort_values("trial")
+    assert list(df["status"]) == ["interrupted", "complete"]
+    assert int(df["knob.level"].iloc[1]) == level
+
+
+def _wait_for_row_or_running(results: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
+    """Blocks until the sweep's first trial is RUNNING in its study (read-only SQLite polls)."""
+    import contextlib
+    import sqlite3
+
+    db = results / "optuna.db"
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+        if db.exists():
+            with contextlib.suppress(sqlite3.Error):
+                with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)) as con:
+                    row = con.execute("SELECT count(*) FROM trials t JOIN trial_params p ON p.trial_id = t.trial_id "
+                                      "WHERE t.state = 'RUNNING'").fetchone()  # fmt: skip
+                if row and row[0]:
+                    return
+        time.sleep(0.1)
+    raise AssertionError("no trial ran")
+
+
+# ---------------------------------------------------------------------- units: an injected clock, no processes
+
+
+class _Clock:
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class _Node:
+    def take(self, free: list) -> object:
+        return free.pop(0)
+
+    def release(self, slot: object) -> None:
+        pass
+
+
+def test_the_scheduler_fits_and_stops_by_its_clock() -> None:
+    clock = _Clock(1000.0)
+    s = Scheduler([0], _Node(), budget_s=100, grace_s=5, started_at=1000.0, clock=clock)
+    assert s.fits(60) and not s.fits(60, reserve_s=50) and not s.fits(101)
+    assert s.stop_at() == 1105.0
+    clock.t = 1099.0
+    assert not s.expired() and s.fits(1) and not s.fits(2)
+    clock.t = 1100.0
+    assert s.expired() and not s.overdue()
+    clock.t = 1115.0
+    assert s.overdue()
+    s.close()
+    unlimited = Scheduler([0], _Node(), budget_s=None, grace_s=5, started_at=0.0, clock=clock)
+    assert unlimited.fits(1e9) and unlimited.stop_at() is None and not unlimited.expired()
+    unlimited.close()
+
+
+def test_the_stop_policy_keeps_the_first_reason_and_maps_exit_codes() -> None:
+    p = StopPolicy()
+    assert p.exit_code() == 0 and not p.stopped
+    assert p.stop(Stop.FAILURES) and not p.stop(Stop.BUDGET)
+    assert p.reason is Stop.FAILURES and p.exit_code() == 1
+    q = StopPolicy()
+    q.stop(Stop.BUDGET)
+    assert q.exit_code() == 0
+
+
+def _trial(study: optuna.Study, compile: str, wall_s: float) -> None:
+    t = optuna.trial.create_trial(
+        params={"knobs.compile": compile},
+        distributions={"knobs.compile": optuna.distributions.CategoricalDistribution(["off", "default", "max"])},
+        values=[1.0],
+        user_attrs={"wall_s": wall_s, "status": "complete"},
+    )
+    study.add_trial(t)
+
+
+def test_the_cost_model_uses_measurements_then_rescaled_priors() -> None:
+    model = CostModel({"knobs.compile": "off"}, {"knobs.compile": {"default": 4, "max": 40}})
+    study = optuna.create_study(direction="maximize")
+    assert model.predict(study, {"knobs.compile": "off"}) == 0.0  # nothing measured: the cheap trial starts
+    _trial(study, "off", 10.0)
+    _trial(study, "off", 12.0)
+    assert model.predict(study, {"knobs.compile": "off"}) == 12.0  # the slowest of its class
+    assert model.predict(study, {"knobs.compile": "default"}) == pytest.approx(48.0)  # 12 s x prior 4
+    assert model.predict(study, {"knobs.compile": "max"}) == pytest.approx(480.0)
+    _trial(study, "default", 24.0)  # measured at 2x where the prior said 4x: every compile prior halves
+    assert model.predict(study, {"knobs.compile": "default"}) == 24.0
+    assert model.predict(study, {"knobs.compile": "max"}) == pytest.approx(240.0)
+    unknown = CostModel({"knobs.compile": "off"}, {})
+    assert unknown.predict(study, {"knobs.compile": "max"}) == pytest.approx(24.0)  # the dearest value measured
