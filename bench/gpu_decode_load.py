@@ -13,7 +13,7 @@ GPU short gaps and hold the GIL while they launch); rows give the decode's img/s
 thread decoded, and the load's ms per replay or step (alone: ``load_alone_ms``). ``torchvision:unchanged`` asks
 nvJPEG for the planes as coded (``ImageReadMode.UNCHANGED``: YCbCr, chroma subsampled, no colour conversion): is
 the colour conversion what waits behind a busy GPU? (On the H200's
-hardware path it returned the same RGB bytes: README, Measured, session 10.)
+hardware path it returned the same RGB bytes: docs/measurements/jpeg-pipeline.md, 2026-12-02.)
 torchvision's decoder is one object behind a lock inside torchvision, so its threads take turns; nvImageCodec's
 decoders are separate objects. Rows go to OUT/gpu_decode_load.jsonl.
 """
