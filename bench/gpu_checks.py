@@ -3,7 +3,7 @@
     python bench/gpu_checks.py OUT_DIR [--smoke] [--stages accuracy,gpu_tests,baseline]
 
 Stages (each fits one run of ~9 minutes on the device; ``accuracy`` alone takes ~5):
-  accuracy   the 12 timing-accuracy configurations of the README (matmul 8192^3 x bf16/fp16/tf32/fp32, 4096^3
+  accuracy   the 12 documented timing-accuracy configurations (matmul 8192^3 x bf16/fp16/tf32/fp32, 4096^3
              bf16/fp16, 8192x1024x8192 bf16, 16384^3 bf16 against triton's do_bench; 4 training steps against
              Timer.blocked_autorange), each reference run before and after the tool's own trial process, through
              bench/gpu_validate.py's harnesses; for the sub-millisecond kernels also a back-to-back reference (CUDA
@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import gpu_validate as gv  # noqa: E402 (after the path set-up above)
 
-TARGET = 0.02  # the README's accuracy target: the tool within 2 % of the reference
+TARGET = 0.02  # the documented accuracy target: the tool within 2 % of the reference
 SHORT_KERNELS = ((4096, 4096, 4096, "bf16"), (4096, 4096, 4096, "fp16"), (8192, 1024, 8192, "bf16"))
 
 

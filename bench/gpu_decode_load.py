@@ -3,7 +3,7 @@
     python bench/gpu_decode_load.py OUT [--smoke] [--seconds 5] [--threads 1,2,3] [--batch-sizes 256]
         [--decoders torchvision,nvimgcodec,torchvision:unchanged] [--loads none,gpu_graph,resnet_eager]
 
-The batched GPU decode slows beside a busy GPU (README, Measured). If that is latency (each batch a chain of
+The batched GPU decode slows beside a busy GPU (docs/measurements). If that is latency (each batch a chain of
 small steps, each queued behind the training step's kernels) rather than a full decoder, batches decoded on several
 threads at once (each with its own decoder and CUDA stream) add up. For each GPU decoder and thread count: batches
 of 256 files held in memory decoded for ``--seconds`` on T threads while the main thread runs a load (``none``;
