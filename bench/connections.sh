@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Does the GPU decoder slow beside the training step because their streams share the GPU's hardware work queues
-# (CUDA_DEVICE_MAX_CONNECTIONS, 8 by default)? One device call (~8 min on the H200).
+# (CUDA_DEVICE_MAX_CONNECTIONS, 8 by default)? One run, ~8 min on the H200.
 #   bash bench/connections.sh OUT
 # 1. bench/gpu_decode_load.py (torchvision's batched GPU decoder alone, beside a CUDA-graph matmul load, beside eager
 #    ResNet-50 steps), in a process with the default 8 connections and in one with 32.

@@ -1,16 +1,16 @@
-"""GPU re-measurements for the claims of issue 17, in one call: each stage appends rows to OUT/gpu_checks.jsonl.
+"""GPU re-measurements of the documented claims, in one run: each stage appends rows to OUT/gpu_checks.jsonl.
 
     python bench/gpu_checks.py OUT_DIR [--smoke] [--stages accuracy,gpu_tests,baseline]
 
-Stages (each fits one device call of ~9 minutes; ``accuracy`` alone takes ~5):
-  accuracy   the 12 timing-accuracy configurations of the README (matmul 8192^3 x bf16/fp16/tf32/fp32, 4096^3
+Stages (each fits one run of ~9 minutes on the device; ``accuracy`` alone takes ~5):
+  accuracy   the 12 documented timing-accuracy configurations (matmul 8192^3 x bf16/fp16/tf32/fp32, 4096^3
              bf16/fp16, 8192x1024x8192 bf16, 16384^3 bf16 against triton's do_bench; 4 training steps against
              Timer.blocked_autorange), each reference run before and after the tool's own trial process, through
              bench/gpu_validate.py's harnesses; for the sub-millisecond kernels also a back-to-back reference (CUDA
              events around 2,000 consecutive calls on the same rotating buffers, no L2 flush), which separates
              the tool's overhead from do_bench's flush-between-calls conditions. Ends with a summary row.
   gpu_tests  every test marked ``gpu`` (``pytest -m gpu``): its log and JUnit XML in OUT, one row per test.
-             Copy OUT/gpu_tests.log into bench/results/ (h200-<date>-gpu_tests.log) with the other records.
+             Note the outcome in bench/results/MANIFEST.md with the other records.
   mfu_cap    transformer_block at the default sweep's best (bf16, compile, batch 8, fused AdamW): its CUDA kernel
              time by class (GEMM, attention, optimizer, copies, the rest) from torch.profiler, each class's
              TFLOP/s, and the card's bf16 matmul ceiling (do_bench 8192^3) over the peak the MFU divides by.
@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import gpu_validate as gv  # noqa: E402 (after the path set-up above)
 
-TARGET = 0.02  # the README's accuracy target: the tool within 2 % of the reference
+TARGET = 0.02  # the documented accuracy target: the tool within 2 % of the reference
 SHORT_KERNELS = ((4096, 4096, 4096, "bf16"), (4096, 4096, 4096, "fp16"), (8192, 1024, 8192, "bf16"))
 
 

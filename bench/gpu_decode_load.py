@@ -3,7 +3,7 @@
     python bench/gpu_decode_load.py OUT [--smoke] [--seconds 5] [--threads 1,2,3] [--batch-sizes 256]
         [--decoders torchvision,nvimgcodec,torchvision:unchanged] [--loads none,gpu_graph,resnet_eager]
 
-The batched GPU decode slows beside a busy GPU (README, Measured). If that is latency (each batch a chain of
+The batched GPU decode slows beside a busy GPU (docs/measurements). If that is latency (each batch a chain of
 small steps, each queued behind the training step's kernels) rather than a full decoder, batches decoded on several
 threads at once (each with its own decoder and CUDA stream) add up. For each GPU decoder and thread count: batches
 of 256 files held in memory decoded for ``--seconds`` on T threads while the main thread runs a load (``none``;
@@ -13,7 +13,7 @@ GPU short gaps and hold the GIL while they launch); rows give the decode's img/s
 thread decoded, and the load's ms per replay or step (alone: ``load_alone_ms``). ``torchvision:unchanged`` asks
 nvJPEG for the planes as coded (``ImageReadMode.UNCHANGED``: YCbCr, chroma subsampled, no colour conversion): is
 the colour conversion what waits behind a busy GPU? (On the H200's
-hardware path it returned the same RGB bytes: README, Measured, session 10.)
+hardware path it returned the same RGB bytes: docs/measurements/jpeg-pipeline.md, 2026-12-02.)
 torchvision's decoder is one object behind a lock inside torchvision, so its threads take turns; nvImageCodec's
 decoders are separate objects. Rows go to OUT/gpu_decode_load.jsonl.
 """

@@ -264,7 +264,7 @@ STEP_CONFIGS = {  # name -> (workload, overrides): training steps whose timing t
 
 
 def stage_accuracy(b: Bench) -> None:
-    """The tool's step time vs independent harnesses in the same run (README: accuracy table).
+    """The tool's step time vs independent harnesses in the same run (docs/measurements/overhead-and-accuracy.md).
 
     Kernels: matmul shapes vs ``triton.testing.do_bench``. Steps: the tool's mean step time over its window vs
     ``Timer.blocked_autorange`` run before and after the tool's trial (their mean is the reference).
@@ -321,7 +321,7 @@ def _run_logged(b: Bench, name: str, cmd: list[str], timeout: float) -> subproce
 
 
 def stage_overhead(b: Bench) -> None:
-    """bench/overhead.py on this device: per-trial overhead of a matmul sweep (README: overhead table)."""
+    """bench/overhead.py on this device: per-trial overhead of a matmul sweep (docs/measurements)."""
     extra = [] if b.smoke else ["measure.min_time_s=0.2"]
     _run_logged(b, "overhead", [sys.executable, str(ROOT / "bench" / "overhead.py"), "--trials", "10",
                                 "--out", str(b.out / "overhead"), *extra], 300)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Why a GPU fed by the JPEG pipeline idles inside steps: one device call (~9 min on the H200).
+# Why a GPU fed by the JPEG pipeline idles inside steps: one run, ~9 min on the H200.
 #   bash bench/idle_diagnosis.sh OUT
-# 1. bench/decode_strategies.py trials: the best JPEG configurations of session 8 (fp16 channels_last cuDNN fused SGD
+# 1. bench/decode_strategies.py trials: the best JPEG configurations of 2026-12-02 afternoon (fp16 channels_last cuDNN fused SGD
 #    bs512 compiled; half the batch on the GPU with CPU crops, and 3/8 with GPU crops; 14 workers at nice 10) against
 #    the same model on synthetic data, each also with knobs.switch_interval_ms=0.5 or cpu_threads=2 (rows carry
 #    host_step_frac, data_wait_frac, gpu_util_mean).

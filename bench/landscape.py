@@ -37,7 +37,7 @@ STUDY = "landscape"
 
 # compile is pinned off and cudnn_benchmark false (the workload's defaults): on the H200 a compiled ResNet-50 step
 # costs ~42-81 s to compile cold and ~7-8 s from a warm Inductor cache per trial process, and cuDNN's autotuning
-# 10-17 s per trial process; across a 144-point grid either is more device time than a session has. The default
+# 10-17 s per trial process; across a 144-point grid either costs hours of GPU time. The default
 # sweep (``python -m sweeper +workload=resnet50 -m``) still sweeps both.
 # precision: the recorded H200 landscape (2026-11-29) ran its fp32 half with cuDNN's TF32 off, the tool's fp32
 # then; that setting is ``fp32-strict`` since fp32 became PyTorch's default, so the spec (and the file's labels)

@@ -1,4 +1,4 @@
-"""Pack a bench run's Parquet rows into one file, so a device call brings back few files.
+"""Pack a bench run's Parquet rows into one file, so a run on a remote GPU brings back few files.
 
     python bench/pack.py RESULTS_DIR OUT_FILE.parquet
 

@@ -2,7 +2,7 @@
 each trial's ``wall_s``, how many seconds of trials) each sampler needs to come within 3 % of the grid's best,
 median and p90 over seeds.
 
-    python bench/sampler_efficiency.py bench/data/landscape-resnet50-jpeg-h200.parquet [--seeds 10]
+    python bench/sampler_efficiency.py tests/fixtures/landscapes/landscape-resnet50-jpeg-h200.parquet [--seeds 10]
         [--samplers staged,staged-nolocal,tpe,random,gp] [--starts]
 
 Each replayed study is built exactly as a sweep builds it: the same parsed search space (from the file's

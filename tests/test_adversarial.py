@@ -1,4 +1,4 @@
-"""Defects found by adversarial testing (issue 16): no row lost, no secret shown, bad input stopped early."""
+"""Defects found by adversarial testing: no row lost, no secret shown, bad input stopped early."""
 
 from __future__ import annotations
 

@@ -79,10 +79,10 @@ def test_landscape_record_export_and_sampler_replay(tmp_path: Path) -> None:
 
 
 def test_cost_aware_default_beats_tpe_and_random_in_seconds_on_a_recorded_landscape(tmp_path: Path) -> None:
-    """bench/data/landscape-costly-cpu.parquet: tests/faultload's costly workload recorded on a CPU (compile ~2.2 s
-    a trial, eager 0.2-1.3 s). Replayed over 10 seeds, the default strategy reaches within 3 % of the best in less
-    trial time than TPE and random, and in fewer configurations than random."""
-    land = ROOT / "bench" / "data" / "landscape-costly-cpu.parquet"
+    """tests/fixtures/landscapes/landscape-costly-cpu.parquet: tests/faultload's costly workload recorded on a CPU
+    (compile ~2.2 s a trial, eager 0.2-1.3 s). Replayed over 10 seeds, the default strategy reaches within 3 % of the
+    best in less trial time than TPE and random, and in fewer configurations than random."""
+    land = ROOT / "tests" / "fixtures" / "landscapes" / "landscape-costly-cpu.parquet"
     out_csv = tmp_path / "costly.samplers.csv"
     _run(
         "bench/sampler_efficiency.py",
@@ -119,7 +119,7 @@ def test_landscape_seeded_from_an_earlier_export_measures_only_the_rest(tmp_path
 
 def test_time_to_tuned_runs_a_default_sweep_and_times_it_against_the_landscape(tmp_path: Path) -> None:
     """The checked-in H200 landscape's best is far beyond a tiny CPU sweep: the script must say it was not reached."""
-    land = ROOT / "bench" / "data" / "landscape-resnet50-jpeg-h200.parquet"
+    land = ROOT / "tests" / "fixtures" / "landscapes" / "landscape-resnet50-jpeg-h200.parquet"
     out = _run(
         "bench/time_to_tuned.py",
         "run",
@@ -156,7 +156,7 @@ def test_gpu_validation_script_smoke(tmp_path: Path) -> None:
 
 def test_gpu_checks_run_every_gpu_test_and_keep_the_output(tmp_path: Path) -> None:
     """bench/gpu_checks.py --stages gpu_tests: ``pytest -m gpu`` over the whole suite, one row per test (skipped
-    here, without a GPU), the log kept for bench/results/."""
+    here, without a GPU), the log summarised in bench/results/."""
     import json
 
     _run("bench/gpu_checks.py", str(tmp_path), "--smoke", "--stages", "gpu_tests", timeout=400)
@@ -282,7 +282,7 @@ def test_the_recorded_landscape_names_the_precision_its_rows_ran(name: str) -> N
     bench/landscape.py's spec must sweep what the file holds, so a new record measures the same landscape."""
     import importlib.util
 
-    table = pq.read_table(ROOT / "bench" / "data" / name)
+    table = pq.read_table(ROOT / "tests" / "fixtures" / "landscapes" / name)
     meta = json.loads(table.schema.metadata[b"knob_sweeper"])
     rows = table.to_pandas()
     before = rows["started_at"] < pd.Timestamp("2026-12-01T10:27:00Z")

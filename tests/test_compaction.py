@@ -249,7 +249,7 @@ def test_sweep_leaves_its_study_compacted_and_resumes(results: Path) -> None:
     assert len(files) == 1 and store.is_compacted(files[0]) and ".compacted-000002-" in files[0], files
     df = store.read_results(results)
     # n_trials counts new measurements: the second command measured 3 more; configurations it drew again are
-    # recorded as skipped duplicates (issue 19). Every trial of the study has exactly one row, none lost.
+    # recorded as skipped duplicates. Every trial of the study has exactly one row, none lost.
     assert sorted(df["trial"]) == list(range(len(df))) and df["study"].nunique() == 1
     assert (df["status"] == "complete").sum() == 6
     assert df.loc[df["status"] != "complete", "reason"].str.startswith("duplicate:").all()

@@ -123,7 +123,7 @@ def test_a_configuration_running_in_another_sweeper_is_not_launched_again(result
     finally:
         if first.poll() is None:
             first.kill()
-    # On one node the second sweeper may first wait for the node-wide slot the first holds (issue 20), then find
+    # On one node the second sweeper may first wait for the node-wide slot the first holds, then find
     # trial 0 complete; either way the configuration is measured once.
     df = pd.read_parquet(results / "trials")
     assert list(df.sort_values("trial")["status"]) == ["complete", "skipped"]

@@ -9,7 +9,8 @@ from sweeper.report.diagnose import diagnose
 
 from conftest import ROOT, run_cli
 
-H200_JPEG = ROOT / "bench" / "results" / "h200-2026-12-01-ceiling-jpeg.parquet"
+H200 = ROOT / "tests" / "fixtures" / "h200"
+H200_JPEG = H200 / "jpeg-sweep-2026-12-01T1125.parquet"
 
 
 def test_data_bound_names_the_stage_only_when_data_bound() -> None:
@@ -29,13 +30,13 @@ def test_report_of_recorded_h200_jpeg_rows_names_decode(tmp_path: Path) -> None:
 
 
 def test_report_of_recorded_h200_rows_names_a_host_that_falls_behind_launch_bound(tmp_path: Path) -> None:
-    """The default JPEG sweep on the H200 (2026-12-02, session 9): with 3/8 of each batch on the GPU and GPU
+    """The default JPEG sweep on the H200 (2026-12-02 19:56 UTC): with 3/8 of each batch on the GPU and GPU
     crops the model hardly waited for data (0.025) yet the GPU idled 14.5 % while the host spent 0.83 of the
     window launching steps (``host_step_frac``); no other configuration there had both. The report calls it
     launch-bound (before ``host_step_frac`` it read as memory-bound)."""
     trials = tmp_path / "results" / "trials"
     trials.mkdir(parents=True)
-    shutil.copy(ROOT / "bench" / "results" / "h200-2026-12-02-s9-call3-rows.parquet", trials / "h200.parquet")
+    shutil.copy(H200 / "jpeg-sweep-2026-12-02T1956.parquet", trials / "h200.parquet")
     run_cli([str(tmp_path / "results"), "--out", str(tmp_path / "report.md")], module="sweeper.report", check=True)
     lines = [line for line in (tmp_path / "report.md").read_text().splitlines() if "launch-bound" in line]
     table = [line for line in lines if line.startswith("|")]

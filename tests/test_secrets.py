@@ -1,4 +1,4 @@
-"""Storage passwords (issue 16, item 6): never printed, never written, wherever the URL came from (the command line
+"""Storage passwords: never printed, never written, wherever the URL came from (the command line
 or a config file), tried against a real PostgreSQL with a password-protected role."""
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ batched ``roi_align`` call per chunk.
   for its hardware backend (the GPU's JPEG engines, NVJPG: A100, H100, H200 and later) and batch-decodes baseline
   JPEGs there, others one by one with nvJPEG's CUDA decoder; its work runs on a stream of its own at normal
   priority. Beside a GPU kept busy it slows to a fraction of its pace when those streams share CUDA's default 8
-  hardware work queues with the training step's; ``knobs.cuda_connections: 32`` gives them their own (README,
-  Measured, session 10).
+  hardware work queues with the training step's; ``knobs.cuda_connections: 32`` gives them their own
+  (docs/measurements/jpeg-pipeline.md, H200, 2026-12-02).
 - ``nvimgcodec``: nvImageCodec's decoder, also asked for the hardware engines first, nvJPEG's CUDA decoder for
   what they cannot take; it can decode only a region. On the H200 it slowed beside a busy GPU as much as
   torchvision's decoder (README, Measured), so the space holds it at torchvision.
