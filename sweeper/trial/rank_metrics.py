@@ -95,7 +95,7 @@ def merge(per_rank: dict[int, dict[str, Any]]) -> dict[str, Any]:
     out = dict(ranks[0])  # fingerprint, units, GPU utilisation and the wrapped module's settings: rank 0's
     out.update({k: slow[k] for k in ("step_ms_p50", "step_ms_p10", "step_ms_p90", "step_ms_mean", "step_cv")})
     achieved = agg("achieved_tflops", sum)
-    peak = ranks[0].get("peak_tflops", math.nan)
+    peak = ranks[0].get("mfu_peak_tflops", math.nan)
     out.update(
         world_size=world,
         rank_slowest=slow["rank"],
