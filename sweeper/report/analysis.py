@@ -21,7 +21,7 @@ from sweeper.report.data import (
 )
 from sweeper.report.diagnose import diagnose
 from sweeper.report.importance import importance, marginals, recorded_space
-from sweeper.report.profile_section import profile_diagnosis, profiles
+from sweeper.report.profiled import profile_diagnosis, profiles
 from sweeper.report.stats import aggregate, pareto_mask, rank_configs, ratio
 
 FINGERPRINT = ("gpu_name", "cpu_model", "hostname", "torch_version")

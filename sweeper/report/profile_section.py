@@ -1,10 +1,10 @@
 """Why the GPU idles: the profiled baseline and best of a study side by side, from their rows' ``prof_*`` columns.
 
 A trial run with ``measure.profile_steps`` > 0 records where the device's time went (``sweeper.trial.trace_analysis``
-defines each column). This module picks each configuration's latest profile (:func:`profiles`), names what limits
-a configuration from it (:func:`profile_diagnosis`; the threshold rules of ``diagnose`` remain the fallback), and
-draws the section: one sentence on the largest change, a compact table, a stacked bar of the window, and the trace
-files to open in Perfetto. Studies without profiles get no section.
+defines each column). ``sweeper.report.profiled`` picks each configuration's latest profile and names what limits
+it (the threshold rules of ``diagnose`` remain the fallback); this module draws the section: one sentence on the
+largest change, a compact table, a stacked bar of the window, and the trace files to open in Perfetto. Studies
+without profiles get no section.
 """
 
 from __future__ import annotations
@@ -13,30 +13,12 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
 from sweeper.report.blocks import Block, Heading, Para, Plot, Table, num, pct
+from sweeper.report.profiled import BUSY, CAUSES, CLASSES, PERFETTO, _f, device_name, profile_diagnosis
 
 if TYPE_CHECKING:
     from sweeper.report.analysis import Analysis
 
-BUSY = "prof_gpu_busy_frac"
-CAUSES = {
-    "input": "waiting for input",
-    "sync": "waiting on a host synchronisation",
-    "launch": "in launch gaps (host behind)",
-    "other": "idle for other reasons",
-}
-CLASSES = {
-    "matmul": "matmul/convolution",
-    "attention": "attention",
-    "norm_elementwise": "norm/elementwise",
-    "optimizer": "optimizer",
-    "memcpy": "memory copies",
-    "comm": "communication",
-    "other": "other kernels",
-}
-PERFETTO = "https://ui.perfetto.dev"
 _COLORS = {
     "matmul": "#1f77b4",
     "attention": "#17becf",
@@ -50,56 +32,10 @@ _COLORS = {
     "launch": "#ffbb78",
     "idle_other": "#c7c7c7",
 }
-IDLE_NAMED = 0.20  # idle at least this share of the window: the largest idle cause names the limit
-
-
-def _f(value: Any) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return math.nan
-    return v
-
-
-def profiles(ok: pd.DataFrame, keys: pd.Series) -> pd.DataFrame:
-    """Each configuration's latest profiled row (index: configuration key); empty when none was profiled."""
-    if BUSY not in ok:
-        return pd.DataFrame()
-    prof = ok[pd.to_numeric(ok[BUSY], errors="coerce").notna()]
-    if prof.empty:
-        return pd.DataFrame()
-    order = prof.sort_values("started_at") if "started_at" in prof else prof
-    last = order.groupby(keys.loc[order.index], sort=False).tail(1)
-    return last.set_axis(keys.loc[last.index])
-
-
-def _device(p: Any) -> str:
-    return "CPU" if str(p.get("prof_device", "cuda")) == "cpu" else "GPU"
-
-
-def profile_diagnosis(p: Any) -> str:
-    """What limits a profiled configuration: idle >= IDLE_NAMED names its largest cause (data-bound,
-    sync-bound, launch-bound, idle), else the largest kernel class of the busy time (compute-bound for
-    matmul/attention, memory-bound for norm/elementwise and optimizer, copy-bound, communication-bound)."""
-    idle = 1.0 - _f(p.get(BUSY))
-    causes = {c: _f(p.get(f"prof_idle_{c}_frac")) for c in CAUSES}
-    if idle >= IDLE_NAMED:
-        cause = max(causes, key=lambda c: -1 if math.isnan(causes[c]) else causes[c])
-        name = {"input": "data-bound", "sync": "sync-bound", "launch": "launch-bound", "other": "idle"}[cause]
-        return f"{name} (profile: {pct(causes[cause])} {cause})"
-    shares = {c: _f(p.get(f"prof_k_{c}_frac")) for c in CLASSES}
-    top = max(shares, key=lambda c: -1 if math.isnan(shares[c]) else shares[c])
-    name = {
-        "matmul": "compute-bound",
-        "attention": "compute-bound",
-        "memcpy": "copy-bound",
-        "comm": "communication-bound",
-    }.get(top, "memory-bound")
-    return f"{name} (profile: {CLASSES[top]} {pct(shares[top])})"
 
 
 def _summary(side: str, p: Any) -> str:
-    dev, idle = _device(p), 1.0 - _f(p.get(BUSY))
+    dev, idle = device_name(p), 1.0 - _f(p.get(BUSY))
     causes = {c: _f(p.get(f"prof_idle_{c}_frac")) for c in CAUSES}
     cause = max(causes, key=lambda c: -1 if math.isnan(causes[c]) else causes[c])
     shares = {c: _f(p.get(f"prof_k_{c}_frac")) for c in CLASSES}
@@ -139,7 +75,7 @@ def _table(sides: list[tuple[str, Any, str]]) -> Table:
     rows = [
         ["configuration", *[label for _, _, label in sides]],
         ["trial", *[num(p.get("trial")) for _, p, _ in sides]],
-        ["device busy", *[f"{pct(p.get(BUSY), 1)} ({_device(p)})" for _, p, _ in sides]],
+        ["device busy", *[f"{pct(p.get(BUSY), 1)} ({device_name(p)})" for _, p, _ in sides]],
     ]
     rows += [[f"idle: {c}", *[pct(p.get(f"prof_idle_{c}_frac"), 1) for _, p, _ in sides]] for c in CAUSES]
     rows += [  # kernel classes that take under half a percent on every side are left out (compact)
