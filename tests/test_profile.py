@@ -140,3 +140,22 @@ def test_on_a_gpu_a_planted_bottleneck_is_named(tmp_path: Path, kind: str, cause
     idle = {c: m[f"prof_idle_{c}_frac"] for c in ta.IDLE_CAUSES}
     assert max(idle, key=idle.get) == cause, idle
     assert idle[cause] > 0.5 * sum(idle.values()) and idle["input"] < 0.05, idle
+
+
+def test_the_profile_check_bench_runs_on_the_cpu(tmp_path: Path) -> None:
+    """bench/profile_check.py --smoke: both readings of the same steps and their comparison, as JSON lines."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "bench/profile_check.py", str(tmp_path), "--smoke", "--steps", "2"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [json.loads(line) for line in (tmp_path / "profile_check.jsonl").read_text().splitlines()]
+    assert [r["reading"] for r in rows] == ["profile_path", "gpu_checks_mfu_cap", "compare"]
+    assert 0 <= rows[0]["matmul_attention_frac"] <= 1 and rows[0]["prof_steps"] == 2
+    assert (tmp_path / "traces" / "profile_check.json.gz").stat().st_size > 0
