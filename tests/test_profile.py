@@ -99,9 +99,11 @@ def test_on_the_cpu_a_slow_input_is_input_and_a_sync_shows_in_the_sync_op(tmp_pa
     assert slow["prof_idle_input_frac"] > 0.5, slow
     synced = run_in_process(tmp_path, *BOTTLENECK, "knobs.kind=sync", "knobs.host_ms=0")
     assert synced["prof_idle_sync_frac"] > 0, "the time in aten::item appears as sync"
-    assert synced["prof_idle_input_frac"] < 0.1
-    tiny = run_in_process(tmp_path, *BOTTLENECK, "knobs.kind=tiny_kernels")
-    assert tiny["prof_idle_sync_frac"] == 0 and tiny["prof_idle_input_frac"] < 0.1
+    assert synced["prof_idle_input_frac"] < 0.2
+    # Python between its ops is the CPU's launch gap; no sync op runs (input time here is only the label's own
+    # cost and the scheduler's on a loaded machine, so it is not asserted)
+    tiny = run_in_process(tmp_path, *BOTTLENECK, "knobs.kind=tiny_kernels", "knobs.kernels=2000")
+    assert tiny["prof_idle_sync_frac"] == 0 and tiny["prof_idle_launch_frac"] > 0
     assert tiny["prof_k_norm_elementwise_frac"] > 0.3, tiny["prof_top_kernels"]
 
 
