@@ -199,6 +199,20 @@ def _kernel_class(name: str) -> str:
     return next((cls for cls, keys in KERNEL_CLASSES if any(k in low for k in keys)), "other")
 
 
+def kernel_s_by_class(prof: Any, steps: int, cuda: bool) -> dict[str, float]:
+    """Seconds per step of a finished ``torch.profiler`` run's device events (CPU ops' self time on the CPU),
+    by ``KERNEL_CLASSES``."""
+    import torch
+
+    per_class: dict[str, float] = {}
+    for e in prof.events():
+        if cuda and e.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        us = getattr(e, "device_time_total", 0.0) if cuda else e.self_cpu_time_total
+        per_class[_kernel_class(e.name)] = per_class.get(_kernel_class(e.name), 0.0) + us / 1e6 / steps
+    return per_class
+
+
 def _op_flops(p: dict[str, Any], batch: int) -> dict[str, float]:
     """The workload's own FLOP count (``flops_by_op``) split into attention (the bmm ops of SDPA's math path on
     the meta device) and GEMM (the linear layers' mm/addmm)."""
@@ -244,12 +258,7 @@ def stage_mfu_cap(b: Checks) -> None:
             sync()
     finally:
         work.close()
-    per_class: dict[str, float] = {}
-    for e in prof.events():
-        if device.type == "cuda" and e.device_type != torch.autograd.DeviceType.CUDA:
-            continue
-        us = getattr(e, "device_time_total", 0.0) if device.type == "cuda" else e.self_cpu_time_total
-        per_class[_kernel_class(e.name)] = per_class.get(_kernel_class(e.name), 0.0) + us / 1e6 / steps
+    per_class = kernel_s_by_class(prof, steps, device.type == "cuda")
     batch = int(cfg["knobs"]["batch_size"])
     flops = _op_flops(cfg["workload"], batch)
     total = work.flops_per_step

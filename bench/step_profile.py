@@ -24,25 +24,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sweeper.trial.rank_metrics import _union_length  # noqa: E402 (after the path insert)
+from sweeper.trial import trace_analysis as ta  # noqa: E402 (after the path insert)
+from sweeper.trial.trace_analysis import covered as _covered  # noqa: E402
+from sweeper.trial.trace_analysis import union as _union  # noqa: E402
 
 GAP_MS = 0.2  # an idle stretch of the GPU shorter than this is launch latency, not a gap
-
-
-def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    merged: list[tuple[float, float]] = []
-    for s, e in sorted(intervals):
-        if merged and s <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], e))
-        else:
-            merged.append((s, e))
-    return merged
-
-
-def _covered(spans: list[tuple[float, float]], t0: float, t1: float) -> float:
-    """Time inside [t0, t1] covered by any of ``spans`` (the union's length, as the comm share of a distributed
-    trial is measured: ``sweeper.trial.rank_metrics._union_length``)."""
-    return _union_length(sorted((max(a, t0), min(b, t1)) for a, b in spans if b > t0 and a < t1))
 
 
 def summarize(trace: dict[str, Any]) -> dict[str, Any]:
@@ -61,7 +47,7 @@ def summarize(trace: dict[str, Any]) -> dict[str, Any]:
         for e in trace.get("traceEvents", [])
         if e.get("ph") == "M" and e.get("name") == "thread_name"
     }
-    steps = [e for e in events if str(e.get("name", "")).startswith("train_step")]
+    steps = [e for e in events if str(e.get("name", "")).startswith(("train_step", ta.STEP_LABEL))]
     gpu = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
     if not steps or not gpu:
         return {"error": "no train_step annotation or no GPU activity in the trace", "steps": len(steps)}
@@ -159,11 +145,13 @@ def main() -> None:
             activities.append(torch.profiler.ProfilerActivity.CUDA)
         host: list[tuple[float, float]] = []
         t_start = time.perf_counter()
-        with torch.profiler.profile(activities=activities) as prof:
+        rf = torch.profiler.record_function  # the trial's labels (sweeper.trial.profile), so ta.analyse reads it
+        with torch.profiler.profile(activities=activities) as prof, rf(ta.WINDOW_LABEL):
             for i in range(args.steps):
-                with torch.profiler.record_function(f"train_step#{i}"):
+                with rf(f"{ta.STEP_LABEL}#{i}"):
                     t = time.perf_counter()
-                    batch = work.next_batch()
+                    with rf(ta.INPUT_LABEL):
+                        batch = work.next_batch()
                     t_mid = time.perf_counter()
                     work.step(batch)
                     host.append((t_mid - t, time.perf_counter() - t_mid))
@@ -183,6 +171,7 @@ def main() -> None:
         "wall_ms_per_step": round(wall / args.steps * 1e3, 2),
         "host_next_batch_ms": [round(a * 1e3, 2) for a, _ in host],
         "host_step_ms": [round(b * 1e3, 2) for _, b in host],
+        **ta.analyse(trace["traceEvents"], args.steps),  # the prof_* columns a profiled trial records
         **(summarize(trace) if device.type == "cuda" else {"gpu": "none (CPU smoke)"}),
     }
     with open(args.out / "step_profile.jsonl", "a") as f:

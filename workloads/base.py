@@ -26,6 +26,9 @@ class Workload:
     extra_metrics: Callable[[], dict[str, Any]] = dict  # read once after the measured window
     close: Callable[[], None] = lambda: None
     precision: str = "fp32"  # which peak FLOP/s the MFU is taken against
+    # Share of flops_per_step in convolutions: under float32 precision cuDNN runs them on TF32 tensor cores
+    # where torch.backends.cudnn.allow_tf32 (PyTorch's default), and the MFU's peak reflects it.
+    conv_flops_frac: float = 0.0
     # Steps' worth of input the pipeline may hold ready before the measured window (DataLoader workers x
     # prefetch_factor): warm-up runs at least this many steps more, so the window does not time batches that were
     # prepared while the model started.

@@ -8,6 +8,7 @@ activation_checkpointing (``off``, ``all`` or the first N of the four stages), a
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -42,8 +43,9 @@ def check(cfg: dict[str, Any], device: DeviceInfo) -> str | None:
     return None
 
 
-def flops_per_sample(image_size: int, num_classes: int) -> float:
-    """Forward + backward FLOPs of one image, counted by FlopCounterMode on the meta device."""
+@functools.lru_cache(maxsize=8)
+def _flop_counts(image_size: int, num_classes: int) -> tuple[tuple[str, float], ...]:
+    """Forward + backward FLOPs of two images per aten op, counted by FlopCounterMode on the meta device."""
     from torch.utils.flop_counter import FlopCounterMode
 
     with torch.device("meta"):
@@ -52,7 +54,18 @@ def flops_per_sample(image_size: int, num_classes: int) -> float:
         y = torch.zeros(2, dtype=torch.long)
     with FlopCounterMode(display=False) as counter:
         F.cross_entropy(model(x), y).backward()
-    return counter.get_total_flops() / 2
+    return tuple((str(op), float(n)) for op, n in counter.get_flop_counts()["Global"].items())
+
+
+def flops_per_sample(image_size: int, num_classes: int) -> float:
+    """Forward + backward FLOPs of one image."""
+    return sum(n for _, n in _flop_counts(image_size, num_classes)) / 2
+
+
+def conv_flops_frac(image_size: int, num_classes: int) -> float:
+    """The convolutions' share of those FLOPs (the rest: the classifier's matmuls)."""
+    counts = _flop_counts(image_size, num_classes)
+    return sum(n for op, n in counts if "convolution" in op) / sum(n for _, n in counts)
 
 
 def build(cfg: dict[str, Any], device: torch.device) -> Workload:
@@ -116,6 +129,7 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
         flops_per_step=flops_per_sample(size, classes) * bs * accum,
         throughput_unit="samples/s",
         precision=knobs.get("precision", "fp32"),
+        conv_flops_frac=conv_flops_frac(size, classes),
         close=close,
         extra_metrics=extra,
         buffered_steps=buffered,

@@ -21,6 +21,7 @@ from sweeper.report.data import (
 )
 from sweeper.report.diagnose import diagnose
 from sweeper.report.importance import importance, marginals, recorded_space
+from sweeper.report.profiled import profile_diagnosis, profiles
 from sweeper.report.stats import aggregate, pareto_mask, rank_configs, ratio
 
 FINGERPRINT = ("gpu_name", "cpu_model", "hostname", "torch_version")
@@ -43,6 +44,8 @@ class Analysis:
     history: pd.DataFrame = field(default_factory=pd.DataFrame)
     failures: pd.DataFrame = field(default_factory=pd.DataFrame)
     machines: list[str] = field(default_factory=list)
+    profiles: pd.DataFrame = field(default_factory=pd.DataFrame)  # each configuration's latest profiled row
+    mfu_peaks: list[str] = field(default_factory=list)  # the peaks the rows' MFU divided by (``mfu_peak``)
 
     @property
     def title(self) -> str:
@@ -78,6 +81,12 @@ def analyse(rows: pd.DataFrame, evaluator: str = "auto") -> Analysis:
     configs["diagnosis"] = [diagnose(w, u, m, s, h) for w, u, m, s, h in
                             zip(configs["data_wait_frac"], configs["gpu_util_mean"], configs["mfu"], stages,
                                 configs["host_step_frac"])]
+    a.profiles = profiles(ok, keys)
+    if not a.profiles.empty:  # the profile names the limit where one exists; the rule is the marked fallback
+        configs["diagnosis"] = [profile_diagnosis(a.profiles.loc[k]) if k in a.profiles.index else f"{d} (rule)"
+                                for k, d in zip(configs.index, configs["diagnosis"])]
+    if "mfu_peak" in ok:
+        a.mfu_peaks = sorted({str(v) for v in ok["mfu_peak"].dropna() if str(v)})
     configs["pareto"] = _pareto(configs, ok, keys, objectives)
     a.baseline_note = _speedups(configs, base, rows, keys)
     a.configs = configs

@@ -22,6 +22,7 @@ from sweeper.report.blocks import (
 )
 from sweeper.report.data import short_name
 from sweeper.report.diagnose import BUSY_UTIL, COMPUTE_MFU, DATA_WAIT, HOST_STEP, LAUNCH_UTIL
+from sweeper.report.profile_section import profile_blocks
 
 MAX_MARGINAL_PLOTS = 4
 
@@ -44,6 +45,10 @@ def study_blocks(a: Analysis, limit: int, with_plots: bool = True) -> list[Block
     out.append(Para(a.baseline_note, "note"))
     out.append(ranking(a, limit))
     out.append(memory_ranking(a, min(limit, 10)))
+    if a.mfu_peaks:
+        out.append(Para(f"MFU is achieved FLOP/s over the peak of the math that ran: {'; '.join(a.mfu_peaks)}.",
+                        "note"))
+    out += profile_blocks(a, with_plots)
     if with_plots:
         out.append(Plot("Throughput vs peak memory", plots.throughput_vs_memory(a)))
     out += importance_blocks(a, with_plots)
@@ -159,6 +164,8 @@ def ranking(a: Analysis, limit: int) -> Table:
         f"launch-bound if GPU util < {LAUNCH_UTIL:.0f}% (or < {BUSY_UTIL:.0f}% with the host launching steps >= "
         f"{HOST_STEP:.0%} of the time); memory-bound if busy below that MFU; n/a without "
         f"GPU counters."
+        + (" Profiled configurations: named from their profile (see 'Why the GPU idles'); the rule is the "
+           "fallback, marked (rule)." if not a.profiles.empty else "")
     )
     return Table(
         "Ranking by throughput",

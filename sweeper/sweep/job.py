@@ -27,7 +27,7 @@ from sweeper.sweep import schema
 from sweeper.sweep.config import as_dict, load_workload, preset_params, trial_config
 from sweeper.sweep.slots import Occupancy, node_lock_dir, trial_units
 from sweeper.sweep.space import parse_param, sweep_facts, value_types
-from sweeper.trial import gpu
+from sweeper.trial import gpu, trace_analysis
 from workloads.base import DeviceInfo
 
 log = logging.getLogger(__name__)
@@ -119,6 +119,8 @@ def run_trial(cfg: DictConfig) -> dict[str, Any]:
         tcfg = trial_config(as_dict(cfg), info, list(HydraConfig.get().overrides.task))
         schema.validate(tcfg)  # a single run: checked here, before it starts (a sweep checked it before its first)
         context = _single_run_context(tcfg)
+    if int((tcfg.get("measure") or {}).get("profile_steps") or 0) > 0 and context["number"] is not None:
+        tcfg["trial"]["trace"] = trace_analysis.trace_relpath(context["study"], context["number"])
     reason = device_check(tcfg, info)  # the sweeper checked before launch; a job on another node checks again
     if reason:
         now = time.time()

@@ -27,6 +27,10 @@ class MeasureConf:
     precision target."""
     max_steps: int | None = None
     """...but no more steps than this; null: 100 x ``steps`` when adaptive, else ``steps``."""
+    profile_steps: int = 0
+    """After the measured window (its numbers untouched), run this many more steps under torch.profiler, keep the
+    trace (``<results_dir>/traces/<study>/<study>-<trial>.json.gz``) and add the ``prof_*`` columns (where the
+    GPU's time went, why it idled); 0: off. See ``sweeper.trial.profile``."""
 
     def problems(self) -> list[tuple[str, str, str]]:
         """(key, problem, fix) for every value out of its range; empty when the node is valid."""
@@ -45,6 +49,8 @@ class MeasureConf:
                     "give a fraction such as 0.01, or null for no precision target",
                 )
             )
+        if self.profile_steps < 0:
+            out.append(("profile_steps", f"must be >= 0, got {self.profile_steps}", "give 0 (off) or a step count"))
         if self.max_steps is not None and self.max_steps < 1:
             out.append(("max_steps", f"must be >= 1, got {self.max_steps}", "give a step count, or null"))
         return out
@@ -76,6 +82,9 @@ class TrialConf:
     null: ``<results_dir>/.locks``. Sweepers coordinate when they share it."""
     context: str | None = None
     """Set by the sweeper for each trial (study, trial number, storage, ...) as JSON; never by hand."""
+    trace: str | None = None
+    """Set by the Hydra job for a profiled trial (``measure.profile_steps``): its trace's path relative to
+    ``results_dir``; never by hand."""
 
     def problems(self) -> list[tuple[str, str, str]]:
         out = []

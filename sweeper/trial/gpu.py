@@ -41,14 +41,44 @@ PEAK_TFLOPS: list[tuple[str, dict[str, float], str]] = [
 ]
 
 
+def _peak_entry(gpu_name: str | None) -> tuple[str, dict[str, float], str] | None:
+    if not gpu_name:
+        return None
+    return next((entry for entry in PEAK_TFLOPS if entry[0].lower() in gpu_name.lower()), None)
+
+
 def peak_tflops(gpu_name: str | None, precision: str) -> float:
     """Dense peak for this GPU and precision; NaN for an unknown GPU or the CPU (never a wrong peak)."""
-    if not gpu_name:
-        return math.nan
-    for key, peaks, _source in PEAK_TFLOPS:
-        if key.lower() in gpu_name.lower():
-            return peaks.get(precision, math.nan)
-    return math.nan
+    entry = _peak_entry(gpu_name)
+    return entry[1].get(precision, math.nan) if entry else math.nan
+
+
+def mfu_peak(gpu_name: str | None, precision: str, *, tf32_matmul: bool, tf32_conv: bool,
+             conv_flops_frac: float = 0.0) -> tuple[float, str]:
+    """(peak TFLOP/s, its short name) for the math that ran: the peak MFU is taken against.
+
+    fp16/bf16: their tensor-core peak. Float32 (``fp32``, ``tf32``, ``fp32-strict``, as the workload sets
+    PyTorch's flags): convolutions run on TF32 tensor cores where ``torch.backends.cudnn.allow_tf32`` (PyTorch's
+    default), matmuls where ``torch.backends.cuda.matmul.allow_tf32``; ``conv_flops_frac`` of the FLOPs are
+    convolutions. With a share ``s`` of the FLOPs allowed TF32 the peak is the time-weighted mean
+    ``1 / (s / tf32 + (1 - s) / fp32)``: the time the step's FLOPs take at each rate. NaN and "" for an unknown GPU.
+    """
+    entry = _peak_entry(gpu_name)
+    if entry is None:
+        return math.nan, ""
+    key, peaks, _source = entry
+    sheet = f"{key} datasheet"
+    if precision not in ("fp32", "tf32", "fp32-strict"):
+        return peaks.get(precision, math.nan), f"{precision} tensor core ({sheet})"
+    conv = min(max(float(conv_flops_frac or 0.0), 0.0), 1.0)
+    share = (conv if tf32_conv else 0.0) + ((1.0 - conv) if tf32_matmul else 0.0)
+    if share >= 0.999:
+        return peaks["tf32"], f"tf32 tensor core ({sheet})"
+    if share <= 0.001:
+        return peaks["fp32"], f"fp32, no tensor cores ({sheet})"
+    what = "convolutions" if tf32_conv and not tf32_matmul else "matmuls"
+    peak = 1.0 / (share / peaks["tf32"] + (1.0 - share) / peaks["fp32"])
+    return peak, f"tf32 tensor core for {share:.0%} of FLOPs ({what}), fp32 for the rest ({sheet})"
 
 
 def _nvml():

@@ -15,6 +15,7 @@ import torch
 import workloads
 from sweeper.trial.fingerprint import fingerprint
 from sweeper.trial.measure import measure
+from sweeper.trial.profile import profile_trial
 
 
 def execute(cfg: dict[str, Any], report=None) -> dict[str, Any]:
@@ -44,6 +45,7 @@ def execute(cfg: dict[str, Any], report=None) -> dict[str, Any]:
             report=report,
             gpu_name=fp["gpu_name"] or None,
         )
+        metrics.update(profile_trial(work, device, cfg))  # after the window: its numbers are untouched
     finally:
         work.close()
     metrics["setup_s"] = setup_s

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from sweeper.trial.gpu import UtilizationSampler, peak_tflops
+from sweeper.trial.gpu import UtilizationSampler, mfu_peak
 from workloads.base import Workload
 
 REPORT_EVERY_S = 0.2  # intermediate throughput goes to the pruner at most this often; its step unit
@@ -285,8 +285,10 @@ def window_metrics(window: Window, work: Workload, device: torch.device, gpu_nam
     throughput = done * work.samples_per_step / wall
     flops = work.flops_per_step
     achieved = flops * done / wall / 1e12 if flops else math.nan
-    # fp32-strict runs at the fp32 peak (it only turns TF32 off where PyTorch would use it)
-    peak = peak_tflops(gpu_name, "fp32" if work.precision == "fp32-strict" else work.precision) if cuda else math.nan
+    # the peak of the math that ran: TF32 tensor cores where PyTorch's flags allowed them (gpu.mfu_peak)
+    peak, peak_name = (mfu_peak(gpu_name, work.precision, tf32_matmul=torch.backends.cuda.matmul.allow_tf32,
+                                tf32_conv=torch.backends.cudnn.allow_tf32, conv_flops_frac=work.conv_flops_frac)
+                       if cuda else (math.nan, ""))
     metrics: dict[str, Any] = {
         "throughput": throughput,
         "throughput_unit": work.throughput_unit,
@@ -311,7 +313,8 @@ def window_metrics(window: Window, work: Workload, device: torch.device, gpu_nam
         "host_step_frac": window.host_step_s / wall if wall > 0 else math.nan,
         "flops_per_step": flops if flops else math.nan,
         "achieved_tflops": achieved,
-        "peak_tflops": peak,
+        "mfu_peak_tflops": peak,  # the peak the MFU divides by, named in mfu_peak
+        "mfu_peak": peak_name,
         "mfu": achieved / peak if peak and not math.isnan(peak) else math.nan,
         "loss_finite": loss_finite,
         "window_capped": window.capped,

@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from sweeper.trial.trace_analysis import union_length
+
 # ---------------------------------------------------------------- communication share
 
 
@@ -55,7 +57,7 @@ def comm_profile(work: Any, device: torch.device, steps: int) -> dict[str, Any]:
         for e in events
         if e.get("ph") == "X" and _is_collective(e)
     )
-    busy_us = _union_length(spans)
+    busy_us = union_length(spans)
     return {
         "comm_frac": min(1.0, busy_us / 1e6 / wall) if wall > 0 else math.nan,
         "comm_ms_per_step": busy_us / 1e3 / steps,
@@ -67,16 +69,6 @@ def _is_collective(event: dict[str, Any]) -> bool:
     if event.get("cat") == "kernel":
         return "nccl" in name.lower()
     return name.startswith("gloo:")
-
-
-def _union_length(spans: list[tuple[float, float]]) -> float:
-    total, end = 0.0, -math.inf
-    for a, b in spans:
-        if b <= end:
-            continue
-        total += b - max(a, end)
-        end = b
-    return total
 
 
 # ---------------------------------------------------------------- merging the ranks' metrics
@@ -95,7 +87,7 @@ def merge(per_rank: dict[int, dict[str, Any]]) -> dict[str, Any]:
     out = dict(ranks[0])  # fingerprint, units, GPU utilisation and the wrapped module's settings: rank 0's
     out.update({k: slow[k] for k in ("step_ms_p50", "step_ms_p10", "step_ms_p90", "step_ms_mean", "step_cv")})
     achieved = agg("achieved_tflops", sum)
-    peak = ranks[0].get("peak_tflops", math.nan)
+    peak = ranks[0].get("mfu_peak_tflops", math.nan)
     out.update(
         world_size=world,
         rank_slowest=slow["rank"],
@@ -121,5 +113,12 @@ def merge(per_rank: dict[int, dict[str, Any]]) -> dict[str, Any]:
         loss_finite=all(m["loss_finite"] for m in ranks),
         rank_started_at=min(m["rank_started_at"] for m in ranks),
     )
+    if any("prof_s" in m for m in ranks):  # profiled: rank 0's columns and trace, each rank's busy share
+        out["prof_s"] = agg("prof_s", max)
+        out["prof_rank_busy"] = json.dumps({str(m["rank"]): _rounded(m.get("prof_gpu_busy_frac")) for m in ranks})
     out.pop("rank", None)
     return out
+
+
+def _rounded(value: Any) -> float | None:
+    return round(float(value), 4) if isinstance(value, (int, float)) and not math.isnan(value) else None
