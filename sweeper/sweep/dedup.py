@@ -19,7 +19,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from sweeper.results.outcome import Status, TrialOutcome
-from sweeper.sweep.attrs import OWNER_KEY, REASON_KEY, owner_state
+from sweeper.sweep.attrs import OWNER_KEY, REASON_KEY, UNOWNED_S, owner_state
 from sweeper.sweep.space import SearchSpace, evaluate
 
 KEY = "config_key"  # trial user attr: the sampled values, canonical JSON
@@ -77,6 +77,8 @@ def _sweeper_alive(t: FrozenTrial, now: datetime.datetime, recent_s: float) -> b
     """Whether the sweeper that asked ``t`` may still record its configuration: its process, on this host
     (:func:`owner_state`; not this process, whose asks are one at a time). Elsewhere, or before the trial names its
     sweeper, only while ``t`` is younger than ``recent_s``."""
+    if OWNER_KEY not in t.user_attrs:  # asked by a sweeper killed before it wrote its owner (milliseconds)
+        return t.datetime_start is not None and (now - t.datetime_start).total_seconds() < UNOWNED_S
     state = owner_state(t) if t.datetime_start is not None else "elsewhere"
     if state == "elsewhere":
         return t.datetime_start is not None and (now - t.datetime_start).total_seconds() < recent_s

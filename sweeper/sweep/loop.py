@@ -32,6 +32,7 @@ from sweeper.sweep import dedup, launch, recovery, remeasure, warm
 from sweeper.sweep import study as studies
 from sweeper.sweep.config import with_values
 from sweeper.sweep.costs import CostModel, derived_timeout
+from sweeper.sweep.faults import fault_point
 from sweeper.sweep.job import device_check, encode_context
 from sweeper.sweep.plan import SweepPlan, prepare
 from sweeper.sweep.progress import SweepProgress, log_launches_to
@@ -132,6 +133,7 @@ class SweepImpl:
             self.plan_note(f"budget: {len(todo) - len(fits)} of {len(todo)} re-measurements do not fit the "
                            f"{self._left_text()} left")  # fmt: skip
         remeasure.enqueue(plan.study, fits, target)
+        fault_point("remeasure")
         progress.extend(len(fits))
         results = self._run(lambda: bool(plan.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))))
         if searched in (Stop.N_TRIALS, Stop.EXHAUSTED) and self.policy.reason is None:
@@ -217,6 +219,7 @@ class SweepImpl:
             study.tell(trial, state=TrialState.FAIL)
             return None
         values, outcome = self._sample(trial, repeat=repeat)
+        fault_point("sampled")
         if outcome is _WAIT:
             self.waits.add(trial, values)
             self.plan_note(f"trial {trial.number} waits: trial {trial.user_attrs.get(dedup.WAITS_KEY)} is measuring "

@@ -24,6 +24,7 @@ from sweeper.results import lookup, rows, store
 from sweeper.results.keys import set_dotted
 from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.sweep import study as studies
+from sweeper.sweep.faults import fault_point
 from sweeper.sweep.space import value_types
 
 log = logging.getLogger("sweeper.sweep")
@@ -51,7 +52,9 @@ class Settler:
         if not launched:
             outcome.started_at = outcome.ended_at = outcome.started_at or time.time()
         self.record(number, values, outcome, only_if_missing=launched)
+        fault_point("row")
         self.tell(trial_id, outcome)
+        fault_point("told")
         if show and self.progress is not None:
             self.progress.trial_done(number, outcome, values, self.plan.study)
 

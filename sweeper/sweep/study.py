@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import socket
@@ -22,7 +23,15 @@ from optuna.trial import FrozenTrial, TrialState
 
 from sweeper.errors import ConfigError
 from sweeper.results.outcome import Status, TrialOutcome
-from sweeper.sweep.attrs import COST_KEY, OWNER_KEY, REASON_KEY, WARM_KEY, owner_state  # noqa: F401 (re-exported)
+from sweeper.sweep.attrs import (  # noqa: F401 (re-exported)
+    COST_KEY,
+    OWNER_KEY,
+    REASON_KEY,
+    UNOWNED_S,
+    WARM_KEY,
+    owner_state,
+)
+from sweeper.sweep.faults import fault_point
 from sweeper.sweep.space import SearchSpace, contains
 
 SAMPLERS = ("staged", "tpe", "random", "grid", "gp", "nsgaii", "qmc")
@@ -30,7 +39,6 @@ STUDY_ID_KEY = "knob_sweeper:study_id"  # study user attr: a random id, telling 
 TARGET_KEY = "knob_sweeper:target"  # study user attr: how many counted trials the current sweep aims for
 FINISHED_KEY = "knob_sweeper:finished"  # study user attr: the target of the last sweep that ran to its end
 CONFIRM_KEY = "confirm_of"  # trial user attr: the trial whose configuration this one measures again
-UNOWNED_S = 30.0  # a RUNNING trial without an owner this long after its start was asked by a killed sweeper
 
 CONSTRAINT_KEY = "fits_in_memory"  # Optuna constraint: <= 0 feasible, > 0 violated (OOM)
 
@@ -367,7 +375,12 @@ def ask(study: optuna.Study) -> optuna.Trial:
     import datetime
 
     study._thread_local.cached_all_trials = None
+    for t in study._storage.get_all_trials(study._study_id, deepcopy=False, states=(TrialState.WAITING,)):
+        with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError, RuntimeError):
+            study._storage.set_trial_user_attr(t._trial_id, OWNER_KEY, owner_id())  # before the pop: no gap
+        break
     trial_id = study._pop_waiting_trial_id()
+    fault_point("asked")
     if trial_id is None:
         template = FrozenTrial(
             number=-1,

@@ -26,11 +26,17 @@ from sweeper.sweep.attrs import (  # FROM_KEY: "<study>#<trial>" a seeded trial 
     COST_KEY,
 )
 from sweeper.sweep.attrs import WARM_KEY as FROM_KEY
+from sweeper.sweep.faults import fault_point
 from sweeper.sweep.space import SearchSpace
 from sweeper.sweep.staged import STAGE_KEY
 
 log = logging.getLogger(__name__)
 WORKLOAD_KEY = "knob_sweeper:workload"  # study user attr: the workload (data source, preset) it sweeps
+QUEUED_KEY = "knob_sweeper:queued"  # study user attr: its first trials (warm start, baseline, starts) are queued
+
+
+def _asked(study: optuna.Study) -> bool:
+    return any(t.state != TrialState.WAITING and FROM_KEY not in t.user_attrs for t in study.get_trials(deepcopy=False))
 
 
 def resolve(storage: Any, spec: Any, current: str, workload: str) -> list[str]:
@@ -138,8 +144,20 @@ def queue_first(plan: Any, k: int, baseline_first: bool = True) -> None:
     """A new study measures the warm-start studies' ``k`` best first, then the workload's defaults (the baseline the
     report compares against), then the declared ``starts`` (known-good recipes), before the sampler's own
     choices; the warm-start studies' trials join the sampler's history. A study with trials is left as it is.
-    ``plan`` is the sweep's ``SweepPlan`` (not imported: the plan module imports this one)."""
-    if plan.study.trials or not plan.space.params:
+    ``plan`` is the sweep's ``SweepPlan`` (not imported: the plan module imports this one).
+
+    Idempotent: a command killed while queueing leaves the study without ``QUEUED_KEY``, and the next command
+    queues what is missing (Optuna's ``skip_if_exists``; history trials already added are not added again)."""
+    if plan.study.user_attrs.get(QUEUED_KEY) or not plan.space.params:
+        return
+    if (
+        plan.study.trials
+        and not any(
+            t.state == TrialState.WAITING or FROM_KEY in t.user_attrs for t in plan.study.get_trials(deepcopy=False)
+        )
+        and _asked(plan.study)
+    ):
+        plan.study.set_user_attr(QUEUED_KEY, True)  # a study of an earlier version: its first trials ran
         return
     best, history = gather(plan.storage, plan.warm_sources, plan.study, plan.space, plan.defaults, k)
     enqueued: list[dict[str, Any]] = list(best)  # the earlier studies' best, measured again first
@@ -152,9 +170,13 @@ def queue_first(plan: Any, k: int, baseline_first: bool = True) -> None:
             log.info("%s.%s is not fixed by the start: %s", key, name, why)
         if params and params not in enqueued:
             enqueued.append(params)
-    for params in enqueued:  # several sweepers starting one new study together queue each once
+    for i, params in enumerate(enqueued):  # several sweepers starting one new study together queue each once
         plan.study.enqueue_trial(params, skip_if_exists=True)
-    plan.study.add_trials(history)  # after the queue: Optuna's skip_if_exists compares with every trial
+        if i == 0:
+            fault_point("queued")
+    have = {t.user_attrs.get(FROM_KEY) for t in plan.study.get_trials(deepcopy=False) if FROM_KEY in t.user_attrs}
+    plan.study.add_trials([t for t in history if t.user_attrs.get(FROM_KEY) not in have])  # after the queue
+    plan.study.set_user_attr(QUEUED_KEY, True)
 
 
 def baseline_params(space: SearchSpace, defaults: Mapping[str, Any]) -> dict[str, Any] | None:
