@@ -168,8 +168,8 @@ class TrainStep:
 # value -> lines. A knob's entry stays beside its application, so the two change together. A literal: the report
 # reads it from this file's source without importing it (no torch there). Values are spelled as in the report
 # (``true``, ``256``); ``*`` is any other value; ``<value>@cpu`` / ``<value>@cuda`` (``*@cpu``: any value) are the
-# lines for a study measured on that device, looked up first. In the lines, ``{value}``, ``{device}`` (cpu, cuda) and ``{optimizer}`` (the model's
-# optimizer class) are filled in.
+# lines for a study measured on that device, looked up first. In the lines, ``{value}``, ``{device}`` (cpu,
+# cuda) and ``{optimizer}`` (the model's optimizer class) are filled in.
 RECIPE = {
     "precision": {
         "tf32": ["torch.set_float32_matmul_precision('high')  # TF32 matmuls"],
