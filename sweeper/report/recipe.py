@@ -117,8 +117,10 @@ def _fill(line: str, value: Any, device: str, optimizer: str | None) -> str:
         if optimizer:
             line = line.replace("{optimizer}", optimizer)
         else:
-            line = (line.replace("{optimizer}", "YourOptimizer")
-                    + "  # the report could not read which optimizer this model uses: put yours")
+            line = (
+                line.replace("{optimizer}", "YourOptimizer")
+                + "  # the report could not read which optimizer this model uses: put yours"
+            )
     return line
 
 
@@ -160,8 +162,10 @@ def choose(a: Analysis) -> tuple[str, str]:
         if base in group.index:
             if base == c.index[0]:
                 return base, "the workload defaults are the fastest configuration measured; keep them"
-            return base, (f"the workload defaults: no configuration is faster beyond noise (the fastest, "
-                          f"{c.iloc[0]['label']}, measured {times(c.iloc[0]['speedup'])} the baseline)")
+            return base, (
+                f"the workload defaults: no configuration is faster beyond noise (the fastest, "
+                f"{c.iloc[0]['label']}, measured {times(c.iloc[0]['speedup'])} the baseline)"
+            )
         hi = c["speedup_hi"].where(c["speedup_hi"].notna(), c["speedup"])
         group = group[~(hi.loc[group.index] < 1.0)]  # slower than the baseline beyond noise: never recommended
         if group.empty:
@@ -199,8 +203,11 @@ def recipe_text(analyses: list[Analysis], rows: pd.DataFrame) -> str:
         out.append("python -m sweeper " + " ".join(shlex.quote(o) for o in overrides(row, columns)))
         tables = tables_for(a.workload, _value(row.get("workload_module")))
         lines = code_lines(row, columns, tables)
-        out.append(f"# apply it in a training script ({device_kind(row)}, as measured):" if lines
-                   else "# no line of code: its knobs are what PyTorch does by default")
+        out.append(
+            f"# apply it in a training script ({device_kind(row)}, as measured):"
+            if lines
+            else "# no line of code: its knobs are what PyTorch does by default"
+        )
         out += [f"    {line}" for line in lines]
         out += [f"# {note}" for note in tables.notes]
         out.append("")

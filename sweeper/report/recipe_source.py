@@ -32,6 +32,9 @@ def module_file(name: str, search: list[str] | None = None) -> Path | None:
     """The ``.py`` file of module ``name`` (dotted), found without importing anything; None if not found."""
     paths: list[str] | None = list(search or []) + [os.getcwd()] + sys.path
     parts = name.split(".")
+    own = sys.modules.get("workloads")  # the package's own (``sweeper`` imports it by location): never a user's
+    if parts[0] == "workloads" and len(parts) > 1 and getattr(own, "__path__", None):
+        paths, parts = list(own.__path__), parts[1:]
     for i, part in enumerate(parts):
         spec = PathFinder.find_spec(part, paths)
         if spec is None:
@@ -66,8 +69,9 @@ def literal(path: Path, name: str) -> Any:
     """The literal assigned to the top-level ``name`` in ``path`` (None when absent or not a literal)."""
     tree = _tree(path)
     for node in tree.body if tree else []:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
-            node, ast.AnnAssign) else []
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
         if any(isinstance(t, ast.Name) and t.id == name for t in targets) and node.value is not None:
             try:
                 return ast.literal_eval(node.value)
@@ -104,8 +108,10 @@ def tables_for(workload: str, module: str | None, search: list[str] | None = Non
     if module:
         own = locate(str(module), search)
         if own is None:
-            notes.append(f"workload module {module!r} was not found from {os.getcwd()}: its own knobs have no "
-                         "lines here (run the report from the folder you swept in)")
+            notes.append(
+                f"workload module {module!r} was not found from {os.getcwd()}: its own knobs have no "
+                "lines here (run the report from the folder you swept in)"
+            )
     else:
         own = module_file(f"workloads.{workload}")
     common, data = module_file("workloads.common"), module_file("workloads.data")

@@ -2,7 +2,8 @@
 
 Identity (study, study_id, trial), status, reason, message, the workload (and ``workload_module``, a user's own
 module) and preset, ``knob.*`` (the knobs, and the distributed settings of a distributed trial only),
-``param.*`` (the workload's parameters), the objectives, times, and every scalar metric of the outcome. The store (``sweeper.results.store``) gives the columns their types and writes the file.
+``param.*`` (the workload's parameters), the objectives, times, and every scalar metric of the outcome. The store
+(``sweeper.results.store``) gives the columns their types and writes the file.
 """
 
 from __future__ import annotations

@@ -40,5 +40,8 @@ def stability(step_s: Sequence[float]) -> dict[str, object]:
     bimodal = ratio >= GAP_RATIO
     mean = statistics.fmean(step_s) if step_s else math.nan
     cv = statistics.pstdev(step_s) / mean if len(step_s) > 1 and mean > 0 else math.nan
-    return {"step_gap_ratio": ratio, "step_bimodal": bimodal,
-            "step_unstable": bool(bimodal or (math.isfinite(cv) and cv > MAX_CV))}
+    return {
+        "step_gap_ratio": ratio,
+        "step_bimodal": bimodal,
+        "step_unstable": bool(bimodal or (math.isfinite(cv) and cv > MAX_CV)),
+    }

@@ -20,8 +20,9 @@ def physical_cores(cpus: set[int]) -> int:
     for c in cpus:
         topo = Path(f"/sys/devices/system/cpu/cpu{c}/topology")
         try:
-            seen.add((topo.joinpath("physical_package_id").read_text().strip(),
-                      topo.joinpath("core_id").read_text().strip()))
+            seen.add(
+                (topo.joinpath("physical_package_id").read_text().strip(), topo.joinpath("core_id").read_text().strip())
+            )
         except OSError:
             return len(cpus)
     return len(seen) or len(cpus)
