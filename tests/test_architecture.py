@@ -20,16 +20,14 @@ PACKAGES = ("sweeper", "workloads", "hydra_plugins")
 ALLOWED: dict[str, set[str]] = {
     "sweeper.errors": set(),
     "sweeper.results": set(),
-    "sweeper.report": {"sweeper.results", "sweeper.report.recipe"},
+    "sweeper.report": {"sweeper.results"},
     "sweeper.trial": {"sweeper.results", "sweeper.errors", "workloads"},
     "sweeper.sweep": {"sweeper.trial", "sweeper.results", "sweeper.errors", "workloads"},
     "workloads": set(),
     "sweeper": {"sweeper.errors", "sweeper.results"},  # the package root re-exports the public names
     "sweeper.__main__": {"sweeper", "sweeper.errors", "sweeper.sweep", "hydra_plugins"},  # the CLI entry point
     # (it registers the plugin class itself: an editable install's finder cannot be listed by Hydra's discovery)
-    # --recipe: each knob's PyTorch snippet is declared beside its application in workloads (imported lazily,
-    # only for --recipe; every other report path reads rows alone)
-    "sweeper.report.recipe": {"sweeper.results", "sweeper.report", "workloads"},
+    # --recipe reads the knobs' snippet tables from the workloads' source (ast), never importing them
     "hydra_plugins": {"sweeper.sweep"},  # the thin plugin class, lazy import of the sweep
 }
 # third-party packages a layer must not import (the report and every reader of rows stay free of them)

@@ -9,10 +9,13 @@ import pytest
 from conftest import run_cli
 
 KNOWN = "matmul, resnet50, transformer_block"
+OWN = ("a workload of your own: add `-cd <your conf dir>` (the folder holding workload/{}.yaml), or "
+       "`hydra.searchpath=[file://<your conf dir>]`")
 COSTLY = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=costly"]
 CASES = [
-    (["+workload=nope"], f"`workload`: unknown workload 'nope'; known: {KNOWN}"),
-    (["+workload=matmu"], f"`workload`: unknown workload 'matmu'; did you mean workload=matmul? known: {KNOWN}"),
+    (["+workload=nope"], f"`workload`: unknown workload 'nope'; known: {KNOWN}; {OWN.format('nope')}"),
+    (["+workload=matmu"],
+     f"`workload`: unknown workload 'matmu'; did you mean workload=matmul? known: {KNOWN}; {OWN.format('matmu')}"),
     (["-m"], f"`workload`: no workload selected; add +workload=<name>; known workloads: {KNOWN}"),
     (["+workload=matmul", "knobs.dtyp=fp32"],
      "`knobs.dtyp`: is not a key of this workload's config; did you mean `knobs.dtype`?"),

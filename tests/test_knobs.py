@@ -403,8 +403,11 @@ def test_cuda_connections_is_checked_before_launch_and_sets_the_environment() ->
         assert reason == expected
     assert common.knob_env({"cuda_connections": 32}) == {"CUDA_DEVICE_MAX_CONNECTIONS": "32"}
     assert common.knob_env({"cuda_connections": None}) == {} == common.knob_env({})
-    assert common.RECIPE["cuda_connections"](None) == []
-    assert "CUDA_DEVICE_MAX_CONNECTIONS'] = '32'" in common.RECIPE["cuda_connections"](32)[0]
+    from sweeper.report.recipe import snippet
+
+    assert snippet(common.RECIPE["cuda_connections"], None, "cuda") == []
+    assert snippet(common.RECIPE["cuda_connections"], 32, "cpu") == [], "nothing reads it on a CPU"
+    assert "CUDA_DEVICE_MAX_CONNECTIONS'] = '{value}'" in snippet(common.RECIPE["cuda_connections"], 32, "cuda")[0]
 
 
 

@@ -13,9 +13,7 @@ import torch
 from torch import nn
 
 from workloads.base import DeviceInfo
-
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp32-strict")
-COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")
+from workloads.choices import COMPILE_MODES, MEMORY_FORMATS, OPTIMIZER_IMPLS, PRECISIONS
 
 
 def set_global_flags(knobs: dict[str, Any]) -> None:
@@ -48,7 +46,7 @@ def grad_scaler(precision: str, device: torch.device) -> torch.amp.GradScaler:
 
 
 def memory_format(name: str) -> torch.memory_format:
-    formats = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}
+    formats = dict(zip(MEMORY_FORMATS, (torch.contiguous_format, torch.channels_last)))
     if name not in formats:
         raise ValueError(f"memory_format must be one of {tuple(formats)}, got {name!r}")
     return formats[name]
@@ -91,7 +89,7 @@ def optimizer_kwargs(impl: str, device: torch.device) -> dict[str, Any]:
         return {"foreach": True}
     if impl == "for_loop":
         return {"foreach": False}
-    raise ValueError(f"optimizer_impl must be fused, foreach or for_loop, got {impl!r}")
+    raise ValueError(f"optimizer_impl must be one of {OPTIMIZER_IMPLS}, got {impl!r}")
 
 
 # Knobs that are environment variables of the trial process, read when CUDA starts: sweeper.trial.child sets them
@@ -167,33 +165,39 @@ class TrainStep:
 
 # ---------------------------------------------------------------- recipe snippets
 # How each knob applied above reads in a training script (``python -m sweeper.report RESULTS --recipe``): knob ->
-# value -> lines. A knob's entry stays beside its application, so the two change together.
-
-RECIPE: dict[str, Callable[[Any], list[str]]] = {
-    "precision": lambda v: {
-        "tf32": ["torch.backends.cuda.matmul.allow_tf32 = True", "torch.backends.cudnn.allow_tf32 = True"],
-        "bf16": ["with torch.autocast(device_type='cuda', dtype=torch.bfloat16):  # forward and loss only",
+# value -> lines. A knob's entry stays beside its application, so the two change together. A literal: the report
+# reads it from this file's source without importing it (no torch there). Values are spelled as in the report
+# (``true``, ``256``); ``*`` is any other value; ``<value>@cpu`` / ``<value>@cuda`` (``*@cpu``: any value) are the
+# lines for a study measured on that device, looked up first. In the lines, ``{value}``, ``{device}`` (cpu,
+# cuda) and ``{optimizer}`` (the model's optimizer class) are filled in.
+RECIPE = {
+    "precision": {
+        "tf32": ["torch.set_float32_matmul_precision('high')  # TF32 matmuls"],
+        "bf16": ["with torch.autocast(device_type='{device}', dtype=torch.bfloat16):  # forward and loss only",
                  "    loss = loss_fn(model(x), y)"],
-        "fp16": ["scaler = torch.amp.GradScaler('cuda')",
-                 "with torch.autocast(device_type='cuda', dtype=torch.float16):  # forward and loss only",
+        "fp16": ["scaler = torch.amp.GradScaler('{device}')",
+                 "with torch.autocast(device_type='{device}', dtype=torch.float16):  # forward and loss only",
                  "    loss = loss_fn(model(x), y)",
                  "scaler.scale(loss).backward(); scaler.step(optimizer); scaler.update()"],
-    }.get(v, []),
-    "cudnn_benchmark": lambda v: ["torch.backends.cudnn.benchmark = True"] if v else [],
-    "cuda_connections": lambda v: [f"os.environ['CUDA_DEVICE_MAX_CONNECTIONS'] = '{v}'  # before CUDA starts: "
-                                   "side streams get hardware queues of their own"] if v is not None else [],
-    "memory_format": lambda v: ["model = model.to(memory_format=torch.channels_last)",
-                                "x = x.to(memory_format=torch.channels_last)  # every input batch"]
-    if v == "channels_last" else [],
-    "compile": lambda v: [] if v in (None, "off") else
-    [f"model = torch.compile(model{'' if v == 'default' else f', mode={v!r}'})"],
-    "optimizer_impl": lambda v: [f"optimizer = torch.optim.SGD(model.parameters(), ..., "
-                                 f"{ {'fused': 'fused=True', 'foreach': 'foreach=True'}.get(v, 'foreach=False')})"
-                                 "  # the same argument for AdamW/Adam"],
-    "batch_size": lambda v: [f"batch_size = {v}  # per optimizer step: batch_size x grad_accum_steps samples"],
-    "grad_accum_steps": lambda v: [] if v in (None, 1) else
-    [f"# accumulate {v} micro-batches per optimizer step: loss / {v}, backward() each, step() after the last"],
-    "activation_checkpointing": lambda v: [] if v in (None, "off") else
-    [f"x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)  # "
-     f"{'every block' if v == 'all' else f'the first {v} blocks'}"],
+        "fp32-strict": ["torch.backends.cudnn.allow_tf32 = False  # no TF32 in convolutions either"],
+        "fp32-strict@cpu": [],
+    },
+    "cudnn_benchmark": {"true": ["torch.backends.cudnn.benchmark = True"], "true@cpu": []},
+    "cuda_connections": {"*": ["os.environ['CUDA_DEVICE_MAX_CONNECTIONS'] = '{value}'  # before CUDA starts: "
+                               "side streams get hardware queues of their own"], "*@cpu": []},
+    "memory_format": {"channels_last": ["model = model.to(memory_format=torch.channels_last)",
+                                        "x = x.to(memory_format=torch.channels_last)  # every input batch"]},
+    "compile": {"off": [], "default": ["model = torch.compile(model)"],
+                "*": ["model = torch.compile(model, mode='{value}')"]},
+    "optimizer_impl": {"fused": ["optimizer = {optimizer}(model.parameters(), ..., fused=True)"],
+                       "foreach": ["optimizer = {optimizer}(model.parameters(), ..., foreach=True)"],
+                       "for_loop": ["optimizer = {optimizer}(model.parameters(), ..., foreach=False)"]},
+    "batch_size": {"*": ["batch_size = {value}  # per optimizer step: batch_size x grad_accum_steps samples"]},
+    "grad_accum_steps": {"1": [], "*": ["# accumulate {value} micro-batches per optimizer step: loss / {value}, "
+                                        "backward() each, step() after the last"]},
+    "activation_checkpointing": {
+        "off": [],
+        "all": ["x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)  # every block"],
+        "*": ["x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)  # the first {value} blocks"],
+    },
 }

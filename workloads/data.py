@@ -334,36 +334,32 @@ class Pipeline:
 # lines, beside the pipeline that applies them. The DataLoader arguments are gathered into one call by the recipe.
 
 RECIPE_LOADER_ARGS = ("num_workers", "prefetch_factor", "pin_memory", "persistent_workers")
-RECIPE: dict[str, Any] = {
-    "worker_nice": lambda v: [f"# DataLoader(..., worker_init_fn=lambda _: os.nice({v})): workers yield the CPU "
-                              "to the training process"] if v else [],
-    "switch_interval_ms": lambda v: [f"sys.setswitchinterval({v / 1e3:g})  # the training thread gets the GIL back "
-                                     "sooner from the input pipeline's threads"] if v else [],
-    "non_blocking": lambda v: ["x = x.to('cuda', non_blocking=True); y = y.to('cuda', non_blocking=True)"] if v else [],
-    "decode_device": lambda v: {
+RECIPE = {  # a literal, read from the source by the report (see workloads.common.RECIPE for the spelling)
+    "worker_nice": {"0": [], "*": ["# DataLoader(..., worker_init_fn=lambda _: os.nice({value})): workers yield the "
+                                   "CPU to the training process"]},
+    "switch_interval_ms": {"0": [], "*": ["sys.setswitchinterval({value} / 1000)  # the training thread gets the GIL "
+                                          "back sooner from the input pipeline's threads"]},
+    "non_blocking": {"true": ["x = x.to('cuda', non_blocking=True); y = y.to('cuda', non_blocking=True)"]},
+    "decode_device": {
         "cuda": ["# DataLoader workers only read file bytes; decode the batch on the GPU (nvJPEG):",
                  "images = torchvision.io.decode_jpeg(list_of_bytes, device='cuda')"],
         "hybrid": ["# decode gpu_share of each batch on the GPU (torchvision.io.decode_jpeg(..., device='cuda')),",
-                   "# the rest in the DataLoader workers on the CPU"]}.get(v, []),
-    "gpu_share": lambda v: [f"gpu_share = {v}  # share of each batch decoded on the GPU"] if v is not None else [],
-    "gpu_decoder": lambda v: ["# decode with nvImageCodec (hardware JPEG engines first) instead of torchvision:",
-                              "decoder = nvidia.nvimgcodec.Decoder(backends=[Backend(BackendKind.HW_GPU_ONLY), "
-                              "Backend(BackendKind.GPU_ONLY)])",
-                              "images = decoder.decode([nvidia.nvimgcodec.CodeStream(b) for b in list_of_bytes])"]
-    if v == "nvimgcodec" else [],
-    "gpu_roi_decode": lambda v: ["# decode only each crop window: CodeStream(b).get_sub_code_stream(region="
-                                 "nvidia.nvimgcodec.Region(y0, x0, y1, x1))"] if v else [],
-    "cpu_decoder": lambda v: ["img = PIL.Image.open(path).convert('RGB')  # Pillow decodes in the workers"]
-    if v == "pil" else [],
-    "decode_scale": lambda v: ["img.draft('RGB', (size, size))  # libjpeg DCT scaling: decode at a reduced size"]
-    if v == "reduced" else [],
-    "augment_device": lambda v: ["# workers decode and cut out each crop window (uint8, sizes vary); the GPU resizes "
-                                 "and flips them:", "x = torchvision.ops.roi_align(windows.float(), boxes, (224, 224), "
-                                 "sampling_ratio=0, aligned=True)"] if v == "cuda" else [],
-    "device_prefetch": lambda v: ["# copy and normalize the next batches on a side CUDA stream, a few batches ahead",
-                                  "with torch.cuda.stream(copy_stream): x_next = x_next.to('cuda', non_blocking=True)"]
-    if v else [],
-    "transfer_dtype": lambda v: ["# workers return uint8 crops; normalize after the copy to the GPU:",
-                                 "x = x.to('cuda', non_blocking=True).float().div_(255).sub_(mean).div_(std)"]
-    if v == "uint8" else [],
+                   "# the rest in the DataLoader workers on the CPU"]},
+    "gpu_share": {"*": ["gpu_share = {value}  # share of each batch decoded on the GPU"]},
+    "gpu_decoder": {"nvimgcodec": ["# decode with nvImageCodec (hardware JPEG engines first) instead of torchvision:",
+                                   "decoder = nvidia.nvimgcodec.Decoder(backends=[Backend(BackendKind.HW_GPU_ONLY), "
+                                   "Backend(BackendKind.GPU_ONLY)])",
+                                   "images = decoder.decode([nvidia.nvimgcodec.CodeStream(b) "
+                                   "for b in list_of_bytes])"]},
+    "gpu_roi_decode": {"true": ["# decode only each crop window: CodeStream(b).get_sub_code_stream(region="
+                                "nvidia.nvimgcodec.Region(y0, x0, y1, x1))"]},
+    "cpu_decoder": {"pil": ["img = PIL.Image.open(path).convert('RGB')  # Pillow decodes in the workers"]},
+    "decode_scale": {"reduced": ["img.draft('RGB', (size, size))  # libjpeg DCT scaling: decode at a reduced size"]},
+    "augment_device": {"cuda": ["# workers decode and cut out each crop window (uint8, sizes vary); the GPU resizes "
+                                "and flips them:", "x = torchvision.ops.roi_align(windows.float(), boxes, (224, 224), "
+                                "sampling_ratio=0, aligned=True)"]},
+    "device_prefetch": {"true": ["# copy and normalize the next batches on a side CUDA stream, a few batches ahead",
+                                 "with torch.cuda.stream(copy_stream): x_next = x_next.to('cuda', non_blocking=True)"]},
+    "transfer_dtype": {"uint8": ["# workers return uint8 crops; normalize after the copy to the GPU:",
+                                 "x = x.to('cuda', non_blocking=True).float().div_(255).sub_(mean).div_(std)"]},
 }

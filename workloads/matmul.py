@@ -64,19 +64,24 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
 
 
 # ---------------------------------------------------------------- recipe snippets (sweeper.report --recipe)
-RECIPE: dict[str, Any] = {
-    "dtype": lambda v: {
+RECIPE = {  # a literal, read from the source by the report (see workloads.common.RECIPE for the spelling)
+    "dtype": {
         "tf32": ["torch.backends.cuda.matmul.allow_tf32 = True"],
+        "tf32@cpu": [],
         "bf16": ["a, b = a.bfloat16(), b.bfloat16()"],
         "fp16": ["a, b = a.half(), b.half()"],
-    }.get(v, []),
-    "allow_tf32": lambda v: ["torch.backends.cuda.matmul.allow_tf32 = True"] if v else [],
-    "fp16_reduced_precision": lambda v: (
-        [f"torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = {v}"] if v is not None else []
-    ),
-    "bf16_reduced_precision": lambda v: (
-        [f"torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = {v}"] if v is not None else []
-    ),
-    "transpose_a": lambda v: ["a = a.t().contiguous().t()  # column-major A"] if v else [],
-    "transpose_b": lambda v: ["b = b.t().contiguous().t()  # column-major B"] if v else [],
+    },
+    "allow_tf32": {"true": ["torch.backends.cuda.matmul.allow_tf32 = True"], "true@cpu": []},
+    "fp16_reduced_precision": {
+        "true": ["torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = True"],
+        "false": ["torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False"],
+        "*@cpu": [],
+    },
+    "bf16_reduced_precision": {
+        "true": ["torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True"],
+        "false": ["torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False"],
+        "*@cpu": [],
+    },
+    "transpose_a": {"true": ["a = a.t().contiguous().t()  # column-major A"]},
+    "transpose_b": {"true": ["b = b.t().contiguous().t()  # column-major B"]},
 }

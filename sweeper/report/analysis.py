@@ -46,10 +46,24 @@ class Analysis:
     machines: list[str] = field(default_factory=list)
     profiles: pd.DataFrame = field(default_factory=pd.DataFrame)  # each configuration's latest profiled row
     mfu_peaks: list[str] = field(default_factory=list)  # the peaks the rows' MFU divided by (``mfu_peak``)
+    single_runs: bool = False  # rows of single runs (no sweep): not a study, no summary line, no recipe, no trend
+
+    @property
+    def noise_measured(self) -> bool:
+        """Whether trial-to-trial noise was measured: some configuration ran more than once (a re-measure of the
+        baseline or the best, ``confirm_of`` rows, a repeat). Without it no claim says "beyond noise"."""
+        return bool(self.configs.attrs.get("pooled_df") or 0) if not self.configs.empty else False
 
     @property
     def title(self) -> str:
-        return f"{self.workload} — study {self.study}"
+        return f"{self.workload} — single runs" if self.single_runs else f"{self.workload} — study {self.study}"
+
+
+def single_run_rows(rows: pd.DataFrame) -> pd.Series:
+    """Rows of single runs (``python -m sweeper +workload=x``, no ``-m``): no trial number in any study."""
+    if "trial" not in rows:
+        return pd.Series(False, index=rows.index)
+    return pd.to_numeric(rows["trial"], errors="coerce").isna()
 
 
 def configurations(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series, list[str]]:
@@ -67,7 +81,8 @@ def analyse(rows: pd.DataFrame, evaluator: str = "auto") -> Analysis:
     base = bl.find_baseline(rows, normed, keys, swept)
     a = Analysis(workload=str(rows["workload"].iloc[0]), study=str(rows["study"].iloc[0]), unit=unit_of(rows),
                  objectives=objectives, counts=status_counts(rows), swept=swept, configs=pd.DataFrame(),
-                 baseline=base, failures=_failures(rows), machines=_machines(rows))
+                 baseline=base, failures=_failures(rows), machines=_machines(rows),
+                 single_runs=bool(single_run_rows(rows).all()))
     if ok.empty:
         return a
     configs = rank_configs(aggregate(ok, keys))
@@ -75,7 +90,9 @@ def analyse(rows: pd.DataFrame, evaluator: str = "auto") -> Analysis:
     values = first.loc[configs.index]
     for col in swept:
         configs[f"v:{col}"] = values[col]
-    configs["label"] = [bl.label(v, swept, base.defaults) for v in values.to_dict("records")]
+    records = values.to_dict("records")
+    configs["label"] = [bl.label(v, swept, base.defaults) for v in records]
+    configs["label_brief"] = _brief_labels(configs["label"].tolist(), records, swept)
     stages = (ok["data_limit_stage"].groupby(keys.loc[ok.index], sort=False).agg(_most_common)
               .reindex(configs.index) if "data_limit_stage" in ok else pd.Series(None, index=configs.index))
     configs["diagnosis"] = [diagnose(w, u, m, s, h) for w, u, m, s, h in
@@ -94,6 +111,19 @@ def analyse(rows: pd.DataFrame, evaluator: str = "auto") -> Analysis:
     a.marginals = marginals(configs, values, swept)
     a.history = _history(ok, objectives)
     return a
+
+
+def _brief_labels(labels: list[str], records: list[dict], swept: list[str]) -> list[str]:
+    """For a terminal's narrow column: each configuration as what differs from the listed first (``#1 +
+    batch_size=128``) when that is shorter than what differs from the defaults (the full label, in the files)."""
+    if not records:
+        return []
+    out = [labels[0]]
+    for label, values in zip(labels[1:], records[1:]):
+        diff = bl.label(values, swept, {c: records[0].get(c, "null") for c in swept})
+        vs_first = f"#1 + {diff}" if diff not in ("defaults", "(one configuration)") else "= #1"
+        out.append(vs_first if len(vs_first) < len(label) else label)
+    return out
 
 
 def _most_common(values: pd.Series) -> str | None:
@@ -133,8 +163,12 @@ def _speedups(configs: pd.DataFrame, base: bl.Baseline, rows: pd.DataFrame, keys
         return f"the baseline configuration has no usable measurement ({why}); speed-ups are not shown"
     b = configs.loc[base.key]
     r, lo, hi = ratio(configs["value"], configs["rel_se"], configs["t"], b["value"], b["rel_se"], b["t"])
-    configs["speedup"], configs["speedup_lo"], configs["speedup_hi"] = r, lo, hi
-    return f"baseline: {base.how}"
+    configs["speedup"] = r
+    if configs.attrs.get("pooled_df"):  # an interval only where trial-to-trial noise was measured
+        configs["speedup_lo"], configs["speedup_hi"] = lo, hi
+        return f"baseline: {base.how}"
+    return (f"baseline: {base.how}. Each configuration was measured once: no noise estimate, so speed-ups have no "
+            "interval (the sweep re-measures the baseline and the best to measure it)")
 
 
 def _importance(configs: pd.DataFrame, values: pd.DataFrame, objectives, evaluator: str, space: dict):
@@ -165,14 +199,22 @@ def _failures(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _machines(rows: pd.DataFrame) -> list[str]:
+    """``cpu:AMD EPYC on vm, torch 2.11``: the machines the trials ran on, from the trials' own fingerprints. A row
+    that never ran (skipped, interrupted before its trial started) records only the sweeper's host name: it names
+    no machine, and a fact nobody measured is left out rather than shown as ``?``."""
     cols = [c for c in FINGERPRINT if c in rows]
     if not cols:
         return []
     ran = rows[rows["status"] != "skipped"] if "status" in rows else rows  # a skipped trial never ran anywhere
     seen = ran[cols].astype(object).fillna("").astype(str)
-    seen = seen[(seen != "").any(axis=1)].drop_duplicates()
+    measured = [c for c in ("gpu_name", "cpu_model", "torch_version") if c in seen]
+    seen = seen[(seen[measured] != "").any(axis=1)].drop_duplicates() if measured else seen.iloc[0:0]
     out = []
     for r in seen.to_dict("records"):
-        device = r.get("gpu_name") or f"cpu:{r.get('cpu_model') or '?'}"
-        out.append(f"{device} on {r.get('hostname') or '?'}, torch {r.get('torch_version') or '?'}")
+        device = r.get("gpu_name") or (f"cpu:{r['cpu_model']}" if r.get("cpu_model") else "")
+        parts = [device or "an unrecorded device"]
+        if r.get("hostname"):
+            parts.append(f"on {r['hostname']}")
+        text = " ".join(parts) + (f", torch {r['torch_version']}" if r.get("torch_version") else "")
+        out.append(text)
     return out

@@ -36,6 +36,7 @@ class Table:
     more: int = 0  # rows left out
     brief: list[int] = field(default_factory=list)  # columns the terminal shows (all when empty), most important first
     page: list[int] = field(default_factory=list)  # columns the HTML page shows (all when empty); Markdown has all
+    brief_cells: dict[int, list[str]] = field(default_factory=dict)  # column -> shorter cells for the terminal
 
     def alignment(self) -> str:
         return self.align or ("ll" + "r" * max(0, len(self.header) - 2))
@@ -90,13 +91,20 @@ def interval(lo: Any, hi: Any) -> str:
     return "-" if num(lo) == "-" else f"{num(lo, 3)}–{num(hi, 3)}"
 
 
+def ratio_text(r: Any) -> str:
+    """A ratio with two decimals (``2.10``, ``0.71``), and two significant digits below 0.01 (``0.0058``): a ratio
+    is never printed as ``0.00``."""
+    v = float(r)
+    return f"{v:.2g}" if 0 < abs(v) < 0.01 else f"{v:.2f}"
+
+
 def times(r: Any, lo: Any = None, hi: Any = None) -> str:
     """``2.10x (1.62–2.71x)``; the interval only when given."""
     if num(r) == "-":
         return "-"
-    text = f"{float(r):.2f}x"
+    text = f"{ratio_text(r)}x"
     if lo is not None and num(lo) != "-":
-        text += f" ({float(lo):.2f}–{float(hi):.2f})"
+        text += f" ({ratio_text(lo)}–{ratio_text(hi)})"
     return text
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from sweeper.report.analysis import Analysis, analyse
+from sweeper.report.analysis import Analysis, analyse, single_run_rows
 from sweeper.report.blocks import Block, Heading, Para
 from sweeper.report.compare import compare_blocks
 from sweeper.report.nightly import has_nights, nightly, trend_blocks
@@ -36,8 +36,8 @@ def build(df: pd.DataFrame, *, source: str = "", studies: list[str] | None = Non
         n = nightly(df, baseline, studies, threshold, limit, with_plots)
         blocks += n.blocks
         report.regressions, report.not_gated = n.regressions, n.not_gated
-    elif has_nights(df):
-        blocks += [Heading("Trend over nights", 2), *trend_blocks(df, with_plots)]
+    elif has_nights(sweeps := df[~single_run_rows(df)]):  # single runs are no night
+        blocks += [Heading("Trend over nights", 2), *trend_blocks(sweeps, with_plots)]
     selected = df[df["study"].astype(str).isin(studies)] if studies else df
     if compare:
         blocks += compare_blocks(selected, compare, limit, with_plots)
@@ -45,6 +45,7 @@ def build(df: pd.DataFrame, *, source: str = "", studies: list[str] | None = Non
         a = analyse(rows.reset_index(drop=True), evaluator)
         report.analyses.append(a)
         blocks += study_blocks(a, limit, with_plots)
-    if len(report.analyses) > 1:  # a long page: what it holds, first
-        blocks[2:2] = summary_blocks(report.analyses)
+    studies_only = [a for a in report.analyses if not a.single_runs]  # single runs are not a study
+    if len(studies_only) > 1:  # a long page: what it holds, first
+        blocks[2:2] = summary_blocks(studies_only)
     return report

@@ -91,7 +91,7 @@ def _table(t: Table, limit: int) -> str:
         cells = "".join(f'<td class="{align[i]}">{e(row[i])}</td>' for i in cols)
         body.append(f'<tr class="{e(mark)}">{cells}</tr>' if mark else f"<tr>{cells}</tr>")
     hidden = t.more + max(0, len(t.rows) - limit)
-    more = f'<p class="note">… {hidden} more rows not shown.</p>' if hidden else ""
+    more = f'<p class="note">… {hidden} more row{"s" * (hidden != 1)} not shown.</p>' if hidden else ""
     note = f'<p class="note">{e(t.note)}</p>' if t.note else ""
     return (f'<div class="scroll"><table><caption>{e(t.title)}</caption><thead><tr>{head}</tr></thead>'
             f"<tbody>{''.join(body)}</tbody></table></div>{more}{note}")

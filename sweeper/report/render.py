@@ -28,14 +28,19 @@ def to_terminal(blocks: list[Block], limit: int = 20, console: Console | None = 
             table, dropped = _rich_table(b, limit, console.width)
             console.print(table)
             more = b.more + max(0, len(b.rows) - limit)
-            left_out = [f"{more} more rows"] if more else []
+            left_out = [plural(more, "more row")] if more else []
             if dropped:
-                left_out.append(f"{dropped} more columns")
+                left_out.append(plural(dropped, "more column"))
             if left_out:
                 console.print(Text(f"... {' and '.join(left_out)} in report.md / report.html", style="dim"))
             if b.note:
                 console.print(Text(b.note, style="dim"))
     console.print()
+
+
+def plural(n: int, noun: str) -> str:
+    """``1 more column``, ``2 more columns``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 _CELL = 3  # a column's share of the box: one border and one space of padding on each side
@@ -72,7 +77,8 @@ def _rich_table(t: Table, limit: int, width: int = 10_000) -> tuple[RichTable, i
     the files have the rest. Returns the table and how many of the brief columns were left out."""
     priority = t.brief or list(range(len(t.header)))
     align = t.alignment()
-    rows = t.rows[:limit]
+    rows = [[t.brief_cells[i][n] if i in t.brief_cells else cell for i, cell in enumerate(row)]
+            for n, row in enumerate(t.rows[:limit])]  # the terminal's shorter cells (the files have the full ones)
     widths = fit_columns(t.header, rows, priority, width)
     table = RichTable(title=Text(t.title, style="bold"), show_lines=False, header_style="bold")
     for i, w in widths.items():

@@ -99,6 +99,8 @@ def headline(a: Analysis) -> str:
     text = f"Best: {best['label']}: {num(best['value'])} {a.unit} (95% CI {interval(best['lo'], best['hi'])})"
     if pd.notna(best["speedup"]):
         text += f", {times(best['speedup'])} baseline"
+    if not a.noise_measured:  # "beyond noise" only where trial-to-trial noise was measured
+        return text + "; measured once; no noise estimate."
     text += "; " + (
         f"tied within noise with {tied} other configuration{'s' * (tied != 1)}."
         if tied
@@ -177,6 +179,7 @@ def ranking(a: Analysis, limit: int) -> Table:
         more=max(0, len(c) - limit),
         brief=[0, 2, 3, 6, 4, 7, 10, 1, 9, 5],
         page=list(range(len(header) - len(knobs))),
+        brief_cells={2: list(c["label_brief"].head(limit))} if "label_brief" in c else {},
     )  # the label names the configuration; .md has a column per knob
 
 

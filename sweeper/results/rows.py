@@ -1,8 +1,9 @@
 """The Parquet row of one trial: what the sweeper and the trial write (``make_row``), column by column.
 
-Identity (study, study_id, trial), status, reason, message, the workload and preset, ``knob.*`` (the knobs and
-the distributed settings), ``param.*`` (the workload's parameters), the objectives, times, and every scalar
-metric of the outcome. The store (``sweeper.results.store``) gives the columns their types and writes the file.
+Identity (study, study_id, trial), status, reason, message, the workload (and ``workload_module``, a user's own
+module) and preset, ``knob.*`` (the knobs, and the distributed settings of a distributed trial only),
+``param.*`` (the workload's parameters), the objectives, times, and every scalar metric of the outcome. The store
+(``sweeper.results.store``) gives the columns their types and writes the file.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ def make_row(outcome: TrialOutcome, *, study: str, trial: int | None, cfg: dict[
         "reason": outcome.reason,
         "message": outcome.message,
         "workload": cfg["workload"]["name"],
+        "workload_module": cfg["workload"].get("module") or "",  # a user's own module, for the report's recipe
         "preset": cfg.get("preset") or "",
         "throughput": None,
         "throughput_unit": "",
@@ -42,8 +44,10 @@ def make_row(outcome: TrialOutcome, *, study: str, trial: int | None, cfg: dict[
     }
     for key, value in flatten(cfg.get("knobs") or {}).items():
         row[f"knob.{key}"] = value
-    for key, value in flatten(cfg.get("distributed") or {}).items():
-        row[f"knob.distributed.{key}"] = value
+    distributed = cfg.get("distributed") or {}
+    if (distributed.get("strategy") or "none") != "none":  # a block the trial never used leaves no columns
+        for key, value in flatten(distributed).items():
+            row[f"knob.distributed.{key}"] = value
     for key, value in flatten({k: v for k, v in cfg["workload"].items() if k not in ("name", "module")}).items():
         row[f"param.{key}"] = value if not isinstance(value, (list, dict)) else str(value)
     for key, value in outcome.metrics.items():

@@ -11,6 +11,7 @@ import difflib
 import os
 import re
 import sys
+from pathlib import Path
 
 from sweeper.errors import ConfigError
 
@@ -60,7 +61,10 @@ def _translate(exc: Exception, overrides: list[str], known_keys: list[str]) -> C
         )
         close = difflib.get_close_matches(name, options, n=1)
         hint = f"did you mean {group}={close[0]}? " if close else ""
-        return ConfigError(group, f"unknown {group} {name!r}", f"{hint}known: {', '.join(options) or 'none'}")
+        fix = f"{hint}known: {', '.join(options) or 'none'}"
+        if group == "workload":
+            fix += "; " + own_config_hint(name)
+        return ConfigError(group, f"unknown {group} {name!r}", fix)
     cause = str(getattr(exc, "__cause__", None) or "")
     m = re.search(r"full_key: (hydra\.sweeper\.(?:params|conditions|constraints))\.(\S+)", cause)
     if m and "is not in struct" in cause:
@@ -85,6 +89,14 @@ def _translate(exc: Exception, overrides: list[str], known_keys: list[str]) -> C
         return ConfigError(m.group(1), "already exists, so '+' cannot add it", f"drop the '+': {m.group(1)}=...")
     bad = next((o for o in overrides if o.split("=", 1)[0].lstrip("+~") in text), None)
     return ConfigError(bad.split("=", 1)[0] if bad else "overrides", first, "fix the override's syntax or value")
+
+
+def own_config_hint(name: str) -> str:
+    """Where Hydra looks for a workload of the user's own: the folder holding ``workload/<name>.yaml``."""
+    found = [str(p.parent.parent.relative_to(Path.cwd())) for p in Path.cwd().glob(f"*/workload/{name}.yaml")]
+    folder = found[0] if found else "<your conf dir>"
+    return (f"a workload of your own: add `-cd {folder}` (the folder holding workload/{name}.yaml), or "
+            f"`hydra.searchpath=[file://{os.path.abspath(folder) if found else '<your conf dir>'}]`")
 
 
 def _flag_value(argv: list[str], names: tuple[str, ...]) -> str | None:

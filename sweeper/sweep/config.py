@@ -305,11 +305,27 @@ def check_sweeper(conf: Any) -> None:
             raise ConfigError(f"hydra.sweeper.{key}", f"must be {what}, got {value!r}", fix)
 
 
+def helper_choices() -> dict[str, tuple[str, ...]]:
+    """The values of the knobs ``workloads.common``'s helpers interpret (one place: ``workloads.choices``)."""
+    from workloads.choices import HELPER_KNOBS
+
+    return dict(HELPER_KNOBS)
+
+
+def uses_helpers(mod: Any) -> bool:
+    """Whether a workload module uses the package's knob helpers (``from workloads import common``, or names
+    imported from ``workloads.common``): its knobs of those names then mean what the helpers accept."""
+    names = ("__name__", "__module__")
+    return any(getattr(v, n, None) == "workloads.common" for v in vars(mod).values() for n in names)
+
+
 def check_enumerations(values: dict[str, Any], workload: str, module: str | None = None) -> None:
-    """String knobs take only the values the workload declares it can run (``KNOB_VALUES`` in its module):
-    ``knobs.dtype=fp64`` is bad input before launch, not a failed trial. ``values``: dotted keys -> a value, or
-    a list of values (a sweep's choices)."""
-    declared = getattr(load_workload({"name": workload, "module": module}), "KNOB_VALUES", {}) or {}
+    """String knobs take only the values the workload declares it can run (``KNOB_VALUES`` in its module) and,
+    for a workload using the package's helpers (``workloads.common``, a user's own model too), the values the
+    helpers accept: ``knobs.dtype=fp64`` or ``knobs.precision=fp8`` is bad input before launch, not a failed trial.
+    ``values``: dotted keys -> a value, or a list of values (a sweep's choices)."""
+    mod = load_workload({"name": workload, "module": module})
+    declared = {**(helper_choices() if uses_helpers(mod) else {}), **(getattr(mod, "KNOB_VALUES", {}) or {})}
     for key, given in values.items():
         name = key[len("knobs.") :] if key.startswith("knobs.") else None
         if name not in declared:

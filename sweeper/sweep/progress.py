@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
 from sweeper.results.outcome import Status, TrialOutcome
 
@@ -20,6 +21,27 @@ def _fmt(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
     return str(v)
+
+
+_PREFIXES = (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3), ("", 1.0))
+
+
+def si(value: Any, unit: str = "") -> str:
+    """``  498 MFLOP/s``, `` 1.29 ksamples/s``: 3 significant digits, an SI prefix, the number right-aligned in
+    7 characters (number and prefix) so values of one unit line up one below the other. A unit that carries a
+    prefix (``TFLOP/s``) is rescaled; a value that is no finite number is printed as it is."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return f"{value} {unit}".strip()
+    scale, base = 1.0, unit
+    if len(unit) > 1 and unit[1].isupper() and unit[0] in dict(_PREFIXES):  # TFLOP/s, GB/s (not MiB, not s)
+        scale, base = dict(_PREFIXES)[unit[0]], unit[1:]
+    x = float(value) * scale
+    prefix, div = next(((p, d) for p, d in _PREFIXES if abs(x) >= d), ("", 1.0))
+    mantissa = f"{x / div:#.3g}".rstrip(".")
+    if float(mantissa) >= 1000 and prefix != "P":  # 999.7 rounds up to the next prefix
+        prefix, div = _PREFIXES[[p for p, _ in _PREFIXES].index(prefix) - 1]
+        mantissa = f"{x / div:#.3g}".rstrip(".")
+    return f"{mantissa + ' ' + prefix:>7}{base}"
 
 
 def _short(key: str) -> str:
@@ -48,7 +70,7 @@ class SweepProgress:
 
     def __init__(self, study: str, target: int, objectives: list[tuple[str, str]], done: int,
                  baseline: dict[str, Any] | None = None, optuna_study: Any = None) -> None:
-        self.console = Console(stderr=True, soft_wrap=True, highlight=False)  # a line is never broken mid-word
+        self.console = Console(stderr=True, highlight=False)  # lines wrap between words, at the console's width
         self.objectives = objectives
         self.baseline = dict(baseline or {})
         self.trial_seconds = 0.0
@@ -74,15 +96,17 @@ class SweepProgress:
         self.progress.update(self.task, total=self.progress.tasks[0].total + n)
 
     def note(self, text: str) -> None:
-        self.console.print(escape(text))
+        self.console.print(Text(text))
 
-    def line(self, number: int, outcome: TrialOutcome, values: dict[str, Any]) -> str:
-        """``trial 7  complete  0.01428 TFLOP/s  1.2 s  dtype=fp32 transpose_a=True`` (rich markup)."""
+    def line(self, number: int, outcome: TrialOutcome, values: dict[str, Any]) -> Text:
+        """``trial   7 complete     14.3 GFLOP/s  1.2 s  dtype=fp32 transpose_a=True``, as rich ``Text``: printed, it
+        wraps between words at the console's width (a word is cut only when longer than a line)."""
         metric = self.objectives[0][0]
         value = outcome.metrics.get(metric)
         if outcome.status is Status.COMPLETE:
-            unit = outcome.metrics.get("throughput_unit", "") if metric == "throughput" else metric
-            detail = f"{_fmt(value)} {unit}".strip() + f"  {outcome.wall_s:.1f} s"
+            unit = outcome.metrics.get("throughput_unit", "") if metric == "throughput" else ""
+            shown = si(value, unit) if metric == "throughput" else f"{metric}={_fmt(value)}"
+            detail = shown + f"  {outcome.wall_s:.1f} s"
         elif outcome.reason.startswith("duplicate:"):
             detail = f"same as trial {outcome.reason.split(':', 1)[1]} (not measured again)"
         else:
@@ -90,8 +114,10 @@ class SweepProgress:
         changed = {k: v for k, v in values.items()
                    if v is not None and (k not in self.baseline or v != self.baseline[k])}  # inactive: None
         knobs = " ".join(f"{_short(k)}={_fmt(v)}" for k, v in changed.items()) if changed else "(the defaults)"
-        return (f"trial {number:>3} [{_STYLE[outcome.status]}]{outcome.status.value:<10}[/] "
-                f"{escape(detail)}  {escape(knobs)}")
+        text = Text(f"trial {number:>3} ", overflow="fold")
+        text.append(f"{outcome.status.value:<10}", style=_STYLE[outcome.status])
+        text.append(f"{detail}  {knobs}")
+        return text
 
     def trial_done(self, number: int, outcome: TrialOutcome, values: dict[str, Any], study: Any = None) -> None:
         self.counts[outcome.status] = self.counts.get(outcome.status, 0) + 1
@@ -100,7 +126,7 @@ class SweepProgress:
         elif outcome.status is Status.COMPLETE:
             self.complete_walls.append(outcome.wall_s)
         self.trial_seconds += outcome.wall_s
-        self.progress.console.print(self.line(number, outcome, values))
+        self.progress.console.print(self.line(number, outcome, values), soft_wrap=False)
         if study is not None:
             self._show_best(study)
         if not outcome.reason.startswith("duplicate:"):  # the bar counts trials toward n_trials
@@ -128,11 +154,21 @@ _LAUNCHER_LOGGERS = ("hydra._internal.core_plugins", "hydra_plugins.hydra_joblib
                      "hydra_plugins.hydra_submitit_launcher", "hydra_plugins.hydra_ray_launcher")
 
 
+def elide_context(text: str) -> str:
+    """``trial.context=b64:<5 KB>`` (the sweep's context, which Hydra logs with every job) as
+    ``trial.context=b64:…(5123 chars)``: the log keeps one readable line per job."""
+    import re
+
+    return re.sub(r"(trial\.context=b64:)([A-Za-z0-9+/=_-]{16,})",
+                  lambda m: f"{m.group(1)}…({len(m.group(2))} chars)", text)
+
+
 def _mask_passwords(record: Any) -> bool:
     """A URL's password (``postgresql://user:secret@host``) never reaches the log file: ``user:***@``."""
     import re
 
-    record.msg = re.sub(r"(://[^:/@\s'\"]+:)[^@\s'\"]+@", r"\1***@", record.getMessage())
+    text = re.sub(r"(://[^:/@\s'\"]+:)[^@\s'\"]+@", r"\1***@", record.getMessage())
+    record.msg = elide_context(text)
     record.args = None
     return True
 
@@ -180,7 +216,7 @@ def print_single(result: dict[str, Any]) -> None:
 
     outcome = TrialOutcome.from_dict(result)
     m = outcome.metrics
-    table = Table(title=f"trial: {outcome.status.value}" + (f" ({outcome.reason})" if outcome.reason else ""))
+    table = Table(title=f"trial: {outcome.status.value}")  # the reason below, whole: a title is cut to the table
     table.add_column("metric")
     table.add_column("value", justify="right")
     for key in ("throughput", "throughput_unit", "step_ms_p50", "step_ms_p10", "step_ms_p90", "step_cv",
@@ -189,9 +225,14 @@ def print_single(result: dict[str, Any]) -> None:
         if key in m:
             table.add_row(key, metric_text(key, m[key]))
     console = Console()
-    console.print(table)
+    if table.row_count:
+        console.print(table)
+    else:
+        console.print(Text(f"trial: {outcome.status.value}", style="bold"))
+    if outcome.reason:
+        console.print(Text(f"reason: {outcome.reason}"))
     if outcome.message:
-        console.print(escape(outcome.message))
+        console.print(Text(outcome.message))
 
 
 def metric_text(key: str, value: Any) -> str:

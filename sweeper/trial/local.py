@@ -6,7 +6,6 @@ Hydra job itself with ``trial.isolate=false``.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
@@ -16,6 +15,7 @@ import workloads
 from sweeper.trial.fingerprint import fingerprint
 from sweeper.trial.measure import measure
 from sweeper.trial.profile import profile_trial
+from sweeper.trial.threads import trial_threads
 
 
 def execute(cfg: dict[str, Any], report=None) -> dict[str, Any]:
@@ -26,7 +26,8 @@ def execute(cfg: dict[str, Any], report=None) -> dict[str, Any]:
     if device.type == "cuda":
         torch.cuda.set_device(device)
         torch.cuda.reset_peak_memory_stats(device)
-    torch.set_num_threads(int(cfg.get("cpu_threads") or len(os.sched_getaffinity(0))))
+    threads = trial_threads(cfg.get("cpu_threads"))
+    torch.set_num_threads(threads)
     wl = cfg["workload"]
     module = workloads.load(wl["name"], wl.get("module"))
     work = module.build(cfg, device)
@@ -49,6 +50,7 @@ def execute(cfg: dict[str, Any], report=None) -> dict[str, Any]:
     finally:
         work.close()
     metrics["setup_s"] = setup_s
+    metrics["cpu_threads"] = threads
     if cfg["knobs"].get("compile", "off") != "off":
         metrics["compile_s"] = max(0.0, metrics["first_step_s"] - metrics["step_ms_p50"] / 1e3)
         metrics["graph_breaks"] = _graph_breaks()

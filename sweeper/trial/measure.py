@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from sweeper.trial.gpu import UtilizationSampler, mfu_peak
+from sweeper.trial.stability import stability
 from workloads.base import Workload
 
 REPORT_EVERY_S = 0.2  # intermediate throughput goes to the pruner at most this often; its step unit
@@ -325,6 +326,7 @@ def window_metrics(window: Window, work: Workload, device: torch.device, gpu_nam
     else:
         metrics["peak_mem_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         metrics["peak_mem_reserved_bytes"] = math.nan
+    metrics.update(stability(step_s))  # steps switching between two speeds (a shared CPU): flagged
     metrics.update(window.util)
     metrics.update(work.extra_metrics())
     return metrics

@@ -48,6 +48,7 @@ import torch
 from sweeper.trial import local
 from sweeper.trial.proc import die_with_parent, pid_alive
 from sweeper.trial.rank_metrics import comm_profile, merge
+from sweeper.trial.threads import trial_threads
 from workloads import parallel
 
 # NVLink multicast (NVLS) off for NCCL, symmetric memory and NVSHMEM: on shared multi-GPU hosts a program using
@@ -206,7 +207,7 @@ def _run_rank(cfg: dict[str, Any], rank: int, world: int, local_rank: int) -> di
     device = _rank_device(str(cfg["device"]), local_rank, world)
     if cfg.get("cpus"):
         os.sched_setaffinity(0, [int(c) for c in cfg["cpus"]])
-    threads = cfg.get("cpu_threads") or max(1, len(os.sched_getaffinity(0)) // int(os.environ["LOCAL_WORLD_SIZE"]))
+    threads = trial_threads(cfg.get("cpu_threads"), int(os.environ["LOCAL_WORLD_SIZE"]))  # ranks share the cores
     if device.type == "cuda":
         torch.cuda.set_device(device)
     backend = s.backend if s.backend != "auto" else ("nccl" if device.type == "cuda" else "gloo")
