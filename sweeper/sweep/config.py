@@ -147,11 +147,13 @@ def as_dict(cfg: Any) -> dict[str, Any]:
 
 
 def load_workload(wl: dict[str, Any]) -> ModuleType:
-    """``workloads.load`` for a trial config's ``workload`` node; a module that cannot be found is bad input."""
+    """``workloads.load_spec`` for a trial config's ``workload`` node: the module that holds the workload's
+    ``check``, ``METRICS`` and ``Knobs`` (torch-free for a built-in workload); one that cannot be found is bad
+    input."""
     import workloads
 
     try:
-        return workloads.load(wl["name"], wl.get("module"))
+        return workloads.load_spec(wl["name"], wl.get("module"))
     except KeyError as e:
         raise ConfigError(
             "workload.module" if wl.get("module") else "workload", str(e.args[0]), "see the README's 'Your own model'"
@@ -306,21 +308,18 @@ def check_sweeper(conf: Any) -> None:
 
 
 def check_enumerations(values: dict[str, Any], workload: str, module: str | None = None) -> None:
-    """String knobs take only the values the workload declares it can run (``KNOB_VALUES`` in its module):
-    ``knobs.dtype=fp64`` is bad input before launch, not a failed trial. ``values``: dotted keys -> a value, or
-    a list of values (a sweep's choices)."""
-    declared = getattr(load_workload({"name": workload, "module": module}), "KNOB_VALUES", {}) or {}
-    for key, given in values.items():
-        name = key[len("knobs.") :] if key.startswith("knobs.") else None
-        if name not in declared:
-            continue
-        for value in given if isinstance(given, (list, tuple)) else [given]:
-            if value is not None and value not in declared[name]:
-                raise ConfigError(
-                    key,
-                    f"{value!r} is not a value workload {workload!r} can run",
-                    f"use one of: {', '.join(map(str, declared[name]))}",
-                )
+    """Knobs take only the values the workload's knob class (``Knobs``, a dataclass) declares: a ``Literal``
+    field one of its choices, an ``int`` field an integer, ...: ``knobs.dtype=fp64`` is bad input before launch,
+    not a failed trial. ``values``: dotted keys -> a value, or a list of values (a sweep's choices). A workload
+    without a knob class is not checked here (``check_values`` compares with its YAML's types)."""
+    from workloads.spec import typed
+
+    knob_class = getattr(load_workload({"name": workload, "module": module}), "Knobs", None)
+    if knob_class is None:
+        return
+    given = {key[len("knobs.") :]: value for key, value in values.items() if key.startswith("knobs.")}
+    for name, value, fix in typed.problems(knob_class, given):
+        raise ConfigError(f"knobs.{name}", f"{value!r} is not a value workload {workload!r} can run", fix)
 
 
 plain = as_dict  # the name bench/gpu_validate.py imports (renamed: `plain` also named the dict itself)
