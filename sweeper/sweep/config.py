@@ -307,18 +307,36 @@ def check_sweeper(conf: Any) -> None:
             raise ConfigError(f"hydra.sweeper.{key}", f"must be {what}, got {value!r}", fix)
 
 
+def knob_class(module: ModuleType) -> type | None:
+    """The knob class of a workload's spec module: its ``Knobs``; for a user's module without one that uses the
+    package's helpers (``workloads.common``), :class:`workloads.spec.training.TrainingKnobs` (those knobs then
+    mean what the helpers accept); else None."""
+    declared = getattr(module, "Knobs", None)
+    if declared is not None:
+        return declared
+    uses_helpers = any(
+        getattr(v, "__name__", None) == "workloads.common" or getattr(v, "__module__", None) == "workloads.common"
+        for v in vars(module).values()
+    )
+    if uses_helpers:
+        from workloads.spec.training import TrainingKnobs
+
+        return TrainingKnobs
+    return None
+
+
 def check_enumerations(values: dict[str, Any], workload: str, module: str | None = None) -> None:
-    """Knobs take only the values the workload's knob class (``Knobs``, a dataclass) declares: a ``Literal``
-    field one of its choices, an ``int`` field an integer, ...: ``knobs.dtype=fp64`` is bad input before launch,
-    not a failed trial. ``values``: dotted keys -> a value, or a list of values (a sweep's choices). A workload
-    without a knob class is not checked here (``check_values`` compares with its YAML's types)."""
+    """Knobs take only the values the workload's knob class (a dataclass, :func:`knob_class`) declares: a
+    ``Literal`` field one of its choices, an ``int`` field an integer, ...: ``knobs.dtype=fp64`` is bad input
+    before launch, not a failed trial. ``values``: dotted keys -> a value, or a list of values (a sweep's
+    choices). A workload without a knob class is not checked here (``check_values`` compares with its YAML)."""
     from workloads.spec import typed
 
-    knob_class = getattr(load_workload({"name": workload, "module": module}), "Knobs", None)
-    if knob_class is None:
+    declared = knob_class(load_workload({"name": workload, "module": module}))
+    if declared is None:
         return
     given = {key[len("knobs.") :]: value for key, value in values.items() if key.startswith("knobs.")}
-    for name, value, fix in typed.problems(knob_class, given):
+    for name, value, fix in typed.problems(declared, given):
         raise ConfigError(f"knobs.{name}", f"{value!r} is not a value workload {workload!r} can run", fix)
 
 
