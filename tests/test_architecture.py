@@ -1,14 +1,20 @@
-"""The import graph, read from the source with ``ast``: imports go down the layers only, and nothing is circular.
+"""The import graph: imports go down the layers only, nothing is circular, and the sweeper process stays torch-free.
 
 Layers (the README's architecture): ``sweeper.sweep`` -> ``sweeper.trial`` -> ``workloads``;
 ``sweeper.sweep`` and ``sweeper.trial`` -> ``sweeper.results``; ``sweeper.report`` -> ``sweeper.results`` only;
-``workloads`` imports nothing from ``sweeper``. Every import counts, also one inside a function (a lazy import
-is still a dependency). A rule broken here names the importing module, its line and the import.
+``workloads`` imports nothing from ``sweeper``; ``workloads.spec`` (the knob classes the sweeper reads) only
+``workloads.base``. Read from the source with ``ast``: every import counts, also one inside a function (a lazy
+import is still a dependency), and a forbidden third-party package is one reached through any chain of
+first-party imports. A rule broken here names the importing module, its line and the import (or the chain).
+What a process really loads is checked in a fresh interpreter: importing the sweeper's, the report's and the
+plugin's modules leaves torch out of ``sys.modules``.
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,21 +27,44 @@ ALLOWED: dict[str, set[str]] = {
     "sweeper.errors": set(),
     "sweeper.results": set(),
     "sweeper.report": {"sweeper.results"},
-    "sweeper.trial": {"sweeper.results", "sweeper.errors", "workloads"},
-    "sweeper.sweep": {"sweeper.trial", "sweeper.results", "sweeper.errors", "workloads"},
-    "workloads": set(),
+    "sweeper.trial": {"sweeper.results", "sweeper.errors", "workloads", "workloads.base", "workloads.spec"},
+    "sweeper.sweep": {
+        "sweeper.trial",
+        "sweeper.results",
+        "sweeper.errors",
+        "workloads",
+        "workloads.base",
+        "workloads.spec",
+    },
+    "workloads": {"workloads.base", "workloads.spec"},
+    "workloads.base": set(),
+    "workloads.spec": {"workloads.base"},  # the knob classes and checks: what the sweeper process reads
     "sweeper": {"sweeper.errors", "sweeper.results"},  # the package root re-exports the public names
     "sweeper.__main__": {"sweeper", "sweeper.errors", "sweeper.sweep", "hydra_plugins"},  # the CLI entry point
     # (it registers the plugin class itself: an editable install's finder cannot be listed by Hydra's discovery)
-    # --recipe reads the knobs' snippet tables from the workloads' source (ast), never importing them
     "hydra_plugins": {"sweeper.sweep"},  # the thin plugin class, lazy import of the sweep
 }
-# third-party packages a layer must not import (the report and every reader of rows stay free of them)
+# third-party packages a layer must not reach through any chain of imports, lazy ones included (the report and
+# every reader of rows stay free of them; the knob classes stay free of torch so the sweeper can read them)
 FORBIDDEN_THIRD_PARTY: dict[str, set[str]] = {
     "sweeper.results": {"optuna", "torch", "torchvision", "hydra"},
     "sweeper.report": {"torch", "torchvision", "hydra"},
     "workloads": {"optuna", "hydra"},
+    "workloads.base": {"optuna", "hydra", "torch", "torchvision"},
+    "workloads.spec": {"optuna", "hydra", "torch", "torchvision"},
 }
+# Modules the sweeper process, the report process and Hydra's plugin discovery import: in a fresh interpreter,
+# none of them may load torch (the sweeper never touches CUDA; the report runs where torch is not installed).
+TORCH_FREE = (
+    "sweeper.sweep.loop",
+    "sweeper.report",
+    "sweeper.report.__main__",
+    "sweeper.results",
+    "hydra_plugins.knob_sweeper.knob_sweeper",
+    "workloads.spec.resnet50",
+    "workloads.spec.matmul",
+    "workloads.spec.transformer_block",
+)
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
@@ -102,8 +131,33 @@ def violations(root: Path = ROOT) -> list[str]:
                     out.append(f"{where} (a module outside the layers)")
                 elif to != layer and to not in ALLOWED[layer]:
                     out.append(f"{where} ({layer} may import only {sorted(ALLOWED[layer]) or 'itself'})")
-            elif top in FORBIDDEN_THIRD_PARTY.get(layer, set()):
-                out.append(f"{where} ({layer} must not import {top})")
+    return out + reached_third_party(edges, mods, root)
+
+
+def reached_third_party(edges: dict[str, list[tuple[int, str]]], mods: dict[str, Path], root: Path) -> list[str]:
+    """A forbidden third-party package reached from a module of a layer through first-party imports, with the
+    chain that reaches it (breadth first: the shortest one)."""
+    out = []
+    for name in sorted(edges):
+        forbidden = FORBIDDEN_THIRD_PARTY.get(layer_of(name) or "", set())
+        if not forbidden:
+            continue
+        chain = {name: [name]}
+        queue = [name]
+        found: dict[str, list[str]] = {}
+        while queue:
+            here = queue.pop(0)
+            for line, target in edges[here]:
+                top = target.split(".")[0]
+                if top in forbidden and top not in found:
+                    found[top] = [*chain[here], f"{target} (line {line})"]
+                elif target in edges and target not in chain:
+                    chain[target] = [*chain[here], target]
+                    queue.append(target)
+        out += [
+            f"{mods[name].relative_to(root)}: {name} reaches {top}: {' -> '.join(path)}"
+            for top, path in sorted(found.items())
+        ]
     return out
 
 
@@ -177,13 +231,14 @@ def test_no_module_over_400_lines() -> None:
 @pytest.mark.parametrize(
     ("module", "source", "expected"),
     [
-        ("workloads/extra.py", "from sweeper.results import store\n", "workloads may import only itself"),
+        ("workloads/extra.py", "from sweeper.results import store\n", "workloads may import only"),
         (
             "sweeper/report/extra.py",
             "def f():\n    from sweeper.sweep import study\n",
             "sweeper.report may import only",
         ),
-        ("sweeper/results/extra.py", "import optuna\n", "sweeper.results must not import optuna"),
+        ("sweeper/results/extra.py", "import optuna\n", "sweeper.results.extra reaches optuna"),
+        ("workloads/spec/extra.py", "from workloads import data\n", "workloads.spec may import only"),
         ("sweeper/trial/extra.py", "from sweeper.sweep.space import flatten\n", "sweeper.trial may import only"),
     ],
 )
@@ -191,8 +246,61 @@ def test_a_forbidden_import_is_caught(tmp_path: Path, module: str, source: str, 
     """The checks above fail for a forbidden import (checked on a copy of the tree with one module added)."""
     copy = _copy_tree(tmp_path)
     (copy / module).write_text(source, encoding="utf-8")
-    found = violations(copy)
-    assert len(found) == 1 and expected in found[0], found
+    found = new_violations(copy)
+    assert any(expected in v for v in found), found
+    assert all(v.startswith(module) for v in found), found  # (and the chains it opens: to torch, say)
+
+
+def test_a_forbidden_package_reached_through_a_chain_is_caught(tmp_path: Path) -> None:
+    """A report module importing an allowed row helper that imports torch lazily: the direct import is fine, the
+    chain is not, and the message shows the chain."""
+    copy = _copy_tree(tmp_path)
+    (copy / "sweeper/results/extra.py").write_text("def f():\n    import torch\n", encoding="utf-8")
+    (copy / "sweeper/report/extra.py").write_text("from sweeper.results import extra\n", encoding="utf-8")
+    found = new_violations(copy)
+    assert (
+        "sweeper/report/extra.py: sweeper.report.extra reaches torch: "
+        "sweeper.report.extra -> sweeper.results.extra -> torch (line 2)"
+    ) in found, found
+    assert len(found) == 2, found  # and sweeper.results.extra itself
+
+
+def loaded_after_import(module: str, names: tuple[str, ...] = ("torch", "torchvision")) -> list[str]:
+    """Which of ``names`` a fresh interpreter holds in ``sys.modules`` after ``import module``."""
+    probe = f"import sys, {module}; print(','.join(n for n in {names!r} if n in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return [n for n in done.stdout.strip().split(",") if n]
+
+
+@pytest.mark.parametrize("module", TORCH_FREE)
+def test_the_sweeper_report_and_plugin_import_no_torch(module: str) -> None:
+    assert loaded_after_import(module) == []
+
+
+def test_the_torch_probe_sees_torch_when_it_is_imported() -> None:
+    """The probe above can fail: a workload's own module (the trial's side) does load torch."""
+    assert loaded_after_import("workloads.resnet50") == ["torch", "torchvision"]
+
+
+def test_checking_a_built_in_workload_before_launch_imports_no_torch() -> None:
+    """What the sweeper does before launch with a built-in workload (its knob values checked, its ``check`` run on
+    the device) reads the torch-free spec module: torch stays out of the process."""
+    probe = (
+        "import sys\n"
+        "from sweeper.sweep.config import check_enumerations, load_workload\n"
+        "from workloads.base import DeviceInfo\n"
+        "check_enumerations({'knobs.precision': ['fp32', 'bf16'], 'knobs.batch_size': 64}, 'resnet50')\n"
+        "cfg = {'workload': {'name': 'resnet50', 'data': 'jpeg'}, 'device': 'cpu', 'distributed': {},\n"
+        "       'knobs': {'precision': 'bf16', 'compile': 'off', 'decode_device': 'cuda'}}\n"
+        "print(load_workload(cfg['workload']).check(cfg, DeviceInfo(kind='cpu')))\n"
+        "print('torch' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    reason, torch_loaded = done.stdout.strip().splitlines()
+    assert "decode_device=cuda decodes JPEGs on a GPU" in reason
+    assert torch_loaded == "False"
 
 
 def test_a_cycle_is_caught(tmp_path: Path) -> None:
@@ -200,6 +308,12 @@ def test_a_cycle_is_caught(tmp_path: Path) -> None:
     (copy / "sweeper/results/a.py").write_text("from sweeper.results import b\n", encoding="utf-8")
     (copy / "sweeper/results/b.py").write_text("def f():\n    import sweeper.results.a\n", encoding="utf-8")
     assert ["sweeper.results.a", "sweeper.results.b"] in cycles(copy)
+
+
+def new_violations(copy: Path) -> list[str]:
+    """The violations of a modified copy of the tree that the tree itself does not have."""
+    before = set(violations())
+    return [v for v in violations(copy) if v not in before]
 
 
 def _copy_tree(tmp_path: Path) -> Path:

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import optuna
 import pytest
-from conftest import FAULTS, run_cli
 from optuna.trial import TrialState
 
 from sweeper.results import store
+
+from conftest import FAULTS, run_cli
 
 PG_URL = os.environ.get("KNOB_SWEEPER_PG_URL")
 ARGS = [
@@ -109,4 +110,5 @@ def test_a_kill_at_each_boundary_loses_nothing_and_the_rerun_does_not_wait(
     assert len({t.params.get("knobs.work") for t in counted}) >= 3, "the rerun finished the sweep's trials"
     walls = sum(float(t.user_attrs.get("wall_s", 0.0)) for t in study.trials if t.datetime_start and
                 t.datetime_start.timestamp() >= t0)  # fmt: skip
-    assert elapsed - walls < 45, f"the rerun spent {elapsed - walls:.0f} s outside its trials: it waited\n{again.stderr}"
+    idle = elapsed - walls
+    assert idle < 45, f"the rerun spent {idle:.0f} s outside its trials: it waited\n{again.stderr}"

@@ -5,7 +5,14 @@ A workload module defines
 * ``build(cfg: dict, device: torch.device) -> Workload`` (required): apply the knobs, return the step to time;
 * ``check(cfg: dict, device: DeviceInfo) -> str | None`` (optional): why this configuration cannot run on this
   device (it is then skipped before launch), or None;
-* ``METRICS: tuple[str, ...]`` (optional): extra metric names it returns, so objectives can name them.
+* ``METRICS: tuple[str, ...]`` (optional): extra metric names it returns, so objectives can name them;
+* ``Knobs`` (optional): its knobs as a frozen dataclass (``Literal`` choices, defaults; see
+  :class:`TrainingKnobs` for the ones the shared helpers read): values given on the command line or swept are
+  checked against it before launch.
+
+A built-in workload keeps ``check``, ``METRICS`` and ``Knobs`` in a torch-free module of its own,
+``workloads.spec.<name>`` (its workload module re-exports them): the sweeper process reads that one through
+:func:`load_spec` and never imports torch. A workload of the user's own is one module (imported for the check).
 
 Modules are found by name (``workloads.<name>``), or by ``workload.module`` for a workload that lives
 elsewhere: a user's own model (``examples/``), the fault-injection workload of the tests. ``workload.module`` is
@@ -27,8 +34,9 @@ import zlib
 from types import ModuleType
 
 from workloads.base import DeviceInfo, Workload
+from workloads.spec.training import TrainingKnobs
 
-__all__ = ["DeviceInfo", "Workload", "available", "load"]
+__all__ = ["DeviceInfo", "TrainingKnobs", "Workload", "available", "load", "load_spec"]
 
 
 def available() -> list[str]:
@@ -57,6 +65,17 @@ def load(name: str, module: str | None = None) -> ModuleType:
     if not callable(getattr(mod, "build", None)):
         raise KeyError(f"workload module {target!r} has no build(cfg, device) function")
     return mod
+
+
+def load_spec(name: str, module: str | None = None) -> ModuleType:
+    """What the sweeper needs of workload ``name`` before launch (``check``, ``METRICS``, ``Knobs``), without torch
+    for a built-in one: its ``workloads.spec.<name>`` module. A workload of the user's own (``module``): that
+    module, as :func:`load` returns it. A failed lookup lists the known names."""
+    if module is None and name in available():
+        spec = importlib.util.find_spec(f"{__name__}.spec.{name}")
+        if spec is not None:
+            return importlib.import_module(spec.name)
+    return load(name, module)
 
 
 def _import(target: str) -> ModuleType:

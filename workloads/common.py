@@ -12,8 +12,17 @@ from typing import Any
 import torch
 from torch import nn
 
-from workloads.base import DeviceInfo
-from workloads.choices import COMPILE_MODES, MEMORY_FORMATS, OPTIMIZER_IMPLS, PRECISIONS
+from workloads.spec.training import (  # noqa: F401 (re-exported: a workload's knob helpers in one place)
+    COMPILE_MODES,
+    ENV_KNOBS,
+    MEMORY_FORMATS,
+    OPTIMIZER_IMPLS,
+    PRECISIONS,
+    TrainingKnobs,
+    check_common,
+    knob_env,
+)
+from workloads.spec.typed import of
 
 
 def set_global_flags(knobs: dict[str, Any]) -> None:
@@ -24,10 +33,10 @@ def set_global_flags(knobs: dict[str, Any]) -> None:
     float32 precision (no TF32). ``tf32`` adds TF32 matmuls (``set_float32_matmul_precision("high")``);
     ``fp32-strict`` turns TF32 off for convolutions too. ``cudnn_benchmark`` is cuDNN's autotuning (off by default).
     """
-    precision = knobs.get("precision") or "fp32"
-    torch.set_float32_matmul_precision("high" if precision == "tf32" else "highest")
-    torch.backends.cudnn.allow_tf32 = precision != "fp32-strict"
-    torch.backends.cudnn.benchmark = bool(knobs.get("cudnn_benchmark", False))
+    k = of(TrainingKnobs, knobs)
+    torch.set_float32_matmul_precision("high" if k.precision == "tf32" else "highest")
+    torch.backends.cudnn.allow_tf32 = k.precision != "fp32-strict"
+    torch.backends.cudnn.benchmark = bool(k.cudnn_benchmark)
 
 
 def autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
@@ -46,10 +55,9 @@ def grad_scaler(precision: str, device: torch.device) -> torch.amp.GradScaler:
 
 
 def memory_format(name: str) -> torch.memory_format:
-    formats = dict(zip(MEMORY_FORMATS, (torch.contiguous_format, torch.channels_last)))
-    if name not in formats:
-        raise ValueError(f"memory_format must be one of {tuple(formats)}, got {name!r}")
-    return formats[name]
+    if name not in MEMORY_FORMATS:
+        raise ValueError(f"memory_format must be one of {MEMORY_FORMATS}, got {name!r}")
+    return torch.channels_last if name == "channels_last" else torch.contiguous_format
 
 
 def maybe_compile(fn: Callable, mode: str) -> Callable:
@@ -92,43 +100,6 @@ def optimizer_kwargs(impl: str, device: torch.device) -> dict[str, Any]:
     raise ValueError(f"optimizer_impl must be one of {OPTIMIZER_IMPLS}, got {impl!r}")
 
 
-# Knobs that are environment variables of the trial process, read when CUDA starts: sweeper.trial.child sets them
-# before anything touches CUDA and restores them after. CUDA_DEVICE_MAX_CONNECTIONS is the number of hardware work
-# queues the process's streams are spread over (8 by default, 32 at most): with more streams than queues, a side
-# stream's work (the GPU decoder's, on streams nvJPEG creates itself) can wait in a queue behind the training
-# step's kernels although nothing orders them (README, Measured: 32 took the JPEG pipeline from 6,384 to 6,871 img/s).
-ENV_KNOBS = {"cuda_connections": "CUDA_DEVICE_MAX_CONNECTIONS"}
-
-
-def knob_env(knobs: dict[str, Any]) -> dict[str, str]:
-    """The environment variables these knobs set in the trial process (unset knobs: none)."""
-    return {var: str(knobs[k]) for k, var in ENV_KNOBS.items() if knobs.get(k) is not None}
-
-
-def check_common(knobs: dict[str, Any], device: DeviceInfo) -> str | None:
-    """Why the device cannot honour these knobs (skipped before launch), or None."""
-    queues = knobs.get("cuda_connections")  # on a CPU trial the variable is set and nothing reads it (as cuDNN's flags)
-    if queues is not None and (isinstance(queues, bool) or not isinstance(queues, int) or not 1 <= queues <= 32):
-        return f"knobs.cuda_connections must be an integer in 1..32 (CUDA_DEVICE_MAX_CONNECTIONS), got {queues!r}"
-    precision = knobs.get("precision")
-    cc = device.compute_capability
-    if device.kind == "cuda" and cc is not None:
-        if precision == "bf16" and cc < (8, 0):
-            return f"bf16 needs compute capability >= 8.0, {device.name} has {cc[0]}.{cc[1]}"
-        if precision == "tf32" and cc < (8, 0):
-            return f"tf32 needs compute capability >= 8.0, {device.name} has {cc[0]}.{cc[1]}"
-    if device.kind == "cpu":
-        if knobs.get("compile") in ("reduce-overhead", "max-autotune"):
-            return f"compile={knobs['compile']} uses CUDA graphs, which need a GPU"
-        if knobs.get("optimizer_impl") == "fused" and not _fused_on_cpu():
-            return "fused optimizers need a GPU on this torch version"
-    return None
-
-
-def _fused_on_cpu() -> bool:
-    return tuple(int(x) for x in torch.__version__.split(".")[:2]) >= (2, 4)
-
-
 class TrainStep:
     """One optimizer step over ``grad_accum_steps`` micro-batches, with autocast and (for fp16) loss scaling.
 
@@ -138,10 +109,11 @@ class TrainStep:
 
     def __init__(self, model: nn.Module, loss_fn: Callable, optimizer: torch.optim.Optimizer, knobs: dict[str, Any],
                  device: torch.device) -> None:
+        k = of(TrainingKnobs, knobs)
         self.model, self.optimizer, self.device = model, optimizer, device
-        self.precision = knobs.get("precision", "fp32")
+        self.precision = k.precision
         self.scaler = grad_scaler(self.precision, device)
-        self.accum = int(knobs.get("grad_accum_steps", 1))
+        self.accum = int(k.grad_accum_steps)
         if self.accum < 1:
             raise ValueError(f"grad_accum_steps must be >= 1, got {self.accum}")
 
@@ -149,7 +121,7 @@ class TrainStep:
             with autocast(self.precision, device):
                 return loss_fn(model(x), y)
 
-        self.forward_loss = maybe_compile(forward_loss, knobs.get("compile", "off"))
+        self.forward_loss = maybe_compile(forward_loss, k.compile)
 
     def __call__(self, batch: Any) -> torch.Tensor:
         micro = batch if isinstance(batch, list) else [batch]

@@ -19,8 +19,8 @@ from torchvision import transforms
 from torchvision.io import ImageReadMode, decode_jpeg
 from torchvision.transforms import v2
 
-CPU_DECODERS = ("torchvision", "pil")
-DECODE_SCALES = ("full", "reduced")
+from workloads.spec.data import CPU_DECODERS, DECODE_SCALES
+
 DCT_DENOMINATORS = (8, 4, 2)  # libjpeg's DCT scaling: 1/8, 1/4, 1/2 (tried largest reduction first)
 SCALE, RATIO = (0.08, 1.0), (3 / 4, 4 / 3)  # RandomResizedCrop's defaults
 STATS = ("decode_s", "augment_s", "pixels_decoded", "pixels_full", "bytes")

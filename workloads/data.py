@@ -42,7 +42,8 @@ from torchvision.io import read_file
 
 from workloads import decode
 from workloads.corpus import corpus_path, corpus_sizes, ensure_corpus
-from workloads.data_knobs import (  # noqa: F401 (re-exported: the workload checks knobs through this module)
+from workloads.device_side import DECODED_DEPTH, PREFETCH_DEPTH, DeviceSide, Normalize, Prefetcher, pack_bytes
+from workloads.spec.data import (  # noqa: F401 (re-exported: the workload checks knobs through this module)
     AUGMENT_DEVICES,
     DECODE_DEVICES,
     TRANSFER_DTYPES,
@@ -50,7 +51,6 @@ from workloads.data_knobs import (  # noqa: F401 (re-exported: the workload chec
     gpu_share,
     knob_conflict,
 )
-from workloads.device_side import DECODED_DEPTH, PREFETCH_DEPTH, DeviceSide, Normalize, Prefetcher, pack_bytes
 
 EXTENSIONS = (".jpg", ".jpeg")
 

@@ -35,7 +35,6 @@ pixels decoded and pixels in the full image, file bytes; the pipeline sums them 
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import math
 import time
@@ -48,9 +47,7 @@ from torchvision.io import ImageReadMode, decode_jpeg
 from torchvision.ops import roi_align
 
 from workloads.cpu_decode import (  # noqa: F401 (re-exported: the CPU side's names, next to the GPU's)
-    CPU_DECODERS,
     DCT_DENOMINATORS,
-    DECODE_SCALES,
     RATIO,
     SCALE,
     STATS,
@@ -58,8 +55,12 @@ from workloads.cpu_decode import (  # noqa: F401 (re-exported: the CPU side's na
     crop_window,
     dct_denominator,
 )
-
-GPU_DECODERS = ("torchvision", "nvimgcodec")
+from workloads.spec.data import (  # noqa: F401 (re-exported)
+    CPU_DECODERS,
+    DECODE_SCALES,
+    GPU_DECODERS,
+    nvimgcodec_missing,
+)
 
 
 def crop_windows(heights: torch.Tensor, widths: torch.Tensor, tries: int = 10) -> torch.Tensor:
@@ -111,20 +112,6 @@ def flatten(images: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     """Images (3, H, W) -> (all of them back to back in one 1-D tensor, their (N, 2) int64 (H, W) on the host)."""
     shapes = torch.tensor([im.shape[1:] for im in images], dtype=torch.int64).view(len(images), 2)
     return torch.cat([im.reshape(-1) for im in images]), shapes
-
-
-def nvimgcodec_missing() -> str | None:
-    """Why ``gpu_decoder: nvimgcodec`` cannot run here (nvImageCodec is not installed), or None."""
-    try:  # found, not imported: importing it loads its codec libraries (and logs the missing ones)
-        found = importlib.util.find_spec("nvidia.nvimgcodec") is not None
-    except ImportError:  # no ``nvidia`` package at all
-        found = False
-    if found:
-        return None
-    return (
-        "knobs.gpu_decoder=nvimgcodec needs nvImageCodec, which is not installed; "
-        "pip install 'nvidia-nvimgcodec-cu13[nvjpeg]' (-cu12 for CUDA 12), or set gpu_decoder=torchvision"
-    )
 
 
 class _NvImageCodec:

@@ -10,31 +10,23 @@ from typing import Any
 
 import torch
 
-from workloads.base import DeviceInfo, Workload
+from workloads.base import Workload
+from workloads.spec.matmul import Knobs, MatmulKnobs, check  # noqa: F401 (the workload's contract)
+from workloads.spec.typed import of
 
 _DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-# String knobs and the values this workload can run (checked before launch: a single run of another value is bad input).
-KNOB_VALUES = {"dtype": tuple(_DTYPES)}
-
-
-def check(cfg: dict[str, Any], device: DeviceInfo) -> str | None:
-    dtype = cfg["knobs"]["dtype"]
-    cc = device.compute_capability
-    if device.kind == "cuda" and cc is not None and dtype in ("bf16", "tf32") and cc < (8, 0):
-        return f"{dtype} matmul needs compute capability >= 8.0, {device.name} has {cc[0]}.{cc[1]}"
-    return None
 
 
 def build(cfg: dict[str, Any], device: torch.device) -> Workload:
-    p, knobs = cfg["workload"], cfg["knobs"]
+    p, knobs = cfg["workload"], of(MatmulKnobs, cfg["knobs"])
     m, n, k = int(p["m"]), int(p["n"]), int(p["k"])
-    dtype_name = knobs["dtype"]
+    dtype_name = knobs.dtype
     if dtype_name not in _DTYPES:
         raise ValueError(f"knobs.dtype must be one of {tuple(_DTYPES)}, got {dtype_name!r}")
     dtype = _DTYPES[dtype_name]
-    torch.backends.cuda.matmul.allow_tf32 = dtype_name == "tf32" or bool(knobs.get("allow_tf32", False))
-    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = bool(knobs.get("fp16_reduced_precision", True))
-    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = bool(knobs.get("bf16_reduced_precision", True))
+    torch.backends.cuda.matmul.allow_tf32 = dtype_name == "tf32" or knobs.allow_tf32
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = knobs.fp16_reduced_precision
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = knobs.bf16_reduced_precision
 
     torch.manual_seed(0)
     n_buf = max(1, int(p.get("buffers", 1)))
@@ -46,7 +38,7 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
         return t.t() if transposed else t  # a transposed view: the GEMM reads it column-major
 
     bufs = [
-        (operand(m, k, bool(knobs.get("transpose_a", False))), operand(k, n, bool(knobs.get("transpose_b", False))))
+        (operand(m, k, knobs.transpose_a), operand(k, n, knobs.transpose_b))
         for _ in range(n_buf)
     ]
     out = torch.empty((m, n), device=device, dtype=dtype)

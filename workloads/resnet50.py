@@ -16,31 +16,9 @@ import torch.nn.functional as F
 import torchvision
 
 from workloads import common, parallel
-from workloads.base import DeviceInfo, Workload
-from workloads.data import DECODE_DEVICES, TRANSFER_DTYPES
-
-STAGES = ("layer1", "layer2", "layer3", "layer4")
-# String knobs and the values this workload can run (checked before launch).
-KNOB_VALUES = {
-    "precision": common.PRECISIONS,
-    "compile": common.COMPILE_MODES,
-    "optimizer_impl": ("foreach", "fused", "for_loop"),
-    "memory_format": ("contiguous", "channels_last"),
-    "decode_device": DECODE_DEVICES,
-    "transfer_dtype": TRANSFER_DTYPES,
-}
-
-
-def check(cfg: dict[str, Any], device: DeviceInfo) -> str | None:
-    knobs = cfg["knobs"]
-    reason = common.check_common(knobs, device) or parallel.check(cfg, device)
-    if reason:
-        return reason
-    if cfg["workload"].get("data", "synthetic") == "jpeg":
-        from workloads import data
-
-        return data.check(knobs, device)
-    return None
+from workloads.base import Workload
+from workloads.spec.resnet50 import STAGES, Knobs, ResNet50Knobs, check  # noqa: F401 (the workload's contract)
+from workloads.spec.typed import of
 
 
 @functools.lru_cache(maxsize=8)
@@ -70,9 +48,10 @@ def conv_flops_frac(image_size: int, num_classes: int) -> float:
 
 def build(cfg: dict[str, Any], device: torch.device) -> Workload:
     p, knobs = cfg["workload"], cfg["knobs"]
+    k = of(ResNet50Knobs, knobs)
     common.set_global_flags(knobs)
-    bs, size, classes = int(knobs["batch_size"]), int(p.get("image_size", 224)), int(p.get("num_classes", 1000))
-    fmt = common.memory_format(knobs.get("memory_format", "contiguous"))
+    bs, size, classes = int(k.batch_size), int(p.get("image_size", 224)), int(p.get("num_classes", 1000))
+    fmt = common.memory_format(k.memory_format)
     torch.manual_seed(0)
     # Every residual block starts as the identity (its last BatchNorm's gamma zeroed), as large-batch and fp16
     # ResNet-50 recipes do (Goyal et al. 2017; MLPerf): with torchvision's default init the residual sums grow
@@ -80,17 +59,17 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
     # compare fairly.
     model = torchvision.models.resnet50(num_classes=classes, zero_init_residual=True)
     model = model.to(device=device, memory_format=fmt)
-    ac = knobs.get("activation_checkpointing", "off")
+    ac = k.activation_checkpointing
     if ac != "off":
         common.checkpoint_blocks(model, STAGES if ac == "all" else STAGES[: int(ac)])
     model = parallel.wrap(model, cfg.get("distributed"), device, blocks=[getattr(model, n) for n in STAGES])
     # Goyal et al.'s linear scaling rule: lr 0.1 per 256 images of effective batch (tiny batches stay finite).
-    lr = 0.1 * bs * int(knobs.get("grad_accum_steps", 1) or 1) / 256
+    lr = 0.1 * bs * int(k.grad_accum_steps) / 256
     opt = torch.optim.SGD(
         model.parameters(),
         lr=lr,
         momentum=0.9,
-        **common.optimizer_kwargs(knobs.get("optimizer_impl", "foreach"), device),
+        **common.optimizer_kwargs(k.optimizer_impl, device),
     )
     train = common.TrainStep(model, F.cross_entropy, opt, knobs, device)
     accum = train.accum
@@ -128,7 +107,7 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
         samples_per_step=bs * accum,
         flops_per_step=flops_per_sample(size, classes) * bs * accum,
         throughput_unit="samples/s",
-        precision=knobs.get("precision", "fp32"),
+        precision=k.precision,
         conv_flops_frac=conv_flops_frac(size, classes),
         close=close,
         extra_metrics=extra,

@@ -14,12 +14,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from workloads import common, parallel
-from workloads.base import DeviceInfo, Workload
-
-_BACKENDS = ("auto", "flash", "efficient", "cudnn", "math")
-# String knobs and the values this workload can run (checked before launch).
-KNOB_VALUES = {"precision": common.PRECISIONS, "compile": common.COMPILE_MODES, "optimizer_impl": ("foreach", "fused", "for_loop"),
-               "sdpa_backend": _BACKENDS}
+from workloads.base import Workload
+from workloads.spec.transformer_block import (  # noqa: F401 (the workload's contract)
+    SDPA_BACKENDS,
+    Knobs,
+    TransformerBlockKnobs,
+    check,
+)
+from workloads.spec.typed import of
 
 
 class Block(nn.Module):
@@ -55,8 +57,8 @@ def _mse(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 
 
 def sdpa_context(backend: str) -> contextlib.AbstractContextManager:
-    if backend not in _BACKENDS:
-        raise ValueError(f"sdpa_backend must be one of {_BACKENDS}, got {backend!r}")
+    if backend not in SDPA_BACKENDS:
+        raise ValueError(f"sdpa_backend must be one of {SDPA_BACKENDS}, got {backend!r}")
     if backend == "auto":
         return contextlib.nullcontext()
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -64,19 +66,6 @@ def sdpa_context(backend: str) -> contextlib.AbstractContextManager:
     names = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
              "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}
     return sdpa_kernel([names[backend]])
-
-
-def check(cfg: dict[str, Any], device: DeviceInfo) -> str | None:
-    knobs = cfg["knobs"]
-    reason = common.check_common(knobs, device) or parallel.check(cfg, device)
-    if reason:
-        return reason
-    backend = knobs.get("sdpa_backend", "auto")
-    if device.kind == "cpu" and backend in ("flash", "efficient", "cudnn"):
-        return f"sdpa_backend={backend} is a CUDA kernel"
-    if backend == "flash" and knobs.get("precision") in ("fp32", "tf32"):
-        return "sdpa_backend=flash needs fp16 or bf16 activations"
-    return None
 
 
 def flops_by_op(p: dict[str, Any], batch: int) -> dict[str, float]:
@@ -100,29 +89,30 @@ def flops_per_step(p: dict[str, Any], batch: int) -> float:
 
 def build(cfg: dict[str, Any], device: torch.device) -> Workload:
     p, knobs = cfg["workload"], cfg["knobs"]
+    k = of(TransformerBlockKnobs, knobs)
     common.set_global_flags(knobs)
     d, heads, layers, seq = int(p["d_model"]), int(p["n_heads"]), int(p["n_layers"]), int(p["seq_len"])
     if d % heads:
         raise ValueError(f"workload.d_model ({d}) must be divisible by workload.n_heads ({heads})")
-    bs = int(knobs["batch_size"])
+    bs = int(k.batch_size)
     torch.manual_seed(0)
     model = Stack(d, heads, layers).to(device)
-    ac = knobs.get("activation_checkpointing", "off")
+    ac = k.activation_checkpointing
     if ac != "off":
         n = layers if ac == "all" else int(ac)
         common.checkpoint_blocks(model.layers, [str(i) for i in range(min(n, layers))])
     model = parallel.wrap(model, cfg.get("distributed"), device, blocks=list(model.layers))
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, **common.optimizer_kwargs(knobs.get("optimizer_impl", "foreach"), device))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, **common.optimizer_kwargs(k.optimizer_impl, device))
     train = common.TrainStep(model, _mse, opt, knobs, device)
     accum = train.accum
     x = torch.randn(accum, bs, seq, d, device=device)
     y = torch.randn(accum, bs, seq, d, device=device)
     batch = [(x[i], y[i]) for i in range(accum)]
-    backend = knobs.get("sdpa_backend", "auto")
+    backend = k.sdpa_backend
 
     def step(_batch: Any) -> torch.Tensor:
         with sdpa_context(backend):
             return train(batch)
 
     return Workload(step=step, samples_per_step=bs * accum, flops_per_step=flops_per_step(p, bs) * accum,
-                    throughput_unit="samples/s", precision=knobs.get("precision", "fp32"))
+                    throughput_unit="samples/s", precision=k.precision)

@@ -25,7 +25,8 @@ def run(batch: int, compile_mode: str, precision: str, seconds: float) -> dict:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
     scaler = torch.amp.GradScaler("cuda", enabled=precision == "fp16")
-    fwd = model if compile_mode == "off" else torch.compile(model, mode=None if compile_mode == "default" else compile_mode)
+    mode = None if compile_mode == "default" else compile_mode
+    fwd = model if compile_mode == "off" else torch.compile(model, mode=mode)
     x = torch.randn(batch, 3, 224, 224, device=dev)
     y = torch.randint(0, 1000, (batch,), device=dev)
 
@@ -51,8 +52,15 @@ def run(batch: int, compile_mode: str, precision: str, seconds: float) -> dict:
         n += 5
         torch.cuda.synchronize()
     wall = time.perf_counter() - t0
-    return {"kind": "hand", "model": "vit_b_16", "batch": batch, "compile": compile_mode, "precision": precision,
-            "first_step_s": round(first_s, 1), "img_s": n * batch / wall}
+    return {
+        "kind": "hand",
+        "model": "vit_b_16",
+        "batch": batch,
+        "compile": compile_mode,
+        "precision": precision,
+        "first_step_s": round(first_s, 1),
+        "img_s": n * batch / wall,
+    }
 
 
 def main() -> None:

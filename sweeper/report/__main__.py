@@ -47,6 +47,29 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+# The report extra (pip install 'torch-knob-sweeper[report]'): scipy (exact p-values), scikit-learn (fANOVA
+# importance) and plotly (plotly.js, embedded in the HTML). Without it the tables, Markdown and PED-ANOVA
+# importance are written, and one line says what the extra adds.
+REPORT_EXTRA = ("scipy", "sklearn", "plotly")
+EXTRA_HINT = ("fANOVA knob importance and the HTML report with its plots need the report extra: "
+              "pip install 'torch-knob-sweeper[report]'")
+
+
+def missing_extra() -> list[str]:
+    """The report extra's modules that cannot be imported here."""
+    import importlib.util
+
+    missing = []
+    for name in REPORT_EXTRA:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            missing.append(name)
+    return missing
+
+
 def _fail(message: str) -> int:
     print(message, file=sys.stderr)
     return EXIT_BAD_INPUT
@@ -68,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.fail_on_regression is not None and not args.baseline:
         return _fail("error: `--fail-on-regression` needs `--baseline STUDY|latest|DATE` to compare with")
     if args.importance == "fanova" and not has_sklearn():
-        return _fail("error: `--importance fanova` needs scikit-learn; pip install scikit-learn, or use ped-anova")
+        return _fail("error: `--importance fanova` needs scikit-learn, in the report extra: "
+                     "pip install 'torch-knob-sweeper[report]', or use --importance ped-anova")
     if args.top < 1:
         return _fail(f"error: `--top`: {args.top} must be at least 1")
     try:
@@ -98,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     folder = results if results.is_dir() else results.parent
     md_path = Path(args.out) if args.out else folder / "report.md"
     html_path = Path(args.html) if args.html else folder / "report.html"
-    for flag, path in (("--out", md_path), ("--html", html_path)):
+    missing = missing_extra()
+    for flag, path in (("--out", md_path), *(() if missing else (("--html", html_path),))):
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(path, "a", encoding="utf-8"):
@@ -108,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
                          "write")
     try:
         report = build(df, source=str(results), studies=args.study, compare=args.compare, baseline=args.baseline,
-                       threshold=threshold, evaluator=args.importance)
+                       threshold=threshold, evaluator=args.importance, with_plots=not missing)
     except BadInput as e:
         return _fail(str(e))
     if args.recipe:
@@ -118,11 +143,16 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK
     to_terminal(report.blocks, limit=args.top)
     md_path.parent.mkdir(parents=True, exist_ok=True)
-    html_path.parent.mkdir(parents=True, exist_ok=True)
-    md_path.write_text(to_markdown(report.blocks, html_path.name, limit=max(50, args.top)), encoding="utf-8")
-    html_path.write_text(to_html(report.blocks, f"Sweep report: {results}", limit=max(200, args.top)),
-                         encoding="utf-8")
-    print(f"report written to {md_path} and {html_path}")
+    md_path.write_text(to_markdown(report.blocks, None if missing else html_path.name, limit=max(50, args.top)),
+                       encoding="utf-8")
+    if missing:
+        print(f"report written to {md_path}")
+        print(EXTRA_HINT, file=sys.stderr)
+    else:
+        html_path.parent.mkdir(parents=True, exist_ok=True)
+        html_path.write_text(to_html(report.blocks, f"Sweep report: {results}", limit=max(200, args.top)),
+                             encoding="utf-8")
+        print(f"report written to {md_path} and {html_path}")
     if threshold is not None and report.not_gated:
         print("not gated: " + "; ".join(report.not_gated), file=sys.stderr)
     if threshold is not None and report.regressions:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from sweeper.report import plots
 from sweeper.report.analysis import configurations
@@ -115,9 +114,14 @@ def _pair(a: pd.DataFrame, b: pd.DataFrame, ref: str, other: str, common: pd.Ind
 
 
 def spearman(x: pd.Series, y: pd.Series) -> tuple[float, float]:
-    """Spearman's rho and its p-value (nan when fewer than 3 pairs or a constant side)."""
+    """Spearman's rho and its p-value (nan when fewer than 3 pairs or a constant side; the p-value also without
+    scipy, the report extra)."""
     if len(x) < 3 or x.nunique() < 2 or y.nunique() < 2:
         return float("nan"), float("nan")
+    try:
+        from scipy import stats as sps
+    except ImportError:
+        return float(x.rank().corr(y.rank())), float("nan")
     res = sps.spearmanr(x.to_numpy(float), y.to_numpy(float))
     return float(res.statistic), float(res.pvalue)
 

@@ -22,7 +22,8 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
+
+from sweeper.report import student_t
 
 LEVEL = 0.95
 _NORMAL_10_90 = 2.5631  # (p90 - p10) / sigma for a normal distribution
@@ -31,7 +32,7 @@ MEAN_METRICS = ("peak_mem_bytes", "step_cv", "data_wait_frac", "gpu_util_mean", 
 
 
 def t_quantile(df: float) -> float:
-    return float(sps.t.ppf(0.5 + LEVEL / 2, df)) if df and df > 0 and math.isfinite(df) else float("nan")
+    return float(student_t.ppf(0.5 + LEVEL / 2, df)) if df and df > 0 and math.isfinite(df) else float("nan")
 
 
 def _col(df: pd.DataFrame, name: str) -> pd.Series:
@@ -81,7 +82,7 @@ def add_intervals(out: pd.DataFrame) -> pd.DataFrame:
     out["rel_se"] = per_trial / np.sqrt(out["n"])
     df_steps = out["steps"].to_numpy(float) - 1
     with np.errstate(invalid="ignore"):  # one vectorized call: a report may hold thousands of configurations
-        t_steps = pd.Series(np.where(df_steps > 0, sps.t.ppf(0.5 + LEVEL / 2, np.where(df_steps > 0, df_steps, 1)),
+        t_steps = pd.Series(np.where(df_steps > 0, student_t.ppf(0.5 + LEVEL / 2, np.where(df_steps > 0, df_steps, 1)),
                                      np.nan), index=out.index)
     out["t"] = t_steps.where(~use_pooled, t_quantile(dof))
     half = (out["t"] * out["rel_se"]).fillna(0.0)

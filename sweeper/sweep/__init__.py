@@ -7,3 +7,5 @@ process (``sweeper.trial``) and writes its row (``sweeper.results``). Never impo
 
 Imports go down only: ``sweeper.sweep`` -> ``sweeper.trial`` -> ``workloads``; ``sweeper.sweep`` -> ``sweeper.results``.
 """
+
+__all__: list[str] = []  # no public names: the command line and the Hydra plugin are its interface

@@ -147,11 +147,13 @@ def as_dict(cfg: Any) -> dict[str, Any]:
 
 
 def load_workload(wl: dict[str, Any]) -> ModuleType:
-    """``workloads.load`` for a trial config's ``workload`` node; a module that cannot be found is bad input."""
+    """``workloads.load_spec`` for a trial config's ``workload`` node: the module that holds the workload's
+    ``check``, ``METRICS`` and ``Knobs`` (torch-free for a built-in workload); one that cannot be found is bad
+    input."""
     import workloads
 
     try:
-        return workloads.load(wl["name"], wl.get("module"))
+        return workloads.load_spec(wl["name"], wl.get("module"))
     except KeyError as e:
         raise ConfigError(
             "workload.module" if wl.get("module") else "workload", str(e.args[0]), "see the README's 'Your own model'"
@@ -305,38 +307,37 @@ def check_sweeper(conf: Any) -> None:
             raise ConfigError(f"hydra.sweeper.{key}", f"must be {what}, got {value!r}", fix)
 
 
-def helper_choices() -> dict[str, tuple[str, ...]]:
-    """The values of the knobs ``workloads.common``'s helpers interpret (one place: ``workloads.choices``)."""
-    from workloads.choices import HELPER_KNOBS
+def knob_class(module: ModuleType) -> type | None:
+    """The knob class of a workload's spec module: its ``Knobs``; for a user's module without one that uses the
+    package's helpers (``workloads.common``), :class:`workloads.spec.training.TrainingKnobs` (those knobs then
+    mean what the helpers accept); else None."""
+    declared = getattr(module, "Knobs", None)
+    if declared is not None:
+        return declared
+    uses_helpers = any(
+        getattr(v, "__name__", None) == "workloads.common" or getattr(v, "__module__", None) == "workloads.common"
+        for v in vars(module).values()
+    )
+    if uses_helpers:
+        from workloads.spec.training import TrainingKnobs
 
-    return dict(HELPER_KNOBS)
-
-
-def uses_helpers(mod: Any) -> bool:
-    """Whether a workload module uses the package's knob helpers (``from workloads import common``, or names
-    imported from ``workloads.common``): its knobs of those names then mean what the helpers accept."""
-    names = ("__name__", "__module__")
-    return any(getattr(v, n, None) == "workloads.common" for v in vars(mod).values() for n in names)
+        return TrainingKnobs
+    return None
 
 
 def check_enumerations(values: dict[str, Any], workload: str, module: str | None = None) -> None:
-    """String knobs take only the values the workload declares it can run (``KNOB_VALUES`` in its module) and,
-    for a workload using the package's helpers (``workloads.common``, a user's own model too), the values the
-    helpers accept: ``knobs.dtype=fp64`` or ``knobs.precision=fp8`` is bad input before launch, not a failed trial.
-    ``values``: dotted keys -> a value, or a list of values (a sweep's choices)."""
-    mod = load_workload({"name": workload, "module": module})
-    declared = {**(helper_choices() if uses_helpers(mod) else {}), **(getattr(mod, "KNOB_VALUES", {}) or {})}
-    for key, given in values.items():
-        name = key[len("knobs.") :] if key.startswith("knobs.") else None
-        if name not in declared:
-            continue
-        for value in given if isinstance(given, (list, tuple)) else [given]:
-            if value is not None and value not in declared[name]:
-                raise ConfigError(
-                    key,
-                    f"{value!r} is not a value workload {workload!r} can run",
-                    f"use one of: {', '.join(map(str, declared[name]))}",
-                )
+    """Knobs take only the values the workload's knob class (a dataclass, :func:`knob_class`) declares: a
+    ``Literal`` field one of its choices, an ``int`` field an integer, ...: ``knobs.dtype=fp64`` is bad input
+    before launch, not a failed trial. ``values``: dotted keys -> a value, or a list of values (a sweep's
+    choices). A workload without a knob class is not checked here (``check_values`` compares with its YAML)."""
+    from workloads.spec import typed
+
+    declared = knob_class(load_workload({"name": workload, "module": module}))
+    if declared is None:
+        return
+    given = {key[len("knobs.") :]: value for key, value in values.items() if key.startswith("knobs.")}
+    for name, value, fix in typed.problems(declared, given):
+        raise ConfigError(f"knobs.{name}", f"{value!r} is not a value workload {workload!r} can run", fix)
 
 
 plain = as_dict  # the name bench/gpu_validate.py imports (renamed: `plain` also named the dict itself)

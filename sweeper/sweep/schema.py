@@ -1,9 +1,10 @@
 """The typed config schemas, registered in Hydra's ConfigStore and checked once before any trial starts.
 
-``measure`` and ``trial`` (:mod:`sweeper.trial.conf`) and ``distributed`` (:class:`workloads.parallel.DistributedConf`)
-are stored as ``schema/<node>``. :func:`validate` checks a trial config's nodes against them: an unknown key,
-a value of the wrong type or out of range is a :class:`ConfigError` (one line naming the key and the fix, exit 2),
-raised by the sweep before its first trial and by a single run before it starts. The config itself is left as
+``measure`` and ``trial`` (:mod:`sweeper.trial.conf`) and ``distributed``
+(:class:`workloads.spec.distributed.DistributedConf`) are stored as ``schema/<node>``. :func:`validate` checks a
+trial config's nodes against them: an unknown key, a value of the wrong type or out of range is a
+:class:`ConfigError` (one line naming the key and the fix, exit 2), raised by the sweep before its first trial and
+by a single run before it starts. The config itself is left as
 composed (a row records the values as the YAML wrote them).
 """
 
@@ -19,7 +20,7 @@ from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationE
 
 from sweeper.errors import ConfigError
 from sweeper.trial.conf import MeasureConf, TrialConf
-from workloads.parallel import DistributedConf
+from workloads.spec.distributed import DistributedConf
 
 SCHEMAS: dict[str, type] = {"measure": MeasureConf, "trial": TrialConf, "distributed": DistributedConf}
 

@@ -1,5 +1,5 @@
 """The typed schemas of the config nodes a trial runs on: ``measure`` and ``trial`` (``distributed`` is
-:class:`workloads.parallel.DistributedConf`, next to the wrapping it configures).
+:class:`workloads.spec.distributed.DistributedConf`, torch-free beside the other knob classes).
 
 Plain dataclasses with a docstring per field, importing nothing heavy: the sweep registers them in Hydra's
 ConfigStore and checks a command's config against them before any trial starts (``sweeper.sweep.schema``).

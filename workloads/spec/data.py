@@ -1,20 +1,80 @@
-"""The data knobs of resnet50's ``jpeg`` pipeline, checked before a trial launches (``workloads.data`` applies them).
+"""The data knobs of resnet50's ``jpeg`` pipeline: their types and defaults, and the conflicts checked before a
+trial launches (``workloads.data`` applies them).
 
-Each conflict is one line naming the knob and the fix; a sweep skips such a trial with that reason.
+Each conflict is one line naming the knob and the fix; a sweep skips such a trial with that reason. Torch-free:
+the sweeper process reads this module.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 import numbers
-from typing import Any
+import typing
+from typing import Any, Literal
 
-from workloads import decode
 from workloads.base import DeviceInfo
 
-DECODE_DEVICES = ("cpu", "cuda", "hybrid")
+DecodeDevice = Literal["cpu", "cuda", "hybrid"]
 # where the CPU-decoded images are cropped and resized: in the workers, or (uint8 crop windows copied) on the GPU
-AUGMENT_DEVICES = ("cpu", "cuda")
-TRANSFER_DTYPES = ("float32", "uint8")
+AugmentDevice = Literal["cpu", "cuda"]
+TransferDtype = Literal["float32", "uint8"]
+GpuDecoder = Literal["torchvision", "nvimgcodec"]
+CpuDecoder = Literal["torchvision", "pil"]
+DecodeScale = Literal["full", "reduced"]
+
+DECODE_DEVICES: tuple[str, ...] = typing.get_args(DecodeDevice)
+AUGMENT_DEVICES: tuple[str, ...] = typing.get_args(AugmentDevice)
+TRANSFER_DTYPES: tuple[str, ...] = typing.get_args(TransferDtype)
+GPU_DECODERS: tuple[str, ...] = typing.get_args(GpuDecoder)
+CPU_DECODERS: tuple[str, ...] = typing.get_args(CpuDecoder)
+DECODE_SCALES: tuple[str, ...] = typing.get_args(DecodeScale)
+
+
+@dataclasses.dataclass(frozen=True)
+class DataKnobs:
+    """The input pipeline's knobs (``workload.data: jpeg``; inactive on synthetic data)."""
+
+    num_workers: int = 0
+    """DataLoader worker processes."""
+    prefetch_factor: int | None = None
+    """Batches prefetched per worker; exists only when num_workers > 0."""
+    pin_memory: bool = False
+    non_blocking: bool = False
+    """Host-to-device copies without blocking the host."""
+    persistent_workers: bool = False
+    worker_nice: int = 0
+    """Niceness added to each worker (os.nice, 0..19)."""
+    switch_interval_ms: float | None = None
+    """The trial process's GIL switch interval (null: Python's 5 ms)."""
+    decode_device: DecodeDevice = "cpu"
+    """cpu | cuda (batched nvJPEG on the GPU) | hybrid (gpu_share of each batch on the GPU)."""
+    gpu_share: float | None = None
+    """hybrid: share of each batch decoded on the GPU, in (0, 1)."""
+    gpu_decoder: GpuDecoder = "torchvision"
+    gpu_roi_decode: bool = False
+    """nvimgcodec: decode only each crop window."""
+    cpu_decoder: CpuDecoder = "torchvision"
+    decode_scale: DecodeScale = "full"
+    """reduced: libjpeg DCT scaling (cpu_decoder=pil)."""
+    transfer_dtype: TransferDtype = "float32"
+    augment_device: AugmentDevice = "cpu"
+    device_prefetch: bool = False
+    """GPU: copy and normalize CPU-decoded batches on a side stream, a few batches ahead."""
+
+
+def nvimgcodec_missing() -> str | None:
+    """Why ``gpu_decoder: nvimgcodec`` cannot run here (nvImageCodec is not installed), or None."""
+    try:  # found, not imported: importing it loads its codec libraries (and logs the missing ones)
+        found = importlib.util.find_spec("nvidia.nvimgcodec") is not None
+    except ImportError:  # no ``nvidia`` package at all
+        found = False
+    if found:
+        return None
+    return (
+        "knobs.gpu_decoder=nvimgcodec needs nvImageCodec, which is not installed; "
+        "pip install 'nvidia-nvimgcodec-cu13[nvjpeg]' (-cu12 for CUDA 12), or set gpu_decoder=torchvision"
+    )
 
 
 def knob_conflict(knobs: dict[str, Any], device_kind: str) -> str | None:
@@ -28,15 +88,15 @@ def knob_conflict(knobs: dict[str, Any], device_kind: str) -> str | None:
         )
     gpu_decoder = knobs.get("gpu_decoder") or "torchvision"
     if where != "cpu":  # the GPU decoder's knobs mean nothing when every image is decoded on the CPU
-        if gpu_decoder not in decode.GPU_DECODERS:
-            return f"knobs.gpu_decoder must be one of {decode.GPU_DECODERS}, got {gpu_decoder!r}"
+        if gpu_decoder not in GPU_DECODERS:
+            return f"knobs.gpu_decoder must be one of {GPU_DECODERS}, got {gpu_decoder!r}"
         if knobs.get("gpu_roi_decode") and gpu_decoder != "nvimgcodec":
             return (
                 "knobs.gpu_roi_decode=true decodes crop windows through nvImageCodec; set gpu_decoder=nvimgcodec "
                 "or gpu_roi_decode=false"
             )
         if gpu_decoder == "nvimgcodec":
-            missing = decode.nvimgcodec_missing()
+            missing = nvimgcodec_missing()
             if missing:
                 return missing
     if where == "hybrid":
@@ -68,10 +128,10 @@ def knob_conflict(knobs: dict[str, Any], device_kind: str) -> str | None:
                 "GPU; set knobs.transfer_dtype=uint8 (or null)"
             )
     decoder, scale = knobs.get("cpu_decoder") or "torchvision", knobs.get("decode_scale") or "full"
-    if decoder not in decode.CPU_DECODERS:
-        return f"knobs.cpu_decoder must be one of {decode.CPU_DECODERS}, got {decoder!r}"
-    if scale not in decode.DECODE_SCALES:
-        return f"knobs.decode_scale must be one of {decode.DECODE_SCALES}, got {scale!r}"
+    if decoder not in CPU_DECODERS:
+        return f"knobs.cpu_decoder must be one of {CPU_DECODERS}, got {decoder!r}"
+    if scale not in DECODE_SCALES:
+        return f"knobs.decode_scale must be one of {DECODE_SCALES}, got {scale!r}"
     if scale == "reduced" and decoder != "pil":
         return (
             "knobs.decode_scale=reduced needs knobs.cpu_decoder=pil (DCT scaling through Image.draft); "
