@@ -3,7 +3,8 @@
     python bench/budget_sweep.py OUT --case resnet50|jpeg|transformer|vit [--budget 300] [--smoke]
 
 Each case: the independent hand-written loop of the same model where the case has one (``bench/hand_loop.py`` for
-ResNet-50, ``bench/own_model/hand_vit.py`` for the ViT-B/16 the project does not ship), then the default sweep
+ResNet-50, ``bench/own_model/hand_vit.py`` for the ViT-B/16 the project does not ship; the jpeg case decodes real
+photographs, ``bench/photo_corpus.py``), then the default sweep
 ``python -m sweeper +workload=<w> -m hydra.sweeper.timeout_s=<budget>`` with NO outer timeout of ours (a safety
 SIGTERM at budget + 120 s is recorded as a failure of the budget), then the report of its rows. The summary row
 says the command's wall time against the budget, the best found against the reference, and when the sweep's
@@ -113,6 +114,13 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     reference = None if args.smoke else hand_loop(out, name, case)
     reference = reference or args.reference
+    if name == "jpeg" and not args.smoke:  # real photographs, not the generated corpus
+        photos = out / "photos"
+        made = subprocess.run([sys.executable, "bench/photo_corpus.py", str(photos)], cwd=ROOT, capture_output=True,
+                              text=True)  # fmt: skip
+        log(out, name, kind="corpus", exit=made.returncode, out=(made.stdout + made.stderr)[-300:])
+        if made.returncode == 0:
+            extra = [*extra, f"workload.root={photos}"]
     started, wall, code = sweep(out, name, case, args.budget, extra + (["preset=tiny"] if args.smoke else []))
     results = out / "results"
     subprocess.run([sys.executable, "bench/pack.py", str(results), str(out / f"rows-{name}.parquet")], cwd=ROOT)
