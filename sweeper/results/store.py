@@ -50,13 +50,24 @@ SCHEMA_FILE = "+schema.parquet"  # zero rows; the folder's columns and their typ
 _LOCK_WARNED: list[bool] = []  # the warning that file locks fail is given once per process
 
 
+def file_safe(text: str, limit: int = 60, empty: str = "_") -> str:
+    """``text`` (a host name, a study name: any text) as one file-name component: ASCII letters, digits, ``_``
+    and ``-`` only (a ``/`` or ``..`` would leave the folder), at most ``limit`` characters, never empty."""
+    ascii_text = unicodedata.normalize("NFKD", str(text)).encode("ascii", "ignore").decode()
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", ascii_text).strip("_-")[:limit] or empty
+
+
+def host_name() -> str:
+    """This host's name as a file-name component (a host name may hold a ``/``, see ``file_safe``)."""
+    return file_safe(socket.gethostname())
+
+
 def file_prefix(study: str, uid: str | None = "") -> str:
     """The study's file key: a readable part (letters, digits, ``_``, ``-``; starts with a letter or digit, so no
     reader takes the file for hidden or metadata) and a hash of the exact study name and the study's id (see
     ``study.study_id``), so two studies never share files, whatever characters their names hold, and two storages
     that use one study name (two machines) never overwrite or hide each other's rows when their files are merged."""
-    readable = re.sub(r"[^A-Za-z0-9_-]+", "_", unicodedata.normalize("NFKD", study).encode("ascii", "ignore")
-                      .decode()).strip("_-")[:60] or "study"
+    readable = file_safe(study, 60, "study")
     digest = hashlib.sha256(f"{study}\0{uid or ''}".encode()).hexdigest()[:10]
     return f"{readable}-{digest}"
 
@@ -65,8 +76,7 @@ def trial_path(trials_dir: Path, study: str, trial: int | None, uid: str | None 
     name = file_prefix(study, uid)
     if trial is None:  # a single run outside any study
         stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%f")
-        host = re.sub(r"[^A-Za-z0-9_-]+", "_", socket.gethostname())
-        return Path(trials_dir) / f"{name}.run-{stamp}-{host}-{os.getpid()}.parquet"
+        return Path(trials_dir) / f"{name}.run-{stamp}-{host_name()}-{os.getpid()}.parquet"
     return Path(trials_dir) / f"{name}.{int(trial):06d}.parquet"
 
 
@@ -145,7 +155,7 @@ def write_row(path: Path, row: dict[str, Any], types: dict[str, pa.DataType] | N
     hints = {**_NULLABLE_TYPES, **(types or {}), **{f.name: f.type for f in folder if f.type != pa.null()}}
     arrays = [_array(key, value, hints.get(key)) for key, value in row.items()]
     table = pa.Table.from_arrays(arrays, names=list(row))
-    _put(table, path, path.with_name(f".{path.name}.{socket.gethostname()}.{os.getpid()}.tmp"))
+    _put(table, path, path.with_name(f".{path.name}.{host_name()}.{os.getpid()}.tmp"))
     return path
 
 
@@ -366,8 +376,7 @@ def _compact_locked(trials_dir: Path, key: str) -> Path | None:
     table = table.take(pc.sort_indices(table, [("trial", "ascending")]))
     generation = 1 + max((_precedence(p.name)[1] for p, _ in read), default=0)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%f")
-    host = re.sub(r"[^A-Za-z0-9_-]+", "_", socket.gethostname())
-    out = trials_dir / f"{key}.compacted-{generation:06d}-{stamp}-{host}-{os.getpid()}.parquet"
+    out = trials_dir / f"{key}.compacted-{generation:06d}-{stamp}-{host_name()}-{os.getpid()}.parquet"
     _put(table, out, out.with_name(f".{out.name}.tmp"), durable=True, compression="zstd")
     _fsync(trials_dir)  # the new file is durable before any row's other copy goes
     for p, stat in read:
