@@ -130,9 +130,9 @@ _LAUNCHER_LOGGERS = ("hydra._internal.core_plugins", "hydra_plugins.hydra_joblib
 
 def _mask_passwords(record: Any) -> bool:
     """A URL's password (``postgresql://user:secret@host``) never reaches the log file: ``user:***@``."""
-    import re
+    from sweeper.sweep.secrets import scrub
 
-    record.msg = re.sub(r"(://[^:/@\s'\"]+:)[^@\s'\"]+@", r"\1***@", record.getMessage())
+    record.msg = scrub(record.getMessage())
     record.args = None
     return True
 
