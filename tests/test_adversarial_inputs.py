@@ -203,10 +203,9 @@ try:
         _check_expression("hydra.sweeper.constraints[0]", text, {"knobs.x": 3})
     else:
         evaluate(text, {"knobs.x": 3})
-except ConfigError as e:
-    print(f"error: {e}"); sys.exit(2)
-except ExpressionError as e:
-    print(f"error: {e}"); sys.exit(2)
+except (ConfigError, ExpressionError) as e:
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    print(f"error: {e}"); print(f"peak {peak_mb} MB", file=sys.stderr); sys.exit(2)
 print("accepted"); sys.exit(0)
 """
 
@@ -242,6 +241,8 @@ def test_input_that_would_expand_is_refused_before_it_allocates(kind: str, text:
     )
     assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr[-1500:])
     assert proc.stdout.startswith("error: ") and proc.stdout.count("\n") == 1, proc.stdout
+    peak_mb = int(proc.stderr.rsplit("peak ", 1)[1].split()[0])
+    assert peak_mb < 500, f"{peak_mb} MB: the size was checked after allocating"
 
 
 def test_a_huge_range_in_a_sweep_is_one_line_with_bounded_memory(tmp_path: Path) -> None:
