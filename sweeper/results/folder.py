@@ -59,8 +59,10 @@ def _stored_schema(trials_dir: Path) -> tuple[pa.Schema, bool]:
         files = trial_files(trials_dir)
         return (rebuilt_schema(files), False) if files else (pa.schema([]), True)
     except (OSError, pa.ArrowException, ValueError) as e:
-        warn_unreadable(path, f"{path} is not readable Parquet ({first_line(e)}): the folder's columns are "
-                              "rebuilt from every row file")
+        warn_unreadable(
+            path,
+            f"{path} is not readable Parquet ({first_line(e)}): the folder's columns are rebuilt from every row file",
+        )
         return rebuilt_schema(trial_files(trials_dir)), False
 
 
@@ -82,8 +84,11 @@ def heal_schema(trials_dir: Path, columns: pa.Schema) -> None:
         update_schema(trials_dir, pa.schema(missing))
     except OSError as e:
         path = trials_dir / SCHEMA_FILE
-        warn_unreadable(path, f"{path} lacks columns of the folder's rows and cannot be rewritten ({e.strerror}): "
-                              "readers that take its columns miss " + ", ".join(f.name for f in missing[:5]))
+        warn_unreadable(
+            path,
+            f"{path} lacks columns of the folder's rows and cannot be rewritten ({e.strerror}): "
+            "readers that take its columns miss " + ", ".join(f.name for f in missing[:5]),
+        )
 
 
 def update_schema(trials_dir: Path, schema: pa.Schema) -> None:
@@ -92,8 +97,9 @@ def update_schema(trials_dir: Path, schema: pa.Schema) -> None:
     trials_dir = Path(trials_dir)
 
     def known(current: pa.Schema) -> bool:
-        return all(f.name in current.names and (f.type == pa.null() or current.field(f.name).type != pa.null())
-                   for f in schema)
+        return all(
+            f.name in current.names and (f.type == pa.null() or current.field(f.name).type != pa.null()) for f in schema
+        )
 
     current, sound = _stored_schema(trials_dir)
     if sound and known(current):
