@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from pathlib import Path
 
-import hydra
-from omegaconf import DictConfig
+_STOPPED = "interrupted (Ctrl-C) while starting: nothing ran; run the command again"
 
-from sweeper.errors import ConfigError
+
+def _stop_while_starting(signum: int, frame: object) -> None:
+    """Ctrl-C before the sweep or the trial starts (imports, composing the config, opening the study): one line,
+    exit 130. Nothing is running yet, so there is nothing to record."""
+    print(_STOPPED, file=sys.stderr, flush=True)
+    os._exit(130)
+
+
+if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # as the command (not under a test harness)
+    signal.signal(signal.SIGINT, _stop_while_starting)
+
+import hydra  # noqa: E402 - after the handler: importing torch and Hydra takes seconds
+from omegaconf import DictConfig  # noqa: E402
+
+from sweeper.errors import ConfigError  # noqa: E402
 
 
 def _conf_dir() -> str:
@@ -71,7 +86,13 @@ def main() -> None:
     sys.argv = sys.argv[:1] + hide_argv(sys.argv[1:])  # Hydra prints and saves overrides: no password in them
     preflight(sys.argv[1:], _conf_dir())
     show_job(sys.argv[1:], _conf_dir())  # `--cfg job`: the config a trial runs on, and the search space
-    task()
+    if signal.getsignal(signal.SIGINT) is _stop_while_starting:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # the sweep records what Ctrl-C stops
+    try:
+        task()
+    except KeyboardInterrupt:  # before the sweep's own handling (opening the study) or in a single run
+        print("interrupted (Ctrl-C): run the command again", file=sys.stderr, flush=True)
+        raise SystemExit(130) from None
 
 
 if __name__ == "__main__":

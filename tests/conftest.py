@@ -50,6 +50,13 @@ def results(tmp_path: Path) -> Path:
     return tmp_path / "results"
 
 
+@pytest.fixture(autouse=True)
+def _node_lock_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's sweepers take turns among themselves only: the node-wide default lock folder
+    (``slots.default_lock_dir``) would make them wait for the sweeps of other test runs on the machine."""
+    monkeypatch.setenv("KNOB_SWEEPER_LOCK_DIR", str(tmp_path / "node-locks"))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``gpu`` need a CUDA GPU: skipped without one (``bench/gpu_checks.py --stages gpu_tests`` runs
     every one of them on the GPU machine, ``pytest -m gpu``, and keeps the output)."""

@@ -122,6 +122,10 @@ def usable(df: pd.DataFrame) -> pd.DataFrame:
     if "loss_finite" in ok:
         ok = ok[ok["loss_finite"].astype(object).map(lambda v: v is not False and v is not np.False_)]
     ok = ok[pd.to_numeric(ok["throughput"], errors="coerce").gt(0)]
+    # an inf or NaN in a ranked value (rows of versions that wrote them as complete) is never ranked
+    for metric in {"throughput", "peak_mem_bytes", *(m for m, _d in objectives_of(df))} & set(ok.columns):
+        values = pd.to_numeric(ok[metric], errors="coerce")
+        ok = ok[values.isna() | np.isfinite(values)] if metric == "peak_mem_bytes" else ok[np.isfinite(values)]
     return ok
 
 

@@ -33,14 +33,36 @@ def set_dotted(cfg: MutableMapping[str, Any], key: str, value: Any) -> None:
     node[leaf] = value
 
 
-def override_string(key: str, value: Any) -> str:
-    """A Hydra command-line override that sets ``key`` to exactly ``value``."""
+# Text Hydra reads back as the same text when unquoted: a name that no rule of its grammar takes for a bool, null,
+# number or function (``true``, ``NULL``, ``inf``, ``NaN`` and ``1e3`` are not text to Hydra; case does not matter).
+_PLAIN_TEXT = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*(?:[./:][A-Za-z0-9_-]+)*")
+_HYDRA_WORDS = {"true", "false", "null", "inf", "nan"}
+
+
+def override_value(value: Any, quote_text: bool = False) -> str:
+    """``value`` as the value of a Hydra override that parses back to exactly ``value``, of the same type.
+
+    Text is quoted unless it is a plain name (``bf16``, ``channels_last``) and ``quote_text`` is false: ``'inf'``,
+    ``'1e3'``, ``'true'``, ``'null'`` stay text. Non-finite floats are written as Hydra reads them (``inf``,
+    ``-inf``, ``nan``)."""
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()  # a numpy scalar (a pandas row's value)
     if value is None:
-        return f"{key}=null"
+        return "null"
     if isinstance(value, bool):
-        return f"{key}={'true' if value else 'false'}"
-    if isinstance(value, (int, float)):
-        return f"{key}={value!r}"
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, float):
+        return repr(float(value))  # 1e+16, inf, -inf, nan: Hydra reads each back as that float
+    text = str(value)
+    if not quote_text and _PLAIN_TEXT.fullmatch(text) and text.lower() not in _HYDRA_WORDS:
+        return text
     # Hydra's quoted strings: only backslashes before a quote or the closing quote are escapes (doubled here).
-    escaped = re.sub(r"(\\+)(?='|$)", lambda m: m.group(1) * 2, str(value)).replace("'", "\\'")
-    return f"{key}='{escaped}'"
+    escaped = re.sub(r"(\\+)(?='|$)", lambda m: m.group(1) * 2, text).replace("'", "\\'")
+    return f"'{escaped}'"
+
+
+def override_string(key: str, value: Any) -> str:
+    """A Hydra command-line override that sets ``key`` to exactly ``value`` (text always quoted)."""
+    return f"{key}={override_value(value, quote_text=True)}"

@@ -16,7 +16,6 @@ import pyarrow.parquet as pq
 from sweeper.results.outcome import TrialOutcome
 from sweeper.results.store import _compacted, file_prefix, read_file, trial_path
 
-
 _PREFIXES = {"knobs": "knob.", "workload": "param.", "distributed": "knob.distributed."}
 _ARROW = {bool: pa.bool_(), int: pa.int64(), float: pa.float64(), str: pa.string()}
 

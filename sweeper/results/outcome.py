@@ -27,9 +27,9 @@ class Status(str, enum.Enum):
 class TrialOutcome:
     """Status, reason and measurements of one trial.
 
-    ``reason`` is a short machine-readable tag (``oom``, ``nonfinite``, ``timeout``, ``signal:SIGSEGV``,
-    ``exception:ValueError``, ``invalid:<why>``, ``duplicate:<trial>``, ``over-budget:<why>``; for status
-    interrupted: ``interrupted`` or ``budget``); ``message`` is
+    ``reason`` is a short machine-readable tag (``oom``, ``nonfinite`` (loss), ``non-finite:<objective>``,
+    ``timeout``, ``signal:SIGSEGV``, ``exception:ValueError``, ``invalid:<why>``, ``duplicate:<trial>``,
+    ``over-budget:<why>``; for status interrupted: ``interrupted`` or ``budget``); ``message`` is
     the human text (exception message and the last traceback lines).
     """
 
@@ -56,6 +56,25 @@ class TrialOutcome:
         d = dict(d)
         d["status"] = Status(d["status"])
         return cls(**d)
+
+    def checked(self, objectives: list[tuple[str, str]]) -> "TrialOutcome":
+        """This outcome, failed when it says complete but an objective is not a finite number (an ``inf``
+        throughput of a step timed at zero, a NaN): reason ``non-finite:<metric>`` (``objective-missing:<metric>``
+        when absent). Optuna, the Parquet row and every reader then agree that nothing can rank it; the measured
+        metrics are kept."""
+        if self.status is not Status.COMPLETE:
+            return self
+        for metric, _direction in objectives:
+            v = self.metrics.get(metric)
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                reason = f"objective-missing:{metric}"
+            elif not math.isfinite(v):
+                reason = f"non-finite:{metric}"
+            else:
+                continue
+            message = f"objective {metric} is {v!r}, not a finite number: the trial cannot be ranked"
+            return dataclasses.replace(self, status=Status.FAILED, reason=reason, message=message)
+        return self
 
     def objective_values(self, objectives: list[tuple[str, str]]) -> list[float] | None:
         """Values of the named objective metrics, or None when one is missing or not finite."""

@@ -19,8 +19,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from sweeper.results.readers import first_line, warn_unreadable
 from sweeper.results.store import (
-    concat, is_compacted, read_file, read_once, read_results, retry_vanished, study_of, trial_files,
+    concat, heal_schema, is_compacted, read_file, read_once, read_results, retry_vanished, study_of, trial_files,
 )
 
 CACHE_DIR = ".report-cache"
@@ -79,7 +80,9 @@ def _read_cached(results: Path) -> pd.DataFrame:
     if cache_file.is_file():
         try:
             cached = pq.read_table(cache_file)
-        except (OSError, pa.ArrowException):
+        except (OSError, pa.ArrowException) as e:
+            warn_unreadable(cache_file, f"ignored {cache_file}: not readable Parquet ({first_line(e)}); the rows "
+                                        "are read from every row file and the cache is written again")
             cached = None
     fresh: set[str] = set()
     changed = True
@@ -110,7 +113,9 @@ def _read_cached(results: Path) -> pd.DataFrame:
     if new is not None or changed:
         _write_cache(cache_file, table)
     table = read_once(table, table.column(_FILE).to_pylist())
-    return table.drop_columns([_FILE, _SIZE, _MTIME]).to_pandas()
+    table = table.drop_columns([_FILE, _SIZE, _MTIME])
+    heal_schema(trials, table.schema)  # a stale or corrupt +schema.parquet learns the folder's columns
+    return table.to_pandas()
 
 
 def _types_differ(a: pa.Schema, b: pa.Schema) -> bool:

@@ -48,6 +48,26 @@ def precedence(name: str) -> tuple[int, int, str]:
     return (0, int(m["gen"]), m["tag"]) if m and m["gen"] else (1, 0, "")
 
 
+_WARNED: set[tuple[str, int, int]] = set()  # (path, size, mtime) of the unreadable files warned about
+
+
+def first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+
+
+def warn_unreadable(path: Path | str, message: str) -> None:
+    """Log ``message`` about the unreadable file ``path`` once per process (while the file stays as it is), however
+    many readers meet it: a sweep reads its folder several times."""
+    try:
+        st = Path(path).stat()
+        key = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
+    except OSError:
+        key = (str(path), -1, -1)
+    if key not in _WARNED:
+        _WARNED.add(key)
+        log.warning("%s", message)
+
+
 def read_file(path: Path | str) -> pa.Table | None:
     """The rows of one Parquet file, or None (one warning naming it) when it is not readable Parquet.
 
@@ -58,9 +78,32 @@ def read_file(path: Path | str) -> pa.Table | None:
     except FileNotFoundError:
         raise
     except (OSError, pa.ArrowException, ValueError) as e:
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-        log.warning("skipped %s: not a readable Parquet file (%s)", path, first)
+        warn_unreadable(path, f"skipped {path}: not a readable Parquet file ({first_line(e)})")
         return None
+
+
+def read_schema(path: Path | str) -> pa.Schema | None:
+    """The columns of one Parquet file (its footer only), or None (one warning naming it) when not readable."""
+    try:
+        return pq.read_schema(path)
+    except FileNotFoundError:
+        return None  # folded by a compaction meanwhile: its columns are in the compacted file
+    except (OSError, pa.ArrowException, ValueError) as e:
+        warn_unreadable(path, f"skipped {path}: not a readable Parquet file ({first_line(e)})")
+        return None
+
+
+def unify(schemas: Iterable[pa.Schema]) -> pa.Schema:
+    """Every column of ``schemas``, in order of first appearance, each with one type: the widened one, or
+    string where types do not widen (as ``concat`` reads them); a column that is null everywhere stays null."""
+    seen: dict[str, list[pa.DataType]] = {}
+    for schema in schemas:
+        for f in schema:
+            kinds = seen.setdefault(f.name, [])
+            if f.type != pa.null() and f.type not in kinds:
+                kinds.append(f.type)
+    return pa.schema([(name, kinds[0] if len(kinds) == 1 else _target_type(kinds) if kinds else pa.null())
+                      for name, kinds in seen.items()])
 
 
 def _target_type(types: list[pa.DataType]) -> pa.DataType:

@@ -24,12 +24,10 @@ import contextlib
 import datetime as dt
 import errno
 import fcntl
+import glob
 import hashlib
 import logging
 import os
-import re
-import socket
-import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,15 +36,31 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from sweeper.results.keys import flatten
-from sweeper.results.outcome import TrialOutcome
+from sweeper.results.folder import (  # noqa: F401 - re-exported: the folder's files and columns
+    SCHEMA_FILE,
+    file_safe,
+    folder_schema,
+    heal_schema,
+    host_name,
+    rebuilt_schema,
+    trial_files,
+    update_schema,
+)
 from sweeper.results.readers import (  # noqa: F401 - re-exported: the store's reading side
-    concat, is_compacted, precedence as _precedence, read_file, read_files, read_once, read_table, retry_vanished,
+    concat,
+    is_compacted,
+    read_file,
+    read_files,
+    read_once,
+    read_table,
+    retry_vanished,
     study_of,
+)
+from sweeper.results.readers import (
+    precedence as _precedence,
 )
 
 log = logging.getLogger(__name__)
-SCHEMA_FILE = "+schema.parquet"  # zero rows; the folder's columns and their types (see ``update_schema``)
 _LOCK_WARNED: list[bool] = []  # the warning that file locks fail is given once per process
 
 
@@ -55,8 +69,7 @@ def file_prefix(study: str, uid: str | None = "") -> str:
     reader takes the file for hidden or metadata) and a hash of the exact study name and the study's id (see
     ``study.study_id``), so two studies never share files, whatever characters their names hold, and two storages
     that use one study name (two machines) never overwrite or hide each other's rows when their files are merged."""
-    readable = re.sub(r"[^A-Za-z0-9_-]+", "_", unicodedata.normalize("NFKD", study).encode("ascii", "ignore")
-                      .decode()).strip("_-")[:60] or "study"
+    readable = file_safe(study, 60, "study")
     digest = hashlib.sha256(f"{study}\0{uid or ''}".encode()).hexdigest()[:10]
     return f"{readable}-{digest}"
 
@@ -65,8 +78,7 @@ def trial_path(trials_dir: Path, study: str, trial: int | None, uid: str | None 
     name = file_prefix(study, uid)
     if trial is None:  # a single run outside any study
         stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%f")
-        host = re.sub(r"[^A-Za-z0-9_-]+", "_", socket.gethostname())
-        return Path(trials_dir) / f"{name}.run-{stamp}-{host}-{os.getpid()}.parquet"
+        return Path(trials_dir) / f"{name}.run-{stamp}-{host_name()}-{os.getpid()}.parquet"
     return Path(trials_dir) / f"{name}.{int(trial):06d}.parquet"
 
 
@@ -145,7 +157,7 @@ def write_row(path: Path, row: dict[str, Any], types: dict[str, pa.DataType] | N
     hints = {**_NULLABLE_TYPES, **(types or {}), **{f.name: f.type for f in folder if f.type != pa.null()}}
     arrays = [_array(key, value, hints.get(key)) for key, value in row.items()]
     table = pa.Table.from_arrays(arrays, names=list(row))
-    _put(table, path, path.with_name(f".{path.name}.{socket.gethostname()}.{os.getpid()}.tmp"))
+    _put(table, path, path.with_name(f".{path.name}.{host_name()}.{os.getpid()}.tmp"))
     return path
 
 
@@ -221,49 +233,6 @@ def _compacted_holds(trials_dir: Path, key: str, trial: int) -> bool:
 
 # ---------------------------------------------------------------------------------------------------- the folder
 
-def folder_schema(trials_dir: Path) -> pa.Schema:
-    """The columns of the folder (``+schema.parquet``); empty when it has none yet or it is unreadable."""
-    try:
-        return pq.read_schema(Path(trials_dir) / SCHEMA_FILE)
-    except (OSError, pa.ArrowException):
-        return pa.schema([])
-
-
-def update_schema(trials_dir: Path, schema: pa.Schema) -> None:
-    """Add ``schema``'s columns to the folder's schema file (under a file lock; written to a temporary name and
-    renamed into place). Columns it has keep their type; a null-typed one takes the first real type."""
-    trials_dir = Path(trials_dir)
-
-    def known(current: pa.Schema) -> bool:
-        return all(f.name in current.names and (f.type == pa.null() or current.field(f.name).type != pa.null())
-                   for f in schema)
-
-    if known(folder_schema(trials_dir)):
-        return
-    with open(trials_dir / f".{SCHEMA_FILE}.lock", "a") as lock:
-        with contextlib.suppress(OSError):
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        current = folder_schema(trials_dir)
-        if known(current):
-            return
-        fields = {f.name: f for f in current}
-        for f in schema:
-            if f.name not in fields or (fields[f.name].type == pa.null() and f.type != pa.null()):
-                fields[f.name] = pa.field(f.name, f.type)
-        merged = pa.schema(list(fields.values()))
-        tmp = trials_dir / f".{SCHEMA_FILE}.{os.getpid()}.tmp"
-        pq.write_table(merged.empty_table(), tmp)
-        os.replace(tmp, trials_dir / SCHEMA_FILE)
-
-
-def trial_files(trials_dir: Path) -> list[Path]:
-    """The folder's row files (not hidden, not the schema file)."""
-    d = Path(trials_dir)
-    if not d.is_dir():
-        return []
-    return sorted(p for p in d.glob("*.parquet") if not p.name.startswith((".", "_")) and p.name != SCHEMA_FILE)
-
-
 def read_results(results: Path | str) -> "Any":
     """Every trial row under a results folder (or a trials folder, or one file) as a pandas DataFrame."""
     import pandas as pd
@@ -276,6 +245,8 @@ def read_results(results: Path | str) -> "Any":
         return read_table(trial_files(results / "trials") or trial_files(results))
 
     table = retry_vanished(read)
+    if table.num_columns and not results.is_file():
+        heal_schema(results / "trials" if trial_files(results / "trials") else results, table.schema)
     return table.to_pandas() if table.num_columns else pd.DataFrame()
 
 
@@ -342,8 +313,31 @@ def compact_key(trials_dir: Path, key: str) -> Path | None:
         return _compact_locked(trials_dir, key)
 
 
+def _remove_leftovers(trials_dir: Path, key: str) -> None:
+    """Temporary files of the study that killed processes left (under the study's lock, so none is being
+    written): a compaction's, and rows' of dead processes of this host (``.<file>.<host>.<pid>.tmp``)."""
+    host = host_name()
+    for tmp in trials_dir.glob(f".{glob.escape(key)}.*.tmp"):
+        parts = tmp.name.rsplit(".", 3)
+        dead = len(parts) == 4 and parts[1] == host and parts[2].isdigit() and not _alive(int(parts[2]))
+        if ".compacted-" in tmp.name or dead:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _compact_locked(trials_dir: Path, key: str) -> Path | None:
     """``compact_key``'s work, under the study's compaction lock (held by the caller)."""
+    _remove_leftovers(trials_dir, key)
     files = _study_files(trials_dir, key)
     if len(files) == 1 and is_compacted(files[0]):
         return files[0]
@@ -366,8 +360,7 @@ def _compact_locked(trials_dir: Path, key: str) -> Path | None:
     table = table.take(pc.sort_indices(table, [("trial", "ascending")]))
     generation = 1 + max((_precedence(p.name)[1] for p, _ in read), default=0)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%f")
-    host = re.sub(r"[^A-Za-z0-9_-]+", "_", socket.gethostname())
-    out = trials_dir / f"{key}.compacted-{generation:06d}-{stamp}-{host}-{os.getpid()}.parquet"
+    out = trials_dir / f"{key}.compacted-{generation:06d}-{stamp}-{host_name()}-{os.getpid()}.parquet"
     _put(table, out, out.with_name(f".{out.name}.tmp"), durable=True, compression="zstd")
     _fsync(trials_dir)  # the new file is durable before any row's other copy goes
     for p, stat in read:

@@ -151,12 +151,31 @@ def preflight(argv: list[str], conf_dir: str) -> None:
                     f"add +workload=<name>; known workloads: {', '.join(available())}",
                 )
             _check_values(cfg, overrides)
+            if any(a in ("-m", "--multirun") for a in argv):
+                _check_study_name(compose("config", overrides=overrides, return_hydra_config=True))
     except ConfigError as e:
         fail(e)
     except Exception as e:  # noqa: BLE001 - every composition error becomes one line
         fail(_translate(e, overrides, _keys_without_bad(conf_dir, overrides)))
     finally:
         GlobalHydra.instance().clear()
+
+
+MAX_STUDY_NAME = 512  # characters: Optuna's database storages keep a study name in a column of this length
+
+
+def _check_study_name(cfg: object) -> None:
+    """A study name a database storage can hold (PostgreSQL refuses a longer one with a traceback)."""
+    from omegaconf import OmegaConf
+
+    name = OmegaConf.select(cfg, "hydra.sweeper.study_name", throw_on_resolution_failure=False)
+    storage = str(OmegaConf.select(cfg, "hydra.sweeper.storage", throw_on_resolution_failure=False) or "sqlite")
+    if name is not None and len(str(name)) > MAX_STUDY_NAME and not storage.startswith("journal"):
+        raise ConfigError(
+            "hydra.sweeper.study_name",
+            f"has {len(str(name))} characters, more than the {MAX_STUDY_NAME} an Optuna database storage holds",
+            f"give a name of at most {MAX_STUDY_NAME} characters",
+        )
 
 
 def _check_syntax(overrides: list[str]) -> None:

@@ -196,6 +196,9 @@ def _evaluate(expr: str, values: Mapping[str, Any]) -> Any:
             return (not v) if isinstance(node.op, ast.Not) else -v
         if isinstance(node, ast.BinOp):
             left, right = ev(node.left), ev(node.right)
+            if isinstance(node.op, ast.Mod) and isinstance(left, (str, bytes)):
+                # '%0999999999d' % 1 would build a gigabyte before any size check: text formatting is refused
+                raise ExpressionError("% formats text here, which expressions do not allow (use it on numbers)")
             if isinstance(node.op, ast.Mult) and any(isinstance(v, (str, tuple)) for v in (left, right)):
                 n = right if isinstance(left, (str, tuple)) else left
                 size = len(left if isinstance(left, (str, tuple)) else right)

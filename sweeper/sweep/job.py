@@ -136,6 +136,7 @@ def run_trial(cfg: DictConfig) -> dict[str, Any]:
             tcfg["measure"].get("min_time_s"),
         )
     objectives = [tuple(o.split(":", 1)) for o in context["objectives"]]
+    outcome = outcome.checked(objectives)  # an inf or NaN objective: failed in the row and in Optuna alike
     row = rows.make_row(
         outcome,
         study=context["study"],

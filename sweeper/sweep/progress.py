@@ -165,10 +165,9 @@ def elide_context(text: str) -> str:
 
 def _mask_passwords(record: Any) -> bool:
     """A URL's password (``postgresql://user:secret@host``) never reaches the log file: ``user:***@``."""
-    import re
+    from sweeper.sweep.secrets import scrub
 
-    text = re.sub(r"(://[^:/@\s'\"]+:)[^@\s'\"]+@", r"\1***@", record.getMessage())
-    record.msg = elide_context(text)
+    record.msg = elide_context(scrub(record.getMessage()))
     record.args = None
     return True
 

@@ -8,6 +8,11 @@ submitted from here); ``reveal`` puts it back where the storage is opened. Bette
 libpq's ``PGPASSWORD`` or a ``~/.pgpass`` file (mode 0600) are read by the driver, and ``storage=postgres`` builds
 its URL from ``PGUSER``/``PGHOST``/``PGPORT``/``PGDATABASE``.
 
+URLs are read by SQLAlchemy's own parser (``make_url``; ``render_as_string(hide_password=True)``), never by a
+pattern: a password may hold ``/ ? # :`` unencoded, or ``%2F`` encoded, and both spellings are hidden. A URL the
+parser refuses (``postgresql://u:p@ss:w?rd@host/db``) has everything between ``://user:`` and its last ``@``
+hidden. URLs that are not SQLAlchemy's (``journal:///path``) hold no password.
+
 A URL with a password written in a config file instead reaches the sweeper in plain text: ``hide_config_password``
 then moves it to the environment the same way and masks it in every job's overrides (so in every saved file).
 """
@@ -16,23 +21,63 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 
 ENV = "KNOB_SWEEPER_STORAGE_URL"
-_USERINFO = re.compile(r"^(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/@?#]*):(?P<password>[^@/?#]*)@")
-_QUERY = re.compile(r"(?P<head>[?&]password=)(?P<password>[^&#]*)", re.I)
 _KEYS = ("hydra.sweeper.storage",)
+# SQLAlchemy's reading of user info: the user is up to the first ':', '/' or '@'; the password up to the next '@'
+_USERINFO = re.compile(r"^(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/@]*):(?P<password>[^@]*)@")
+_USERINFO_LAST_AT = re.compile(r"^(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/@]*):(?P<password>.*)@")  # unparseable
+_QUERY = re.compile(r"(?P<head>[?&]password=)(?P<password>[^&#]*)", re.I)
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"]+")
+_PAIR_IN_TEXT = re.compile(r"(?P<head>\bpassword\s*=\s*)(?P<password>'[^']*'|\"[^\"]*\"|[^\s&'\"]+)", re.I)
+
+
+def _parsed(url: str) -> Any | None:
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url)
+    except Exception:  # noqa: BLE001 - any text SQLAlchemy cannot read as a URL
+        return None
 
 
 def mask(url: str | None) -> str:
-    """``url`` with its password (user info or ``password=`` query parameter) replaced by ``***``."""
+    """``url`` with its password (user info or ``password=`` query parameter) replaced by ``***``; a URL without
+    a password as it is."""
     if not url:
         return "" if url is None else url
-    text = _USERINFO.sub(lambda m: f"{m['head']}:***@" if m["password"] else m[0], str(url))
-    return _QUERY.sub(lambda m: m["head"] + "***", text)
+    text = str(url)
+    if not passwords(text):
+        return text
+    parsed = _parsed(text)
+    if parsed is None:
+        m = _USERINFO_LAST_AT.match(text)
+        text = f"{m['head']}:***@{text[m.end() :]}" if m else text
+        return _QUERY.sub(lambda q: q["head"] + "***", text)
+    return _QUERY.sub(lambda q: q["head"] + "***", parsed.render_as_string(hide_password=True))
+
+
+def passwords(url: str | None) -> list[str]:
+    """Every spelling of ``url``'s passwords (as written, and decoded), longest first; empty when none."""
+    if not url:
+        return []
+    text = str(url)
+    found: set[str] = set()
+    parsed = _parsed(text)
+    m = (_USERINFO if parsed is not None else _USERINFO_LAST_AT).match(text)
+    if m and m["password"]:
+        found.add(m["password"])
+    found.update(q["password"] for q in _QUERY.finditer(text) if q["password"])
+    if parsed is not None:
+        if parsed.password:
+            found.add(str(parsed.password))
+        found.update(str(v) for k, v in parsed.query.items() if k.lower() == "password" and v)
+    return sorted(found, key=len, reverse=True)
 
 
 def has_password(url: str | None) -> bool:
-    return bool(url) and mask(url) != url
+    return bool(passwords(url))
 
 
 def hide_argv(argv: list[str]) -> list[str]:
@@ -67,11 +112,10 @@ def reveal(url: str | None) -> str | None:
     return url
 
 
-def scrub(text: str) -> str:
-    """``text`` with every password of a known storage URL (the environment's) replaced by ``***``."""
-    real = os.environ.get(ENV)
-    for pattern in (_USERINFO, _QUERY):
-        m = pattern.search(real or "")
-        if m and m["password"]:
-            text = text.replace(m["password"], "***")
-    return text
+def scrub(text: str, *urls: str | None) -> str:
+    """``text`` (an error message, a log line) with no password: those of the known storage URL (the
+    environment's) and of ``urls`` in every spelling, every URL in it masked, every ``password=...`` hidden."""
+    for secret in sorted({p for u in (os.environ.get(ENV), *urls) for p in passwords(u)}, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    text = _URL_IN_TEXT.sub(lambda m: mask(m[0]), text)
+    return _PAIR_IN_TEXT.sub(lambda m: m["head"] + "***", text)

@@ -6,9 +6,11 @@ is pinned to its slot (``CUDA_VISIBLE_DEVICES`` and CPU affinity), so a DataLoad
 another trial's cores.
 
 Slots hold across the sweeper processes of a node (``NodeSlots``): each core and GPU of a slot is an ``fcntl`` lock
-file under ``trial.lock_dir`` (default ``<results_dir>/.locks``), so several sweepers on one node never run two
-trials on the same core or GPU at once. ``Occupancy`` records who ran where, so a row says whether anything else
-of the sweeper's ran on its device during its window (``node_shared``), e.g. sweepers with another lock_dir.
+file under ``trial.lock_dir``, so several sweepers on one node never run two trials on the same core or GPU at
+once. The default folder is node-wide (``default_lock_dir``: one per user under the system's temporary folder),
+so sweepers with different ``results_dir`` still take turns and see each other. ``Occupancy`` records who ran
+where, so a row says whether anything else of the sweeper's ran on its device during its window
+(``node_shared``), e.g. sweepers with another lock_dir.
 """
 
 from __future__ import annotations
@@ -103,14 +105,42 @@ def slot_units(slot: Slot, n_slots: int, n_gpus: int) -> list[str]:
     return [f"cpu-{c}" for c in slot.cpus or ()] + [f"gpu-{t}" for t in slot.gpus or ()]
 
 
+LOCK_DIR_ENV = "KNOB_SWEEPER_LOCK_DIR"  # the node's default lock folder, where ``trial.lock_dir`` is not given
+
+
+def default_lock_dir() -> Path:
+    """The node-wide lock folder: ``$KNOB_SWEEPER_LOCK_DIR``, else ``<temp dir>/knob-sweeper-<user>/locks``
+    (``tempfile.gettempdir``: ``$TMPDIR`` or ``/tmp``), the same for every sweeper of the user on the node
+    whatever its ``results_dir``."""
+    import getpass
+    import tempfile
+
+    if os.environ.get(LOCK_DIR_ENV):
+        return Path(os.environ[LOCK_DIR_ENV])
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container)
+        user = str(os.getuid())
+    return Path(tempfile.gettempdir()) / f"knob-sweeper-{_file_name(user)}" / "locks"
+
+
 def node_lock_dir(cfg: dict[str, Any]) -> Path:
-    """``trial.lock_dir``, else ``<results_dir>/.locks``."""
-    return Path(cfg["trial"].get("lock_dir") or Path(cfg["results_dir"]) / ".locks")
+    """``trial.lock_dir``, else the node-wide ``default_lock_dir()``."""
+    return Path(cfg["trial"].get("lock_dir") or default_lock_dir())
 
 
 def node_dir(lock_dir: str | os.PathLike) -> Path:
     """``<lock_dir>/<hostname>``: a results folder on a shared filesystem couples no two nodes."""
-    return Path(lock_dir) / _SAFE.sub("_", socket.gethostname())
+    return Path(lock_dir) / _file_name(socket.gethostname())
+
+
+def _file_name(text: str) -> str:
+    """``text`` as one file-name component: kept when it is one already, else made one, with a hash of the text
+    (a MIG device's token ``MIG-GPU-<uuid>/1/0`` or a host name may hold a ``/``)."""
+    import hashlib
+
+    safe = _SAFE.sub("_", text).strip(".") or "_"
+    return safe if safe == text else f"{safe[:60]}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
 class NodeSlots:
@@ -176,7 +206,7 @@ class NodeSlots:
         """``mode`` locks on every unit's file, or none (None) when one is held by another process."""
         fds: list[int] = []
         for unit in sorted(units):
-            fd = os.open(self.dir / f"{unit}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            fd = os.open(self.dir / f"{_file_name(unit)}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
             try:
                 fcntl.flock(fd, mode | fcntl.LOCK_NB)
             except BlockingIOError:

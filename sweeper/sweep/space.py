@@ -54,7 +54,15 @@ class SearchSpace:
     def grid(self) -> dict[str, list[Any]]:
         """The discrete values of every parameter, for Optuna's GridSampler."""
         out: dict[str, list[Any]] = {}
+        total = 1
         for name, dist in self.params.items():
+            total *= _count(dist) or 1
+            if total > MAX_GRID_SIZE:  # before listing: Optuna's GridSampler lists every combination
+                raise ConfigError(
+                    "hydra.sweeper.params",
+                    f"the grid has more than {MAX_GRID_SIZE:,} configurations (at {name})",
+                    "narrow the space (fewer values or larger steps), or use another sampler",
+                )
             if isinstance(dist, CategoricalDistribution):
                 out[name] = list(dist.choices)
             elif dist.step is not None and not getattr(dist, "log", False):
@@ -93,13 +101,22 @@ class SearchSpace:
 
     def size(self) -> int | None:
         """Number of distinct configurations (None when continuous), ignoring conditions."""
-        try:
-            n = 1
-            for values in self.grid().values():
-                n *= len(values)
-            return n
-        except ConfigError:
-            return None
+        n = 1
+        for dist in self.params.values():
+            count = _count(dist)
+            if count is None:
+                return None
+            n *= count
+        return n
+
+
+def _count(dist: BaseDistribution) -> int | None:
+    """How many values a parameter can take (None: continuous), counted without listing them."""
+    if isinstance(dist, CategoricalDistribution):
+        return len(dist.choices)
+    if getattr(dist, "step", None) is None or getattr(dist, "log", False):
+        return None
+    return int(round((dist.high - dist.low) / dist.step)) + 1
 
 
 def contains(dist: BaseDistribution, value: Any) -> bool:
@@ -173,6 +190,7 @@ def parse_param(key: str, text: Any) -> BaseDistribution | Any:
                 )
         return CategoricalDistribution(choices)
     if isinstance(value, RangeSweep):
+        _check_range_size(key, text, value)  # before expanding: range(1, 10**11) would fill the memory
         values = list(override.sweep_iterator(transformer=Transformer.identity))
         if not values:
             raise ConfigError(
@@ -197,6 +215,40 @@ def parse_param(key: str, text: Any) -> BaseDistribution | Any:
             return IntDistribution(int(lo), int(hi), log=log)
         return FloatDistribution(float(lo), float(hi), log=log)
     raise ConfigError(key, f"{text!r} is not a search space", "use choice, range, interval or tag(log, ...)")
+
+
+# At most this many values in one range(...) and in a grid (the product of every parameter's values): both are
+# expanded into lists (by this module, and by Optuna's GridSampler), so their sizes are checked before.
+MAX_RANGE_VALUES = 1_000_000
+MAX_GRID_SIZE = 1_000_000
+
+
+def range_size(start: Any, stop: Any, step: Any) -> int:
+    """How many values ``range(start, stop, step)`` has in Hydra's meaning (stop excluded, float steps too),
+    computed without listing them. ``ValueError`` for a zero or non-finite step or bound."""
+    import decimal
+
+    try:
+        lo, hi, by = (decimal.Decimal(v) for v in (start, stop, step))
+    except (decimal.InvalidOperation, TypeError, ValueError):
+        raise ValueError("start, stop and step must be numbers") from None
+    if not all(v.is_finite() for v in (lo, hi, by)) or by == 0:
+        raise ValueError("start, stop and step must be finite and the step not 0")
+    return max(0, int(((hi - lo) / by).to_integral_value(rounding=decimal.ROUND_CEILING)))
+
+
+def _check_range_size(key: str, text: str, value: Any) -> None:
+    try:
+        n = range_size(value.start, value.stop, value.step)
+    except ValueError as e:
+        raise ConfigError(key, f"{text} is not a usable range ({e})", "write range(start, stop, step)") from None
+    if n > MAX_RANGE_VALUES:
+        raise ConfigError(
+            key,
+            f"{text} has {n:,} values, more than {MAX_RANGE_VALUES:,}" if n < 10**15
+            else f"{text} has about {float(n):.1e} values, more than {MAX_RANGE_VALUES:,}",
+            "use interval(start, stop) for a wide numeric space, or a larger step",
+        )
 
 
 def build_space(

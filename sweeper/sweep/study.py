@@ -49,8 +49,12 @@ def storage_url(url: str | None, results_dir: Path) -> str:
 
     if url:
         return str(reveal(str(url)))
+    from sqlalchemy.engine import URL
+
     results_dir.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{(results_dir / 'optuna.db').resolve()}"
+    # Built, not concatenated: `?`, `#` or `%` in the folder's name would otherwise end the path early (the
+    # database would land outside the results folder, shared with other folders).
+    return URL.create("sqlite", database=str((results_dir / "optuna.db").resolve())).render_as_string()
 
 
 def make_storage(url: str, heartbeat_interval: int | None = None, grace_period: int | None = None) -> Any:
