@@ -68,18 +68,19 @@ class SweepImpl:
     # ------------------------------------------------------------------ one command
 
     def sweep(self, arguments: list[str]) -> list[Any]:
+        return recovery.guarded(lambda: self._sweep(arguments), lambda: getattr(getattr(self, "plan", None),
+                                                                                 "storage_url", ""))  # fmt: skip
+
+    def _sweep(self, arguments: list[str]) -> list[Any]:
         try:
             self.plan: SweepPlan = prepare(self.settings, self.config, self.launcher, arguments)
         except ConfigError as e:
             from sweeper.sweep.cli import fail
 
             fail(e)
-        isolated = launch.may_run_here(self.launcher) and self.plan.cfg["trial"].get("isolate", True)
-        if isolated:
+        if launch.may_run_here(self.launcher) and self.plan.cfg["trial"].get("isolate", True):
+            recovery.start_forkserver_here()
             runner.preload_workload(self.plan.cfg)
-        return recovery.guarded(self._sweep, self.plan.storage_url, forkserver=isolated)
-
-    def _sweep(self) -> list[Any]:
         s, plan = self.settings, self.plan
         self.policy = StopPolicy()
         self.costs = CostModel(plan.expensive, s.cost_prior)

@@ -146,6 +146,12 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
             str(e).splitlines()[0],
             "use the study's original objectives or a new hydra.sweeper.study_name",
         ) from None
+    except Exception as e:  # noqa: BLE001 - the database refused (sqlalchemy.exc.*): a line, no password
+        if "database or disk is full" in str(e):
+            raise
+        first = secrets.scrub((str(e).strip().splitlines() or [type(e).__name__])[0][:200], storage_url)
+        raise ConfigError("hydra.sweeper.storage", f"the study could not be opened ({first})",
+                          "check the storage and the study name") from None  # fmt: skip
     with warnings.catch_warnings():  # optuna-dashboard shows "throughput", not "Objective 0"
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         study.set_metric_names([m for m, _d in objectives])

@@ -36,15 +36,19 @@ def _terminate(signum: int, frame: Any) -> None:
     raise Terminated()
 
 
-def guarded(run: Callable[[], Any], storage_url: str, forkserver: bool = False) -> Any:
-    """``run()`` with SIGTERM handled like Ctrl-C; an interrupt or a full disk ends in one line and an exit code.
-    ``forkserver``: trials run in this process's forkserver, started here so that Ctrl-C does not reach it."""
+def start_forkserver_here() -> None:
+    """Trials run in this process's forkserver, started from the main thread so that Ctrl-C does not reach it."""
+    if threading.current_thread() is threading.main_thread():
+        runner.start_forkserver()
+
+
+def guarded(run: Callable[[], Any], storage_url: Callable[[], str]) -> Any:
+    """``run()`` with SIGTERM handled like Ctrl-C; an interrupt or a full disk ends in one line and an exit code
+    (also while the study is opened). ``storage_url()``: the storage, for the message about its database."""
     logging.raiseExceptions = False  # a log line that cannot be written (full disk) is dropped, not a traceback
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminate) if main else None
     try:
-        if forkserver and main:
-            runner.start_forkserver()
         return run()
     except KeyboardInterrupt as e:
         name = "SIGTERM" if isinstance(e, Terminated) else "Ctrl-C"
@@ -66,7 +70,8 @@ def guarded(run: Callable[[], Any], storage_url: str, forkserver: bool = False) 
         if "database or disk is full" not in str(e):
             raise
         print(
-            f"error: no space left writing the study's database ({mask(storage_url)}); free space and run "
+            f"error: no space left writing the study's database ({mask(storage_url()) or 'results_dir'}); free space "
+            "and run "
             "the same command again to resume",
             file=sys.stderr,
         )

@@ -68,7 +68,9 @@ def make_storage(url: str, heartbeat_interval: int | None = None, grace_period: 
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             return JournalStorage(JournalFileBackend(path))
         if url.startswith("sqlite:///"):
-            Path(url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
+            from sqlalchemy.engine import make_url
+
+            Path(make_url(url).database or ".").parent.mkdir(parents=True, exist_ok=True)
         kwargs: dict[str, Any] = {}
         if heartbeat_interval:
             kwargs.update(heartbeat_interval=heartbeat_interval, grace_period=grace_period or 2 * heartbeat_interval)
@@ -78,7 +80,7 @@ def make_storage(url: str, heartbeat_interval: int | None = None, grace_period: 
     except Exception as e:  # noqa: BLE001 - any connection failure is bad input here
         from sweeper.sweep.secrets import mask, scrub
 
-        first = scrub((str(e).strip().splitlines() or [type(e).__name__])[0][:200])
+        first = scrub((str(e).strip().splitlines() or [type(e).__name__])[0][:200], url)
         raise ConfigError(
             "hydra.sweeper.storage",
             f"cannot open {mask(url)!r} ({first})",
@@ -125,6 +127,8 @@ def make_sampler(
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "grid":
         return _GridSampler(space.grid(), seed=seed)
+    if name in ("gp", "qmc"):
+        _needs_scipy(name)
     if name == "gp":  # conditional knobs are sampled independently by design: no warning per trial
         return optuna.samplers.GPSampler(seed=seed, warn_independent_sampling=False)
     if name == "nsgaii":
@@ -132,6 +136,17 @@ def make_sampler(
     if name == "qmc":
         return optuna.samplers.QMCSampler(seed=seed)
     raise ConfigError("hydra.sweeper.sampler", f"{name!r} is not a sampler", f"use one of: {', '.join(SAMPLERS)}")
+
+
+def _needs_scipy(name: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("scipy") is None:
+        raise ConfigError(
+            "hydra.sweeper.sampler",
+            f"{name} needs scipy, which is not installed",
+            "pip install 'torch-knob-sweeper[report]' (it brings scipy), or use sampler=staged",
+        )
 
 
 def resumed_seed(storage: Any, study_name: str, seed: int | None, sampler: str) -> int | None:

@@ -71,6 +71,10 @@ def resolve(storage: Any, spec: Any, current: str, workload: str) -> list[str]:
                 "name a study of this storage, or use latest",
             )
         else:
+            other = summaries[name].user_attrs.get(WORKLOAD_KEY)
+            if other and other != workload:
+                log.warning("warm start: study %s swept %s, not %s; only the knobs both spaces share are used",
+                            name, other, workload)  # fmt: skip
             out.append(name)
     return list(dict.fromkeys(out))
 
