@@ -11,6 +11,7 @@ from sweeper.trial.proc import pid_alive
 
 OWNER_KEY = "owner"  # trial user attr: host:pid of the sweeper that asked it
 REASON_KEY = "reason"
+SPENT_KEY = "spent_s"  # trial user attr: seconds from its launch to its end, as the sweeper saw (the budget's cost)
 COST_KEY = "wall_s"  # trial user attr: its wall time in seconds (the Parquet column of that name)
 WARM_KEY = "warm_start_from"  # trial user attr of a trial added from an earlier study (sweeper.sweep.warm)
 UNOWNED_S = 10.0  # a RUNNING trial without an owner this long after its start was asked by a killed sweeper

@@ -4,9 +4,9 @@ A trial's cost is driven by its *expensive* knobs (``hydra.sweeper.expensive``: 
 seconds, ``max-autotune`` minutes, an eager trial seconds). The model groups the study's measured trials by cost
 class (their values of the expensive knobs) and predicts:
 
-* a class the study has measured: the slowest of its trials' wall times (setup, compile, warm-up and window, as
-  ``wall_s`` records them) - a new configuration of a class is rarely cheaper than the slowest seen so far, and a
-  budget is better kept than filled;
+* a class the study has measured: the slowest of its trials' costs (launch to end as the sweeper saw it:
+  ``spent_s``; the launcher's job set-up, the process, setup, compile, warm-up and window) - a new configuration
+  of a class is rarely cheaper than the slowest seen so far, and a budget is better kept than filled;
 * a class never measured: the cheap class's cost times each expensive value's factor. A factor is measured once a
   class that differs from the cheap one in that knob alone was measured (its cost over the cheap cost); else it is
   the stated prior (``hydra.sweeper.cost_prior``: ``{knobs.compile: {default: 4, max-autotune: 40}}``) rescaled by
@@ -28,7 +28,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from sweeper.sweep.attrs import COST_KEY, WARM_KEY
+from sweeper.sweep.attrs import COST_KEY, SPENT_KEY, WARM_KEY
 
 MIN_MEASURED = 3  # trials of a cost class measured before its timeout is derived
 FIRST_TRIAL_S = 30.0  # the cheap class's cost before any trial was measured (a process start, a few steps)
@@ -136,8 +136,13 @@ _MEASURED = ("complete", "infeasible", "failed")  # a failed trial's time was sp
 
 
 def _cost(t: FrozenTrial) -> float | None:
-    cost = t.user_attrs.get(COST_KEY)
-    return float(cost) if isinstance(cost, (int, float)) and cost > 0 else None
+    """What the trial cost the budget: launch to end as the sweeper saw it (the launcher's composing of the job and
+    the process start included), else the trial's own wall time."""
+    for key in (SPENT_KEY, COST_KEY):
+        cost = t.user_attrs.get(key)
+        if isinstance(cost, (int, float)) and cost > 0:
+            return float(cost)
+    return None
 
 
 def derived_timeout(

@@ -30,6 +30,7 @@ from sweeper.results.keys import override_string
 from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.sweep import dedup, launch, recovery, remeasure, warm
 from sweeper.sweep import study as studies
+from sweeper.sweep.attrs import SPENT_KEY
 from sweeper.sweep.config import with_values
 from sweeper.sweep.costs import CostModel, derived_timeout
 from sweeper.sweep.faults import fault_point
@@ -50,7 +51,7 @@ MAX_DUPLICATES_IN_A_ROW = 100  # a space too large to enumerate: the sampler is 
 STUCK_AFTER = 5  # an enumerable space: after this many duplicates in a row, an unmeasured configuration is queued
 MAX_OVER_BUDGET_IN_A_ROW = 10  # proposals that cannot end within the budget before the search gives up
 NOT_METRICS = (studies.OWNER_KEY, "status", "confirm_of", studies.REASON_KEY, studies.COST_KEY, warm.FROM_KEY,
-               remeasure.FOR_KEY, remeasure.PROFILE_KEY)  # fmt: skip
+               remeasure.FOR_KEY, remeasure.PROFILE_KEY, SPENT_KEY)  # fmt: skip
 _WAIT = object()
 
 
@@ -277,6 +278,8 @@ class SweepImpl:
         outcome = launch.outcome_of(ret)
         if outcome.status is Status.FAILED and outcome.reason.startswith(("exception:", "launcher:")):
             outcome = self.settler.row_outcome(run.trial.number) or outcome  # it wrote its row: it ran
+        with contextlib.suppress(Exception):  # what it cost the budget, for the cost model
+            run.trial.set_user_attr(SPENT_KEY, round(time.time() - run.started, 2))
         self.settler.settle(run.trial._trial_id, run.trial.number, run.values, outcome, launched=True)
         self.heartbeat.discard(run.trial._trial_id)
         if outcome.status is not Status.SKIPPED:
