@@ -119,3 +119,29 @@ def test_own_model_from_a_wheel_install(wheel: Path, tmp_path: Path) -> None:
         [str(wheel / "python"), "-m", "sweeper.report", "results", "--recipe", "--study", "mlp-tiny"], project
     )
     assert "+workload=mlp" in recipe.stdout
+
+
+def _readme_file(name: str, lang: str) -> str:
+    """The code block of the README that starts with ``# <name>``, as written there."""
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    m = re.search(r"```" + lang + r"\n# " + re.escape(name) + r"\n(.*?)```", text, re.S)
+    assert m, f"the README has no {lang} block starting with '# {name}'"
+    return m.group(1)
+
+
+def test_the_readmes_own_model_followed_literally_runs_from_a_wheel(wheel: Path, tmp_path: Path) -> None:
+    """The README's "Your own model" files, written as the README shows them into an empty folder, give a first
+    trial that completes and a sweep with a recipe, with nothing but the installed wheel."""
+    project = tmp_path / "my_project"
+    (project / "conf" / "workload").mkdir(parents=True)
+    (project / "mlp_bench.py").write_text(_readme_file("my_project/mlp_bench.py", "python"))
+    (project / "conf" / "workload" / "mlp.yaml").write_text(_readme_file("my_project/conf/workload/mlp.yaml", "yaml"))
+    _run([str(wheel / "knob-sweeper"), "-cd", "conf", "+workload=mlp"], project)
+    _run([str(wheel / "knob-sweeper"), "-cd", "conf", "+workload=mlp", "-m", "hydra.sweeper.n_trials=2"], project)
+    df = pd.read_parquet(project / "results" / "trials")
+    assert len(df) == 3 and (df["status"] == "complete").all(), df[["trial", "status", "reason"]]
+    recipe = _run([str(wheel / "python"), "-m", "sweeper.report", "results", "--recipe", "--study", "mlp-tiny"],
+                  project)  # fmt: skip
+    assert "+workload=mlp" in recipe.stdout and "AdamW" in recipe.stdout, recipe.stdout
