@@ -237,3 +237,15 @@ class Waiting:
             trial.set_user_attr(reason_key, "surplus")
             study.tell(trial, state=TrialState.FAIL)
         self.waiting, self.ready = [], []
+
+
+def enqueue_untried(study: optuna.Study, keys: set[str] | None) -> int:
+    """The sampler keeps proposing measured configurations of an enumerable space (TPE on a small grid does): the
+    next configuration nobody has measured is queued, so the space is finished instead of abandoned. Returns how
+    many were left untried (0: nothing queued)."""
+    if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        return 0  # something is queued already: it runs next
+    todo = untried(study, keys)
+    if todo:
+        study.enqueue_trial(todo[0], skip_if_exists=False)
+    return len(todo)

@@ -25,24 +25,18 @@ from omegaconf import DictConfig
 from optuna.trial import TrialState
 
 from sweeper.errors import ConfigError
-from sweeper.results import lookup, store
-from sweeper.results.keys import override_string
+from sweeper.results import store
 from sweeper.results.outcome import Status, TrialOutcome
-from sweeper.sweep import dedup, launch, recovery, remeasure, warm
+from sweeper.sweep import checks, dedup, jobs, launch, recovery, remeasure, warm
 from sweeper.sweep import study as studies
 from sweeper.sweep.attrs import SPENT_KEY
-from sweeper.sweep.config import with_values
-from sweeper.sweep.costs import CostModel, derived_timeout
+from sweeper.sweep.costs import CostModel
 from sweeper.sweep.faults import fault_point
-from sweeper.sweep.job import device_check, encode_context
 from sweeper.sweep.plan import SweepPlan, prepare
 from sweeper.sweep.progress import SweepProgress, log_launches_to
-from sweeper.sweep.scheduler import Running, Scheduler, Stop, StopPolicy
-from sweeper.sweep.secrets import mask
+from sweeper.sweep.scheduler import Running, Scheduler, Stop, StopPolicy, process_start
 from sweeper.sweep.settings import KnobSweeperConf, settings_of
-from sweeper.sweep.settle import Settler, facts, is_baseline
-from sweeper.sweep.slots import slot_overrides
-from sweeper.sweep.space import ExpressionError, evaluate, value_types
+from sweeper.sweep.settle import Settler
 from sweeper.trial import gpu
 from sweeper.trial import isolate as runner
 
@@ -52,7 +46,6 @@ STUCK_AFTER = 5  # an enumerable space: after this many duplicates in a row, an 
 MAX_OVER_BUDGET_IN_A_ROW = 10  # proposals that cannot end within the budget before the search gives up
 NOT_METRICS = (studies.OWNER_KEY, "status", "confirm_of", studies.REASON_KEY, studies.COST_KEY, warm.FROM_KEY,
                remeasure.FOR_KEY, remeasure.PROFILE_KEY, SPENT_KEY)  # fmt: skip
-_WAIT = object()
 
 
 class SweepImpl:
@@ -60,7 +53,7 @@ class SweepImpl:
         self.settings: KnobSweeperConf = settings_of(conf)
         self.config: DictConfig | None = None
         self.launcher: Any = None
-        self.started_at = _process_start()
+        self.started_at = process_start()
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
         self.config = config
@@ -94,7 +87,7 @@ class SweepImpl:
         self.settler = Settler(plan)
         self.settler.recover()
         warm.queue_first(plan, s.warm_start_k, s.baseline_first)
-        _requeue_interrupted(plan.study)
+        recovery.requeue_interrupted(plan.study)
         target = studies.update_target(plan.study, s.n_trials)
         done = sum(1 for t in plan.study.get_trials(deepcopy=False) if studies.is_counted(t) and t.state.is_finished())
         progress = SweepProgress(plan.study_name, target, plan.objectives, done, plan.defaults, plan.study)
@@ -220,9 +213,9 @@ class SweepImpl:
             trial.set_user_attr(studies.REASON_KEY, "surplus")
             study.tell(trial, state=TrialState.FAIL)
             return None
-        values, outcome = self._sample(trial, repeat=repeat)
+        values, outcome = checks.sample(self.plan, trial, self._device(), repeat or self.settings.repeat, NOT_METRICS)
         fault_point("sampled")
-        if outcome is _WAIT:
+        if outcome is checks.WAIT:
             self.waits.add(trial, values)
             self.plan_note(f"trial {trial.number} waits: trial {trial.user_attrs.get(dedup.WAITS_KEY)} is measuring "
                            "the same configuration")  # fmt: skip
@@ -270,7 +263,10 @@ class SweepImpl:
                 "row (widen the space, or try another sampler)"
             )
         elif self.valid_keys and self.duplicates_in_a_row % STUCK_AFTER == 0:
-            self._enqueue_untried()
+            queued = dedup.enqueue_untried(self.plan.study, self.valid_keys)
+            if queued:
+                self.plan_note(f"the sampler proposed {self.duplicates_in_a_row} measured configurations in a row; "
+                               f"queued one of the {queued} not yet measured")  # fmt: skip
 
     def _finish(self, run: Running, ret: Any) -> None:
         """A launched trial ended: settled from its job's return (or its row, when the job failed around it)."""
@@ -324,36 +320,6 @@ class SweepImpl:
 
     # ------------------------------------------------------------------ sampling and checks
 
-    def _sample(self, trial: optuna.Trial, repeat: bool = False) -> tuple[dict[str, Any], Any]:
-        """Define-by-run sampling with declared conditions; then constraints, the device and duplicates. Returns
-        (values, None) to launch, (values, _WAIT), or (values, an outcome to settle without launching)."""
-        plan = self.plan
-        try:
-            values = studies.sample(trial, plan.space, plan.defaults)
-            ns = {**plan.defaults, **plan.space.fixed, **values}
-            for expr in plan.space.constraints:
-                if not evaluate(expr, ns):
-                    return values, TrialOutcome(Status.SKIPPED, f"invalid:{expr}", f"constraint does not hold: {expr}")
-        except ExpressionError as e:  # e.g. a division by a sampled zero: this configuration is not launched
-            return dict(trial.params), TrialOutcome(Status.SKIPPED, f"invalid:{e}", f"an expression failed: {e}")
-        # The device check runs here, before any launcher job (a SLURM job is never submitted only to be skipped).
-        reason = device_check(with_values(plan.cfg, {**plan.space.fixed, **values}), self._device())
-        if reason:
-            return values, TrialOutcome(Status.SKIPPED, f"invalid:{reason}", reason)
-        key = dedup.config_key(values)
-        trial.set_user_attr(dedup.KEY, key)
-        if repeat or self.settings.repeat:
-            return values, None
-        dedup.await_lower_keys(plan.study, trial.number)
-        found = dedup.find(plan.study, key, trial.number)
-        if found is None:
-            trial.set_user_attr(dedup.WAITS_KEY, -1)  # it measures: twins asked later wait for it
-            return values, None
-        if found[0] == "running":  # another slot or sweeper measures it now: wait for its result
-            trial.set_user_attr(dedup.WAITS_KEY, found[1].number)
-            return values, _WAIT
-        return values, dedup.reuse(found[1], NOT_METRICS)
-
     def _fits(self, params: dict[str, Any], extra: float = 0.0, reserve: bool = True) -> bool:
         """A trial of ``params`` is predicted to end within the budget (keeping the re-measurements' reserve)."""
         if self.scheduler.deadline is None:
@@ -390,55 +356,16 @@ class SweepImpl:
         ]
         return target is not None and len(earlier) >= int(target)
 
-    def _enqueue_untried(self) -> None:
-        """The sampler keeps proposing measured configurations of an enumerable space (TPE on a small grid does):
-        the next configuration nobody has measured is queued, so the space is finished instead of abandoned."""
-        if self.plan.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
-            return  # something is queued already: it runs next
-        todo = dedup.untried(self.plan.study, self.valid_keys)
-        if todo:
-            self.plan_note(f"the sampler proposed {self.duplicates_in_a_row} measured configurations in a row; "
-                           f"queued one of the {len(todo)} not yet measured")  # fmt: skip
-            self.plan.study.enqueue_trial(todo[0], skip_if_exists=False)
-
     # ------------------------------------------------------------------ launching
 
     def _launch(self, run: Running) -> Any:
         """One trial through Hydra's launcher (in a worker thread; returns the JobReturn or the error)."""
-        plan, trial, values = self.plan, run.trial, run.values
-        sampled = [override_string(k, v) for k, v in {**plan.space.fixed, **values}.items()]
-        overrides = plan.fixed_args + sampled + slot_overrides(run.slot)
-        cap = derived_timeout(plan.study, values, plan.expensive, float(plan.cfg["trial"]["timeout_s"]),
-                              self.settings.timeout_factor, self.settings.timeout_floor_s)  # fmt: skip
-        if cap is not None:
-            overrides.append(f"trial.timeout_s={cap}")
-        if run.extra.get("profile"):
-            overrides.append(f"measure.profile_steps={int(self.settings.profile_steps)}")
-        context = {**self._context(trial, values), "overrides": overrides}
-        overrides = overrides + [f"trial.context={encode_context(context)}"]
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        overrides = jobs.overrides(self.plan, self.settings, run, sweep_dir, self.scheduler.stop_at())
         try:
-            return launch.launch_one(self.launcher, overrides, trial.number)  # job folder = trial number
+            return launch.launch_one(self.launcher, overrides, run.trial.number)  # job folder = trial number
         except Exception as e:  # noqa: BLE001 - a launcher error fails this trial, not the sweep
             return e
-
-    def _context(self, trial: optuna.Trial, values: dict[str, Any]) -> dict[str, Any]:
-        """What the task needs to know of the sweep, passed as one override (no Hydra singletons: thread safe)."""
-        plan = self.plan
-        types = lookup.column_types(value_types(plan.space), plan.defaults)
-        return {
-            "study": plan.study_name,
-            "study_id": plan.study_id,
-            "number": trial.number,
-            "storage": mask(plan.storage_url),  # the trial reveals it from the environment (sweep.secrets)
-            "objectives": [f"{m}:{d}" for m, d in plan.objectives],
-            "log_dir": str(Path(str(self.config.hydra.sweep.dir)) / str(trial.number)),
-            "column_types": {c: str(t) for c, t in types.items()},
-            "pruner": dict(plan.pruner_conf),
-            "baseline": is_baseline(plan, values),
-            "confirm_of": trial.user_attrs.get(studies.CONFIRM_KEY),
-            "facts": facts(plan),
-            "stop_at": self.scheduler.stop_at(),
-        }
 
     def _device(self) -> Any:
         if getattr(self, "_device_info", None) is None:
@@ -465,36 +392,3 @@ class SweepImpl:
     def _failure_text(self) -> str:
         limits = {"max_failures": self.plan.max_failures, "max_failure_rate": self.plan.max_failure_rate}
         return ", ".join(f"{k}={v}" for k, v in limits.items() if v is not None)
-
-
-def _requeue_interrupted(study: optuna.Study) -> None:
-    """Configurations cut by Ctrl-C, SIGTERM, the budget or a dead sweeper are queued again (once each): the same
-    command measures what the last one could not."""
-    trials = study.get_trials(deepcopy=False)
-    taken = {
-        t.user_attrs.get(dedup.KEY)
-        for t in trials
-        if t.state in (TrialState.RUNNING, TrialState.WAITING)
-        or (t.state == TrialState.COMPLETE and t.user_attrs.get("status") in ("complete", "infeasible"))
-    }
-    queued = {dedup.config_key(dict(t.params)) for t in trials if t.state == TrialState.WAITING}
-    for t in trials:
-        if not studies.is_interrupted(t) or not t.params:
-            continue
-        key = t.user_attrs.get(dedup.KEY) or dedup.config_key(dict(t.params))
-        if key in taken or key in queued:
-            continue
-        attrs = {k: t.user_attrs[k] for k in (studies.CONFIRM_KEY, remeasure.FOR_KEY, remeasure.PROFILE_KEY)
-                 if k in t.user_attrs}  # fmt: skip
-        study.enqueue_trial(dict(t.params), user_attrs=attrs)
-        queued.add(key)
-
-
-def _process_start() -> float:
-    """When this command started (its budget counts from then, Hydra's start-up included)."""
-    try:
-        import psutil
-
-        return float(psutil.Process().create_time())
-    except Exception:  # noqa: BLE001 - no process table: from now
-        return time.time()

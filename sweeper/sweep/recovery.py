@@ -21,7 +21,12 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import optuna
+from optuna.trial import TrialState
+
 from sweeper.results import store
+from sweeper.sweep import dedup, remeasure
+from sweeper.sweep import study as studies
 from sweeper.sweep.secrets import mask
 from sweeper.trial import isolate as runner
 
@@ -88,3 +93,26 @@ def raise_if_disk_full(ret: Any, folder: Any) -> None:
         raise exc
     if isinstance(exc, BaseException) and store.is_disk_full(exc):
         raise store.DiskFull(getattr(exc, "filename", None) or folder, exc)
+
+
+def requeue_interrupted(study: optuna.Study) -> None:
+    """Configurations cut by Ctrl-C, SIGTERM, the budget or a dead sweeper are queued again (once each): the same
+    command measures what the last one could not."""
+    trials = study.get_trials(deepcopy=False)
+    taken = {
+        t.user_attrs.get(dedup.KEY)
+        for t in trials
+        if t.state in (TrialState.RUNNING, TrialState.WAITING)
+        or (t.state == TrialState.COMPLETE and t.user_attrs.get("status") in ("complete", "infeasible"))
+    }
+    queued = {dedup.config_key(dict(t.params)) for t in trials if t.state == TrialState.WAITING}
+    for t in trials:
+        if not studies.is_interrupted(t) or not t.params:
+            continue
+        key = t.user_attrs.get(dedup.KEY) or dedup.config_key(dict(t.params))
+        if key in taken or key in queued:
+            continue
+        attrs = {k: t.user_attrs[k] for k in (studies.CONFIRM_KEY, remeasure.FOR_KEY, remeasure.PROFILE_KEY)
+                 if k in t.user_attrs}  # fmt: skip
+        study.enqueue_trial(dict(t.params), user_attrs=attrs)
+        queued.add(key)

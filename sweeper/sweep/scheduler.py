@@ -152,3 +152,13 @@ class StopPolicy:
 
     def exit_code(self) -> int:
         return EXIT_CODES.get(self.reason, 0) if self.reason is not None else 0
+
+
+def process_start() -> float:
+    """When this command started (its budget counts from then, Hydra's start-up included)."""
+    try:
+        import psutil
+
+        return float(psutil.Process().create_time())
+    except Exception:  # noqa: BLE001 - no process table: from now
+        return time.time()

@@ -1,0 +1,49 @@
+"""A trial's configuration, checked before it may launch: sampled with the declared conditions, then the
+constraints, the device, and the study's duplicates."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import optuna
+
+from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.sweep import dedup
+from sweeper.sweep import study as studies
+from sweeper.sweep.config import with_values
+from sweeper.sweep.job import device_check
+from sweeper.sweep.space import ExpressionError, evaluate
+
+WAIT: Any = object()  # another trial measures this configuration now: wait for its result
+
+
+def sample(
+    plan: Any, trial: optuna.Trial, device: Any, repeat: bool, bookkeeping: tuple[str, ...]
+) -> tuple[dict[str, Any], Any]:
+    """Define-by-run sampling of ``plan.space`` for ``trial``; returns (values, None) to launch, (values, WAIT), or
+    (values, an outcome to settle without launching). ``repeat``: measure even a configuration already measured."""
+    try:
+        values = studies.sample(trial, plan.space, plan.defaults)
+        ns = {**plan.defaults, **plan.space.fixed, **values}
+        for expr in plan.space.constraints:
+            if not evaluate(expr, ns):
+                return values, TrialOutcome(Status.SKIPPED, f"invalid:{expr}", f"constraint does not hold: {expr}")
+    except ExpressionError as e:  # e.g. a division by a sampled zero: this configuration is not launched
+        return dict(trial.params), TrialOutcome(Status.SKIPPED, f"invalid:{e}", f"an expression failed: {e}")
+    # The device check runs here, before any launcher job (a SLURM job is never submitted only to be skipped).
+    reason = device_check(with_values(plan.cfg, {**plan.space.fixed, **values}), device)
+    if reason:
+        return values, TrialOutcome(Status.SKIPPED, f"invalid:{reason}", reason)
+    key = dedup.config_key(values)
+    trial.set_user_attr(dedup.KEY, key)
+    if repeat:
+        return values, None
+    dedup.await_lower_keys(plan.study, trial.number)
+    found = dedup.find(plan.study, key, trial.number)
+    if found is None:
+        trial.set_user_attr(dedup.WAITS_KEY, -1)  # it measures: twins asked later wait for it
+        return values, None
+    if found[0] == "running":  # another slot or sweeper measures it now: wait for its result
+        trial.set_user_attr(dedup.WAITS_KEY, found[1].number)
+        return values, WAIT
+    return values, dedup.reuse(found[1], bookkeeping)

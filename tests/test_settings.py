@@ -1,0 +1,71 @@
+"""The sweeper's settings have one home: ``sweeper.sweep.settings.KnobSweeperConf``.
+
+Every ``hydra.sweeper`` key a shipped YAML writes is a field of the dataclass, none of them restates the
+dataclass's default, and no sweeper module falls back to a default of its own (``conf.get("n_trials", 10)``).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sweeper.sweep.settings import KnobSweeperConf, settings_of
+
+ROOT = Path(__file__).resolve().parent.parent
+YAMLS = sorted(
+    [*ROOT.glob("conf/**/*.yaml"), *ROOT.glob("examples/**/*.yaml"), *ROOT.glob("bench/**/conf/**/*.yaml"),
+     *ROOT.glob("tests/faultload/conf/**/*.yaml")]
+)  # fmt: skip
+FIELDS = {f.name: f for f in dataclasses.fields(KnobSweeperConf)}
+
+
+def _default(name: str) -> object:
+    f = FIELDS[name]
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+
+def _sweeper_block(path: Path) -> dict:
+    data = yaml.safe_load(path.read_text()) or {}
+    return ((data.get("hydra") or {}).get("sweeper") or {}) if isinstance(data, dict) else {}
+
+
+@pytest.mark.parametrize("path", YAMLS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_yaml_sweeper_keys_are_fields_and_restate_no_default(path: Path) -> None:
+    block = _sweeper_block(path)
+    for key, value in block.items():
+        assert key in FIELDS, f"{path}: hydra.sweeper.{key} is not a field of KnobSweeperConf"
+        if key in ("params", "conditions", "constraints"):
+            continue  # the search space is the workload's own, not a setting with a default
+        assert value != _default(key), f"{path}: hydra.sweeper.{key}={value!r} restates the dataclass default"
+
+
+def test_the_yamls_were_read() -> None:
+    assert any(_sweeper_block(p) for p in YAMLS), "no YAML with a hydra.sweeper block was found"
+
+
+def test_no_sweeper_module_keeps_a_default_of_its_own() -> None:
+    offenders = []
+    for path in sorted((ROOT / "sweeper" / "sweep").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "get"
+                and len(node.args) == 2
+                and isinstance(node.args[0], ast.Constant)
+                and node.args[0].value in FIELDS
+                and node.args[0].value not in ("params", "conditions", "constraints", "starts", "objectives")
+            ):
+                offenders.append(f"{path.name}:{node.lineno} .get({node.args[0].value!r}, ...)")
+    assert not offenders, offenders
+
+
+def test_settings_convert_once_with_the_dataclass_defaults() -> None:
+    s = settings_of({"n_trials": 3, "expensive": {"knobs.compile": "off"}, "pruner": {"type": "median"}})
+    assert isinstance(s, KnobSweeperConf) and s.n_trials == 3 and s.grace_s == _default("grace_s")
+    assert s.expensive == {"knobs.compile": "off"} and isinstance(s.expensive, dict)
+    assert s.pruner.type == "median" and s.pruner.reduction_factor == 3
