@@ -408,3 +408,24 @@ def test_a_study_name_too_long_for_a_database_is_one_line(tmp_path: Path) -> Non
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: `hydra.sweeper.study_name`: has 600 characters"), lines
+
+
+@pytest.mark.parametrize(
+    "text,line",
+    [
+        ("knobs: {precision: fp32, batch_size: 8\n  bad: [1, 2\n", "4:6"),  # an unclosed flow mapping
+        ("knobs:\n  precision: fp32\n   batch_size: 8\n", "5:14"),  # a key indented into the previous value
+        ("knobs:\n\tprecision: fp32\n", "4:1"),  # a tab
+    ],
+)
+def test_a_yaml_file_that_does_not_parse_is_named_with_its_line(tmp_path: Path, text: str, line: str) -> None:
+    """PyYAML's mark (line:column, counting the two header lines) names where the parser gave up."""
+    conf = tmp_path / "conf" / "workload"
+    conf.mkdir(parents=True)
+    (conf / "mine.yaml").write_text("# @package _global_\nworkload: {name: mine, module: mine}\n" + text)
+    proc = run_cli(["-cd", str(tmp_path / "conf"), "+workload=mine"], tmp_path / "results")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert f"mine.yaml:{line}`" in lines[0], lines[0]
+    assert "is not valid YAML" in lines[0]

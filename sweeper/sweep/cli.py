@@ -48,7 +48,26 @@ def _overrides(argv: list[str], sweeps: bool = False) -> list[str]:
     return out
 
 
+def _yaml_error(exc: BaseException) -> ConfigError | None:
+    """A YAML file that does not parse: its path and line (PyYAML's marks), found anywhere in the chain."""
+    seen = exc
+    while seen is not None:
+        text = str(seen)
+        marks = re.findall(r'in "([^"]+\.ya?ml)", line (\d+), column (\d+)', text)
+        if marks:
+            path, line, col = marks[-1]  # the last mark is where the parser gave up
+            problem = getattr(seen, "problem", None) or text.strip().splitlines()[0]
+            context = getattr(seen, "context", None)
+            what = f"{context}: {problem}" if context else problem
+            return ConfigError(f"{path}:{line}:{col}", f"is not valid YAML ({what})", "fix the YAML at that line")
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def _translate(exc: Exception, overrides: list[str], known_keys: list[str]) -> ConfigError:
+    yaml_error = _yaml_error(exc)
+    if yaml_error is not None:
+        return yaml_error
     text = str(exc)
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
     m = re.search(r"Could not find '([^/']+)/([^']+)'", text)
@@ -95,8 +114,10 @@ def own_config_hint(name: str) -> str:
     """Where Hydra looks for a workload of the user's own: the folder holding ``workload/<name>.yaml``."""
     found = [str(p.parent.parent.relative_to(Path.cwd())) for p in Path.cwd().glob(f"*/workload/{name}.yaml")]
     folder = found[0] if found else "<your conf dir>"
-    return (f"a workload of your own: add `-cd {folder}` (the folder holding workload/{name}.yaml), or "
-            f"`hydra.searchpath=[file://{os.path.abspath(folder) if found else '<your conf dir>'}]`")
+    return (
+        f"a workload of your own: add `-cd {folder}` (the folder holding workload/{name}.yaml), or "
+        f"`hydra.searchpath=[file://{os.path.abspath(folder) if found else '<your conf dir>'}]`"
+    )
 
 
 def _flag_value(argv: list[str], names: tuple[str, ...]) -> str | None:
