@@ -99,8 +99,9 @@ class Settler:
             outcome = TrialOutcome(Status.INTERRUPTED, reason, message, started_at=now, ended_at=now)
         try:
             self.settle(trial_id, number, values, outcome, launched=True)
-        except OSError as e:  # a full disk: the next run of the command settles it (recovery)
-            log.warning("trial %d not recorded: %s", number, e)
+        except OSError as e:  # a full disk: the study is told; the next command writes the row (recover)
+            log.warning("trial %d: its row not written: %s", number, e)
+            self.tell(trial_id, outcome)
 
     def recover(self) -> None:
         """Trials whose sweeper died (a dead pid on this host, a stale heartbeat, or asked and never owned): the
