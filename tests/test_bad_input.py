@@ -52,7 +52,7 @@ CASES = [
     (["+workload=matmul", "-m", "hydra.sweeper.n_trials=0"],
      "`hydra.sweeper.n_trials`: must be >= 1, got 0; give the number of trials this command should add"),
     (["+workload=matmul", "-m", "hydra.sweeper.timeout_s=0"],
-     "`hydra.sweeper.timeout_s`: must be > 0 seconds, got 0.0; give the time after which no new trial starts, "
+     "`hydra.sweeper.timeout_s`: must be > 0 seconds, got 0.0; give the command's wall-clock budget in seconds, "
      "or null for no limit"),
     (["+workload=resnet50", "-m", 'hydra.sweeper.params={knobs.persistent_workers:"choice(false,true)"}'],
      "`hydra.sweeper.params`: `hydra.sweeper.params=` can only replace entries the workload already has, not add "

@@ -187,15 +187,20 @@ def test_grid_stops_when_exhausted(results: Path) -> None:
 
 
 def test_timeout_stops_launching_and_a_rerun_continues(results: Path) -> None:
-    """hydra.sweeper.timeout_s: no new trial after the limit, running ones finish, exit 0; the same command
-    without the limit finishes the study's target (a nightly job can time-box a sweep and resume it)."""
+    """hydra.sweeper.timeout_s is the command's budget: it ends there (exit 0, the reason said), every row is a
+    measurement or a trial the budget cut (interrupted), and the same command without the limit finishes the
+    study's target (a nightly job can time-box a sweep and resume it)."""
     args = ["+workload=matmul", "-m", "hydra.sweeper.n_trials=30", "hydra.sweeper.repeat=true"]
-    first = run_cli([*args, "hydra.sweeper.timeout_s=1.5"], results, check=True)
-    assert "hydra.sweeper.timeout_s=1.5 reached" in first.stdout + first.stderr
+    first = run_cli([*args, "hydra.sweeper.timeout_s=20", "hydra.sweeper.grace_s=1"], results, check=True)
+    assert "budget: hydra.sweeper.timeout_s=20 s reached" in first.stdout + first.stderr
     done = rows(results)
-    assert 1 <= len(done) < 30 and (done["status"] == "complete").all(), "the running trial finished and landed"
+    complete = done[done["status"] == "complete"]
+    assert 1 <= len(complete) < 30, done[["trial", "status", "reason"]]
+    assert done["status"].isin(["complete", "interrupted"]).all(), done[["trial", "status", "reason"]]
+    assert (done[done["status"] == "interrupted"]["reason"] == "budget").all()
     run_cli(args, results, check=True)
-    assert list(rows(results)["trial"]) == list(range(30))
+    final = rows(results)
+    assert (final["status"] == "complete").sum() == 30, final[["trial", "status", "reason"]]
 
 
 def test_one_trial_on_a_new_study_measures_the_baseline(results: Path) -> None:

@@ -78,7 +78,8 @@ def _sweeper_alive(t: FrozenTrial, now: datetime.datetime, recent_s: float) -> b
     (:func:`owner_state`; not this process, whose asks are one at a time). Elsewhere, or before the trial names its
     sweeper, only while ``t`` is younger than ``recent_s``."""
     if OWNER_KEY not in t.user_attrs:  # asked by a sweeper killed before it wrote its owner (milliseconds)
-        return t.datetime_start is not None and (now - t.datetime_start).total_seconds() < UNOWNED_S
+        limit = min(UNOWNED_S, recent_s)
+        return t.datetime_start is not None and (now - t.datetime_start).total_seconds() < limit
     state = owner_state(t) if t.datetime_start is not None else "elsewhere"
     if state == "elsewhere":
         return t.datetime_start is not None and (now - t.datetime_start).total_seconds() < recent_s

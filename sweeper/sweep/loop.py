@@ -120,6 +120,8 @@ class SweepImpl:
         """The baseline and the best again (profiled where asked), each only if it fits what is left; a sweep whose
         search reached its end and whose re-measurements all ran is finished (the next command starts anew)."""
         s, plan = self.settings, self.plan
+        if searched in (Stop.N_TRIALS, Stop.EXHAUSTED):
+            studies.mark_searched(plan.study, target)
         wanted = remeasure.plan(plan.study, plan.objectives, self._baseline(), s.confirm_top_k, self._profile_k())
         todo = remeasure.pending(plan.study, wanted, target)
         fits = [r for r in todo if self._fits(r.params, extra=self._profile_s(r.profile), reserve=False)]
@@ -148,8 +150,7 @@ class SweepImpl:
                     self.settler.recover()  # trials of another process that died (dead pid, stale heartbeat)
                     last_recovery = time.time()
                 for trial, values, earlier in self.waits.poll(self.plan.study):
-                    self.settler.settle(trial._trial_id, trial.number, values, dedup.reuse(earlier, NOT_METRICS),
-                                        launched=False)  # fmt: skip
+                    self._settle_unlaunched(trial, values, dedup.reuse(earlier, NOT_METRICS))
                 blocked = self._start(more)
                 if self.scheduler.overdue():
                     self._give_up_running()

@@ -36,6 +36,7 @@ from sweeper.sweep.space import SearchSpace
 STUDY_ID_KEY = "knob_sweeper:study_id"  # study user attr: a random id, telling apart studies of one name
 TARGET_KEY = "knob_sweeper:target"  # study user attr: how many counted trials the current sweep aims for
 FINISHED_KEY = "knob_sweeper:finished"  # study user attr: the target of the last sweep that ran to its end
+SEARCHED_KEY = "knob_sweeper:searched"  # study user attr: the target whose search ended (re-measurements next)
 CONFIRM_KEY = "confirm_of"  # trial user attr: the trial whose configuration this one measures again
 
 CONSTRAINT_KEY = "fits_in_memory"  # Optuna constraint: <= 0 feasible, > 0 violated (OOM)
@@ -256,19 +257,28 @@ class Heartbeat:
 def update_target(study: optuna.Study, n_trials: int) -> int:
     """The counted-trial total this sweep aims for.
 
-    A sweep that did not finish (killed, out of budget, in its re-measurements, or another process still on it)
-    is continued: its finished trials count. A study whose last sweep finished (``FINISHED_KEY`` holds its target)
-    gets a new target ``n_trials`` further on. So one command run twice gives 2 x n_trials trials, a killed sweep
-    re-run finishes its n_trials (and its re-measurements), and several processes on one study together run
-    n_trials.
+    A sweep that did not reach its target (killed, out of budget, or another process still on it) is continued:
+    its finished trials count; one whose search ended but whose re-measurements did not (``SEARCHED_KEY`` without
+    ``FINISHED_KEY``) finishes them. Otherwise a study at its target gets a new target ``n_trials`` further on.
+    So one command run twice gives 2 x n_trials trials, a killed sweep re-run finishes its n_trials (and its
+    re-measurements), and several processes on one study together run n_trials.
     """
     done = counted(study)
     target = study.user_attrs.get(TARGET_KEY)
-    finished = study.user_attrs.get(FINISHED_KEY)
-    if target is None or (done >= int(target) and finished == int(target)):
+    in_remeasure = (
+        target is not None
+        and study.user_attrs.get(SEARCHED_KEY) == int(target)
+        and study.user_attrs.get(FINISHED_KEY) != int(target)
+    )  # its search ended, its re-measurements did not: they are finished first
+    if target is None or (done >= int(target) and not in_remeasure):
         target = done + n_trials
         study.set_user_attr(TARGET_KEY, target)
     return int(target)
+
+
+def mark_searched(study: optuna.Study, target: int) -> None:
+    """The search toward ``target`` ended (its trials counted, or the space exhausted): re-measurements follow."""
+    study.set_user_attr(SEARCHED_KEY, int(target))
 
 
 def mark_finished(study: optuna.Study, target: int) -> None:
