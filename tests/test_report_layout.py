@@ -116,7 +116,10 @@ def test_recipe_overrides_re_run_the_configuration(results: Path, tmp_path: Path
     )
     proc = run_cli([str(results), "--recipe"], module="sweeper.report", check=True)
     command = next(line for line in proc.stdout.splitlines() if line.startswith("python -m sweeper "))
-    assert "# apply it in a training script:" in proc.stdout or "# no knob of it needs code" in proc.stdout
+    assert (
+        "# apply it in a training script (cpu, as measured):" in proc.stdout
+        or "# no knob of it needs code" in proc.stdout
+    )
     again = tmp_path / "again"
     run_cli(shlex.split(command)[3:], again, check=True)
     swept = pd.read_parquet(results / "trials")

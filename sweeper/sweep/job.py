@@ -57,6 +57,22 @@ def _single_run_context(tcfg: dict[str, Any]) -> dict[str, Any]:
             "baseline": not knob_args, "facts": sweep_facts(dists, {} if knob_args else values)}
 
 
+def _inactive_to_null(tcfg: dict[str, Any], conditions: Any) -> None:
+    """A single run means what the same configuration means in a sweep: a knob whose declared condition does not
+    hold (``knobs.fp16_reduced_precision`` when the dtype is bf16) is null, as the sweep's sampler leaves it."""
+    from sweeper.results.keys import set_dotted
+    from sweeper.sweep.space import ExpressionError, evaluate
+
+    ns = flatten({k: v for k, v in tcfg.items() if k in ("knobs", "workload", "measure", "data", "distributed")})
+    for key, expr in dict(conditions).items():
+        try:
+            if not evaluate(str(expr), ns):
+                set_dotted(tcfg, key, None)
+                ns[key] = None
+        except (ExpressionError, KeyError):
+            continue  # the sweep's check reports a broken condition; a single run keeps the value it was given
+
+
 def encode_context(ctx: dict[str, Any]) -> str:
     """The sweep's context as one override value that Hydra passes on unchanged, whatever characters the study
     name, folders or knob values hold (quotes, backslashes, non-ASCII): URL-safe base64 of its JSON."""
@@ -118,6 +134,7 @@ def run_trial(cfg: DictConfig) -> dict[str, Any]:
 
         tcfg = trial_config(as_dict(cfg), info, list(HydraConfig.get().overrides.task))
         schema.validate(tcfg)  # a single run: checked here, before it starts (a sweep checked it before its first)
+        _inactive_to_null(tcfg, HydraConfig.get().sweeper.get("conditions") or {})
         context = _single_run_context(tcfg)
     if int((tcfg.get("measure") or {}).get("profile_steps") or 0) > 0 and context["number"] is not None:
         tcfg["trial"]["trace"] = trace_analysis.trace_relpath(context["study"], context["number"])

@@ -86,7 +86,8 @@ class SweepImpl:
         self.reserve_s = 0.0
         self.settler = Settler(plan)
         self.settler.recover()
-        warm.queue_first(plan, s.warm_start_k, s.baseline_first)
+        if not isinstance(plan.study.sampler, optuna.samplers.GridSampler):  # the grid holds them all anyway
+            warm.queue_first(plan, s.warm_start_k, s.baseline_first)
         recovery.requeue_interrupted(plan.study)
         target = studies.update_target(plan.study, s.n_trials)
         done = sum(1 for t in plan.study.get_trials(deepcopy=False) if studies.is_counted(t) and t.state.is_finished())
