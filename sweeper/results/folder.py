@@ -84,6 +84,8 @@ def heal_schema(trials_dir: Path, columns: pa.Schema) -> None:
         update_schema(trials_dir, pa.schema(missing))
     except OSError as e:
         path = trials_dir / SCHEMA_FILE
+        if not path.exists():
+            return  # no schema file to mislead a reader: each reads the row files themselves
         warn_unreadable(
             path,
             f"{path} lacks columns of the folder's rows and cannot be rewritten ({e.strerror}): "
