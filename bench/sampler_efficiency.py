@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from sweeper.results.outcome import Status, TrialOutcome  # noqa: E402
+from sweeper.sweep import samplers  # noqa: E402
 from sweeper.sweep import study as studies  # noqa: E402
 from sweeper.sweep.space import SearchSpace, build_space  # noqa: E402
 
@@ -101,15 +102,15 @@ class Replay:
 def replay(name: str, seed: int, land: Landscape, target: float, first: list[dict[str, Any]], budget: int) -> Replay:
     """Ask/tell one study against the lookup table until a measured configuration reaches ``target``."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    saved = dict(studies.STAGED)
+    saved = dict(samplers.STAGED)
     if name == "staged-nolocal":  # the ablation: the staged strategy without its local search (TPE alone there)
         name = "staged"
-        studies.STAGED["polish_every"] = 0
+        samplers.STAGED["polish_every"] = 0
     try:
-        sampler = studies.make_sampler(name, seed, land.space, land.expensive, land.defaults)
+        sampler = samplers.make_sampler(name, seed, land.space, land.expensive, land.defaults)
     finally:
-        studies.STAGED.clear()
-        studies.STAGED.update(saved)
+        samplers.STAGED.clear()
+        samplers.STAGED.update(saved)
     study = optuna.create_study(direction="maximize", sampler=sampler)
     for params in first:
         study.enqueue_trial(params)
