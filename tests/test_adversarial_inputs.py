@@ -204,7 +204,9 @@ try:
     else:
         evaluate(text, {"knobs.x": 3})
 except (ConfigError, ExpressionError) as e:
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    # VmHWM: this program's own peak (ru_maxrss would also count the parent's pages the fork copied before exec)
+    hwm = next(ln for ln in open("/proc/self/status") if ln.startswith("VmHWM:"))
+    peak_mb = int(hwm.split()[1]) // 1024
     print(f"error: {e}"); print(f"peak {peak_mb} MB", file=sys.stderr); sys.exit(2)
 print("accepted"); sys.exit(0)
 """
