@@ -431,3 +431,18 @@ def test_a_yaml_file_that_does_not_parse_is_named_with_its_line(tmp_path: Path, 
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert f"mine.yaml:{line}`" in lines[0], lines[0]
     assert "is not valid YAML" in lines[0]
+
+
+def test_a_number_pinned_on_a_string_knob_of_ones_own_workload_names_both_values(tmp_path: Path) -> None:
+    """`knobs.label=3.0` with -m, where the workload's knob is a string swept over words: one line that names the
+    pinned value and the space's, not a message that blames the workload's own value."""
+    (tmp_path / "conf" / "workload").mkdir(parents=True)
+    (tmp_path / "conf" / "workload" / "mine.yaml").write_text(
+        f"# @package _global_\nworkload: {{name: mine, module: {tmp_path / 'mine.py'}}}\nknobs: {{label: plain}}\n"
+        "hydra:\n  sweeper:\n    params:\n      knobs.label: choice(plain, fancy)\n"
+    )
+    (tmp_path / "mine.py").write_text("def build(cfg, device):\n    raise RuntimeError('never built')\n")
+    proc = run_cli(["-cd", str(tmp_path / "conf"), "+workload=mine", "-m", "knobs.label=3.0"], tmp_path / "r")
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-2000:]
+    assert "'plain' is str" in lines[0] and "3.0 is float" in lines[0] and "quote" in lines[0], lines[0]

@@ -245,7 +245,8 @@ def _check_range_size(key: str, text: str, value: Any) -> None:
     if n > MAX_RANGE_VALUES:
         raise ConfigError(
             key,
-            f"{text} has {n:,} values, more than {MAX_RANGE_VALUES:,}" if n < 10**15
+            f"{text} has {n:,} values, more than {MAX_RANGE_VALUES:,}"
+            if n < 10**15
             else f"{text} has about {float(n):.1e} values, more than {MAX_RANGE_VALUES:,}",
             "use interval(start, stop) for a wide numeric space, or a larger step",
         )
@@ -320,9 +321,9 @@ def _check_types(key: str, dist: BaseDistribution, default: Any) -> None:
         if not ok:
             raise ConfigError(
                 key,
-                f"value {v!r} is of type {type(v).__name__} but the knob takes "
-                f"{type(default).__name__} (default {default!r})",
-                f"give {type(default).__name__} values",
+                f"the space's value {v!r} is {type(v).__name__} but the knob's value {default!r} is "
+                f"{type(default).__name__}",
+                "give the knob and its space values of one type (quote a string that reads as a number: '3.0')",
             )
 
 
@@ -348,8 +349,14 @@ def sweep_facts(distributions: dict[str, Any], defaults: dict[str, Any]) -> dict
 
     from optuna.distributions import distribution_to_json
 
-    space = {col: json.loads(distribution_to_json(d)) for k, d in distributions.items()
-             if (col := lookup.column_of(k)) is not None}
-    base = {col: v for k, v in defaults.items()
-            if (col := lookup.column_of(k)) is not None and (v is None or isinstance(v, (bool, int, float, str)))}
+    space = {
+        col: json.loads(distribution_to_json(d))
+        for k, d in distributions.items()
+        if (col := lookup.column_of(k)) is not None
+    }
+    base = {
+        col: v
+        for k, v in defaults.items()
+        if (col := lookup.column_of(k)) is not None and (v is None or isinstance(v, (bool, int, float, str)))
+    }
     return {"space": space, "knob_defaults": base}
