@@ -9,143 +9,84 @@ import pytest
 from conftest import run_cli
 
 KNOWN = "matmul, resnet50, transformer_block"
-OWN = (
-    "a workload of your own: add `-cd <your conf dir>` (the folder holding workload/{}.yaml), or "
-    "`hydra.searchpath=[file://<your conf dir>]`"
-)
+OWN = ("a workload of your own: add `-cd <your conf dir>` (the folder holding workload/{}.yaml), or "
+       "`hydra.searchpath=[file://<your conf dir>]`")
 COSTLY = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=costly"]
 CASES = [
     (["+workload=nope"], f"`workload`: unknown workload 'nope'; known: {KNOWN}; {OWN.format('nope')}"),
-    (
-        ["+workload=matmu"],
-        f"`workload`: unknown workload 'matmu'; did you mean workload=matmul? known: {KNOWN}; {OWN.format('matmu')}",
-    ),
+    (["+workload=matmu"],
+     f"`workload`: unknown workload 'matmu'; did you mean workload=matmul? known: {KNOWN}; {OWN.format('matmu')}"),
     (["-m"], f"`workload`: no workload selected; add +workload=<name>; known workloads: {KNOWN}"),
-    (
-        ["+workload=matmul", "knobs.dtyp=fp32"],
-        "`knobs.dtyp`: is not a key of this workload's config; did you mean `knobs.dtype`?",
-    ),
-    (
-        ["+workload=resnet50", "-m", "knobs.batchsize=choice(32,64)"],
-        "`knobs.batchsize`: is not a key of this workload's config; did you mean `knobs.batch_size`?",
-    ),
-    (
-        ["+workload=resnet50", "-m", "knobs.batch_size=interval(64,8)"],
-        "`knobs.batch_size`: `low < high` must hold, but got (lo=64.0, hi=8.0); swap the bounds",
-    ),
-    (
-        ["+workload=resnet50", "-m", "knobs.batch_size=range(8,1)"],
-        "`knobs.batch_size`: range(8,1) is empty (stop is excluded, as in Hydra); "
-        "use start < stop for a positive step, or start > stop for a negative one",
-    ),
-    (
-        ["+workload=resnet50", "-m", "knobs.batch_size=choice(2,big)"],
-        "`knobs.batch_size`: the space's value 'big' is str but the knob's value 2 is int; give the knob and its "
-        "space values of one type (quote a string that reads as a number: '3.0')",
-    ),
-    (
-        ["+workload=matmul", "-m", "hydra.sweeper.objectives=[{metric:tokens,direction:maximize}]"],
-        "`hydra.sweeper.objectives[0].metric`: 'tokens' is not a metric workload 'matmul' produces; use one of: "
-        "achieved_tflops, comm_frac, comm_ms_per_step, compile_s, data_wait_frac, data_wait_host_frac, first_step_s, "
-        "gpu_util_mean, gpu_util_p10, host_step_frac, launch_s, measured_s, mfu, peak_mem_bytes, peak_mem_reserved_bytes, "
-        "setup_s, step_cv, step_ms_mean, step_ms_p10, step_ms_p50, step_ms_p50_rank_min, step_ms_p90, throughput, "
-        "world_size",
-    ),
-    (
-        ["+workload=matmul", "-m", "hydra.sweeper.objectives=[{metric:throughput,direction:up}]"],
-        "`hydra.sweeper.objectives[0].direction`: 'up' is not a direction; use maximize or minimize",
-    ),
-    (
-        ["+workload=matmul", "-m", "hydra.sweeper.storage=postgresql+psycopg://nobody@127.0.0.1:9/nodb"],
-        None,
-    ),  # message checked by prefix below: it carries the driver's own reason
-    (
-        ["+workload=matmul", "-m", "hydra.sweeper.sampler=bayes"],
-        "`hydra.sweeper.sampler`: 'bayes' is not a sampler; use one of: staged, tpe, random, grid, gp, nsgaii, qmc",
-    ),
-    (
-        [*COSTLY, "-m", "++hydra.sweeper.expensive={knobs.compiled:'off'}"],
-        "`hydra.sweeper.expensive.knobs.compiled`: is not a key of this workload's config; did you mean "
-        "`knobs.compile`?",
-    ),
-    (
-        [*COSTLY, "-m", "hydra.sweeper.expensive={knobs.compile:fast}"],
-        "`hydra.sweeper.expensive.knobs.compile`: the cheap value 'fast' is not one its search space gives "
-        '(off, default, max); give the value that makes a trial cheap, e.g. knobs.compile: "off"',
-    ),
-    (
-        ["+workload=matmul", "-m", "hydra.sweeper.warm_start=night1"],
-        "`hydra.sweeper.warm_start`: no study 'night1' in this storage (studies: none); name a study of this "
-        "storage, or use latest",
-    ),
-    (
-        ["+workload=matmul", "-m", "hydra.sweeper.n_trials=0"],
-        "`hydra.sweeper.n_trials`: must be >= 1, got 0; give the number of trials this command should add",
-    ),
-    (
-        ["+workload=matmul", "-m", "hydra.sweeper.timeout_s=0"],
-        "`hydra.sweeper.timeout_s`: must be > 0 seconds, got 0.0; give the command's wall-clock budget in seconds, "
-        "or null for no limit",
-    ),
-    (
-        ["+workload=resnet50", "-m", 'hydra.sweeper.params={knobs.persistent_workers:"choice(false,true)"}'],
-        "`hydra.sweeper.params`: `hydra.sweeper.params=` can only replace entries the workload already has, not add "
-        "`knobs.persistent_workers`; add entries with `++hydra.sweeper.params={...}`, or sweep a knob directly: "
-        "knobs.persistent_workers='choice(...)'",
-    ),
+    (["+workload=matmul", "knobs.dtyp=fp32"],
+     "`knobs.dtyp`: is not a key of this workload's config; did you mean `knobs.dtype`?"),
+    (["+workload=resnet50", "-m", "knobs.batchsize=choice(32,64)"],
+     "`knobs.batchsize`: is not a key of this workload's config; did you mean `knobs.batch_size`?"),
+    (["+workload=resnet50", "-m", "knobs.batch_size=interval(64,8)"],
+     "`knobs.batch_size`: `low < high` must hold, but got (lo=64.0, hi=8.0); swap the bounds"),
+    (["+workload=resnet50", "-m", "knobs.batch_size=range(8,1)"],
+     "`knobs.batch_size`: range(8,1) is empty (stop is excluded, as in Hydra); "
+     "use start < stop for a positive step, or start > stop for a negative one"),
+    (["+workload=resnet50", "-m", "knobs.batch_size=choice(2,big)"],
+     "`knobs.batch_size`: the space's value 'big' is str but the knob's value 2 is int; give the knob and its "
+     "space values of one type (quote a string that reads as a number: '3.0')"),
+    (["+workload=matmul", "-m", "hydra.sweeper.objectives=[{metric:tokens,direction:maximize}]"],
+     "`hydra.sweeper.objectives[0].metric`: 'tokens' is not a metric workload 'matmul' produces; use one of: "
+     "achieved_tflops, comm_frac, comm_ms_per_step, compile_s, data_wait_frac, data_wait_host_frac, first_step_s, "
+     "gpu_util_mean, gpu_util_p10, host_step_frac, launch_s, measured_s, mfu, peak_mem_bytes, peak_mem_reserved_bytes, "
+     "setup_s, step_cv, step_ms_mean, step_ms_p10, step_ms_p50, step_ms_p50_rank_min, step_ms_p90, throughput, "
+     "world_size"),
+    (["+workload=matmul", "-m", "hydra.sweeper.objectives=[{metric:throughput,direction:up}]"],
+     "`hydra.sweeper.objectives[0].direction`: 'up' is not a direction; use maximize or minimize"),
+    (["+workload=matmul", "-m", "hydra.sweeper.storage=postgresql+psycopg://nobody@127.0.0.1:9/nodb"],
+     None),  # message checked by prefix below: it carries the driver's own reason
+    (["+workload=matmul", "-m", "hydra.sweeper.sampler=bayes"],
+     "`hydra.sweeper.sampler`: 'bayes' is not a sampler; use one of: staged, tpe, random, grid, gp, nsgaii, qmc"),
+    ([*COSTLY, "-m", "++hydra.sweeper.expensive={knobs.compiled:'off'}"],
+     "`hydra.sweeper.expensive.knobs.compiled`: is not a key of this workload's config; did you mean "
+     "`knobs.compile`?"),
+    ([*COSTLY, "-m", "hydra.sweeper.expensive={knobs.compile:fast}"],
+     "`hydra.sweeper.expensive.knobs.compile`: the cheap value 'fast' is not one its search space gives "
+     "(off, default, max); give the value that makes a trial cheap, e.g. knobs.compile: \"off\""),
+    (["+workload=matmul", "-m", "hydra.sweeper.warm_start=night1"],
+     "`hydra.sweeper.warm_start`: no study 'night1' in this storage (studies: none); name a study of this "
+     "storage, or use latest"),
+    (["+workload=matmul", "-m", "hydra.sweeper.n_trials=0"],
+     "`hydra.sweeper.n_trials`: must be >= 1, got 0; give the number of trials this command should add"),
+    (["+workload=matmul", "-m", "hydra.sweeper.timeout_s=0"],
+     "`hydra.sweeper.timeout_s`: must be > 0 seconds, got 0.0; give the command's wall-clock budget in seconds, "
+     "or null for no limit"),
+    (["+workload=resnet50", "-m", 'hydra.sweeper.params={knobs.persistent_workers:"choice(false,true)"}'],
+     "`hydra.sweeper.params`: `hydra.sweeper.params=` can only replace entries the workload already has, not add "
+     "`knobs.persistent_workers`; add entries with `++hydra.sweeper.params={...}`, or sweep a knob directly: "
+     "knobs.persistent_workers='choice(...)'"),
     (["+workload=matmul", "device=tpu"], "`device`: 'tpu' is not a device; use auto, cpu, cuda or cuda:N"),
-    (
-        ["+workload=matmul", "preset=huge"],
-        "`preset`: 'huge' is not a preset of workload 'matmul'; use auto, none or one of: nightly, tiny",
-    ),
-    (
-        ["+workload=matmul", "-m", "hydra.job.chdir=true", "hydra.sweeper.n_jobs=2"],
-        "`hydra.job.chdir`: is process-wide, and trials run at once in the sweeper's process; turn it off (trial "
-        "environment variables go in `env:`), or run one trial at a time",
-    ),
-    (
-        ["+workload=matmul", "-m", "hydra.sweeper.starts=[{knobs.dtyp:bf16}]"],
-        "`hydra.sweeper.starts[0].knobs.dtyp`: is not a key of this workload's config; did you mean `knobs.dtype`?",
-    ),
-    (
-        ["+workload=matmul", "-m", "hydra.sweeper.starts=[bf16]"],
-        "`hydra.sweeper.starts[0]`: must be a mapping of config keys to values, got 'bf16'; write it as "
-        "{knobs.precision: bf16, knobs.num_workers: 8}",
-    ),
-    (
-        ["+workload=matmul", "-m", "+hydra.sweeper.conditions={knobs.dtype:'knobs.dtyp == 1'}"],
-        "`hydra.sweeper.conditions.knobs.dtype`: refers to `knobs.dtyp`, which is not a key of this workload's "
-        "config; did you mean `knobs.dtype`?",
-    ),
-    (
-        [
-            "+workload=matmul",
-            "-m",
-            "hydra.sweeper.sampler=grid",
-            "knobs.allow_tf32=choice(true,false)",
-            "knobs.m=interval(64,128)",
-        ],
-        "`knobs.m`: is not a key of this workload's config; did you mean `knobs.dtype`?",
-    ),
-    (
-        ["+workload=matmul", "-m", "hydra.sweeper.sampler=grid", "measure.min_time_s=interval(0.0,0.1)"],
-        "`measure.min_time_s`: the grid sampler needs a discrete space, but got FloatDistribution(high=0.1, log=False, "
-        "low=0.0, step=None); declare it with choice(...) or range(...), or pick another sampler",
-    ),
+    (["+workload=matmul", "preset=huge"],
+     "`preset`: 'huge' is not a preset of workload 'matmul'; use auto, none or one of: nightly, tiny"),
+    (["+workload=matmul", "-m", "hydra.job.chdir=true", "hydra.sweeper.n_jobs=2"],
+     "`hydra.job.chdir`: is process-wide, and trials run at once in the sweeper's process; turn it off (trial "
+     "environment variables go in `env:`), or run one trial at a time"),
+    (["+workload=matmul", "-m", "hydra.sweeper.starts=[{knobs.dtyp:bf16}]"],
+     "`hydra.sweeper.starts[0].knobs.dtyp`: is not a key of this workload's config; did you mean `knobs.dtype`?"),
+    (["+workload=matmul", "-m", "hydra.sweeper.starts=[bf16]"],
+     "`hydra.sweeper.starts[0]`: must be a mapping of config keys to values, got 'bf16'; write it as "
+     "{knobs.precision: bf16, knobs.num_workers: 8}"),
+    (["+workload=matmul", "-m", "+hydra.sweeper.conditions={knobs.dtype:'knobs.dtyp == 1'}"],
+     "`hydra.sweeper.conditions.knobs.dtype`: refers to `knobs.dtyp`, which is not a key of this workload's "
+     "config; did you mean `knobs.dtype`?"),
+    (["+workload=matmul", "-m", "hydra.sweeper.sampler=grid", "knobs.allow_tf32=choice(true,false)",
+      "knobs.m=interval(64,128)"],
+     "`knobs.m`: is not a key of this workload's config; did you mean `knobs.dtype`?"),
+    (["+workload=matmul", "-m", "hydra.sweeper.sampler=grid", "measure.min_time_s=interval(0.0,0.1)"],
+     "`measure.min_time_s`: the grid sampler needs a discrete space, but got FloatDistribution(high=0.1, log=False, "
+     "low=0.0, step=None); declare it with choice(...) or range(...), or pick another sampler"),
     # the typed schemas of measure, trial and distributed (sweeper.sweep.schema), single run and sweep
     (["+workload=matmul", "measure.steps=abc"], "`measure.steps`: 'abc' is not an integer; give an integer"),
-    (
-        ["+workload=matmul", "-m", "measure.steps=0"],
-        "`measure.steps`: must be >= 1, got 0; give the number of measured steps",
-    ),
-    (
-        ["+workload=matmul", "-m", "distributed.strategy=bogus"],
-        "`distributed.strategy`: must be one of ('none', 'ddp', 'fsdp'), got 'bogus'; use one of: none, ddp, fsdp",
-    ),
-    (
-        ["+workload=matmul", "trial.timeout_s=0"],
-        "`trial.timeout_s`: must be > 0 seconds, got 0.0; give the seconds a trial may run",
-    ),
+    (["+workload=matmul", "-m", "measure.steps=0"],
+     "`measure.steps`: must be >= 1, got 0; give the number of measured steps"),
+    (["+workload=matmul", "-m", "distributed.strategy=bogus"],
+     "`distributed.strategy`: must be one of ('none', 'ddp', 'fsdp'), got 'bogus'; use one of: none, ddp, fsdp"),
+    (["+workload=matmul", "trial.timeout_s=0"],
+     "`trial.timeout_s`: must be > 0 seconds, got 0.0; give the seconds a trial may run"),
 ]
 
 
@@ -158,10 +99,8 @@ def test_bad_input_is_one_line_exit_2(results: Path, args: list[str], expected: 
     assert "Traceback" not in proc.stderr + proc.stdout
     if expected is None:
         assert lines[0].startswith("error: `hydra.sweeper.storage`: cannot open 'postgresql+psycopg://nobody@")
-        assert lines[0].endswith(
-            "check the URL, that the server runs and the database exists "
-            "(default: leave it null for a SQLite file under results/)"
-        )
+        assert lines[0].endswith("check the URL, that the server runs and the database exists "
+                                 "(default: leave it null for a SQLite file under results/)")
     else:
         assert lines[0] == f"error: {expected}"
     trials = results / "trials"
