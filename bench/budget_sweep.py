@@ -118,7 +118,7 @@ def main() -> None:
         photos = out / "photos"
         made = subprocess.run([sys.executable, "bench/photo_corpus.py", str(photos)], cwd=ROOT, capture_output=True,
                               text=True)  # fmt: skip
-        log(out, name, kind="corpus", exit=made.returncode, out=(made.stdout + made.stderr)[-300:])
+        log(out, name, kind="corpus", exit=made.returncode, output=(made.stdout + made.stderr)[-300:])
         if made.returncode == 0:
             extra = [*extra, f"workload.root={photos}"]
     started, wall, code = sweep(out, name, case, args.budget, extra + (["preset=tiny"] if args.smoke else []))
