@@ -198,3 +198,16 @@ def test_the_cost_model_uses_measurements_then_rescaled_priors() -> None:
     assert model.predict(study, {"knobs.compile": "max"}) == pytest.approx(240.0)
     unknown = CostModel({"knobs.compile": "off"}, {})
     assert unknown.predict(study, {"knobs.compile": "max"}) == pytest.approx(24.0)  # the dearest value measured
+
+
+def test_a_repeat_is_predicted_from_its_class_warm_trials() -> None:
+    """A re-measurement finds the compile caches warm: the fastest trial of its class, not the cold first one; a
+    class never measured falls back to the prior."""
+    model = CostModel({"knobs.compile": "off"}, {"knobs.compile": {"default": 4, "max": 40}})
+    study = optuna.create_study(direction="maximize")
+    _trial(study, "off", 10.0)
+    _trial(study, "default", 60.0)  # the cold compile
+    _trial(study, "default", 15.0)  # the same mode, its caches warm
+    assert model.predict(study, {"knobs.compile": "default"}) == 60.0
+    assert model.predict_repeat(study, {"knobs.compile": "default"}) == 15.0
+    assert model.predict_repeat(study, {"knobs.compile": "max"}) == model.predict(study, {"knobs.compile": "max"})

@@ -68,6 +68,14 @@ class CostModel:
         """Predicted wall seconds of a trial of ``params``."""
         return self.predict_from(self.measured(study), params)
 
+    def predict_repeat(self, study: optuna.Study, params: Mapping[str, Any]) -> float:
+        """Predicted wall seconds of measuring a configuration again: its class's fastest measured trial, since a
+        repeat finds the compile caches its class's first (cold) trial filled; a class never measured as
+        :meth:`predict`. The re-measurements' reserve rests on it."""
+        measured = self.measured(study)
+        costs = measured.get(self.cost_class(params))
+        return min(costs) if costs else self.predict_from(measured, params)
+
     def predict_from(self, measured: Mapping[tuple, list[float]], params: Mapping[str, Any]) -> float:
         mine = self.cost_class(params)
         if measured.get(mine):

@@ -125,7 +125,7 @@ class SweepImpl:
             studies.mark_searched(plan.study, target)
         wanted = remeasure.plan(plan.study, plan.objectives, self._baseline(), s.confirm_top_k, self._profile_k())
         todo = remeasure.pending(plan.study, wanted, target)
-        fits = [r for r in todo if self._fits(r.params, extra=self._profile_s(r.profile), reserve=False)]
+        fits = [r for r in todo if self._fits(r.params, self._profile_s(r.profile), reserve=False, repeat=True)]
         if len(fits) < len(todo):
             self.policy.stop(Stop.BUDGET)
             self.plan_note(f"budget: {len(todo) - len(fits)} of {len(todo)} re-measurements do not fit the "
@@ -223,7 +223,7 @@ class SweepImpl:
                            "the same configuration")  # fmt: skip
             return None
         profile = bool(trial.user_attrs.get(remeasure.PROFILE_KEY))
-        if outcome is None and not self._fits(values, extra=self._profile_s(profile), reserve=not repeat):
+        if outcome is None and not self._fits(values, self._profile_s(profile), reserve=not repeat, repeat=repeat):
             outcome = TrialOutcome(
                 Status.SKIPPED,
                 f"over-budget:{self.costs.explain(study, values)}",
@@ -322,11 +322,13 @@ class SweepImpl:
 
     # ------------------------------------------------------------------ sampling and checks
 
-    def _fits(self, params: dict[str, Any], extra: float = 0.0, reserve: bool = True) -> bool:
-        """A trial of ``params`` is predicted to end within the budget (keeping the re-measurements' reserve)."""
+    def _fits(self, params: dict[str, Any], extra: float = 0.0, reserve: bool = True, repeat: bool = False) -> bool:
+        """A trial of ``params`` is predicted to end within the budget (keeping the re-measurements' reserve);
+        ``repeat``: it measures a configuration again (warm caches)."""
         if self.scheduler.deadline is None:
             return True
-        predicted = self.costs.predict(self.plan.study, params) + extra
+        predict = self.costs.predict_repeat if repeat else self.costs.predict
+        predicted = predict(self.plan.study, params) + extra
         return self.scheduler.fits(predicted, self._reserve() if reserve else 0.0)
 
     def _reserve(self) -> float:
@@ -334,7 +336,7 @@ class SweepImpl:
         now)."""
         s, plan = self.settings, self.plan
         wanted = remeasure.plan(plan.study, plan.objectives, self._baseline(), s.confirm_top_k, self._profile_k())
-        return sum(self.costs.predict(plan.study, r.params) + self._profile_s(r.profile) for r in wanted)
+        return sum(self.costs.predict_repeat(plan.study, r.params) + self._profile_s(r.profile) for r in wanted)
 
     def _cheapest(self) -> dict[str, Any]:
         return dict(self.plan.expensive)
