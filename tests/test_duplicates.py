@@ -99,7 +99,7 @@ def test_a_configuration_running_in_another_sweeper_is_not_launched_again(result
     ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     first = subprocess.Popen(
-        [sys.executable, "-m", "sweeper", *args, "measure.min_time_s=60", "measure.max_steps=100000000"],
+        [sys.executable, "-m", "sweeper", *args, "measure.min_time_s=20", "measure.max_steps=100000000"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
