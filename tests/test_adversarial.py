@@ -47,8 +47,14 @@ BAD = [
     (["+workload=matmul", "-m", "knobs.allow_tf32=1"], "`knobs.allow_tf32`: 1 is an int"),
     (["+workload=matmul", "workload.m=1.5"], "`workload.m`: 1.5 is a float but the workload declares an int"),
     (["+workload=resnet50", "knobs.batch_size=big"], "`knobs.batch_size`: 'big' is a string"),
-    (["+workload=matmul", "-m", "++hydra.sweeper.params={knobs.allow_tf32:yes}"], "`knobs.allow_tf32`: the space's value 'yes' is str"),
-    (["+workload=matmul", "-m", "knobs.transpose_a=choice(true,maybe)"], "`knobs.transpose_a`: the space's value 'maybe' is str"),
+    (
+        ["+workload=matmul", "-m", "++hydra.sweeper.params={knobs.allow_tf32:yes}"],
+        "`knobs.allow_tf32`: the space's value 'yes' is str",
+    ),
+    (
+        ["+workload=matmul", "-m", "knobs.transpose_a=choice(true,maybe)"],
+        "`knobs.transpose_a`: the space's value 'maybe' is str",
+    ),
     # item 7: settings out of range, unparsable or empty values, unusable results folder
     (
         ["+workload=matmul", "measure.steps=0"],

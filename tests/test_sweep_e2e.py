@@ -188,16 +188,18 @@ def test_grid_stops_when_exhausted(results: Path) -> None:
 
 def test_timeout_stops_launching_and_a_rerun_continues(results: Path) -> None:
     """hydra.sweeper.timeout_s is the command's budget: it ends there (exit 0, the reason said), every row is a
-    measurement or a trial the budget cut (interrupted), and the same command without the limit finishes the
-    study's target (a nightly job can time-box a sweep and resume it)."""
+    measurement, a trial the budget cut (interrupted) or one left out because it could not end in time (skipped,
+    over-budget), and the same command without the limit finishes the study's target (a nightly job can time-box a
+    sweep and resume it)."""
     args = ["+workload=matmul", "-m", "hydra.sweeper.n_trials=30", "hydra.sweeper.repeat=true"]
     first = run_cli([*args, "hydra.sweeper.timeout_s=20", "hydra.sweeper.grace_s=1"], results, check=True)
     assert "budget: hydra.sweeper.timeout_s=20 s reached" in first.stdout + first.stderr
     done = rows(results)
     complete = done[done["status"] == "complete"]
     assert 1 <= len(complete) < 30, done[["trial", "status", "reason"]]
-    assert done["status"].isin(["complete", "interrupted"]).all(), done[["trial", "status", "reason"]]
+    assert done["status"].isin(["complete", "interrupted", "skipped"]).all(), done[["trial", "status", "reason"]]
     assert (done[done["status"] == "interrupted"]["reason"] == "budget").all()
+    assert done[done["status"] == "skipped"]["reason"].str.startswith("over-budget:").all()
     run_cli(args, results, check=True)
     final = rows(results)
     assert (final["status"] == "complete").sum() == 30, final[["trial", "status", "reason"]]
