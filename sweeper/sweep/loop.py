@@ -145,8 +145,9 @@ class SweepImpl:
         """Keep every slot busy while ``more()`` holds and nothing stops the sweep; returns the jobs' returns."""
         results: list[Any] = []
         last_recovery = 0.0
-        with self._interruptible():
+        with self._interruptible() as interrupts:
             while True:
+                interrupts.check()
                 if time.time() - last_recovery >= RECOVER_EVERY_S:
                     self.settler.recover()  # trials of another process that died (dead pid, stale heartbeat)
                     last_recovery = time.time()
@@ -163,7 +164,7 @@ class SweepImpl:
                         return results
                     self.scheduler.idle(0.2 if blocked else RECOVER_EVERY_S)
                     continue
-                for run, ret in self.scheduler.finished(0.2 if blocked else RECOVER_EVERY_S):
+                for run, ret in self.scheduler.finished(0.2 if blocked else RECOVER_EVERY_S, interrupts.check):
                     results.append(ret)
                     self._finish(run, ret)
                 if studies.failure_budget_spent(self.plan.study, self.plan.max_failures, self.plan.max_failure_rate):
@@ -203,7 +204,7 @@ class SweepImpl:
             if self.policy.stop(Stop.EXHAUSTED):
                 self.plan_note("space exhausted: every configuration of the grid has been tried")
             return None
-        if not waiting and not self._fits(self._cheapest()):
+        if not waiting and not self._fits(dict(self.plan.expensive)):
             if self.policy.stop(Stop.BUDGET):
                 self.plan_note(f"budget: no trial fits in the {self._left_text()} left")
             return None
@@ -299,26 +300,30 @@ class SweepImpl:
     def _interruptible(self) -> Any:
         """Ctrl-C, SIGTERM or a full disk while trials run: their process groups are killed at once, each running
         trial is settled (interrupted, or what its row says if it ended just before), and trials waiting for a
-        twin never ran (surplus, not counted)."""
-        try:
-            yield
-        except (KeyboardInterrupt, store.DiskFull):
-            self.policy.stop(Stop.INTERRUPTED)
-            runner.interrupt_all()
-            wait(list(self.scheduler.running), timeout=30)
-            for run in list(self.scheduler.running.values()):
-                self.settler.interrupted(run.trial._trial_id, run.trial.number, run.values, "interrupted",
-                                         "the sweep was interrupted while this trial ran; the same command runs it "
-                                         "again")  # fmt: skip
-            with contextlib.suppress(Exception):
-                self.waits.give_up(self.plan.study, studies.REASON_KEY)
-            me = studies.owner_id()  # asked but not yet launched (sampling, the device check): never ran
-            for t in self.plan.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-                if t.user_attrs.get(studies.OWNER_KEY) == me:
-                    self.settler.interrupted(t._trial_id, t.number, dict(t.params), "interrupted",
-                                             "the sweep was interrupted before this trial started; the same command "
-                                             "runs it")  # fmt: skip
-            raise
+        twin never ran (surplus, not counted). Signals are raised at the loop's checks (``DeferredInterrupts``)."""
+        with recovery.DeferredInterrupts() as interrupts:
+            try:
+                yield interrupts
+            except (KeyboardInterrupt, store.DiskFull):
+                self._settle_interrupted()
+                raise
+
+    def _settle_interrupted(self) -> None:
+        self.policy.stop(Stop.INTERRUPTED)
+        runner.interrupt_all()
+        wait(list(self.scheduler.running), timeout=30)
+        for run in list(self.scheduler.running.values()):
+            self.settler.interrupted(run.trial._trial_id, run.trial.number, run.values, "interrupted",
+                                     "the sweep was interrupted while this trial ran; the same command runs it "
+                                     "again")  # fmt: skip
+        with contextlib.suppress(Exception):
+            self.waits.give_up(self.plan.study, studies.REASON_KEY)
+        me = studies.owner_id()  # asked but not yet launched (sampling, the device check): never ran
+        for t in self.plan.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            if t.user_attrs.get(studies.OWNER_KEY) == me:
+                self.settler.interrupted(t._trial_id, t.number, dict(t.params), "interrupted",
+                                         "the sweep was interrupted before this trial started; the same command "
+                                         "runs it")  # fmt: skip
 
     # ------------------------------------------------------------------ sampling and checks
 
@@ -337,9 +342,6 @@ class SweepImpl:
         s, plan = self.settings, self.plan
         wanted = remeasure.plan(plan.study, plan.objectives, self._baseline(), s.confirm_top_k, self._profile_k())
         return sum(self.costs.predict_repeat(plan.study, r.params) + self._profile_s(r.profile) for r in wanted)
-
-    def _cheapest(self) -> dict[str, Any]:
-        return dict(self.plan.expensive)
 
     def _profile_k(self) -> int:
         if self.settings.profile is not None:

@@ -41,6 +41,37 @@ def _terminate(signum: int, frame: Any) -> None:
     raise Terminated()
 
 
+class DeferredInterrupts:
+    """While trials run, Ctrl-C and SIGTERM are noted by the handler and raised by the sweep loop at its next
+    :meth:`check` (at least once a second), never in the middle of a database write: an interrupt raised inside a
+    commit left SQLite's write lock held, and the settling of the running trials that follows waited on it for good.
+    A second signal while the trials are settled is noted, not raised, so the settling ends."""
+
+    def __init__(self) -> None:
+        self.pending: KeyboardInterrupt | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> DeferredInterrupts:
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous[signum] = signal.signal(signum, self._note)
+        return self
+
+    def _note(self, signum: int, frame: Any) -> None:
+        if self.pending is None:
+            self.pending = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+    def check(self) -> None:
+        """Raise the noted interrupt here, at a point where no write is half done."""
+        if self.pending is not None:
+            raise self.pending
+
+    def __exit__(self, *exc: Any) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
+
+
 def start_forkserver_here() -> None:
     """Trials run in this process's forkserver, started from the main thread so that Ctrl-C does not reach it."""
     if threading.current_thread() is threading.main_thread():

@@ -113,11 +113,15 @@ class Scheduler:
         fut.add_done_callback(lambda _f: self.wake.set())
         self.running[fut] = run
 
-    def finished(self, timeout: float) -> list[tuple[Running, Any]]:
-        """Trials that ended within ``timeout`` seconds (each with its launcher's return or exception)."""
+    def finished(self, timeout: float, check: Callable[[], None] | None = None) -> list[tuple[Running, Any]]:
+        """Trials that ended within ``timeout`` seconds (each with its launcher's return or exception). ``check``
+        runs before they leave ``running``: an interrupt it raises finds them there (a signal that also ended a
+        launcher's worker process is the interrupt, not that trial's failure)."""
         if not self.running:
             return []
         done, _ = wait(list(self.running), timeout=max(0.0, timeout), return_when=FIRST_COMPLETED)
+        if check is not None:
+            check()
         out = []
         for fut in done:
             run = self.running.pop(fut)
