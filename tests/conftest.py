@@ -68,3 +68,35 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not torch.cuda.is_available():
         for item in marked:
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
+
+
+def run_main(args: list[str], results: Path | None = None) -> subprocess.CompletedProcess:
+    """``python -m sweeper <args>`` in this process (``sweeper.__main__.main``), for commands that end before any
+    trial (bad input: one line, exit 2): the same code path without a new interpreter's imports. Returns what
+    :func:`run_cli` does. Hydra's global state and the working folder are restored after the call."""
+    import contextlib
+    import io
+    import signal
+
+    from hydra.core.global_hydra import GlobalHydra
+
+    handler = signal.getsignal(signal.SIGINT)  # the entry module installs its own for a command's start
+    from sweeper import __main__ as entry
+
+    argv = ["sweeper", *args] + ([f"results_dir={results}"] if results is not None else [])
+    out, err = io.StringIO(), io.StringIO()
+    saved_argv, cwd, code = sys.argv, os.getcwd(), 0
+    try:
+        os.chdir(ROOT)
+        sys.argv = argv
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                entry.main()
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        sys.argv = saved_argv
+        os.chdir(cwd)
+        GlobalHydra.instance().clear()
+        signal.signal(signal.SIGINT, handler)
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())

@@ -23,7 +23,7 @@ from optuna.trial import TrialState
 from sweeper.results import store
 from sweeper.sweep.space import build_space
 
-from conftest import FAULTS, QUICK, ROOT, run_cli
+from conftest import FAULTS, QUICK, ROOT, run_cli, run_main
 
 
 def _one_line_exit_2(proc: subprocess.CompletedProcess, expected_start: str, results: Path) -> None:
@@ -114,6 +114,12 @@ BAD = [
 
 @pytest.mark.parametrize("args,expected", BAD, ids=[" ".join(a)[:80] for a, _ in BAD])
 def test_bad_input_stops_before_any_trial(results: Path, args: list[str], expected: str) -> None:
+    _one_line_exit_2(run_main(args, results), expected, results)  # in this process: no start-up to pay
+
+
+def test_bad_input_from_the_command_line_process(results: Path) -> None:
+    """The same stop through a real ``python -m sweeper`` process (the cases above run its code in-process)."""
+    args, expected = BAD[0]
     _one_line_exit_2(run_cli(args, results, timeout=120), expected, results)
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_main
 
 KNOWN = "matmul, resnet50, transformer_block"
 OWN = ("a workload of your own: add `-cd <your conf dir>` (the folder holding workload/{}.yaml), or "
@@ -92,7 +92,7 @@ CASES = [
 
 @pytest.mark.parametrize("args,expected", CASES, ids=[" ".join(a) for a, _ in CASES])
 def test_bad_input_is_one_line_exit_2(results: Path, args: list[str], expected: str | None) -> None:
-    proc = run_cli(args, results, timeout=120)
+    proc = run_main(args, results)  # in this process: the command's own code path, without its start-up
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, proc.stderr
