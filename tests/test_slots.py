@@ -101,6 +101,9 @@ def test_three_sweepers_measure_each_configuration_once(results: Path, kind: str
     assert sorted(measured["knob.work"]) == [16, 32, 64], df[["trial", "status", "reason", "knob.work"]]
     others = df[df["status"] != "complete"]
     assert (others["status"] == "skipped").all() and others["reason"].str.startswith("duplicate:").all(), others
+    # Whether two of the three trials overlapped depends on timing; that none shared a core does not: each row
+    # says whether another trial held its cores (node_shared), and overlapping rows name different cores.
+    assert not df["node_shared"].any(), df[["trial", "cpu_affinity", "node_shared_with"]]
     assert all(a["cpu_affinity"] != b["cpu_affinity"] for a, b in _overlapping(measured)), "no core shared"
 
 
