@@ -22,6 +22,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -72,14 +73,23 @@ def sweep(out: Path, name: str, case: dict[str, Any], budget: float, extra: list
     cmd = [sys.executable, "-m", "sweeper", *case["args"], "-m", f"results_dir={results}",
            f"hydra.sweeper.timeout_s={budget:g}", "hydra.sweeper.n_trials=1000", *extra]  # fmt: skip
     started = time.time()
-    with (out / f"sweep-{name}.log").open("w") as f:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env=env(case))
+    with (out / f"sweep-{name}.log").open("w") as f:  # each line stamped with the seconds since launch
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env=env(case))  # fmt: skip
+
+        def copy() -> None:
+            for line in proc.stdout:
+                f.write(f"{time.time() - started:7.1f} {line}")
+
+        reader = threading.Thread(target=copy, daemon=True)  # a trial's orphan holding the pipe cannot hold us
+        reader.start()
         try:
             code = proc.wait(timeout=budget + SAFETY_S)
         except subprocess.TimeoutExpired:  # the budget was not kept: recorded as such
             proc.send_signal(signal.SIGTERM)
             code = -999
             proc.wait()
+        reader.join(timeout=10)
     wall = time.time() - started
     log(out, name, kind="sweep", exit=code, wall_s=round(wall, 1), budget_s=budget,
         within_budget_plus_10=wall <= budget + 10, command=" ".join(cmd[2:]))  # fmt: skip

@@ -1,13 +1,14 @@
 """The profile path against bench/gpu_checks.py's mfu_cap reading, on the same steps of one workload, in one process.
 
-    python bench/profile_check.py OUT_DIR [--smoke] [--steps 10]
+    python bench/profile_check.py OUT_DIR [--smoke] [--steps 10] [KEY=VALUE ...]
 
 Builds transformer_block at the default sweep's best configuration (``gpu_checks.MFU_CAP_CONFIG``: bf16, compiled,
 batch 8, fused AdamW), warms it up, then profiles ``--steps`` steps twice: through the trial's profile path
 (``sweeper.trial.profile.capture``: the trace, ``prof_*`` columns) and through ``gpu_checks``' own reading
 (``kernel_s_by_class``: torch.profiler's device events, its own kernel classes). Prints and appends to
 OUT_DIR/profile_check.jsonl one JSON line per reading and one comparing their matmul + attention shares of the
-kernel time (within 5 points is the target). ``--smoke`` runs the tiny preset on the CPU (checks the script).
+kernel time (within 5 points is the target). KEY=VALUE overrides change the configuration (e.g. a sweep's best:
+``knobs.batch_size=16 knobs.sdpa_backend=cudnn``). ``--smoke`` runs the tiny preset on the CPU (checks the script).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def main() -> None:
     p.add_argument("out", type=Path)
     p.add_argument("--smoke", action="store_true")
     p.add_argument("--steps", type=int, default=10)
-    args = p.parse_args()
+    args, args.overrides = p.parse_known_args()  # the rest: Hydra overrides applied over the mfu_cap configuration
     args.out.mkdir(parents=True, exist_ok=True)
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -39,7 +40,9 @@ def main() -> None:
     from sweeper.trial.profile import capture
 
     b = gc.Checks(args.out, args.smoke)
-    overrides = ["device=cpu"] if args.smoke else gc.MFU_CAP_CONFIG
+    keys = {o.split("=", 1)[0] for o in args.overrides}
+    base = ["device=cpu"] if args.smoke else [o for o in gc.MFU_CAP_CONFIG if o.split("=", 1)[0] not in keys]
+    overrides = base + args.overrides
     cfg = b.config("transformer_block", overrides)
     device = torch.device(cfg["device"])
     cuda = device.type == "cuda"

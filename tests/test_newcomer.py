@@ -357,9 +357,22 @@ def test_trial_lines_wrap_between_words_and_align_throughput(monkeypatch, capsys
     for ln in lines:
         for w in ln.split():
             assert not w.startswith("transpose") or w in words, (w, lines)
-    values = [re.search(r"complete  (.{7}\S+)", ln) for ln in lines]  # the status is padded to 10
+    values = [re.search(r"complete {4}(.{7}\S+)", ln) for ln in lines]  # padded to 11 ("interrupted"), a space
     shown = [m.group(1) for m in values if m]
     assert shown == ["  498 MFLOP/s", "  104 GFLOP/s"], shown
+
+
+def test_every_status_is_one_word_apart_from_its_reason(capsys) -> None:
+    from sweeper.sweep.progress import SweepProgress
+
+    p = SweepProgress("s", 3, [("throughput", "maximize")], 0)
+    for status in Status:
+        if status is not Status.COMPLETE:
+            p.trial_done(1, _outcome(status, reason="budget"), {})
+    err = capsys.readouterr().err
+    for status in Status:
+        if status is not Status.COMPLETE:
+            assert re.search(rf"\b{status.value} +budget\b", err), (status, err)
 
 
 def test_failed_single_run_shows_its_whole_reason(capsys) -> None:

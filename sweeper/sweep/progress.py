@@ -115,7 +115,8 @@ class SweepProgress:
                    if v is not None and (k not in self.baseline or v != self.baseline[k])}  # inactive: None
         knobs = " ".join(f"{_short(k)}={_fmt(v)}" for k, v in changed.items()) if changed else "(the defaults)"
         text = Text(f"trial {number:>3} ", overflow="fold")
-        text.append(f"{outcome.status.value:<10}", style=_STYLE[outcome.status])
+        text.append(f"{outcome.status.value:<11}", style=_STYLE[outcome.status])  # "interrupted" fits
+        text.append(" ")
         text.append(f"{detail}  {knobs}")
         return text
 
