@@ -138,13 +138,18 @@ def stage_compile(b: Bench) -> None:
            keep=("graph_breaks",))
 
 
+# Grids whose every point is recorded once: no re-measurements of the baseline and the best, nor of unstable
+# configurations, after the search (on a GPU the profiled ones, hydra.sweeper.profile, still run).
+ONCE = ["hydra.sweeper.confirm_top_k=0", "hydra.sweeper.confirm_unstable=false"]
+
+
 def stage_oom(b: Bench) -> None:
     sizes = "2,4" if b.smoke else "256,2048,4096"
     fixed = {"precision": "fp32", "memory_format": "contiguous", "compile": "'off'", "cudnn_benchmark": "true",
              "optimizer_impl": "foreach" if b.smoke else "fused"}
     cmd = [sys.executable, "-m", "sweeper", "+workload=resnet50", "-m", "hydra.sweeper.sampler=grid",
            f"knobs.batch_size=choice({sizes})", f"results_dir={b.results}", "hydra.sweeper.study_name=oom",
-           "hydra.sweeper.n_trials=3", "preset=" + ("tiny" if b.smoke else "none"),
+           "hydra.sweeper.n_trials=3", "preset=" + ("tiny" if b.smoke else "none"), *ONCE,
            "hydra.sweeper.params={" + ",".join(f"knobs.{k}:{v}" for k, v in fixed.items()) + "}"]
     t0 = time.time()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
@@ -180,7 +185,7 @@ def _jpeg_sweep(b: Bench, study: str, space: dict[str, str], n_trials: int) -> N
     params = {**{f"knobs.{k}": v for k, v in fixed.items()}, **{f"knobs.{k}": f'"{v}"' for k, v in space.items()}}
     cmd = [sys.executable, "-m", "sweeper", "+workload=resnet50", "workload.data=jpeg", "-m",
            "hydra.sweeper.sampler=grid", f"hydra.sweeper.study_name={study}", f"hydra.sweeper.n_trials={n_trials}",
-           f"results_dir={b.results}", "preset=" + ("tiny" if b.smoke else "none"),
+           f"results_dir={b.results}", "preset=" + ("tiny" if b.smoke else "none"), *ONCE,
            "++hydra.sweeper.params={" + ",".join(f"{k}:{v}" for k, v in params.items()) + "}",
            '++hydra.sweeper.conditions={knobs.prefetch_factor:"knobs.num_workers > 0",'
            'knobs.transfer_dtype:"knobs.decode_device == \'cpu\'"}']

@@ -87,7 +87,8 @@ def _overrides(spec: dict, results: Path) -> list[str]:
 
 def record(spec: dict, results: Path, chunk: int, timeout_s: float | None) -> int:
     cmd = [sys.executable, "-m", "sweeper", "-m", *_overrides(spec, results), f"hydra.sweeper.n_trials={chunk}",
-           f"hydra.sweeper.timeout_s={timeout_s if timeout_s else 'null'}"]
+           f"hydra.sweeper.timeout_s={timeout_s if timeout_s else 'null'}",
+           "hydra.sweeper.confirm_top_k=0", "hydra.sweeper.confirm_unstable=false"]  # each point once, no repeats
     return subprocess.run(cmd, cwd=ROOT).returncode
 
 

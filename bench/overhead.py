@@ -32,7 +32,8 @@ def main() -> None:
     args = p.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="overhead-"))
     cmd = [sys.executable, "-m", "sweeper", f"+workload={args.workload}", "-m", f"hydra.sweeper.n_trials={args.trials}",
-           "hydra.sweeper.repeat=true", f"results_dir={out}", *args.extra]
+           "hydra.sweeper.repeat=true", "hydra.sweeper.confirm_top_k=0", "hydra.sweeper.confirm_unstable=false",
+           f"results_dir={out}", *args.extra]  # n trials and nothing after them: no re-measurements
     t0 = time.time()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     wall = time.time() - t0

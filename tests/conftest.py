@@ -15,12 +15,17 @@ ROOT = Path(__file__).resolve().parent.parent
 # The fault-injection workload (tests/faultload) and a quick random sweep of its good trials. trial.timeout_s:
 # the first trial starts the forkserver (imports torch), which takes long on a loaded machine.
 FAULTS = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=faults"]
+# A sweep measures the baseline and the best again after its search, and each configuration whose step times were
+# unstable once (on by default, the CPU too): up to two trials and more per sweep. Sweeps of tests that are not
+# about those re-measurements turn them off with these settings (tests/test_remeasure.py is about them).
+NO_REMEASURE = ["hydra.sweeper.confirm_top_k=0", "hydra.sweeper.confirm_unstable=false"]
 QUICK = [
     *FAULTS,
     "-m",
     "hydra.sweeper.params={knobs.fault:none,knobs.work:'range(8,1000)'}",
     "hydra.sweeper.sampler=random",
     "trial.timeout_s=300",
+    *NO_REMEASURE,
 ]
 
 

@@ -23,7 +23,7 @@ from optuna.trial import TrialState
 from sweeper.results import store
 from sweeper.sweep.space import build_space
 
-from conftest import FAULTS, QUICK, ROOT, run_cli, run_main
+from conftest import FAULTS, NO_REMEASURE, QUICK, ROOT, run_cli, run_main
 
 
 def _one_line_exit_2(proc: subprocess.CompletedProcess, expected_start: str, results: Path) -> None:
@@ -156,6 +156,7 @@ def test_expression_error_at_sampling_time_skips_the_configuration(tmp_path: Pat
             "+hydra.sweeper.constraints=['100 / knobs.work > 1']",
             "hydra.sweeper.n_trials=2",
             "trial.timeout_s=300",
+            *NO_REMEASURE,
         ],
         results,
         timeout=300,
@@ -278,6 +279,7 @@ def test_any_study_name_and_quotes_reach_the_trial_intact(tmp_path: Path, study:
             "hydra.sweeper.params={knobs.fault:none,knobs.work:16}",
             f"results_dir='{results}'",
             "trial.timeout_s=300",
+            *NO_REMEASURE,
         ],
         timeout=300,
     )
@@ -298,7 +300,7 @@ def test_four_readers_read_every_column_of_a_mixed_folder(tmp_path: Path, monkey
     polars = pytest.importorskip("polars")
     results = tmp_path / "results"
     run_cli([*QUICK, "hydra.sweeper.n_trials=2", "hydra.sweeper.seed=0"], results, check=True, timeout=300)
-    run_cli(["+workload=matmul", "-m", "hydra.sweeper.n_trials=2"], results, check=True, timeout=300)
+    run_cli(["+workload=matmul", "-m", "hydra.sweeper.n_trials=2", *NO_REMEASURE], results, check=True, timeout=300)
     run_cli(["+workload=matmul", "knobs.dtype=fp32"], results, check=True, timeout=300)  # a single run's file
     trials = results / "trials"
     want = store.read_results(results)

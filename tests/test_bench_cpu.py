@@ -129,6 +129,8 @@ def test_time_to_tuned_runs_a_default_sweep_and_times_it_against_the_landscape(t
         "120",
         "preset=tiny",
         "hydra.sweeper.n_trials=2",
+        "hydra.sweeper.confirm_top_k=0",  # two trials, nothing after them (tests/conftest.py NO_REMEASURE)
+        "hydra.sweeper.confirm_unstable=false",
     )
     table = [ln.split() for ln in out.splitlines() if ln.split() and ln.split()[0].isdigit()]
     assert [int(r[0]) for r in table] == [0, 1], out

@@ -11,7 +11,7 @@ from optuna.trial import TrialState, create_trial
 from sweeper.sweep.costs import derived_timeout
 from sweeper.sweep.space import build_space
 
-from conftest import run_cli
+from conftest import NO_REMEASURE, run_cli
 
 
 def test_a_trial_far_slower_than_its_kind_is_stopped_at_the_derived_timeout(results: Path) -> None:
@@ -27,6 +27,7 @@ def test_a_trial_far_slower_than_its_kind_is_stopped_at_the_derived_timeout(resu
             "hydra.sweeper.timeout_factor=3",
             "hydra.sweeper.timeout_floor_s=5",
             "trial.timeout_s=600",
+            *NO_REMEASURE,
         ],
         results,
         timeout=400,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from conftest import ROOT, run_cli
+from conftest import NO_REMEASURE, ROOT, run_cli
 
 EXAMPLE = ROOT / "examples" / "my_project"
 
@@ -52,7 +52,14 @@ def test_single_run_says_what_runs_and_where_the_row_goes(results: Path) -> None
 
 def test_one_console_line_per_trial_and_details_in_the_log(results: Path) -> None:
     proc = run_cli(
-        ["+workload=matmul", "-m", "hydra.sweeper.n_trials=3", "hydra.sweeper.sampler=random", "hydra.sweeper.seed=0"],
+        [
+            "+workload=matmul",
+            "-m",
+            "hydra.sweeper.n_trials=3",
+            "hydra.sweeper.sampler=random",
+            "hydra.sweeper.seed=0",
+            *NO_REMEASURE,
+        ],
         results,
         check=True,
     )

@@ -17,7 +17,7 @@ from sweeper.report.__main__ import main as report_main
 from sweeper.report.data import read_rows
 from sweeper.results import lookup, store
 
-from conftest import ROOT, run_cli
+from conftest import NO_REMEASURE, ROOT, run_cli
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
 SOURCES = ("single", "multi", "nights", "compare", "data", "failed")
@@ -237,7 +237,7 @@ def test_concurrent_compactions_and_a_writer_lose_nothing(tmp_path: Path) -> Non
 
 
 def test_sweep_leaves_its_study_compacted_and_resumes(results: Path) -> None:
-    args = ["+workload=matmul", "-m", "hydra.sweeper.n_trials=3"]
+    args = ["+workload=matmul", "-m", "hydra.sweeper.n_trials=3", *NO_REMEASURE]
     run_cli(args, results, check=True)
     trials = results / "trials"
     files = visible(trials)

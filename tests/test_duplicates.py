@@ -20,13 +20,14 @@ from sweeper.sweep import dedup
 from sweeper.sweep.progress import SweepProgress
 from sweeper.sweep.space import build_space
 
-from conftest import ROOT, run_cli
+from conftest import NO_REMEASURE, ROOT, run_cli
 
 FAULTS = [
     "hydra.searchpath=[file://tests/faultload/conf]",
     "+workload=faults",
     "knobs.fault=none",
     "trial.timeout_s=300",
+    *NO_REMEASURE,
 ]
 ONE_CONFIG = "hydra.sweeper.params={knobs.fault:none,knobs.work:'choice(16)'}"
 
@@ -49,7 +50,7 @@ def test_valid_keys_apply_conditions_and_constraints() -> None:
 def test_duplicates_do_not_count_and_an_exhausted_space_stops(results: Path) -> None:
     """matmul's tiny space has 12 configurations: n_trials=30 with random sampling measures each exactly once,
     says the space is exhausted and stops; n_trials=3 first gives 3 new measurements (duplicates are extra)."""
-    args = ["+workload=matmul", "-m", "hydra.sweeper.sampler=random", "hydra.sweeper.seed=3"]
+    args = ["+workload=matmul", "-m", "hydra.sweeper.sampler=random", "hydra.sweeper.seed=3", *NO_REMEASURE]
     run_cli([*args, "hydra.sweeper.n_trials=3"], results, check=True)
     assert (pd.read_parquet(results / "trials")["status"] == "complete").sum() == 3
     proc = run_cli([*args, "hydra.sweeper.n_trials=30"], results, check=True)

@@ -15,7 +15,7 @@ import psutil
 import pytest
 from optuna.trial import TrialState
 
-from conftest import ROOT, run_cli
+from conftest import NO_REMEASURE, ROOT, run_cli
 
 FAULTS = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=faults"]
 EXPECTED = {
@@ -38,7 +38,7 @@ def _study(results: Path, name: str) -> optuna.Study:
 def test_every_fault_gets_a_truthful_row_and_the_sweep_goes_on(results: Path) -> None:
     # The grid visits every (fault, work) pair once: 9 faults x 2 sizes = 18 trials.
     proc = run_cli(
-        [*FAULTS, "-m", "hydra.sweeper.sampler=grid", "hydra.sweeper.n_trials=18", "trial.timeout_s=6"],
+        [*FAULTS, "-m", "hydra.sweeper.sampler=grid", "hydra.sweeper.n_trials=18", "trial.timeout_s=6", *NO_REMEASURE],
         results,
         timeout=400,
     )
@@ -104,6 +104,7 @@ def test_sigkill_mid_sweep_then_resume(results: Path) -> None:
         "hydra.sweeper.seed=1",
         "measure.min_time_s=0.8",
         "measure.max_steps=100000",
+        *NO_REMEASURE,
     ]
     cmd = [sys.executable, "-m", "sweeper", *args, f"results_dir={results}"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}

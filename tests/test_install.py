@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import ROOT
+from conftest import NO_REMEASURE, ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -82,6 +82,7 @@ def test_installed_console_script_and_module_work_from_any_folder(
             "-m",
             "hydra.sweeper.n_trials=1",
             f"results_dir={tmp_path / 'results'}",
+            *NO_REMEASURE,
         ],
         tmp_path,
     )
@@ -96,7 +97,10 @@ def test_own_model_from_a_wheel_install(wheel: Path, tmp_path: Path) -> None:
     shutil.copytree(ROOT / "examples" / "my_project", project)
     (project / "workloads").mkdir()
     (project / "workloads" / "__init__.py").write_text("raise ImportError('the user\\'s own package')\n")
-    _run([str(wheel / "knob-sweeper"), "-cd", "conf", "+workload=mlp", "-m", "hydra.sweeper.n_trials=2"], project)
+    _run(
+        [str(wheel / "knob-sweeper"), "-cd", "conf", "+workload=mlp", "-m", "hydra.sweeper.n_trials=2", *NO_REMEASURE],
+        project,
+    )
     _run(
         [
             str(wheel / "python"),
@@ -106,6 +110,7 @@ def test_own_model_from_a_wheel_install(wheel: Path, tmp_path: Path) -> None:
             "+workload=mlp",
             "-m",
             "hydra.sweeper.n_trials=1",
+            *NO_REMEASURE,
         ],
         project,
     )
@@ -141,7 +146,10 @@ def test_the_readmes_own_model_followed_literally_runs_from_a_wheel(wheel: Path,
     _run([str(wheel / "knob-sweeper"), "-cd", "conf", "+workload=mlp"], project)
     _run([str(wheel / "knob-sweeper"), "-cd", "conf", "+workload=mlp", "-m", "hydra.sweeper.n_trials=2"], project)
     df = pd.read_parquet(project / "results" / "trials")
-    assert len(df) == 3 and (df["status"] == "complete").all(), df[["trial", "status", "reason"]]
+    assert (df["status"] == "complete").all(), df[["trial", "status", "reason", "confirm_of"]]
+    assert df["confirm_of"].isna().sum() == 3, "one run and two trials; the baseline and the best measured again"
+    assert df["confirm_of"].notna().any(), "the default sweep measures the baseline and the best again"
+    assert set(df["confirm_of"].dropna().astype(int)) <= set(df["trial"].dropna().astype(int))
     recipe = _run([str(wheel / "python"), "-m", "sweeper.report", "results", "--recipe", "--study", "mlp-tiny"],
                   project)  # fmt: skip
     assert "+workload=mlp" in recipe.stdout and "AdamW" in recipe.stdout, recipe.stdout

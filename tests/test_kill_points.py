@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from pathlib import Path
 
 import optuna
@@ -28,7 +29,8 @@ ARGS = [
     "hydra.sweeper.params={knobs.fault:none,knobs.work:'choice(8,16,24,32,40,48)'}",
     "hydra.sweeper.sampler=random",
     "hydra.sweeper.seed=3",
-    "hydra.sweeper.confirm_top_k=1",
+    "hydra.sweeper.confirm_top_k=1",  # the baseline and the best again: the re-measure phase's kill points too
+    "hydra.sweeper.confirm_unstable=false",
     "hydra.sweeper.starts=[{knobs.work:8}]",
 ]
 STATE_OF = {
@@ -94,7 +96,8 @@ def test_a_kill_at_each_boundary_loses_nothing_and_the_rerun_does_not_wait(
 ) -> None:
     results = tmp_path / "results"
     url = _storage(kind, results)
-    name = f"kill-{point.replace(':', '-')}-{tmp_path.name[-12:]}".lower()
+    # unique per run: PostgreSQL outlives the test, and tmp_path's name repeats from one pytest run to the next
+    name = f"kill-{point.replace(':', '-')}-{uuid.uuid4().hex[:8]}"
     args = [*ARGS, f"hydra.sweeper.storage={url}", f"hydra.sweeper.study_name={name}"]
     killed = run_cli(args, results, env={"KNOB_SWEEPER_KILL_AT": point})
     assert killed.returncode == -9, f"not killed at {point}: exit {killed.returncode}\n{killed.stderr[-2000:]}"

@@ -108,6 +108,8 @@ def test_own_model_sweep_report_and_recipe_on_the_cpu(project: Path) -> None:
             "measure.warmup_steps=1",
             "measure.steps=5",
             "trial.timeout_s=300",
+            "hydra.sweeper.confirm_top_k=0",  # no re-measurements after the search (tests/conftest.py NO_REMEASURE)
+            "hydra.sweeper.confirm_unstable=false",
         ],
         project,
     )

@@ -19,7 +19,7 @@ from sweeper.report.blocks import num
 from sweeper.report.importance import marginals
 from sweeper.report.stats import group_ranks, rank_configs
 
-from conftest import run_cli
+from conftest import NO_REMEASURE, run_cli
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
 
@@ -110,7 +110,14 @@ def test_fingerprint_line_ignores_rows_that_never_ran(tmp_path: Path) -> None:
 def test_recipe_overrides_re_run_the_configuration(results: Path, tmp_path: Path) -> None:
     """The recipe's command, run as printed, measures the same configuration (every knob and parameter)."""
     run_cli(
-        ["+workload=matmul", "-m", "hydra.sweeper.n_trials=3", "hydra.sweeper.sampler=random", "hydra.sweeper.seed=5"],
+        [
+            "+workload=matmul",
+            "-m",
+            "hydra.sweeper.n_trials=3",
+            "hydra.sweeper.sampler=random",
+            "hydra.sweeper.seed=5",
+            *NO_REMEASURE,
+        ],
         results,
         check=True,
     )

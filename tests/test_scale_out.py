@@ -17,10 +17,10 @@ from optuna.trial import TrialState
 
 from sweeper.sweep.study import is_counted, is_interrupted
 
-from conftest import ROOT, run_cli
+from conftest import NO_REMEASURE, ROOT, run_cli
 
 FAULTS = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=faults"]
-GOOD = ["knobs.fault=none", "hydra.sweeper.params={knobs.fault:none,knobs.work:'range(8,600)'}"]
+GOOD = ["knobs.fault=none", "hydra.sweeper.params={knobs.fault:none,knobs.work:'range(8,600)'}", *NO_REMEASURE]
 PG_URL = os.environ.get("KNOB_SWEEPER_PG_URL")
 
 
@@ -121,7 +121,7 @@ def test_submitit_local_launcher(results: Path) -> None:
     """Trials run as submitit jobs; one the device cannot run is skipped by the sweeper before any job exists."""
     run_cli([*FAULTS, "-m", "hydra.sweeper.params={knobs.fault:'choice(none,gpu_only)',knobs.work:16}",
              "hydra.sweeper.sampler=grid", "hydra.sweeper.n_trials=2", "hydra/launcher=submitit_local",
-             "hydra.launcher.timeout_min=5"], results, check=True, timeout=600)
+             "hydra.launcher.timeout_min=5", *NO_REMEASURE], results, check=True, timeout=600)
     df = pd.read_parquet(results / "trials").set_index("knob.fault")
     assert df.loc["none", "status"] == "complete"
     gpu_only = (df.loc["gpu_only", "status"], df.loc["gpu_only", "reason"])
@@ -161,7 +161,7 @@ def test_pruning_stops_every_clearly_worse_trial_and_keeps_the_best(results: Pat
              "workload.wait_ms:'choice(1,8,12,16,20)'}", "hydra.sweeper.sampler=random", "hydra.sweeper.seed=0",
              "hydra.sweeper.n_trials=6", "measure.steps=4", "measure.min_time_s=1.0", "measure.max_steps=1000000",
              "hydra.sweeper.pruner.type=median", "hydra.sweeper.pruner.n_startup_trials=1",
-             "hydra.sweeper.pruner.n_warmup_steps=0"], results, check=True)
+             "hydra.sweeper.pruner.n_warmup_steps=0", *NO_REMEASURE], results, check=True)
     df = pd.read_parquet(results / "trials").sort_values("trial")
     best = df.iloc[0]
     assert (best["param.wait_ms"], best["status"]) == (1, "complete") and best["measured_s"] >= 1.0, \

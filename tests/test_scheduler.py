@@ -21,9 +21,9 @@ from sweeper.results import store
 from sweeper.sweep.costs import CostModel
 from sweeper.sweep.scheduler import Scheduler, Stop, StopPolicy
 
-from conftest import ROOT, run_cli
+from conftest import NO_REMEASURE, ROOT, run_cli
 
-COSTLY = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=costly", "-m"]
+COSTLY = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=costly", "-m", *NO_REMEASURE]
 # A 24 s trial (three 8 s steps): longer than any budget below leaves it, however slow the sweeper's start.
 SLOW_TRIAL = ["knobs.batch=1", "knobs.compile=off", "knobs.base_ms=8000", "measure.warmup_steps=1", "measure.steps=2"]
 

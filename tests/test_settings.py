@@ -69,3 +69,23 @@ def test_settings_convert_once_with_the_dataclass_defaults() -> None:
     assert isinstance(s, KnobSweeperConf) and s.n_trials == 3 and s.grace_s == _default("grace_s")
     assert s.expensive == {"knobs.compile": "off"} and isinstance(s.expensive, dict)
     assert s.pruner.type == "median" and s.pruner.reduction_factor == 3
+
+
+def test_the_composed_config_carries_the_dataclass_defaults() -> None:
+    """What a command sees under ``hydra.sweeper`` with nothing set (conf/config.yaml and a workload's YAML composed
+    by Hydra) is the dataclass's default, key for key (the re-measurements' ``confirm_top_k`` 1, ``confirm_unstable``
+    on), apart from the search space the workload declares."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    import hydra_plugins.knob_sweeper.knob_sweeper  # noqa: F401 - registers hydra/sweeper=knob
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=["+workload=matmul"], return_hydra_config=True)
+    composed = OmegaConf.to_container(cfg.hydra.sweeper, resolve=False)
+    defaults = OmegaConf.to_container(OmegaConf.structured(KnobSweeperConf), resolve=False)
+    for key in ("params", "conditions", "constraints"):  # the search space is the workload's
+        composed.pop(key, None)
+        defaults.pop(key, None)
+    assert composed == defaults
+    assert (composed["confirm_top_k"], composed["confirm_unstable"]) == (1, True)

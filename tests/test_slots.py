@@ -14,7 +14,7 @@ import pytest
 
 from sweeper.sweep.slots import NodeSlots, Occupancy, Slot
 
-from conftest import ROOT, run_cli
+from conftest import NO_REMEASURE, ROOT, run_cli
 
 FAULTS = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=faults"]
 GOOD = ["knobs.fault=none", "hydra.sweeper.params={knobs.fault:none,knobs.work:'range(8,600)'}"]
@@ -58,6 +58,7 @@ def _three_sweepers(results: Path, kind: str, name: str, sweep_args: list[str]) 
         "measure.max_steps=1000000",
         "hydra.sweeper.sampler=random",
         f"results_dir={results}",
+        *NO_REMEASURE,
     ]
     procs = [
         subprocess.Popen(
@@ -121,6 +122,7 @@ def test_unpinned_trials_at_once_are_flagged_as_sharing(results: Path) -> None:
             "measure.max_steps=1000000",
             "hydra.sweeper.repeat=true",
             "hydra.sweeper.sampler=random",
+            *NO_REMEASURE,
         ],
         results,
         check=True,

@@ -11,7 +11,7 @@ import pytest
 
 from sweeper.results import store
 
-from conftest import run_cli
+from conftest import NO_REMEASURE, run_cli
 
 
 def rows(results: Path) -> pd.DataFrame:
@@ -31,7 +31,7 @@ def measured(df: pd.DataFrame) -> pd.DataFrame:
 
 @pytest.mark.parametrize("workload", ["matmul", "transformer_block", "resnet50"])
 def test_sweep_resume_and_report(results: Path, workload: str) -> None:
-    run_cli([f"+workload={workload}", "-m", "hydra.sweeper.n_trials=6"], results, check=True)
+    run_cli([f"+workload={workload}", "-m", "hydra.sweeper.n_trials=6", *NO_REMEASURE], results, check=True)
     df = rows(results)
     assert len(measured(df)) == 6, "n_trials counts new measurements; a duplicate is an extra, skipped row"
     assert list(df["trial"]) == list(range(len(df)))
@@ -57,7 +57,7 @@ def test_sweep_resume_and_report(results: Path, workload: str) -> None:
 
     # Same command again: the same study continues, trial numbers go on, nothing measured twice.
     first = len(df)
-    run_cli([f"+workload={workload}", "-m", "hydra.sweeper.n_trials=6"], results, check=True)
+    run_cli([f"+workload={workload}", "-m", "hydra.sweeper.n_trials=6", *NO_REMEASURE], results, check=True)
     df = rows(results)
     assert list(df["trial"]) == list(range(len(df))) and len(df) >= first + 1
     # 12 new measurements, or every configuration once when the space holds fewer (resnet50's tiny space:
@@ -93,7 +93,14 @@ def test_single_run_writes_one_row(results: Path) -> None:
 
 def test_conditional_knob_is_null_when_inactive(results: Path) -> None:
     run_cli(
-        ["+workload=matmul", "-m", "hydra.sweeper.n_trials=8", "hydra.sweeper.sampler=random", "hydra.sweeper.seed=3"],
+        [
+            "+workload=matmul",
+            "-m",
+            "hydra.sweeper.n_trials=8",
+            "hydra.sweeper.sampler=random",
+            "hydra.sweeper.seed=3",
+            *NO_REMEASURE,
+        ],
         results,
         check=True,
     )
@@ -114,6 +121,7 @@ def test_constraint_skips_before_launch(results: Path) -> None:
             "hydra.sweeper.sampler=random",
             "hydra.sweeper.seed=0",
             "+hydra.sweeper.constraints=[\"knobs.dtype != 'fp32'\"]",
+            *NO_REMEASURE,
         ],
         results,
         check=True,
@@ -134,6 +142,7 @@ def test_multi_objective_pareto(results: Path) -> None:
             "hydra.sweeper.n_trials=5",
             "hydra.sweeper.sampler=nsgaii",
             "hydra.sweeper.objectives=[{metric:throughput,direction:maximize},{metric:peak_mem_bytes,direction:minimize}]",
+            *NO_REMEASURE,
         ],
         results,
         check=True,
@@ -173,7 +182,9 @@ def test_grid_stops_when_exhausted(results: Path) -> None:
     # matmul's tiny space: dtype(2) x transpose_a(2) x transpose_b(2) x two conditional flags(2 x 2) = 32 grid
     # points, of which 4 (fp32) + 8 (bf16) = 12 are distinct configurations once the conditions apply.
     proc = run_cli(
-        ["+workload=matmul", "-m", "hydra.sweeper.n_trials=50", "hydra.sweeper.sampler=grid"], results, check=True
+        ["+workload=matmul", "-m", "hydra.sweeper.n_trials=50", "hydra.sweeper.sampler=grid", *NO_REMEASURE],
+        results,
+        check=True,
     )
     df = rows(results)
     assert len(df) <= 32, "stops when the grid is exhausted, not at n_trials=50"
@@ -191,7 +202,7 @@ def test_timeout_stops_launching_and_a_rerun_continues(results: Path) -> None:
     measurement, a trial the budget cut (interrupted) or one left out because it could not end in time (skipped,
     over-budget), and the same command without the limit finishes the study's target (a nightly job can time-box a
     sweep and resume it)."""
-    args = ["+workload=matmul", "-m", "hydra.sweeper.n_trials=30", "hydra.sweeper.repeat=true"]
+    args = ["+workload=matmul", "-m", "hydra.sweeper.n_trials=30", "hydra.sweeper.repeat=true", *NO_REMEASURE]
     first = run_cli([*args, "hydra.sweeper.timeout_s=20", "hydra.sweeper.grace_s=1"], results, check=True)
     assert "budget: hydra.sweeper.timeout_s=20 s reached" in first.stdout + first.stderr
     done = rows(results)
@@ -206,7 +217,7 @@ def test_timeout_stops_launching_and_a_rerun_continues(results: Path) -> None:
 
 
 def test_one_trial_on_a_new_study_measures_the_baseline(results: Path) -> None:
-    run_cli(["+workload=matmul", "-m", "hydra.sweeper.n_trials=1"], results, check=True)
+    run_cli(["+workload=matmul", "-m", "hydra.sweeper.n_trials=1", *NO_REMEASURE], results, check=True)
     df = rows(results)
     assert len(df) == 1 and df["baseline"].all() and (df["status"] == "complete").all()
 
@@ -216,7 +227,14 @@ def test_starts_are_measured_after_the_baseline_then_the_sampler_takes_over(resu
     under a condition: fp16_reduced_precision with bf16) or values outside the space are left to the sampler."""
     start = "[{knobs.dtype:bf16,knobs.transpose_a:true,knobs.fp16_reduced_precision:false,knobs.transpose_b:maybe}]"
     run_cli(
-        ["+workload=matmul", "-m", "hydra.sweeper.n_trials=3", "hydra.sweeper.seed=0", f"hydra.sweeper.starts={start}"],
+        [
+            "+workload=matmul",
+            "-m",
+            "hydra.sweeper.n_trials=3",
+            "hydra.sweeper.seed=0",
+            f"hydra.sweeper.starts={start}",
+            *NO_REMEASURE,
+        ],
         results,
         check=True,
     )
@@ -229,13 +247,15 @@ def test_starts_are_measured_after_the_baseline_then_the_sampler_takes_over(resu
     assert recipe["knob.transpose_b"] in (True, False), "outside the space: the sampler picked it"
     # A second command on the same study does not measure the starts again.
     run_cli(
-        ["+workload=matmul", "-m", "hydra.sweeper.n_trials=1", f"hydra.sweeper.starts={start}"], results, check=True
+        ["+workload=matmul", "-m", "hydra.sweeper.n_trials=1", f"hydra.sweeper.starts={start}", *NO_REMEASURE],
+        results,
+        check=True,
     )
     study = optuna.load_study(study_name="matmul-tiny", storage=f"sqlite:///{results / 'optuna.db'}")
     assert sum(1 for t in study.trials if t.system_attrs.get("fixed_params")) == 2, "baseline + the one start"
 
 
-def test_confirm_top_k_re_measures_the_best(results: Path) -> None:
+def test_confirm_top_k_re_measures_the_baseline_and_the_best(results: Path) -> None:
     run_cli(
         [
             "+workload=matmul",
@@ -243,17 +263,22 @@ def test_confirm_top_k_re_measures_the_best(results: Path) -> None:
             "hydra.sweeper.n_trials=4",
             "hydra.sweeper.repeat=true",
             "hydra.sweeper.confirm_top_k=2",
+            "hydra.sweeper.confirm_unstable=false",
             "hydra.sweeper.seed=0",
         ],
         results,
         check=True,
     )
     df = rows(results)
-    assert len(df) == 6 and list(df["trial"]) == list(range(6)), "4 trials, then exactly 2 confirmations"
     first, confirms = df.iloc[:4], df.iloc[4:]
+    assert list(df["trial"]) == list(range(len(df))), "4 trials, then the confirmations"
     assert confirms["confirm_of"].notna().all() and first["confirm_of"].isna().all()
     best = first[first["status"] == "complete"].nlargest(2, "throughput")["trial"]
-    assert set(confirms["confirm_of"].astype(int)) == set(best)
+    wanted = {0, *best.astype(int)}  # the baseline (trial 0) and the 2 best, each once
+    assert list(confirms["confirm_of"].astype(int)) == [0, *(t for t in best.astype(int) if t != 0)], (
+        "interleaved: the baseline, then the best"
+    )
+    assert set(confirms["confirm_of"].astype(int)) == wanted and len(confirms) == len(wanted)
     for _, r in confirms.iterrows():  # the same configuration, measured again
         orig = first[first["trial"] == r["confirm_of"]].iloc[0]
         assert (r["knob.dtype"], r["knob.transpose_a"]) == (orig["knob.dtype"], orig["knob.transpose_a"])

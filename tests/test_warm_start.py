@@ -11,7 +11,7 @@ from pathlib import Path
 import optuna
 import pandas as pd
 
-from conftest import run_cli
+from conftest import NO_REMEASURE, run_cli
 
 COSTLY = [
     "hydra.searchpath=[file://tests/faultload/conf]",
@@ -19,6 +19,7 @@ COSTLY = [
     "-m",
     "hydra.sweeper.seed=0",
     "knobs.compile_cost_s=0.3",
+    *NO_REMEASURE,
 ]
 KNOBS = ["knob.level", "knob.batch", "knob.compile"]
 

@@ -54,6 +54,17 @@ class Analysis:
         baseline or the best, ``confirm_of`` rows, a repeat). Without it no claim says "beyond noise"."""
         return bool(self.configs.attrs.get("pooled_df") or 0) if not self.configs.empty else False
 
+    def doubt(self, key: str | None = None, name: str = "the best") -> str:
+        """Why what the report says of configuration ``key`` (the best by default), its speed-up over the baseline
+        above all, is uncertain: ``step times were unstable in every measurement of the best (2)`` (and of the
+        baseline), the signature of a shared CPU; "" when some measurement of each was steady."""
+        c = self.configs
+        key = c.index[0] if key is None and not c.empty else key
+        pairs = [(name, key)] + ([("the baseline", self.baseline.key)] if self.baseline.key != key else [])
+        whose = [f"{who} ({int(c.loc[k, 'n'])})" for who, k in pairs
+                 if k in c.index and c.loc[k, "step_unstable_n"] >= c.loc[k, "n"]]  # fmt: skip
+        return "step times were unstable in every measurement of " + " and of ".join(whose) if whose else ""
+
     @property
     def title(self) -> str:
         return f"{self.workload} — single runs" if self.single_runs else f"{self.workload} — study {self.study}"
@@ -93,6 +104,8 @@ def analyse(rows: pd.DataFrame, evaluator: str = "auto") -> Analysis:
     records = values.to_dict("records")
     configs["label"] = [bl.label(v, swept, base.defaults) for v in records]
     configs["label_brief"] = _brief_labels(configs["label"].tolist(), records, swept)
+    configs["stability"] = [stability_note(u, b, n) for u, b, n in
+                            zip(configs["step_unstable_n"], configs["step_bimodal_n"], configs["n"])]  # fmt: skip
     stages = (ok["data_limit_stage"].groupby(keys.loc[ok.index], sort=False).agg(_most_common)
               .reindex(configs.index) if "data_limit_stage" in ok else pd.Series(None, index=configs.index))
     configs["diagnosis"] = [diagnose(w, u, m, s, h) for w, u, m, s, h in
@@ -111,6 +124,19 @@ def analyse(rows: pd.DataFrame, evaluator: str = "auto") -> Analysis:
     a.marginals = marginals(configs, values, swept)
     a.history = _history(ok, objectives)
     return a
+
+
+def stability_note(unstable: int, bimodal: int, n: int) -> str:
+    """Empty for steady step times, else one phrase: ``step times unstable (bimodal) in 1 of 2 measurements:
+    re-measured`` (``sweeper.trial.stability``: two speeds, or a CV over 0.5: the signature of a shared CPU)."""
+    if not unstable:
+        return ""
+    kind = "bimodal" if bimodal else "CV over 0.5"
+    if n <= 1:
+        return f"step times unstable ({kind}): measured once"
+    if unstable >= n:
+        return f"step times unstable ({kind}) in all {n} measurements: re-measured, still unstable"
+    return f"step times unstable ({kind}) in {unstable} of {n} measurements: re-measured"
 
 
 def _brief_labels(labels: list[str], records: list[dict], swept: list[str]) -> list[str]:

@@ -198,6 +198,8 @@ def recipe_text(analyses: list[Analysis], rows: pd.DataFrame) -> str:
         row = ok[keys == key].iloc[0]
         chosen = a.configs.loc[key]
         speed = f", {times(chosen['speedup'])} the baseline" if pd.notna(chosen["speedup"]) else ""
+        doubt = a.doubt(key, "it")
+        speed += f" (uncertain: {doubt})" if speed and doubt else ""
         out.append(f"# {chosen['label']}: {num(chosen['value'])} {a.unit}{speed}; {why}")
         out.append("# re-run it (from the folder you swept in; add -cd <your conf> for a workload of your own):")
         out.append("python -m sweeper " + " ".join(shlex.quote(o) for o in overrides(row, columns)))

@@ -25,6 +25,8 @@ from sweeper.report.diagnose import BUSY_UTIL, COMPUTE_MFU, DATA_WAIT, HOST_STEP
 from sweeper.report.profile_section import profile_blocks
 
 MAX_MARGINAL_PLOTS = 4
+MAX_UNSTABLE_NOTES = 5  # lines naming configurations whose step times were unstable; more are counted
+UNSTABLE = "†"  # beside a configuration whose step times were unstable (see ``stability_notes``)
 
 
 def study_blocks(a: Analysis, limit: int, with_plots: bool = True) -> list[Block]:
@@ -44,6 +46,7 @@ def study_blocks(a: Analysis, limit: int, with_plots: bool = True) -> list[Block
     out.append(Para(headline(a)))
     out.append(Para(a.baseline_note, "note"))
     out.append(ranking(a, limit))
+    out += stability_notes(a, limit)
     out.append(memory_ranking(a, min(limit, 10)))
     if a.mfu_peaks:
         out.append(Para(f"MFU is achieved FLOP/s over the peak of the math that ran: {'; '.join(a.mfu_peaks)}.",
@@ -75,7 +78,7 @@ def summary_blocks(analyses: list[Analysis]) -> list[Block]:
                 trials,
                 best["label"],
                 f"{num(best['value'])} {a.unit}",
-                times(best["speedup"]),
+                times(best["speedup"]) + (" (uncertain)" if a.doubt() and times(best["speedup"]) != "-" else ""),
                 str(tied),
             ]
         )
@@ -99,6 +102,9 @@ def headline(a: Analysis) -> str:
     text = f"Best: {best['label']}: {num(best['value'])} {a.unit} (95% CI {interval(best['lo'], best['hi'])})"
     if pd.notna(best["speedup"]):
         text += f", {times(best['speedup'])} baseline"
+    if a.doubt():  # every measurement of the best (or of the baseline) unstable: no certainty claimed
+        what = "the speed-up is uncertain" if pd.notna(best["speedup"]) and not best["is_baseline"] else "uncertain"
+        return text + f"; {what}: {a.doubt()}."
     if not a.noise_measured:  # "beyond noise" only where trial-to-trial noise was measured
         return text + "; measured once; no noise estimate."
     text += "; " + (
@@ -139,7 +145,7 @@ def ranking(a: Analysis, limit: int) -> Table:
             [
                 rank,
                 "tied" if r["tied"] else "",
-                r["label"],
+                r["label"] + _mark(r),
                 num(r["value"]),
                 interval(r["lo"], r["hi"]),
                 str(int(r["n"])),
@@ -168,6 +174,9 @@ def ranking(a: Analysis, limit: int) -> Table:
         f"GPU counters."
         + (" Profiled configurations: named from their profile (see 'Why the GPU idles'); the rule is the "
            "fallback, marked (rule)." if not a.profiles.empty else "")
+        + (f" {UNSTABLE} step times unstable (two speeds, or a CV over 0.5: the signature of a shared CPU); the "
+           "sweep measures such a configuration again once (hydra.sweeper.confirm_unstable)."
+           if any(_mark(r) for _, r in c.head(limit).iterrows()) else "")
     )
     return Table(
         "Ranking by throughput",
@@ -179,8 +188,25 @@ def ranking(a: Analysis, limit: int) -> Table:
         more=max(0, len(c) - limit),
         brief=[0, 2, 3, 6, 4, 7, 10, 1, 9, 5],
         page=list(range(len(header) - len(knobs))),
-        brief_cells={2: list(c["label_brief"].head(limit))} if "label_brief" in c else {},
+        brief_cells={2: [b + _mark(r) for b, (_, r) in zip(c["label_brief"], c.head(limit).iterrows())]}
+        if "label_brief" in c
+        else {},
     )  # the label names the configuration; .md has a column per knob
+
+
+def _mark(r: pd.Series) -> str:
+    return f" {UNSTABLE}" if r.get("stability") else ""
+
+
+def stability_notes(a: Analysis, limit: int) -> list[Block]:
+    """One line per configuration of the ranking marked unstable (the first ``MAX_UNSTABLE_NOTES``)."""
+    flagged = [r for _, r in a.configs.head(limit).iterrows() if r.get("stability")]
+    out: list[Block] = [Para(f"{UNSTABLE} {r['label']}: {r['stability']}.", "note") for r in
+                        flagged[:MAX_UNSTABLE_NOTES]]  # fmt: skip
+    if len(flagged) > MAX_UNSTABLE_NOTES:
+        out.append(Para(f"{UNSTABLE} ... and {len(flagged) - MAX_UNSTABLE_NOTES} more configurations of the ranking "
+                        "(marked).", "note"))  # fmt: skip
+    return out
 
 
 def _rank(value: object) -> str:

@@ -29,6 +29,7 @@ LEVEL = 0.95
 _NORMAL_10_90 = 2.5631  # (p90 - p10) / sigma for a normal distribution
 MEAN_METRICS = ("peak_mem_bytes", "step_cv", "data_wait_frac", "gpu_util_mean", "mfu", "achieved_tflops",
                 "step_ms_p50", "compile_s", "first_step_s", "host_step_frac")
+FLAGS = ("step_bimodal", "step_unstable")  # per configuration: ``<flag>_n``, how many of its trials were flagged
 
 
 def t_quantile(df: float) -> float:
@@ -57,6 +58,8 @@ def aggregate(ok: pd.DataFrame, keys: pd.Series, metric: str = "throughput") -> 
                           "trial": ok["trial"] if "trial" in ok else pd.Series(np.nan, index=ok.index)})
     for m in MEAN_METRICS:
         frame[m] = _col(ok, m)
+    for flag in FLAGS:  # step times in two clusters / unstable (sweeper.trial.stability): counted per configuration
+        frame[flag] = ok[flag].map(lambda v: isinstance(v, (bool, np.bool_)) and bool(v)) if flag in ok else False
     g = frame.groupby("key", sort=False)
     out = pd.DataFrame({
         "n": g.size(), "value": g["value"].mean(), "log_var": g["log"].var(ddof=1), "rse2": g["rse2"].mean(),
@@ -66,6 +69,8 @@ def aggregate(ok: pd.DataFrame, keys: pd.Series, metric: str = "throughput") -> 
     })
     for m in MEAN_METRICS:
         out[m] = g[m].mean()
+    for flag in FLAGS:
+        out[f"{flag}_n"] = g[flag].sum().astype(int)
     out.index.name = "key"
     return add_intervals(out)
 

@@ -7,13 +7,14 @@ Three collaborators do the work; this module only sequences them:
 * :class:`~sweeper.sweep.settle.Settler`: the one path from an outcome to the row, the study and the console.
 
 A sweep has two phases: the search (until ``n_trials`` counted trials, the budget, the failure budget or an
-exhausted space) and the re-measurements (the baseline and the best again, profiled: ``sweeper.sweep.remeasure``),
-whose predicted cost the search keeps in reserve. Why it stopped is one ``Stop`` value.
+exhausted space) and the re-measurements (the baseline and the best again on every device, profiled on a GPU, whose
+cost the search keeps in reserve; then unstable ones: ``sweeper.sweep.remeasure``). Why it stopped is one ``Stop``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 import warnings
 from concurrent.futures import wait
@@ -123,9 +124,11 @@ class SweepImpl:
         s, plan = self.settings, self.plan
         if searched in (Stop.N_TRIALS, Stop.EXHAUSTED):
             studies.mark_searched(plan.study, target)
-        wanted = remeasure.plan(plan.study, plan.objectives, self._baseline(), s.confirm_top_k, self._profile_k())
+        wanted = remeasure.plan(plan.study, plan.objectives, self._baseline(), s.confirm_top_k, self._profile_k(),
+                                s.confirm_unstable)  # fmt: skip
         todo = remeasure.pending(plan.study, wanted, target)
-        fits = [r for r in todo if self._fits(r.params, self._profile_s(r.profile), reserve=False, repeat=True)]
+        cost = functools.partial(remeasure.cost_s, plan.study, self.costs)
+        fits = remeasure.that_fit(todo, cost, self.scheduler.fits, len(self.scheduler.slots))
         if len(fits) < len(todo):
             self.policy.stop(Stop.BUDGET)
             self.plan_note(f"budget: {len(todo) - len(fits)} of {len(todo)} re-measurements do not fit the "
@@ -224,7 +227,7 @@ class SweepImpl:
                            "the same configuration")  # fmt: skip
             return None
         profile = bool(trial.user_attrs.get(remeasure.PROFILE_KEY))
-        if outcome is None and not self._fits(values, self._profile_s(profile), reserve=not repeat, repeat=repeat):
+        if outcome is None and not self._fits(values, profile, reserve=not repeat, repeat=repeat):
             outcome = TrialOutcome(
                 Status.SKIPPED,
                 f"over-budget:{self.costs.explain(study, values)}",
@@ -327,29 +330,26 @@ class SweepImpl:
 
     # ------------------------------------------------------------------ sampling and checks
 
-    def _fits(self, params: dict[str, Any], extra: float = 0.0, reserve: bool = True, repeat: bool = False) -> bool:
+    def _fits(self, params: dict[str, Any], profile: bool = False, reserve: bool = True, repeat: bool = False) -> bool:
         """A trial of ``params`` is predicted to end within the budget (keeping the re-measurements' reserve);
-        ``repeat``: it measures a configuration again (warm caches)."""
+        ``repeat``: it measures a configuration again (warm caches); ``profile``: it is profiled too."""
         if self.scheduler.deadline is None:
             return True
         predict = self.costs.predict_repeat if repeat else self.costs.predict
-        predicted = predict(self.plan.study, params) + extra
+        predicted = predict(self.plan.study, params) + (remeasure.profile_cost(self.plan.study) if profile else 0.0)
         return self.scheduler.fits(predicted, self._reserve() if reserve else 0.0)
 
     def _reserve(self) -> float:
-        """Seconds the re-measurements after the search are predicted to take (their configurations as they rank
-        now)."""
+        """Seconds the re-measurements after the search are predicted to take (the baseline's and the best's, their
+        configurations as they rank now; those of unstable configurations run on what is left, unreserved)."""
         s, plan = self.settings, self.plan
         wanted = remeasure.plan(plan.study, plan.objectives, self._baseline(), s.confirm_top_k, self._profile_k())
-        return sum(self.costs.predict_repeat(plan.study, r.params) + self._profile_s(r.profile) for r in wanted)
+        return sum(remeasure.cost_s(plan.study, self.costs, r) for r in wanted)
 
     def _profile_k(self) -> int:
         if self.settings.profile is not None:
             return int(self.settings.profile)
         return 1 if str(self.plan.cfg.get("device", "cpu")).startswith("cuda") else 0
-
-    def _profile_s(self, profile: bool) -> float:
-        return remeasure.profile_cost(self.plan.study) if profile else 0.0
 
     def _baseline(self) -> dict[str, Any] | None:
         return warm.baseline_params(self.plan.space, self.plan.defaults) if self.settings.baseline_first else None

@@ -1,15 +1,20 @@
-"""After the search: the baseline and the best configurations measured again, the profiled ones among them.
+"""After the search: the baseline and the best configurations measured again, the profiled ones among them, and
+the configurations whose step times were unstable.
 
 Re-measurements give the report a trial-to-trial noise estimate (a speed-up is stated with an interval only where
 one exists) and, with ``hydra.sweeper.profile``, a torch.profiler trace of where the GPU's time went in the
-baseline and in the best. They are queued in interleaved order (baseline, best, second best, ...), carry
-``confirm_of`` (the trial they repeat) and ``remeasure_for`` (the sweep target they belong to, so a killed sweep's
-rerun finishes them instead of queueing new ones), and do not count toward ``n_trials``.
+baseline and in the best. The baseline and the ``max(confirm_top_k, profile)`` best run on every device (the CPU
+too, ``confirm_top_k`` 1 by default), queued in interleaved order (baseline, best, second best, ...); the search
+keeps their predicted cost in reserve. With ``confirm_unstable``, every other configuration whose measurement was
+flagged ``step_unstable`` (``sweeper.trial.stability``) follows, best first, once, on what the budget has left.
+They carry ``confirm_of`` (the trial they repeat) and ``remeasure_for`` (the sweep target they belong to, so a
+killed sweep's rerun finishes them instead of queueing new ones), and do not count toward ``n_trials``.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,11 +22,13 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from sweeper.sweep import dedup
+from sweeper.sweep.costs import CostModel
 from sweeper.sweep.study import CONFIRM_KEY, is_interrupted, is_remeasure
 
 FOR_KEY = "remeasure_for"  # trial user attr: the sweep target whose re-measurements it is
 PROFILE_KEY = "profile"  # trial user attr: run under torch.profiler after its measured window
 PROFILE_PRIOR_S = 15.0  # what profiling adds to a trial before one was profiled (steps, trace export)
+UNSTABLE_KEY = "step_unstable"  # trial user attr (a metric of the row): its step times were not one steady value
 
 
 @dataclass
@@ -29,6 +36,7 @@ class Remeasure:
     params: dict[str, Any]
     of: int  # the trial measured again
     profile: bool
+    unstable: bool = False  # queued because its step times were unstable (not kept in the search's reserve)
 
 
 def plan(
@@ -37,32 +45,58 @@ def plan(
     baseline: dict[str, Any] | None,
     confirm_k: int,
     profile_k: int,
+    unstable: bool = False,
 ) -> list[Remeasure]:
-    """The re-measurements the study's current results call for, best first after the baseline."""
+    """The re-measurements the study's current results call for: the baseline, then the best ``max(confirm_k,
+    profile_k)`` (the baseline and the first ``profile_k`` profiled), then with ``unstable`` every other
+    configuration whose first measurement was flagged ``step_unstable``, best first."""
     k = max(confirm_k, profile_k)
-    if k <= 0:
-        return []
     ranked = _ranked(study, objectives)
     out: list[Remeasure] = []
-    if profile_k > 0 and baseline is not None:
+    if k > 0 and baseline is not None:
         base = next((t for t in ranked if _same(t.params, baseline)), None)
         if base is not None:
-            out.append(Remeasure(dict(base.params), base.number, True))
-    for i, t in enumerate(ranked[:k]):
+            out.append(Remeasure(dict(base.params), base.number, profile_k > 0))
+    for i, t in enumerate(ranked[:k] if k > 0 else []):
         if out and t.number == out[0].of:
             continue  # the baseline is the best: measured again once
         out.append(Remeasure(dict(t.params), t.number, i < profile_k))
+    if unstable:
+        queued = {r.of for r in out}
+        out += [Remeasure(dict(t.params), t.number, False, True) for t in ranked
+                if t.user_attrs.get(UNSTABLE_KEY) and t.number not in queued]  # fmt: skip
     return out
 
 
 def pending(study: optuna.Study, wanted: list[Remeasure], target: int) -> list[Remeasure]:
-    """Those of ``wanted`` that no trial of this target measures, has measured, or waits to measure."""
-    done = {
-        t.user_attrs.get(CONFIRM_KEY)
-        for t in study.get_trials(deepcopy=False)
-        if is_remeasure(t) and t.user_attrs.get(FOR_KEY) == target and not is_interrupted(t)
-    }
-    return [r for r in wanted if r.of not in done]
+    """Those of ``wanted`` that no trial of this target measures, has measured, or waits to measure (an unstable
+    configuration: no trial of any target; it is measured again once)."""
+    mine, ever = set(), set()
+    for t in study.get_trials(deepcopy=False):
+        if is_remeasure(t) and not is_interrupted(t):
+            ever.add(t.user_attrs.get(CONFIRM_KEY))
+            if t.user_attrs.get(FOR_KEY) == target:
+                mine.add(t.user_attrs.get(CONFIRM_KEY))
+    return [r for r in wanted if r.of not in (ever if r.unstable else mine)]
+
+
+def cost_s(study: optuna.Study, costs: CostModel, r: Remeasure) -> float:
+    """Predicted seconds of measuring ``r`` again: a repeat's (its class's compile caches warm) and its profiling's."""
+    return costs.predict_repeat(study, r.params) + (profile_cost(study) if r.profile else 0.0)
+
+
+def that_fit(
+    todo: list[Remeasure], cost_s: Callable[[Remeasure], float], fits: Callable[[float], bool], slots: int
+) -> list[Remeasure]:
+    """Those of ``todo`` predicted to end within the budget (``fits(seconds)``), taken in order: each starts after
+    those taken before it, spread over ``slots``, so a long queue is cut where the budget ends."""
+    queued_s, out = 0.0, []
+    for r in todo:
+        cost = cost_s(r)
+        if fits(queued_s / max(1, slots) + cost):
+            out.append(r)
+            queued_s += cost
+    return out
 
 
 def enqueue(study: optuna.Study, items: list[Remeasure], target: int) -> None:

@@ -77,11 +77,19 @@ class KnobSweeperConf:
     max_failure_rate: Optional[float] = None
     # Pruner for single-objective throughput studies: {type: none|median|successive_halving|hyperband, ...kwargs}.
     pruner: PrunerConf = field(default_factory=PrunerConf)
-    # After the search, measure the k best configurations again (repeats give the report a noise estimate).
-    confirm_top_k: int = 0
+    # After the search, on every device (the CPU too), measure the baseline and the k best configurations again,
+    # interleaved (baseline, best, second best, ...): the repeats give the report its trial-to-trial noise estimate,
+    # without which it states no speed-up with an interval. 0 = none. Inside the budget: the search keeps their
+    # predicted cost in reserve.
+    confirm_top_k: int = 1
+    # Then measure again, once, each configuration whose step times were unstable (`step_unstable`: two speeds, or
+    # a CV over 0.5, the signature of a shared CPU), best first, on what the budget has left (not reserved: the
+    # search does not stop early for them). The report marks such configurations.
+    confirm_unstable: bool = True
     # After the search, run the baseline and the k best configurations again with `profile_steps` more steps under
     # torch.profiler after the measured window (a trace and a breakdown of where the GPU's time went, in the
-    # report); null = auto: 1 on a GPU, 0 on the CPU. Inside the budget: the search stops early enough.
+    # report); null = auto: 1 on a GPU, 0 on the CPU. These runs are the re-measurements above (profiled), so with
+    # confirm_top_k=0 the baseline and the best are still measured again where profile > 0. Inside the budget.
     profile: Optional[int] = None
     profile_steps: int = 5
     # A new study measures the workload's default knobs first (the report's baseline for speed-ups).

@@ -3,8 +3,10 @@
 ``knobs.fault`` picks what happens at measured step ``knobs.fault_step``: ``none`` (a good trial, its speed set by
 ``knobs.work``), ``oom`` (a real allocation far beyond memory), ``nan`` (the loss really becomes NaN), ``raise``,
 ``segfault`` (a real invalid read), ``abort``, ``sigkill`` (what the kernel's OOM killer does), ``hang``, ``exit``,
-``gpu_only`` (refused by ``check`` on a CPU: skipped before launch). The trial reports ``env_probe``, the value of
-``KNOB_PROBE`` it saw, and ``queues_probe`` the value of ``CUDA_DEVICE_MAX_CONNECTIONS`` (``knobs.cuda_connections``).
+``gpu_only`` (refused by ``check`` on a CPU: skipped before launch), ``bimodal`` (a good trial whose steps from
+``fault_step`` on wait ``BIMODAL_S`` more every other step: two speeds, flagged ``step_bimodal``, as on a shared
+CPU). The trial reports ``env_probe``, the value of ``KNOB_PROBE`` it saw, and ``queues_probe`` the value of
+``CUDA_DEVICE_MAX_CONNECTIONS`` (``knobs.cuda_connections``).
 
 A good step multiplies ``workload.reps`` times, then waits ``workload.wait_ms`` (a step blocked on I/O or a device;
 0: no wait). Planted regressions for the nightly gate (``plant:``; not knobs, so not part of a configuration's
@@ -26,6 +28,8 @@ from typing import Any
 import torch
 
 from workloads.base import DeviceInfo, Workload
+
+BIMODAL_S = 0.05  # what a slow step of fault=bimodal waits more: 10x a step of workload.wait_ms=5
 
 
 def check(cfg: dict[str, Any], device: DeviceInfo) -> str | None:
@@ -66,6 +70,8 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
                 time.sleep(3600)
             elif fault == "exit":
                 os._exit(3)
+            elif fault == "bimodal" and count[0] % 2:
+                time.sleep(BIMODAL_S)
         return loss
 
     return Workload(
