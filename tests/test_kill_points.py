@@ -4,6 +4,9 @@
 kill: every trial the study finished has exactly one row, with the matching status; no row belongs to a trial the
 study does not have; and the same command, run again, ends with nothing RUNNING, without waiting on the dead
 sweeper's trials.
+
+One study per storage takes every kill in turn (a command killed at each point, in the order a resumed sweep reaches
+them, the next command continuing the same study), so each storage sees each boundary for the cost of one command.
 """
 
 from __future__ import annotations
@@ -25,11 +28,11 @@ PG_URL = os.environ.get("KNOB_SWEEPER_PG_URL")
 ARGS = [
     *FAULTS,
     "-m",
-    "hydra.sweeper.n_trials=3",
+    "hydra.sweeper.n_trials=10",
     "hydra.sweeper.params={knobs.fault:none,knobs.work:'choice(8,16,24,32,40,48)'}",
     "hydra.sweeper.sampler=random",
     "hydra.sweeper.seed=3",
-    "hydra.sweeper.confirm_top_k=1",  # the baseline and the best again: the re-measure phase's kill points too
+    "hydra.sweeper.confirm_top_k=2",  # the baseline and the two best again: the re-measure phase's kill points too
     "hydra.sweeper.confirm_unstable=false",
     "hydra.sweeper.starts=[{knobs.work:8}]",
 ]
@@ -83,35 +86,72 @@ def _check_one_truth(results: Path, url: str, name: str, running_ok: bool) -> No
             assert STATE_OF[status] == t.state, f"trial {t.number}: row {status}, study {t.state.name}"
 
 
-POINTS = ["queued:1", "asked:2", "sampled:2", "row:1", "told:2", "row:4", "remeasure:1"]
+# The commands, in the order the continuing study reaches their points: (KNOB_SWEEPER_KILL_AT,
+# KNOB_SWEEPER_INTERRUPT_AT), each killed (SIGKILL) at its point. Six configurations and n_trials=10: counted trials
+# never reach the target, so every command searches until each configuration is measured and a proposal repeats
+# one (the 7th distinct proposal at the latest): every command from ``skip-row`` on reaches a duplicate, and
+# ``remeasure`` the end of the search. The interrupt points get a Ctrl-C (SIGINT) as the command's first trial is
+# sampled; that trial waits 400 ms a step (``SLOW``), so the Ctrl-C finds it running (one that ends within the
+# loop's one-second wait is settled from its own row).
+CHAIN = [
+    ("queued:1", None),  # the new study's first trials: the baseline queued, the start not
+    ("asked:1", None),  # the queue finished, the baseline taken: a RUNNING trial without params
+    ("orphan-row:1", None),  # it is recovered: its interrupted row written, the study not told
+    ("orphan-told:1", None),  # ... and told
+    ("requeued:1", None),  # the baseline it had taken queued again (from the queue's record: it has no params)
+    ("sampled:1", None),  # the baseline taken and sampled, not launched
+    ("interrupted-row:1", "sampled:1"),  # recovered and queued again; taken, launched, Ctrl-C: its row written
+    ("interrupted-told:1", "sampled:1"),  # ... and the next time told
+    ("row:1", None),  # launched: the trial wrote its row, the study not told
+    ("told:1", None),  # recovered from its row; the next trial told
+    ("skip-row:1", None),  # a duplicate's row, not told
+    ("skip-told:1", None),  # recovered from its row; the next duplicate told
+    ("remeasure:1", None),  # the search ended (exhausted): one of the re-measurements queued
+]
+SLOW = ["workload.wait_ms=400"]  # the interrupted commands' trials: 6 steps of 400 ms, well past the loop's wait
 
 
-@pytest.mark.parametrize(
-    "kind,point",
-    [("sqlite", p) for p in POINTS] + [("journal", "asked:2"), ("journal", "row:2")]
-    + [("postgres", "asked:2"), ("postgres", "row:2")],
-)  # fmt: skip
-def test_a_kill_at_each_boundary_loses_nothing_and_the_rerun_does_not_wait(
-    tmp_path: Path, kind: str, point: str
-) -> None:
+@pytest.mark.parametrize("kind", ["sqlite", "journal", "postgres"])
+def test_a_kill_at_each_boundary_loses_nothing_and_the_rerun_does_not_wait(tmp_path: Path, kind: str) -> None:
     results = tmp_path / "results"
     url = _storage(kind, results)
     # unique per run: PostgreSQL outlives the test, and tmp_path's name repeats from one pytest run to the next
-    name = f"kill-{point.replace(':', '-')}-{uuid.uuid4().hex[:8]}"
+    name = f"kill-chain-{kind}-{uuid.uuid4().hex[:8]}"
     args = [*ARGS, f"hydra.sweeper.storage={url}", f"hydra.sweeper.study_name={name}"]
-    killed = run_cli(args, results, env={"KNOB_SWEEPER_KILL_AT": point})
-    assert killed.returncode == -9, f"not killed at {point}: exit {killed.returncode}\n{killed.stderr[-2000:]}"
-    _check_one_truth(results, url, name, running_ok=True)
+    for kill, interrupt in CHAIN:
+        env = {"KNOB_SWEEPER_KILL_AT": kill, **({"KNOB_SWEEPER_INTERRUPT_AT": interrupt} if interrupt else {})}
+        t0 = time.time()
+        killed = run_cli(args + (SLOW if interrupt else []), results, env=env)
+        assert killed.returncode == -9, f"not killed at {kill}: exit {killed.returncode}\n{killed.stderr[-3000:]}"
+        _check_one_truth(results, url, name, running_ok=True)
+        _assert_no_wait(url, name, t0, killed.stderr)
+
+    # Every configuration is measured: the command's first duplicate ends the search. A Ctrl-C noted as that
+    # duplicate is settled stops the command there (exit 130), not after the re-measurements.
+    t0 = time.time()
+    stopped = run_cli(args, results, env={"KNOB_SWEEPER_INTERRUPT_AT": "skip-told:1"})
+    assert stopped.returncode == 130, f"the Ctrl-C was not the command's end\n{stopped.stderr[-3000:]}"
+    assert "sweep done" not in stopped.stderr
+    _check_one_truth(results, url, name, running_ok=False)
+    _assert_no_wait(url, name, t0, stopped.stderr)
 
     t0 = time.time()
     again = run_cli(args, results, check=True)
-    elapsed = time.time() - t0
     _check_one_truth(results, url, name, running_ok=False)
+    _assert_no_wait(url, name, t0, again.stderr)
     study = _load(url, name)
     assert not [t for t in study.trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
-    counted = [t for t in study.trials if t.state == TrialState.COMPLETE and "confirm_of" not in t.user_attrs]
-    assert len({t.params.get("knobs.work") for t in counted}) >= 3, "the rerun finished the sweep's trials"
+    measured = {t.params.get("knobs.work") for t in study.trials if t.user_attrs.get("status") == "complete"}
+    assert measured == {8, 16, 24, 32, 40, 48}, "the rerun finished the sweep: every configuration measured"
+    confirms = [t for t in study.trials if t.state == TrialState.COMPLETE and "confirm_of" in t.user_attrs]
+    assert len(confirms) >= 2, "the re-measurements cut by the kills ran"
+
+
+def _assert_no_wait(url: str, name: str, t0: float, stderr: str) -> None:
+    """The command since ``t0`` spent its time in its trials or starting, not waiting on a dead sweeper's trial."""
+    elapsed = time.time() - t0
+    study = _load(url, name)
     walls = sum(float(t.user_attrs.get("wall_s", 0.0)) for t in study.trials if t.datetime_start and
                 t.datetime_start.timestamp() >= t0)  # fmt: skip
     idle = elapsed - walls
-    assert idle < 45, f"the rerun spent {idle:.0f} s outside its trials: it waited\n{again.stderr}"
+    assert idle < 45, f"the command spent {idle:.0f} s outside its trials: it waited\n{stderr[-3000:]}"

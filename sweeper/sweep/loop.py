@@ -134,7 +134,6 @@ class SweepImpl:
             self.plan_note(f"budget: {len(todo) - len(fits)} of {len(todo)} re-measurements do not fit the "
                            f"{self._left_text()} left")  # fmt: skip
         remeasure.enqueue(plan.study, fits, target)
-        fault_point("remeasure")
         progress.extend(len(fits))
         results = self._run(lambda: bool(plan.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))))
         if searched in (Stop.N_TRIALS, Stop.EXHAUSTED) and self.policy.reason is None:
@@ -307,6 +306,7 @@ class SweepImpl:
         with recovery.DeferredInterrupts() as interrupts:
             try:
                 yield interrupts
+                interrupts.check()  # noted as the phase ended: the sweep stops here, not after the next phase
             except (KeyboardInterrupt, store.DiskFull):
                 self._settle_interrupted()
                 raise

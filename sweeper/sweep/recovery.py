@@ -27,6 +27,7 @@ from optuna.trial import TrialState
 from sweeper.results import store
 from sweeper.sweep import dedup, remeasure
 from sweeper.sweep import study as studies
+from sweeper.sweep.faults import fault_point
 from sweeper.sweep.secrets import mask
 from sweeper.trial import isolate as runner
 
@@ -128,7 +129,8 @@ def raise_if_disk_full(ret: Any, folder: Any) -> None:
 
 def requeue_interrupted(study: optuna.Study) -> None:
     """Configurations cut by Ctrl-C, SIGTERM, the budget or a dead sweeper are queued again (once each): the same
-    command measures what the last one could not."""
+    command measures what the last one could not. A queued configuration taken by a trial stopped before it was
+    sampled (no params yet) is queued again from the queue's own record of it."""
     trials = study.get_trials(deepcopy=False)
     taken = {
         t.user_attrs.get(dedup.KEY)
@@ -136,14 +138,21 @@ def requeue_interrupted(study: optuna.Study) -> None:
         if t.state in (TrialState.RUNNING, TrialState.WAITING)
         or (t.state == TrialState.COMPLETE and t.user_attrs.get("status") in ("complete", "infeasible"))
     }
-    queued = {dedup.config_key(dict(t.params)) for t in trials if t.state == TrialState.WAITING}
+    queued = {dedup.config_key(_params(t)) for t in trials if t.state == TrialState.WAITING}
     for t in trials:
-        if not studies.is_interrupted(t) or not t.params:
+        params = _params(t)
+        if not studies.is_interrupted(t) or not params:
             continue
-        key = t.user_attrs.get(dedup.KEY) or dedup.config_key(dict(t.params))
+        key = t.user_attrs.get(dedup.KEY) or dedup.config_key(params)
         if key in taken or key in queued:
             continue
         attrs = {k: t.user_attrs[k] for k in (studies.CONFIRM_KEY, remeasure.FOR_KEY, remeasure.PROFILE_KEY)
                  if k in t.user_attrs}  # fmt: skip
-        study.enqueue_trial(dict(t.params), user_attrs=attrs)
+        study.enqueue_trial(params, user_attrs=attrs)
+        fault_point("requeued")
         queued.add(key)
+
+
+def _params(t: optuna.trial.FrozenTrial) -> dict[str, Any]:
+    """A trial's configuration: its sampled params, else what it was queued with (Optuna's ``fixed_params``)."""
+    return dict(t.params) or dict(t.system_attrs.get("fixed_params") or {})

@@ -23,6 +23,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from sweeper.sweep import dedup
 from sweeper.sweep.costs import CostModel
+from sweeper.sweep.faults import fault_point
 from sweeper.sweep.study import CONFIRM_KEY, is_interrupted, is_remeasure
 
 FOR_KEY = "remeasure_for"  # trial user attr: the sweep target whose re-measurements it is
@@ -102,6 +103,7 @@ def that_fit(
 def enqueue(study: optuna.Study, items: list[Remeasure], target: int) -> None:
     for r in items:
         study.enqueue_trial(r.params, user_attrs={CONFIRM_KEY: r.of, FOR_KEY: target, PROFILE_KEY: r.profile})
+        fault_point("remeasure")  # a kill here leaves part of them queued: the next command queues the rest
 
 
 def profile_cost(study: optuna.Study) -> float:

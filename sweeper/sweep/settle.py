@@ -46,15 +46,18 @@ class Settler:
         *,
         launched: bool,
         show: bool = True,
+        path: str | None = None,
     ) -> None:
         """Row, then tell, then the console line. ``launched``: the trial ran as a job, which may have written its
-        own row (kept); otherwise the sweeper's row is the only one."""
+        own row (kept); otherwise the sweeper's row is the only one. ``path``: the prefix of the kill points passed
+        (``sweeper.sweep.faults``; default: none for a launched trial, ``skip-`` for one answered without it)."""
         if not launched:
             outcome.started_at = outcome.ended_at = outcome.started_at or time.time()
+        path = ("" if launched else "skip-") if path is None else path
         self.record(number, values, outcome, only_if_missing=launched)
-        fault_point("row")
+        fault_point(f"{path}row")
         self.tell(trial_id, outcome)
-        fault_point("told")
+        fault_point(f"{path}told")
         if show and self.progress is not None:
             self.progress.trial_done(number, outcome, values, self.plan.study)
 
@@ -98,7 +101,7 @@ class Settler:
         if outcome is None or outcome.status is Status.INTERRUPTED or outcome.reason == "interrupted":
             outcome = TrialOutcome(Status.INTERRUPTED, reason, message, started_at=now, ended_at=now)
         try:
-            self.settle(trial_id, number, values, outcome, launched=True)
+            self.settle(trial_id, number, values, outcome, launched=True, path="interrupted-")
         except OSError as e:  # a full disk: the study is told; the next command writes the row (recover)
             log.warning("trial %d: its row not written: %s", number, e)
             self.tell(trial_id, outcome)
@@ -149,6 +152,7 @@ class Settler:
         outcome = self.row_outcome(t.number)
         if outcome is not None and outcome.status is not Status.INTERRUPTED:
             self.tell(t._trial_id, outcome)
+            fault_point("orphan-told")
             log.warning("trial %d: its sweeper died after writing its row; the study is told %s", t.number,
                         outcome.status.value)  # fmt: skip
             return
@@ -160,7 +164,9 @@ class Settler:
             self.record(t.number, dict(t.params), outcome, only_if_missing=True)
         except OSError as e:
             log.warning("trial %d not recorded: %s", t.number, e)
+        fault_point("orphan-row")
         self.tell(t._trial_id, outcome)
+        fault_point("orphan-told")
 
 
 def is_baseline(plan: Any, values: dict[str, Any]) -> bool:

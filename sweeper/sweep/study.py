@@ -42,7 +42,6 @@ CONFIRM_KEY = "confirm_of"  # trial user attr: the trial whose configuration thi
 CONSTRAINT_KEY = "fits_in_memory"  # Optuna constraint: <= 0 feasible, > 0 violated (OOM)
 
 
-
 def storage_url(url: str | None, results_dir: Path) -> str:
     """The storage URL to open (a masked password put back, see ``sweeper.sweep.secrets``); default: SQLite file."""
     from sweeper.sweep.secrets import reveal
@@ -298,7 +297,6 @@ def ask(study: optuna.Study) -> optuna.Trial:
             study._storage.set_trial_user_attr(t._trial_id, OWNER_KEY, owner_id())  # before the pop: no gap
         break
     trial_id = study._pop_waiting_trial_id()
-    fault_point("asked")
     if trial_id is None:
         template = FrozenTrial(
             number=-1,
@@ -314,7 +312,9 @@ def ask(study: optuna.Study) -> optuna.Trial:
             trial_id=-1,
         )
         trial_id = study._storage.create_new_trial(study._study_id, template_trial=template)
+        fault_point("asked")
         return optuna.Trial(study, trial_id)
+    fault_point("asked")
     trial = optuna.Trial(study, trial_id)
     trial.set_user_attr(OWNER_KEY, owner_id())
     return trial

@@ -23,11 +23,12 @@ import json
 import os
 import signal
 import time
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from workloads.base import DeviceInfo, Workload
+
+if TYPE_CHECKING:  # imported by build(): the sweeper reads check() before launch without paying torch's import
+    import torch
 
 BIMODAL_S = 0.05  # what a slow step of fault=bimodal waits more: 10x a step of workload.wait_ms=5
 
@@ -39,6 +40,8 @@ def check(cfg: dict[str, Any], device: DeviceInfo) -> str | None:
 
 
 def build(cfg: dict[str, Any], device: torch.device) -> Workload:
+    import torch
+
     knobs = cfg["knobs"]
     fault, at = knobs["fault"], int(knobs["fault_step"])
     n = int(knobs["work"])
