@@ -28,8 +28,9 @@ from sweeper.results.keys import override_string, override_value
 from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.sweep import secrets, slots
 from sweeper.sweep import study as studies
+from sweeper.sweep.cli import preflight
 
-from conftest import FAULTS, QUICK, ROOT, run_cli
+from conftest import FAULTS, QUICK, ROOT, run_cli, run_main
 
 PG_URL = os.environ.get("KNOB_SWEEPER_PG_URL")
 
@@ -433,16 +434,74 @@ def test_a_yaml_file_that_does_not_parse_is_named_with_its_line(tmp_path: Path, 
     assert "is not valid YAML" in lines[0]
 
 
-def test_a_number_pinned_on_a_string_knob_of_ones_own_workload_names_both_values(tmp_path: Path) -> None:
-    """`knobs.label=3.0` with -m, where the workload's knob is a string swept over words: one line that names the
-    pinned value and the space's, not a message that blames the workload's own value."""
+def _own_workload_with_a_word_knob(tmp_path: Path, knob_class: str = "") -> list[str]:
+    """A workload of the user's own whose knob ``label`` is a string swept over words (``knob_class``: its
+    module's ``Knobs`` lines, none by default); returns the command's first arguments."""
     (tmp_path / "conf" / "workload").mkdir(parents=True)
     (tmp_path / "conf" / "workload" / "mine.yaml").write_text(
         f"# @package _global_\nworkload: {{name: mine, module: {tmp_path / 'mine.py'}}}\nknobs: {{label: plain}}\n"
         "hydra:\n  sweeper:\n    params:\n      knobs.label: choice(plain, fancy)\n"
     )
-    (tmp_path / "mine.py").write_text("def build(cfg, device):\n    raise RuntimeError('never built')\n")
-    proc = run_cli(["-cd", str(tmp_path / "conf"), "+workload=mine", "-m", "knobs.label=3.0"], tmp_path / "r")
+    head = f"import dataclasses\nfrom typing import Literal\n\n{knob_class}\n" if knob_class else ""
+    (tmp_path / "mine.py").write_text(f"{head}def build(cfg, device):\n    raise RuntimeError('never built')\n")
+    return ["-cd", str(tmp_path / "conf"), "+workload=mine"]
+
+
+def test_a_number_pinned_on_a_string_knob_of_ones_own_workload_names_both_values(tmp_path: Path) -> None:
+    """`knobs.label=3.0` with -m, where the workload's knob is a string swept over words: one line that names the
+    pinned value and the space's, not a message that blames the workload's own value."""
+    proc = run_cli([*_own_workload_with_a_word_knob(tmp_path), "-m", "knobs.label=3.0"], tmp_path / "r")
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-2000:]
     assert "'plain' is str" in lines[0] and "3.0 is float" in lines[0] and "quote" in lines[0], lines[0]
+
+
+KNOBS_STR = "@dataclasses.dataclass(frozen=True)\nclass Knobs:\n    label: str = 'plain'\n"
+KNOBS_LITERAL = "@dataclasses.dataclass(frozen=True)\nclass Knobs:\n    label: Literal['plain', 'fancy'] = 'plain'\n"
+
+
+@pytest.mark.parametrize(
+    "knob_class,value,expected",
+    [
+        ("", "3.0", "`knobs.label`: 3.0 is a float but the workload's search space gives it strings ('plain', "
+                    "'fancy'); give one of them, or quote a value meant as a string: knobs.label=\"'3.0'\""),
+        ("", "7", "`knobs.label`: 7 is an int but the workload's search space gives it strings ('plain', 'fancy'); "
+                  "give one of them, or quote a value meant as a string: knobs.label=\"'7'\""),
+        ("", "true", "`knobs.label`: True is a bool but the workload declares a string (default 'plain'); give a "
+                     "string, e.g. knobs.label=plain"),
+        (KNOBS_STR, "3.0", "`knobs.label`: 3.0 is not a value workload 'mine' can run; give a string"),
+        (KNOBS_LITERAL, "3.0", "`knobs.label`: 3.0 is not a value workload 'mine' can run; use one of: plain, fancy"),
+    ],
+    ids=["space", "space-int", "bool", "class-str", "class-literal"],
+)  # fmt: skip
+def test_a_single_run_of_a_number_on_a_string_knob_of_ones_own_workload_is_one_line(
+    tmp_path: Path, knob_class: str, value: str, expected: str
+) -> None:
+    """The same values without -m: the single run checks them against the workload's knob class, or without one
+    against its own search space, as a sweep does, before its one trial launches."""
+    results = tmp_path / "r"
+    proc = run_main([*_own_workload_with_a_word_knob(tmp_path, knob_class), f"knobs.label={value}"], results)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-2000:]
+    assert lines[0] == f"error: {expected}"
+    assert not (results / "trials").exists(), "no trial ran"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["knobs.label=fancy"],  # one of the space's words
+        ["knobs.label='3.0'"],  # quoted: a string that reads as a number
+        ["hydra.sweeper.params={knobs.label:'choice(1.5,3.0)'}", "knobs.label=3.0"],  # the command's own space
+    ],
+)
+def test_a_single_run_of_a_value_of_the_spaces_kind_passes_the_check(tmp_path: Path, args: list[str]) -> None:
+    base = _own_workload_with_a_word_knob(tmp_path)
+    preflight([*base, *args, f"results_dir={tmp_path / 'r'}"], str(ROOT / "conf"))  # returns: no one-line exit
+
+
+def test_a_single_run_of_a_number_on_a_knob_its_class_lets_take_one_passes_the_check(tmp_path: Path) -> None:
+    """The knob class decides where it declares the knob: activation checkpointing is swept over off and all, and
+    takes a number of blocks too."""
+    args = ["+workload=transformer_block", "knobs.activation_checkpointing=2", f"results_dir={tmp_path}"]
+    preflight(args, str(ROOT / "conf"))

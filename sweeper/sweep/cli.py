@@ -171,9 +171,11 @@ def preflight(argv: list[str], conf_dir: str) -> None:
                     "no workload selected",
                     f"add +workload=<name>; known workloads: {', '.join(available())}",
                 )
-            _check_values(cfg, overrides)
-            if any(a in ("-m", "--multirun") for a in argv):
-                _check_study_name(compose("config", overrides=overrides, return_hydra_config=True))
+            with_hydra = compose("config", overrides=overrides, return_hydra_config=True)
+            multirun = any(a in ("-m", "--multirun") for a in argv)
+            _check_values(cfg, overrides, None if multirun else with_hydra.hydra.sweeper.get("params"))
+            if multirun:
+                _check_study_name(with_hydra)
     except ConfigError as e:
         fail(e)
     except Exception as e:  # noqa: BLE001 - every composition error becomes one line
@@ -220,15 +222,22 @@ def _check_syntax(overrides: list[str]) -> None:
             )
 
 
-def _check_values(cfg: object, overrides: list[str]) -> None:
+def _check_values(cfg: object, overrides: list[str], space: object = None) -> None:
     """Every value the command gives a knob, distributed knob or workload parameter has the type the workload
-    declares (compared with the config composed without those values); numeric settings are in range; the
-    results folder can be written. Bad values never reach a trial, a row or a report."""
+    declares (compared with the config composed without those values; for a single run, also with the
+    workload's search space ``space``: a sweep checks it when it builds the space); numeric settings are in range;
+    the results folder can be written. Bad values never reach a trial, a row or a report."""
     from hydra import compose
     from omegaconf import OmegaConf
 
     from sweeper.results.keys import flatten
-    from sweeper.sweep.config import check_enumerations, check_results_dir, check_settings, check_values
+    from sweeper.sweep.config import (
+        check_against_space,
+        check_enumerations,
+        check_results_dir,
+        check_settings,
+        check_values,
+    )
 
     full = OmegaConf.to_container(cfg, resolve=False)
     given = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
@@ -243,9 +252,13 @@ def _check_values(cfg: object, overrides: list[str]) -> None:
             if k in ("knobs", "distributed", "workload")
         }
     )
-    check_values({k: v for k, v in flat.items() if k in given}, declared)
+    values = {k: v for k, v in flat.items() if k in given}
+    check_values(values, declared)
     wl = full.get("workload") or {}
-    check_enumerations({k: v for k, v in flat.items() if k in given}, str(wl.get("name")), wl.get("module"))
+    check_enumerations(values, str(wl.get("name")), wl.get("module"))
+    if space is not None:
+        params = OmegaConf.to_container(space, resolve=False) if OmegaConf.is_config(space) else dict(space)
+        check_against_space(values, params, str(wl.get("name")), wl.get("module"))
     resolved = OmegaConf.to_container(cfg, resolve=True)
     check_settings(resolved)
     check_results_dir(str(resolved.get("results_dir") or "results"))

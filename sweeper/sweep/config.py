@@ -340,6 +340,49 @@ def check_enumerations(values: dict[str, Any], workload: str, module: str | None
         raise ConfigError(f"knobs.{name}", f"{value!r} is not a value workload {workload!r} can run", fix)
 
 
+_KINDS = {bool: "bool", int: "number", float: "number", str: "string"}
+_KIND_WORDS = {"bool": "true or false", "number": "numbers", "string": "strings"}
+
+
+def check_against_space(values: dict[str, Any], params: dict[str, Any], workload: str, module: str | None) -> None:
+    """A single run's values against the workload's own search space (``hydra.sweeper.params``, dotted key -> its
+    grammar): a value of another kind (number, string, bool) than every value the space gives its key, such as
+    ``knobs.label=3.0`` where the space chooses among words, is the clash a sweep reports before launch
+    (``sweeper.sweep.space``). A knob the workload's knob class declares is left to it (``check_enumerations``:
+    ``activation_checkpointing`` takes ``off``, ``all`` or a number of blocks)."""
+    from sweeper.sweep.space import parse_param
+    from workloads.spec import typed
+
+    declared = knob_class(load_workload({"name": workload, "module": module}))
+    fields = {f"knobs.{name}" for name in typed.defaults(declared)} if declared is not None else set()
+    for key, value in values.items():
+        kind = _KINDS.get(type(value))
+        if key not in params or key in fields or kind is None:
+            continue
+        try:
+            parsed = parse_param(key, params[key])
+        except ConfigError:
+            continue  # a space that does not parse stops a sweep; a single run does not use it
+        space = list(
+            getattr(parsed, "choices", None) or [getattr(parsed, "low", parsed), getattr(parsed, "high", parsed)]
+        )
+        kinds = {_KINDS.get(type(v)) for v in space}
+        if kind in kinds or len(kinds) != 1 or None in kinds:
+            continue  # a mixed space (off, all or a number): the workload takes several kinds
+        (other,) = kinds
+        shown = ", ".join(repr(v) for v in dict.fromkeys(space[:6])) + (", ..." if len(space) > 6 else "")
+        fix = (
+            f"give one of them, or quote a value meant as a string: {key}=\"'{_example(value)}'\""
+            if other == "string"
+            else f"give {_KIND_WORDS[other]}, e.g. {key}={_example(space[0])}"
+        )
+        raise ConfigError(
+            key,
+            f"{value!r} is {_article(value)} but the workload's search space gives it {_KIND_WORDS[other]} ({shown})",
+            fix,
+        )
+
+
 plain = as_dict  # the name bench/gpu_validate.py imports (renamed: `plain` also named the dict itself)
 
 
