@@ -200,6 +200,21 @@ def test_the_cost_model_uses_measurements_then_rescaled_priors() -> None:
     assert unknown.predict(study, {"knobs.compile": "max"}) == pytest.approx(24.0)  # the dearest value measured
 
 
+def test_a_users_compile_knob_is_priced_by_the_default_prior() -> None:
+    """A model whose YAML states no cost_prior (a user's own) still has its ``knobs.compile`` modes priced: on the
+    H200 such a ViT-B/16 sweep measured eager at 8.3 s and a cold default compile at 37.6 s, then started
+    max-autotune-no-cudagraphs with 130 s left, and the budget cut it after 135 s (2026-12-03). With those two
+    measurements the default prior predicts it beyond 135 s; a value of another knob stays unpriced."""
+    from sweeper.sweep.settings import KnobSweeperConf
+
+    model = CostModel({"knobs.compile": "off"}, KnobSweeperConf().cost_prior)
+    study = optuna.create_study(direction="maximize")
+    _trial(study, "off", 8.3)
+    _trial(study, "default", 37.6)
+    assert model.predict(study, {"knobs.compile": "max-autotune-no-cudagraphs"}) > 135
+    assert model.predict(study, {"knobs.compile": "reduce-overhead"}) > 37.6
+
+
 def test_a_repeat_is_predicted_from_its_class_warm_trials() -> None:
     """A re-measurement finds the compile caches warm: the fastest trial of its class, not the cold first one; a
     class never measured falls back to the prior."""

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweeper.sweep.settings import KnobSweeperConf, settings_of
+from sweeper.sweep.settings import COMPILE_PRIOR, KnobSweeperConf, settings_of
 
 ROOT = Path(__file__).resolve().parent.parent
 YAMLS = sorted(
@@ -89,3 +89,4 @@ def test_the_composed_config_carries_the_dataclass_defaults() -> None:
         defaults.pop(key, None)
     assert composed == defaults
     assert (composed["confirm_top_k"], composed["confirm_unstable"]) == (1, True)
+    assert composed["cost_prior"] == {"knobs.compile": COMPILE_PRIOR}  # torch.compile's modes, for every workload

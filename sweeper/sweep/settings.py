@@ -3,7 +3,7 @@
 Hydra registers :class:`KnobSweeperConf` as ``hydra/sweeper=knob`` (``hydra_plugins.knob_sweeper``) and hands the
 composed node to the sweeper, which converts it once with :func:`settings_of` into the dataclass: the loop reads
 attributes, never ``.get(key, default)``. A workload's YAML may set any of these for its sweeps (resnet50 declares
-``expensive`` and ``cost_prior``); ``tests/test_settings.py`` holds the YAML files to the dataclass's keys.
+``expensive``); ``tests/test_settings.py`` holds the YAML files to the dataclass's keys.
 This module imports nothing heavy (no torch, no Optuna): plugin discovery stays cheap.
 """
 
@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
+
+# torch.compile's modes as multiples of an eager trial's cost, before a study has measured them (``cost_prior``).
+COMPILE_PRIOR = {"default": 4, "reduce-overhead": 5, "max-autotune-no-cudagraphs": 30, "max-autotune": 35}
 
 
 @dataclass
@@ -55,9 +58,13 @@ class KnobSweeperConf:
     # expensive value (best expected gain per second first), then searches the whole space.
     expensive: Dict[str, Any] = field(default_factory=dict)
     # What an expensive value is expected to cost before the study has measured it, as a multiple of a trial with
-    # the cheap value: {knobs.compile: {default: 4, max-autotune: 40}}. Measurements replace and rescale it
-    # (sweeper.sweep.costs). A value with no prior is taken to cost as much as the dearest value measured.
-    cost_prior: Dict[str, Any] = field(default_factory=dict)
+    # the cheap value. Measurements replace and rescale it (sweeper.sweep.costs); a value with no prior is taken to
+    # cost as much as the dearest value measured. A workload's YAML adds or replaces entries. The default prices
+    # torch.compile's modes for `knobs.compile` (the package's TrainStep reads it, a user's model too): on the
+    # H200 an eager ResNet-50 trial took ~15 s, a cold default compile ~60 s, and a cold
+    # max-autotune-no-cudagraphs compile did not end within 375 s; a ViT-B/16's did not within 135 s (2026-12-03).
+    # Under a budget of minutes the max-autotune modes never fit, and the sweep does not start them.
+    cost_prior: Dict[str, Any] = field(default_factory=lambda: {"knobs.compile": dict(COMPILE_PRIOR)})
     # Earlier studies to start from: "latest" (the most recent other study of this workload in this storage), a
     # study name, or a list of names; null = none. Their best `warm_start_k` configurations are measured again
     # first, and their measured trials join the sampler's history. Used only by a new study.
