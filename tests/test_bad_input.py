@@ -39,6 +39,9 @@ CASES = [
      "`hydra.sweeper.objectives[0].direction`: 'up' is not a direction; use maximize or minimize"),
     (["+workload=matmul", "-m", "hydra.sweeper.storage=postgresql+psycopg://nobody@127.0.0.1:9/nodb"],
      None),  # message checked by prefix below: it carries the driver's own reason
+    (["+workload=matmul", "-m", "++hydra.sweeper.cost_prior={knobs.dtype:{fp16:2}}"],
+     "`hydra.sweeper.cost_prior.knobs.dtype`: is not a knob of hydra.sweeper.expensive; give priors for the "
+     "expensive knobs only, e.g. knobs.compile"),
     (["+workload=matmul", "-m", "hydra.sweeper.sampler=bayes"],
      "`hydra.sweeper.sampler`: 'bayes' is not a sampler; use one of: staged, tpe, random, grid, gp, nsgaii, qmc"),
     ([*COSTLY, "-m", "++hydra.sweeper.expensive={knobs.compiled:'off'}"],

@@ -21,7 +21,7 @@ from sweeper.sweep import launch, schema, secrets, warm
 from sweeper.sweep import study as studies
 from sweeper.sweep.config import check_enumerations, check_results_dir, check_sweeper
 from sweeper.sweep.prune import make_pruner
-from sweeper.sweep.settings import plain
+from sweeper.sweep.settings import COMPILE_PRIOR, plain
 from sweeper.sweep.slots import NodeSlots, Slot, make_slots, node_lock_dir
 from sweeper.sweep.space import ExpressionError, SearchSpace, check_known, evaluate
 from sweeper.trial import gpu
@@ -243,7 +243,7 @@ def _check_cost_prior(prior: Mapping[str, Any], expensive: Mapping[str, Any]) ->
     """``hydra.sweeper.cost_prior``: {expensive knob: {value: factor > 0}}."""
     for key, values in prior.items():
         where = f"hydra.sweeper.cost_prior.{key}"
-        if key not in expensive:
+        if key not in expensive and not (key == "knobs.compile" and values == COMPILE_PRIOR):  # the default: unused
             raise ConfigError(where, "is not a knob of hydra.sweeper.expensive",
                               "give priors for the expensive knobs only, e.g. knobs.compile")  # fmt: skip
         if not isinstance(values, Mapping):
