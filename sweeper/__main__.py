@@ -74,6 +74,22 @@ def task(cfg: DictConfig) -> dict:
     return result
 
 
+# Options after which a command is still a sweep that runs trials here; any other (--cfg, --info, ...) is not.
+_SWEEP_OPTIONS = ("-m", "--multirun", "-cd", "--config-dir", "-cn", "--config-name")
+
+
+def _start_forkserver(composed: DictConfig | None, argv: list[str]) -> None:
+    """A sweep whose trials run here (Hydra's basic launcher) starts its forkserver now: torch's import (seconds)
+    then overlaps Hydra's start and the study's opening. Other launchers start theirs where the trials run."""
+    options = [a for a in argv if a.startswith("-")]
+    if composed is None or not ({"-m", "--multirun"} & set(options)) or set(options) - set(_SWEEP_OPTIONS):
+        return
+    if str(composed.hydra.launcher.get("_target_", "")).endswith(".BasicLauncher"):
+        from sweeper.sweep.recovery import start_forkserver_here
+
+        start_forkserver_here(composed, may_run_here=True)
+
+
 def main() -> None:
     from sweeper.sweep.cli import preflight, show_job
 
@@ -84,8 +100,9 @@ def main() -> None:
     from sweeper.sweep.secrets import hide_argv
 
     sys.argv = sys.argv[:1] + hide_argv(sys.argv[1:])  # Hydra prints and saves overrides: no password in them
-    preflight(sys.argv[1:], _conf_dir())
+    composed = preflight(sys.argv[1:], _conf_dir())
     show_job(sys.argv[1:], _conf_dir())  # `--cfg job`: the config a trial runs on, and the search space
+    _start_forkserver(composed, sys.argv[1:])
     if signal.getsignal(signal.SIGINT) is _stop_while_starting:
         signal.signal(signal.SIGINT, signal.default_int_handler)  # the sweep records what Ctrl-C stops
     try:

@@ -303,6 +303,40 @@ def test_checking_a_built_in_workload_before_launch_imports_no_torch() -> None:
     assert torch_loaded == "False"
 
 
+def test_a_sweep_keeps_its_own_process_free_of_torch(tmp_path: Path) -> None:
+    """A whole sweep (trials measured, re-measured and profiled, rows written, study compacted) in one interpreter:
+    what the trial processes send back (their results, with torch's version among them) is unpickled without
+    importing torch into the sweeper."""
+    args = [
+        "hydra.searchpath=[file://tests/faultload/conf]",
+        "+workload=faults",
+        "-m",
+        "hydra.sweeper.n_trials=2",
+        "hydra.sweeper.params={knobs.fault:none,knobs.work:'choice(8,16)'}",
+        "hydra.sweeper.profile=1",
+        f"results_dir={tmp_path / 'results'}",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+    ]
+    probe = (
+        "import runpy, sys\n"
+        f"sys.argv = ['sweeper', *{args!r}]\n"
+        "try:\n"
+        "    runpy.run_module('sweeper', run_name='__main__', alter_sys=True)\n"
+        "except SystemExit as e:\n"
+        "    assert not e.code, e.code\n"
+        "print('TORCH', 'torch' in sys.modules, file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "sweep done: 4 complete" in done.stderr, done.stderr[-3000:]  # 2 searched, baseline and best again
+    assert "TORCH False" in done.stderr, "a trial's result imported torch into the sweeper"
+    from sweeper.results.read import read_rows
+
+    rows = read_rows(tmp_path / "results")
+    assert rows["prof_trace"].notna().any(), "the profiled re-measurement ran"
+    assert isinstance(rows["torch_version"].iloc[0], str) and rows["torch_version"].iloc[0][0].isdigit()
+
+
 def test_a_cycle_is_caught(tmp_path: Path) -> None:
     copy = _copy_tree(tmp_path)
     (copy / "sweeper/results/a.py").write_text("from sweeper.results import b\n", encoding="utf-8")

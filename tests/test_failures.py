@@ -204,3 +204,54 @@ def test_a_result_sent_just_before_the_child_ends_is_kept(tmp_path: Path, monkey
     outcome = run_isolated(cfg, 60, tmp_path / "trial.log")
     assert outcome.status.value == "complete", (outcome.reason, outcome.message)
     assert outcome.metrics.get("throughput", 0) > 0
+
+
+def test_a_trial_stuck_after_its_first_step_ends_itself_with_every_threads_stack(results: Path, tmp_path: Path) -> None:
+    """measure.stall_s: a step that never returns (here the third, in the warm-up) ends the trial as failed
+    (stalled) long before trial.timeout_s, with every thread's stack in its log; the sweep goes on to the next."""
+    t0 = time.time()
+    proc = run_cli(
+        [
+            *FAULTS,
+            "-m",
+            "hydra.sweeper.n_trials=2",
+            "hydra.sweeper.params={knobs.fault:'choice(hang,none)',knobs.work:16}",
+            "hydra.sweeper.sampler=grid",
+            "knobs.fault_step=3",
+            "measure.stall_s=3",
+            "trial.timeout_s=600",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}",
+            *NO_REMEASURE,
+        ],
+        results,
+        check=True,
+    )
+    assert time.time() - t0 < 120, "the stuck trial held the sweep"
+    df = pd.read_parquet(results / "trials")
+    rows = {r["knob.fault"]: r for _, r in df.iterrows()}
+    assert (rows["hang"]["status"], rows["hang"]["reason"]) == ("failed", "stalled"), rows["hang"]["message"]
+    assert rows["none"]["status"] == "complete", proc.stderr
+    logs = "".join(p.read_text(errors="replace") for p in (tmp_path / "sweep").rglob("*.log"))
+    assert "Timeout (0:00:03)!" in logs and "faults.py" in logs, "the stuck step's stack is in the trial's log"
+
+
+def test_the_stall_watchdog_never_ends_a_sweeper_that_runs_its_trial_in_its_own_process(results: Path) -> None:
+    """trial.isolate=false: the trial runs inside the sweeper, whose process the watchdog would end (every other
+    measurement of the sweep with it). A step past measure.stall_s is then only a slow step: the trial completes."""
+    proc = run_cli(
+        [
+            *FAULTS,
+            "-m",
+            "hydra.sweeper.n_trials=1",
+            "hydra.sweeper.params={knobs.fault:'choice(slow)',knobs.work:16}",
+            "knobs.fault=slow",
+            "knobs.fault_step=4",
+            "measure.stall_s=1",
+            "trial.isolate=false",
+            *NO_REMEASURE,
+        ],
+        results,
+    )
+    assert proc.returncode == 0 and "Timeout" not in proc.stderr, proc.stderr[-3000:]
+    df = pd.read_parquet(results / "trials")
+    assert list(df["status"]) == ["complete"], df[["status", "reason", "message"]]

@@ -12,6 +12,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 from sweeper.errors import ConfigError
 
@@ -150,10 +151,11 @@ def user_search_path(argv: list[str]) -> list[str]:
     return ["hydra.searchpath=[" + ",".join(f"'{p}'" for p in paths) + "]"]
 
 
-def preflight(argv: list[str], conf_dir: str) -> None:
-    """Exit 2 with one line if the command's overrides cannot compose into a config."""
+def preflight(argv: list[str], conf_dir: str) -> Any:
+    """Exit 2 with one line if the command's overrides cannot compose into a config; else the config Hydra will
+    compose (with its ``hydra`` node; None when not checked)."""
     if os.environ.get("HYDRA_FULL_ERROR") == "1" or any(a in ("-h", "--help", "--hydra-help") for a in argv):
-        return
+        return None
     _check_syntax(_overrides(argv, sweeps=True))
     overrides = [o for o in _overrides(argv) if not o.lstrip("+").startswith("hydra.searchpath=")]
     overrides += user_search_path(argv)
@@ -176,6 +178,7 @@ def preflight(argv: list[str], conf_dir: str) -> None:
             _check_values(cfg, overrides, None if multirun else with_hydra.hydra.sweeper.get("params"))
             if multirun:
                 _check_study_name(with_hydra)
+            return with_hydra
     except ConfigError as e:
         fail(e)
     except Exception as e:  # noqa: BLE001 - every composition error becomes one line

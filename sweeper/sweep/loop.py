@@ -67,15 +67,13 @@ class SweepImpl:
                                                                                  "storage_url", ""))  # fmt: skip
 
     def _sweep(self, arguments: list[str]) -> list[Any]:
+        recovery.start_forkserver_here(self.config, launch.may_run_here(self.launcher))  # imports while we start
         try:
             self.plan: SweepPlan = prepare(self.settings, self.config, self.launcher, arguments)
         except ConfigError as e:
             from sweeper.sweep.cli import fail
 
             fail(e)
-        if launch.may_run_here(self.launcher) and self.plan.cfg["trial"].get("isolate", True):
-            recovery.start_forkserver_here()
-            runner.preload_workload(self.plan.cfg)
         s, plan = self.settings, self.plan
         self.policy = StopPolicy()
         self.costs = CostModel(plan.expensive, s.cost_prior)
@@ -386,10 +384,10 @@ class SweepImpl:
 
     def _say_why(self, progress: SweepProgress) -> None:
         if self.policy.reason is Stop.BUDGET:
-            progress.note(
-                f"budget: hydra.sweeper.timeout_s={self.settings.timeout_s:g} s reached; trials cut by it are "
-                "recorded as interrupted and the same command measures them again"
-            )
+            budget, left = f"budget: hydra.sweeper.timeout_s={self.settings.timeout_s:g} s", self.scheduler.time_left()
+            progress.note(f"{budget} reached; trials cut by it are recorded as interrupted and the same command "
+                          "measures them again" if self.scheduler.expired() else f"{budget}: no trial fits in the "
+                          f"{max(0.0, left or 0.0):.0f} s left; the same command goes on")  # fmt: skip
 
     def _left_text(self) -> str:
         left = self.scheduler.time_left()

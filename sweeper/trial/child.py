@@ -123,6 +123,19 @@ def run_here(cfg: dict[str, Any], report=None) -> TrialOutcome:
     return outcome
 
 
+def plain(value: Any) -> Any:
+    """``value`` with builtin types in place of their subclasses (torch's ``TorchVersion``, numpy's scalars): what
+    the sweeper unpickles must not import torch or a workload's module into its torch-free process."""
+    if isinstance(value, dict):
+        return {plain(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(plain(v) for v in value) if type(value) in (list, tuple) else [plain(v) for v in value]
+    for kind in (bool, int, float, str):
+        if isinstance(value, kind):
+            return kind(value)
+    return value
+
+
 def child_main(cfg: dict[str, Any], conn, log_path: str) -> None:
     """Entry point of the isolated trial process (started from the forkserver)."""
     os.setpgid(0, 0)  # own process group: a timeout kills the trial and its DataLoader workers together
@@ -140,7 +153,7 @@ def child_main(cfg: dict[str, Any], conn, log_path: str) -> None:
             raise PruneRequested(step, value)
 
     outcome = run_here(cfg, report)
-    conn.send(("done", outcome.to_dict()))
+    conn.send(("done", plain(outcome.to_dict())))
     conn.close()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -27,6 +27,11 @@ class MeasureConf:
     precision target."""
     max_steps: int | None = None
     """...but no more steps than this; null: 100 x ``steps`` when adaptive, else ``steps``."""
+    stall_s: float | None = 120.0
+    """Once the first step is done (with its compilation): a step or a first batch that takes this long and 20x
+    the warm-up's step time ends the trial as ``failed (stalled)``, every thread's stack in its log
+    (``faulthandler``), instead of holding the sweep's budget until ``trial.timeout_s``; null: off. Off with
+    ``trial.isolate=false``: the process it would end is the sweeper's."""
     profile_steps: int = 0
     """After the measured window (its numbers untouched), run this many more steps under torch.profiler, keep the
     trace (``<results_dir>/traces/<study>/<study>-<trial>.json.gz``) and add the ``prof_*`` columns (where the
@@ -51,6 +56,8 @@ class MeasureConf:
             )
         if self.profile_steps < 0:
             out.append(("profile_steps", f"must be >= 0, got {self.profile_steps}", "give 0 (off) or a step count"))
+        if self.stall_s is not None and self.stall_s <= 0:
+            out.append(("stall_s", f"must be > 0 seconds, got {self.stall_s}", "give seconds, or null for no watchdog"))
         if self.max_steps is not None and self.max_steps < 1:
             out.append(("max_steps", f"must be >= 1, got {self.max_steps}", "give a step count, or null"))
         return out

@@ -40,7 +40,7 @@ def fingerprint(device_kind: str) -> dict[str, Any]:
         "cpu_model": _cpu_model(),
         "cpu_cores": len(os.sched_getaffinity(0)),
         "cpu_affinity": _ranges(sorted(os.sched_getaffinity(0))),
-        "torch_version": torch.__version__,
+        "torch_version": str(torch.__version__),  # a TorchVersion would import torch where unpickled
         "cuda_version": torch.version.cuda or "",
         "python_version": platform.python_version(),
         "device": device_kind,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import re
 import signal
 import threading
 import time
@@ -21,6 +22,7 @@ from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.trial.proc import kill_group
 
 _CONTEXT: Any = None
+_READY: threading.Thread | None = None  # the forkserver's imports, awaited off the main thread (``start_forkserver``)
 _PRELOAD = ["sweeper.trial.child"]  # imported once by the forkserver, before it forks any trial
 # Trial processes running now (pid -> None), so an interrupted sweep can end them at once (``interrupt_all``).
 _LIVE: dict[int, None] = {}
@@ -31,12 +33,21 @@ INTERRUPTED = threading.Event()
 def start_forkserver() -> None:
     """Start the forkserver now, from the main thread, with SIGINT ignored: it (while it imports torch) and every
     trial process forked from it inherit that, so a terminal's Ctrl-C reaches only the sweeper, which ends the
-    trials itself (``interrupt_all``) and records them."""
+    trials itself (``interrupt_all``) and records them. Returns at once; a thread waits for its imports, and the
+    first trial waits for that thread before its clock starts (``run_isolated``). A second call does nothing."""
+    global _READY
+    if _READY is not None:
+        return
     ctx = _context()
     _ensure_forkserver()
-    probe = ctx.Process(target=os.getpid)  # returns once the forkserver has imported torch: no trial waits on it
-    probe.start()
-    probe.join()
+    probe = ctx.Process(target=os.getpid)  # forked once the forkserver has imported its modules
+
+    def ready() -> None:
+        probe.start()
+        probe.join()
+
+    _READY = threading.Thread(target=ready, name="forkserver-ready", daemon=True)
+    _READY.start()
 
 
 def _ensure_forkserver() -> None:
@@ -115,6 +126,8 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
     """
     mp_context = _context()
     _ensure_forkserver()
+    if _READY is not None:
+        _READY.join()  # the forkserver's imports are not this trial's time
     parent, child = mp_context.Pipe(duplex=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.time()
@@ -173,10 +186,22 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
     tail = _log_tail(log_path)
     if code is not None and code < 0:
         reason = f"signal:{signal.Signals(-code).name}"
+    elif code == 1 and _stalled(log_path):
+        return TrialOutcome(Status.FAILED, "stalled", f"no progress for measure.stall_s (or 20x the expected time); "
+                            f"every thread's stack is in {log_path}\n{tail}".strip(), started_at=started,
+                            ended_at=time.time())  # fmt: skip
     else:
         reason = f"exit:{code}"
     return TrialOutcome(Status.FAILED, reason, f"trial process ended ({reason}) without a result\n{tail}".strip(),
                         started_at=started, ended_at=time.time())
+
+
+def _stalled(log_path: Path) -> bool:
+    """The trial's watchdog (``sweeper.trial.measure.Watchdog``) ended it: faulthandler's timeout header."""
+    try:
+        return re.search(r"^Timeout \(\d+:\d\d:\d\d\)!$", log_path.read_text(errors="replace"), re.M) is not None
+    except OSError:
+        return False
 
 
 def _child_entry(cfg: dict[str, Any], conn: Any, log_path: str) -> None:

@@ -43,6 +43,8 @@ def execute(cfg: dict[str, Any], report=None) -> dict[str, Any]:
             min_time_s=float(m.get("min_time_s") or 0.0),
             max_steps=m.get("max_steps"),
             rel_precision=m.get("rel_precision"),
+            # the watchdog ends its process: only a trial's own one, never a sweeper running it in-process
+            stall_s=m.get("stall_s") if (cfg.get("trial") or {}).get("isolate", True) else None,
             report=report,
             gpu_name=fp["gpu_name"] or None,
         )

@@ -13,6 +13,7 @@ No ``.item()`` inside the timed region; the loss is checked once after it.
 from __future__ import annotations
 
 import dataclasses
+import faulthandler
 import math
 import resource
 import statistics
@@ -29,6 +30,7 @@ from workloads.base import Workload
 
 REPORT_EVERY_S = 0.2  # intermediate throughput goes to the pruner at most this often; its step unit
 MIN_BLOCK_S = 0.1  # a timed block lasts at least this long: the synchronize between blocks costs < 0.1 % of it
+STALL_FACTOR = 20  # the watchdog (measure.stall_s) allows this many times the expected time, at least stall_s
 MIN_INTERVAL_S = 1e-3  # steps per event pair so one interval lasts this long (event record cost << 0.1 %)
 
 
@@ -129,21 +131,44 @@ class Window:
 
 def measure(work: Workload, device: torch.device, warmup_steps: int, steps: int, min_time_s: float = 0.0,
             max_steps: int | None = None, rel_precision: float | None = None,
-            report: Callable[[int, float], None] | None = None, gpu_name: str | None = None) -> dict[str, Any]:
+            report: Callable[[int, float], None] | None = None, gpu_name: str | None = None,
+            stall_s: float | None = None) -> dict[str, Any]:
     """Run and time ``work`` (:func:`run_window`), then its metrics (:func:`window_metrics`, units in the names).
 
     Raises :class:`NonFiniteLoss` (with the metrics) when the last loss is not finite.
     """
-    window = run_window(work, device, warmup_steps, steps, min_time_s, max_steps, rel_precision, report)
+    watch = Watchdog(stall_s)
+    try:
+        window = run_window(work, device, warmup_steps, steps, min_time_s, max_steps, rel_precision, report, watch)
+    finally:
+        watch.stop()
     metrics = window_metrics(window, work, device, gpu_name)
     if not metrics["loss_finite"]:
         raise NonFiniteLoss(f"loss is not finite after {window.steps} measured steps", metrics)
     return metrics
 
 
+class Watchdog:
+    """A stuck trial ends itself: ``arm(seconds)`` has ``faulthandler`` write every thread's stack to the trial's
+    log (after a ``Timeout (H:MM:SS)!`` line) and end the process with exit 1, which the parent reads as
+    ``failed (stalled)``, unless it is armed again or stopped within ``max(stall_s, seconds)``. Without
+    ``stall_s`` it does nothing."""
+
+    def __init__(self, stall_s: float | None) -> None:
+        self.stall_s = stall_s
+
+    def arm(self, seconds: float = 0.0) -> None:
+        if self.stall_s:
+            faulthandler.dump_traceback_later(max(float(self.stall_s), seconds), exit=True)
+
+    def stop(self) -> None:
+        if self.stall_s:
+            faulthandler.cancel_dump_traceback_later()
+
+
 def run_window(work: Workload, device: torch.device, warmup_steps: int, steps: int, min_time_s: float = 0.0,
                max_steps: int | None = None, rel_precision: float | None = None,
-               report: Callable[[int, float], None] | None = None) -> Window:
+               report: Callable[[int, float], None] | None = None, watch: Watchdog | None = None) -> Window:
     """The first step, the warm-up, then the measured window.
 
     Measures at least ``steps`` steps (the floor), then, checked between timed blocks (``plan``), keeps going
@@ -156,19 +181,25 @@ def run_window(work: Workload, device: torch.device, warmup_steps: int, steps: i
     cuda = device.type == "cuda"
     sync = torch.cuda.synchronize if cuda else (lambda: None)
 
+    watch = watch or Watchdog(None)
     t0 = time.perf_counter()
-    loss = work.step(work.next_batch())
+    watch.arm()  # the first batch (the input pipeline's start); not the first step, which compiles
+    batch = work.next_batch()
+    watch.stop()
+    loss = work.step(batch)
     sync()
     first_step_s = time.perf_counter() - t0
     # Drain what the input pipeline prepared while the model started, or the window times a full buffer.
     warmup_steps = max(warmup_steps, work.buffered_steps + 2 if work.buffered_steps else 0)
     t0 = time.perf_counter()
     for _ in range(max(0, warmup_steps - 1)):
+        watch.arm(STALL_FACTOR * first_step_s)  # a recompilation in the warm-up is no stall
         loss = work.step(work.next_batch())
     sync()
     # One step's time, from the warm-up (the first step includes compilation): sizes intervals and blocks.
     est_step_s = (time.perf_counter() - t0) / (warmup_steps - 1) if warmup_steps > 1 else first_step_s
     est_step_s, = _agree([max(est_step_s, 1e-7)])
+    watch.arm(STALL_FACTOR * est_step_s * (work.buffered_steps + 2))
     drain_steps, drained = _drain(work) if work.buffered_steps else (0, False)
     sync()
 
@@ -204,6 +235,7 @@ def run_window(work: Workload, device: torch.device, warmup_steps: int, steps: i
     last_tick = 0
     while done < limit:
         n_block = min(block, limit - done)
+        watch.arm(STALL_FACTOR * est_step_s * n_block)
         marks: list[Any] = []  # CUDA events on the GPU, host clock readings on the CPU; one per interval end
         sync()  # the GPU is idle: the block's clock starts with no earlier work queued
         start = time.perf_counter()

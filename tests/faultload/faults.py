@@ -5,7 +5,8 @@
 ``segfault`` (a real invalid read), ``abort``, ``sigkill`` (what the kernel's OOM killer does), ``hang``, ``exit``,
 ``gpu_only`` (refused by ``check`` on a CPU: skipped before launch), ``bimodal`` (a good trial whose steps from
 ``fault_step`` on wait ``BIMODAL_S`` more every other step: two speeds, flagged ``step_bimodal``, as on a shared
-CPU). The trial reports ``env_probe``, the value of ``KNOB_PROBE`` it saw, and ``queues_probe`` the value of
+CPU), ``slow`` (step ``fault_step`` alone waits ``SLOW_S``, then the trial goes on: a stall that ends). The
+trial reports ``env_probe``, the value of ``KNOB_PROBE`` it saw, and ``queues_probe`` the value of
 ``CUDA_DEVICE_MAX_CONNECTIONS`` (``knobs.cuda_connections``).
 
 A good step multiplies ``workload.reps`` times, then waits ``workload.wait_ms`` (a step blocked on I/O or a device;
@@ -31,6 +32,7 @@ if TYPE_CHECKING:  # imported by build(): the sweeper reads check() before launc
     import torch
 
 BIMODAL_S = 0.05  # what a slow step of fault=bimodal waits more: 10x a step of workload.wait_ms=5
+SLOW_S = 2.0  # what step fault_step of fault=slow waits: past a 1 s measure.stall_s, then the trial goes on
 
 
 def check(cfg: dict[str, Any], device: DeviceInfo) -> str | None:
@@ -75,6 +77,8 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
                 os._exit(3)
             elif fault == "bimodal" and count[0] % 2:
                 time.sleep(BIMODAL_S)
+            elif fault == "slow" and count[0] == at:
+                time.sleep(SLOW_S)
         return loss
 
     return Workload(
