@@ -96,23 +96,36 @@ def await_lower_keys(
     is asked (sampling, which a model-based sampler makes slow; the device check, which starts CUDA), so a higher
     trial in another process could look before the lower one's key exists, find nothing, and measure the same
     configuration at the same time. So it waits as long as the lower trial's sweeper lives (a process of this
-    host), or ``recent_s`` from that trial's start where its life cannot be seen (another host); at most
-    ``timeout`` seconds in all (a live sweeper stuck before its key; the loop does nothing else meanwhile). Lower
-    numbers never wait for higher ones here, so this cannot deadlock.
+    host), or ``recent_s`` from that trial's start where its life cannot be seen (another host), and never once
+    its heartbeat is stale; at most ``timeout`` seconds in all (a live sweeper stuck before its key; the loop does
+    nothing else meanwhile). Lower numbers never wait for higher ones here, so this cannot deadlock.
     """
     deadline = time.monotonic() + timeout
     poll = 0.05
     while True:
         now = datetime.datetime.now()
+        stale = _stale_ids(study)
         undecided = [
             t
             for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-            if t.number < number and KEY not in t.user_attrs and _sweeper_alive(t, now, recent_s)
-        ]
+            if t.number < number and KEY not in t.user_attrs and t._trial_id not in stale
+            and _sweeper_alive(t, now, recent_s)
+        ]  # fmt: skip
         if not undecided or time.monotonic() >= deadline:
             return
         time.sleep(poll)
         poll = min(2 * poll, 1.0)
+
+
+def _stale_ids(study: optuna.Study) -> set[int]:
+    """Trials whose heartbeat is older than the storage's grace period (heartbeats on): their sweeper is gone,
+    wherever it ran, so nobody waits ``recent_s`` for them (the settler fails them, as ``fail_stale_trials``)."""
+    from optuna.storages._heartbeat import BaseHeartbeat, is_heartbeat_enabled
+
+    storage = study._storage
+    if not isinstance(storage, BaseHeartbeat) or not is_heartbeat_enabled(storage):
+        return set()
+    return set(storage._get_stale_trial_ids(study._study_id))
 
 
 def valid_keys(space: SearchSpace, defaults: dict[str, Any]) -> set[str] | None:
