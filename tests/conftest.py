@@ -62,9 +62,32 @@ def _node_lock_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KNOB_SWEEPER_LOCK_DIR", str(tmp_path / "node-locks"))
 
 
+# The test files that take longest on the 2-core CI machine (seconds of test time, in this order), run first: the
+# two workers (``-n 2 --dist loadfile --no-loadscope-reorder``) take files in collection order, so the longest
+# start first and the short ones fill in at the end (longest-first list scheduling), instead of one long file
+# running alone on one worker after the other has finished.
+LONGEST_FIRST = (
+    "test_bench_cpu.py",  # ~300 s
+    "test_kill_points.py",  # ~250 s
+    "test_sweep_e2e.py",  # ~250 s
+    "test_scheduler.py",
+    "test_adversarial.py",
+    "test_slots.py",
+    "test_scale_out.py",
+    "test_install.py",
+    "test_duplicates.py",
+    "test_warm_start.py",
+    "test_failures.py",
+    "test_distributed.py",
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``gpu`` need a CUDA GPU: skipped without one (``bench/gpu_checks.py --stages gpu_tests`` runs
-    every one of them on the GPU machine, ``pytest -m gpu``, and keeps the output)."""
+    """The longest files first (``LONGEST_FIRST``; the rest after them, in their order). Tests marked ``gpu``
+    need a CUDA GPU: skipped without one (``bench/gpu_checks.py --stages gpu_tests`` runs every one of them on the
+    GPU machine, ``pytest -m gpu``, and keeps the output)."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file keeps its order
     marked = [item for item in items if item.get_closest_marker("gpu")]
     if not marked:
         return

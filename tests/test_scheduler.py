@@ -24,8 +24,8 @@ from sweeper.sweep.scheduler import Scheduler, Stop, StopPolicy
 from conftest import NO_REMEASURE, ROOT, run_cli
 
 COSTLY = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=costly", "-m", *NO_REMEASURE]
-# A 24 s trial (three 8 s steps): longer than any budget below leaves it, however slow the sweeper's start.
-SLOW_TRIAL = ["knobs.batch=1", "knobs.compile=off", "knobs.base_ms=8000", "measure.warmup_steps=1", "measure.steps=2"]
+# A 12 s trial (three 4 s steps): longer than any budget below leaves it, however fast the sweeper's start.
+SLOW_TRIAL = ["knobs.batch=1", "knobs.compile=off", "knobs.base_ms=4000", "measure.warmup_steps=1", "measure.steps=2"]
 
 
 def _study(results: Path, name: str = "costly") -> optuna.Study:
@@ -35,20 +35,20 @@ def _study(results: Path, name: str = "costly") -> optuna.Study:
 def test_a_trial_longer_than_the_time_left_is_cut_at_the_deadline_and_measured_by_the_next_run(
     results: Path,
 ) -> None:
-    """A 24 s trial under a 20 s budget with 1 s grace: the trial is stopped at budget + grace (counted from the
+    """A 12 s trial under a 10 s budget with 1 s grace: the trial is stopped at budget + grace (counted from the
     command's start), recorded interrupted by the budget (not failed, not counted), the command exits within
     seconds of that, and the same command with time to spare measures that configuration first."""
     args = [*COSTLY, *SLOW_TRIAL, "hydra.sweeper.n_trials=1", "hydra.sweeper.grace_s=1"]
     t0 = time.time()
-    proc = run_cli([*args, "hydra.sweeper.timeout_s=20"], results)
+    proc = run_cli([*args, "hydra.sweeper.timeout_s=10"], results)
     elapsed = time.time() - t0
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     df = store.read_results(results)
     assert list(df["status"]) == ["interrupted"] and list(df["reason"]) == ["budget"], df[["status", "reason"]]
     stopped = df["ended_at"].iloc[0].timestamp() - t0
-    assert stopped <= 20 + 1 + 1.5, f"stopped {stopped:.1f} s after launch, the budget + grace is 21 s"
-    assert elapsed <= 20 + 1 + 8, f"the command took {elapsed:.1f} s for a 20 s budget with 1 s grace"
+    assert stopped <= 10 + 1 + 1.5, f"stopped {stopped:.1f} s after launch, the budget + grace is 11 s"
+    assert elapsed <= 10 + 1 + 8, f"the command took {elapsed:.1f} s for a 10 s budget with 1 s grace"
     cut_level = int(df["knob.level"].iloc[0])
     (trial,) = _study(results).trials
     assert trial.state == TrialState.FAIL and trial.user_attrs["reason"] == "budget"
