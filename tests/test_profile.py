@@ -161,3 +161,33 @@ def test_the_profile_check_bench_runs_on_the_cpu(tmp_path: Path) -> None:
     assert [r["reading"] for r in rows] == ["profile_path", "gpu_checks_mfu_cap", "compare"]
     assert 0 <= rows[0]["matmul_attention_frac"] <= 1 and rows[0]["prof_steps"] == 2
     assert (tmp_path / "traces" / "profile_check.json.gz").stat().st_size > 0
+
+
+def test_the_window_opens_after_a_first_step_that_refills_the_queue(tmp_path: Path) -> None:
+    """capture() runs one step under the profiler before the labelled window (the synchronisation before it emptied
+    the GPU's queue): the window holds exactly the requested steps, each after its own input fetch."""
+    import torch
+
+    from sweeper.trial.profile import capture
+
+    calls: list[str] = []
+
+    class Work:
+        def next_batch(self) -> torch.Tensor:
+            calls.append("input")
+            return torch.ones(64, 64)
+
+        def step(self, batch: torch.Tensor) -> None:
+            calls.append("step")
+            (batch @ batch).sum()
+
+    out = capture(Work(), torch.device("cpu"), 3, tmp_path / "t.json.gz")
+    assert calls == ["input", "step"] * 4
+    events = json.loads(gzip.open(tmp_path / "t.json.gz").read())["traceEvents"]
+    labels = [e for e in events if e.get("ph") == "X" and e.get("cat") == "user_annotation"]
+    (window,) = [e for e in labels if e["name"] == ta.WINDOW_LABEL]
+    steps = [e for e in labels if e["name"].startswith(ta.STEP_LABEL)]
+    assert len(steps) == 3 and all(window["ts"] <= e["ts"] for e in steps)
+    matmuls = [e for e in events if e.get("ph") == "X" and e.get("name") == "aten::mm"]
+    assert len(matmuls) == 4 and sum(e["ts"] < window["ts"] for e in matmuls) == 1, "the first step is before it"
+    assert out["prof_steps"] == 3

@@ -221,3 +221,10 @@ def test_the_profile_names_the_limit_and_the_largest_change() -> None:
     assert text.startswith("baseline: GPU idle 87.0%, 80 points waiting for input")
     assert "best: GPU idle 1.6%" in text and "matmul/convolution (61%)" in text
     assert "largest change: waiting for input, 80 -> 1 points" in text
+    assert "what usually removes it" not in text, "the best's 0.6-point input wait needs no remedy"
+    # a best held back by launch gaps is told what removes them; two profiles alike name no change
+    host_bound = _profile(0.87, launch=0.105, sync=0.01, other=0.015, matmul=0.4, norm_elementwise=0.6)
+    text = headline(base, host_bound)
+    assert "best: GPU idle 13.0%, 10 points in launch gaps (host behind) (what usually removes it: CUDA graphs" in text
+    assert "largest change: waiting for input" in text
+    assert "largest change" not in headline(best, _profile(0.99, input=0.002, launch=0.008, matmul=0.6))

@@ -34,6 +34,18 @@ _COLORS = {
 }
 
 
+# What usually removes each idle cause (docs/measurements/budget.md: the JPEG best's launch gaps): named for the best
+# configuration when that cause holds at least REMEDY_AT of its window.
+REMEDIES = {
+    "input": "more loader workers, pinned memory and non-blocking copies, or decoding on the GPU",
+    "sync": "no host reads of GPU values (.item(), printing a loss) inside the step",
+    "launch": "CUDA graphs (torch.compile mode reduce-overhead) or fewer Python threads holding the GIL "
+    "(a shorter sys.setswitchinterval)",
+}
+REMEDY_AT = 0.03
+CHANGE_AT = 0.01  # a largest change under a point of the window is not worth a sentence
+
+
 def _summary(side: str, p: Any) -> str:
     dev, idle = device_name(p), 1.0 - _f(p.get(BUSY))
     causes = {c: _f(p.get(f"prof_idle_{c}_frac")) for c in CAUSES}
@@ -43,6 +55,8 @@ def _summary(side: str, p: Any) -> str:
     text = f"{side}: {dev} idle {pct(idle, 1)}"
     if idle >= 0.01 and causes[cause] > 0:
         text += f", {causes[cause] * 100:.0f} points {CAUSES[cause]}"
+        if side == "best" and causes[cause] >= REMEDY_AT and cause in REMEDIES:
+            text += f" (what usually removes it: {REMEDIES[cause]})"
     if not math.isnan(shares[top]):
         text += f"; busy time mostly {CLASSES[top]} ({pct(shares[top])})"
     return text
@@ -54,7 +68,7 @@ def headline(base: Any | None, best: Any | None) -> str:
     if base is not None and best is not None:
         cols = {**{f"prof_idle_{c}_frac": CAUSES[c] for c in CAUSES}, BUSY: "busy"}
         delta = {c: _f(best.get(c)) - _f(base.get(c)) for c in cols}
-        delta = {c: d for c, d in delta.items() if not math.isnan(d) and c != BUSY}
+        delta = {c: d for c, d in delta.items() if not math.isnan(d) and c != BUSY and abs(d) >= CHANGE_AT}
         if delta:
             c = max(delta, key=lambda k: abs(delta[k]))
             parts.append(

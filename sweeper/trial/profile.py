@@ -4,7 +4,8 @@
 only ``next_batch`` and ``step`` are called) under ``torch.profiler`` once the window's numbers are taken, so
 they are untouched. CPU activities on the CPU, CPU and CUDA on a GPU; no shapes, stacks or memory (they cost
 more than the steps). The host's timeline is labelled (``trace_analysis.WINDOW_LABEL``, ``STEP_LABEL``,
-``INPUT_LABEL``) so the analysis tells waiting for input from launching and synchronising. The trace is
+``INPUT_LABEL``) so the analysis tells waiting for input from launching and synchronising; one unlabelled step
+runs first, so the window opens on a queue in its steady state, not on the one the synchronisation emptied. The trace is
 written gzipped (Chrome/Perfetto JSON, opens in https://ui.perfetto.dev) to ``<results_dir>/<trace>``
 (``trace_analysis.trace_relpath``), and :func:`sweeper.trial.trace_analysis.analyse` reads it into the
 ``prof_*`` columns, with ``prof_trace`` (the path relative to ``results_dir``), ``prof_steps`` and ``prof_s``
@@ -81,6 +82,10 @@ def capture(work: Any, device: torch.device, steps: int, trace_file: Path) -> di
     with warnings.catch_warnings():  # "Profiler clears events at the end of each cycle": expected, one cycle
         warnings.simplefilter("ignore", UserWarning)
         with profile(activities=activities) as prof:
+            # One step before the window: the synchronize above drained the GPU's queue, and a window opened on an
+            # empty queue would count the first launches' ramp as idle time that the measured steps never have.
+            # Its kernels still running when the window opens are inside the trace and count as busy there.
+            work.step(work.next_batch())
             with record_function(ta.WINDOW_LABEL):
                 for i in range(steps):
                     with record_function(f"{ta.STEP_LABEL}#{i}"):
