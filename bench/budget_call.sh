@@ -22,4 +22,5 @@ for f in "budget-$case.jsonl" "sweep-$case.log" "report-$case.md" "report-$case.
   [ -f "$scratch/$f" ] && cp "$scratch/$f" "$out/"
 done
 (cd "$scratch" && find . -name '*.json.gz' -print0 | tar czf "$out/traces-$case.tgz" --null -T -)
+(cd "$scratch" && find sweep -name '*.log' -print0 2>/dev/null | tar czf "$out/logs-$case.tgz" --null -T -)  # trials' logs
 ls -la "$out"

@@ -71,7 +71,8 @@ def hand_loop(out: Path, name: str, case: dict[str, Any]) -> float | None:
 def sweep(out: Path, name: str, case: dict[str, Any], budget: float, extra: list[str]) -> tuple[float, float, int]:
     results = out / "results"
     cmd = [sys.executable, "-m", "sweeper", *case["args"], "-m", f"results_dir={results}",
-           f"hydra.sweeper.timeout_s={budget:g}", "hydra.sweeper.n_trials=1000", *extra]  # fmt: skip
+           f"hydra.sweeper.timeout_s={budget:g}", "hydra.sweeper.n_trials=1000", f"hydra.sweep.dir={out / 'sweep'}",
+           *extra]  # fmt: skip
     started = time.time()
     with (out / f"sweep-{name}.log").open("w") as f:  # each line stamped with the seconds since launch
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
