@@ -85,6 +85,17 @@ def test_a_running_identical_configuration_is_waited_for_in_one_sweep(results: P
     assert "space exhausted" in proc.stderr
 
 
+def test_a_waiter_whose_twin_fails_is_launched_and_measured(results: Path) -> None:
+    """Two slots, one failing configuration: trial 1 waits for trial 0; trial 0 fails, so trial 1 is launched
+    (the waiter's launch path, not the sampler's) and fails on its own. The sweep ends normally with both rows."""
+    fails = "hydra.sweeper.params={knobs.fault:raise,knobs.work:'choice(16)'}"
+    proc = run_cli([*FAULTS, fails, "-m", "hydra.sweeper.n_trials=2", "hydra.sweeper.n_jobs=2"], results, check=True)
+    assert "trial 1 waits: trial 0 is measuring the same configuration" in proc.stderr
+    df = pd.read_parquet(results / "trials").sort_values("trial")
+    assert list(df["trial"]) == [0, 1] and list(df["status"]) == ["failed", "failed"], df[["trial", "status"]]
+    assert list(df["reason"]) == ["exception:ValueError"] * 2, (df[["trial", "status", "reason"]], proc.stderr)
+
+
 def test_a_configuration_running_in_another_sweeper_is_not_launched_again(results: Path) -> None:
     """Two sweepers on one journal study: the second asks the configuration the first is measuring; it waits and
     reuses the result (issue: concurrent sweepers measured identical configurations twice)."""

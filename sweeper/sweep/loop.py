@@ -47,6 +47,7 @@ STUCK_AFTER = 5  # an enumerable space: after this many duplicates in a row, an 
 MAX_OVER_BUDGET_IN_A_ROW = 10  # proposals that cannot end within the budget before the search gives up
 NOT_METRICS = (studies.OWNER_KEY, "status", "confirm_of", studies.REASON_KEY, studies.COST_KEY, warm.FROM_KEY,
                remeasure.FOR_KEY, remeasure.PROFILE_KEY, SPENT_KEY)  # fmt: skip
+Launch = tuple[Any, dict[str, Any], dict[str, Any]]  # (trial, values, launch extras): what _start submits
 
 
 class SweepImpl:
@@ -79,8 +80,7 @@ class SweepImpl:
         self.costs = CostModel(plan.expensive, s.cost_prior)
         self.scheduler = Scheduler(plan.slots, plan.node, s.timeout_s, s.grace_s, self.started_at)
         self.waits = dedup.Waiting()  # trials whose configuration another trial is measuring right now
-        self.valid_keys: Any = None  # the space's configurations, enumerated at the first duplicate
-        self.enumerated = False
+        self.valid_keys, self.enumerated = None, False  # the space's configurations, enumerated at the first duplicate
         self.duplicates_in_a_row = self.over_budget_in_a_row = 0
         self.reserve_s = 0.0
         self.settler = Settler(plan)
@@ -184,7 +184,7 @@ class SweepImpl:
             slot = self.scheduler.take_slot()
             if slot is None:
                 return True
-            item = self.waits.ready.pop(0) if self.waits.ready else self._next()
+            item = self._admit(*self.waits.ready.pop(0), outcome=None) if self.waits.ready else self._next()
             if item is None:
                 self.scheduler.give_back(slot)
                 continue
@@ -194,9 +194,8 @@ class SweepImpl:
             self.scheduler.submit(lambda r=run: self._launch(r), run)
         return False
 
-    def _next(self) -> tuple[Any, dict[str, Any], dict[str, Any]] | None:
-        """Ask one trial; returns (trial, values, launch extras) to launch, or None (settled without launching,
-        waiting for a twin, or the sweep stops)."""
+    def _next(self) -> Launch | None:
+        """Ask one trial: a Launch, or None (settled without launching, waiting for a twin, or the sweep stops)."""
         study = self.plan.study
         waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
         sampler = study.sampler
@@ -223,16 +222,22 @@ class SweepImpl:
             self.plan_note(f"trial {trial.number} waits: trial {trial.user_attrs.get(dedup.WAITS_KEY)} is measuring "
                            "the same configuration")  # fmt: skip
             return None
+        return self._admit(trial, values, outcome)
+
+    def _admit(self, trial: Any, values: dict[str, Any], outcome: TrialOutcome | None) -> Launch | None:
+        """The one way to a launch, for a trial just sampled and for a waiter whose twin ended without a result:
+        (trial, values, launch extras) when nothing decided it (``outcome`` None) and it is predicted to end in the
+        budget; else settled without launching (over budget, or ``outcome``), and None."""
+        study, repeat = self.plan.study, studies.CONFIRM_KEY in trial.user_attrs
         profile = bool(trial.user_attrs.get(remeasure.PROFILE_KEY))
         if outcome is None and not self._fits(values, profile, reserve=not repeat, repeat=repeat):
-            outcome = TrialOutcome(
-                Status.SKIPPED,
-                f"over-budget:{self.costs.explain(study, values)}",
-                f"predicted {self.costs.explain(study, values)} does not end in the {self._left_text()} left",
-            )
+            why, left = self.costs.explain(study, values), self._left_text()
+            outcome = TrialOutcome(Status.SKIPPED, f"over-budget:{why}",
+                                   f"predicted {why} does not end in the {left} left")  # fmt: skip
         if outcome is None:
             self.over_budget_in_a_row = 0
             return trial, values, {"profile": profile}
+        self.heartbeat.discard(trial._trial_id)  # a waiter beat while it waited
         self._settle_unlaunched(trial, values, outcome)
         return None
 
@@ -255,16 +260,13 @@ class SweepImpl:
             self.valid_keys, self.enumerated = dedup.valid_keys(self.plan.space, self.plan.defaults), True
         if dedup.exhausted(self.plan.study, self.valid_keys):
             self.policy.stop(Stop.EXHAUSTED)
-            self.plan_note(
-                f"space exhausted: all {len(self.valid_keys)} configurations of the search space are measured (or "
-                "cannot run here); widen the space (or hydra.sweeper.repeat=true to measure again)"
-            )
+            self.plan_note(f"space exhausted: all {len(self.valid_keys)} configurations of the search space are "
+                           "measured (or cannot run here); widen the space (or hydra.sweeper.repeat=true to measure "
+                           "again)")  # fmt: skip
         elif self.duplicates_in_a_row >= MAX_DUPLICATES_IN_A_ROW:
             self.policy.stop(Stop.EXHAUSTED)
-            self.plan_note(
-                f"space exhausted: the sampler proposed {self.duplicates_in_a_row} measured configurations in a "
-                "row (widen the space, or try another sampler)"
-            )
+            self.plan_note(f"space exhausted: the sampler proposed {self.duplicates_in_a_row} measured "
+                           "configurations in a row (widen the space, or try another sampler)")  # fmt: skip
         elif self.valid_keys and self.duplicates_in_a_row % STUCK_AFTER == 0:
             queued = dedup.enqueue_untried(self.plan.study, self.valid_keys)
             if queued:
