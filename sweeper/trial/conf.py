@@ -81,7 +81,8 @@ class TrialConf:
     timeout_s: float = 900.0
     """A trial still running after this many seconds is killed (status failed, reason timeout)."""
     isolate: bool = True
-    """Run each trial in its own child process (false: in the Hydra job's process, for debugging)."""
+    """Run each trial in its own child process (false: in the Hydra job's process, for debugging; there nothing
+    can stop a trial that hangs: ``timeout_s``, ``measure.stall_s`` and the sweep's budget all end a process)."""
     resources: ResourcesConf = dataclasses.field(default_factory=ResourcesConf)
     """What one trial needs of the node (see :class:`ResourcesConf`)."""
     lock_dir: str | None = None
