@@ -95,7 +95,10 @@ def test_worker_nice_lowers_the_workers_priority_not_the_trial_process(tmp_path:
     for nice, expected in ((0, own), (7, own + 7)):
         pipe = pipeline(tmp_path, num_workers=2, worker_nice=nice)
         try:
-            pipe.next()  # the workers ran their init function before their first batch
+            # Batch i comes from worker i % 2, which runs its init function before its first batch: after two
+            # batches both workers have set their priority (after one, worker 1 may not have started yet).
+            pipe.next()
+            pipe.next()
             workers = children() - before
             assert len(workers) == 2
             assert {os.getpriority(os.PRIO_PROCESS, pid) for pid in workers} == {expected}, f"worker_nice={nice}"
