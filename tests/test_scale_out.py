@@ -207,3 +207,26 @@ def test_trial_of_a_dead_node_is_failed_after_heartbeat_expiry(results: Path) ->
 
 # End-to-end sweeps of real workloads: `python -m pytest -m "not slow"` skips them.
 pytestmark = pytest.mark.slow
+
+
+def test_sweepers_opening_a_new_study_at_once_share_its_creators_id(tmp_path: Path) -> None:
+    """Three sweepers open one new study together: one creates it and sets its id; the two others, finding it
+    without one, wait for that id instead of storing their own (the last writer's id won before, so two of them
+    kept different ids, and each looked for rows under its own: a killed sweeper's trial got two rows)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sweeper.sweep import study as studies
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    storage = studies.make_storage(url)
+    assert [studies.create_if_missing(storage, "s", ["maximize"]) for _ in range(3)] == [True, False, False]
+    opened = [optuna.load_study(study_name="s", storage=url) for _ in range(3)]
+    with ThreadPoolExecutor(2) as pool:
+        others = [pool.submit(studies.study_id, s, False) for s in opened[1:]]
+        mine = studies.study_id(opened[0], True)
+        assert [f.result(timeout=30) for f in others] == [mine, mine]
+    assert optuna.load_study(study_name="s", storage=url).user_attrs[studies.STUDY_ID_KEY] == mine
+    with_trials = optuna.create_study(study_name="made-elsewhere", storage=url)
+    with_trials.ask()  # a study made without the sweeper, already used: its first opener gives it an id at once
+    t0 = time.monotonic()
+    assert studies.study_id(with_trials, False) and time.monotonic() - t0 < 5

@@ -133,6 +133,7 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
     # resolved before the study exists: a bad name creates nothing
     warm_sources = warm.resolve(storage, plain(settings.warm_start), study_name, workload_key)
     try:
+        created = studies.create_if_missing(storage, study_name, [d for _m, d in objectives])
         study = optuna.create_study(
             study_name=study_name,
             storage=storage,
@@ -157,7 +158,7 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
         study.set_metric_names([m for m, _d in objectives])
     if not study.trials:
         study.set_user_attr(warm.WORKLOAD_KEY, workload_key)
-    study_id = studies.study_id(study)
+    study_id = studies.study_id(study, created)
     pruner_conf = dataclasses.asdict(settings.pruner)
     make_pruner(pruner_conf)  # validates
     if pruner_conf.get("type", "none") != "none" and objectives != [("throughput", "maximize")]:

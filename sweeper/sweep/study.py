@@ -7,6 +7,7 @@ import math
 import os
 import socket
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from optuna.distributions import (
     FloatDistribution,
     IntDistribution,
 )
+from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from sweeper.errors import ConfigError
@@ -113,16 +115,32 @@ def sample(trial: optuna.Trial, space: SearchSpace, defaults: dict[str, Any]) ->
     return values
 
 
-def study_id(study: optuna.Study) -> str:
+def create_if_missing(storage: Any, name: str, directions: list[str]) -> bool:
+    """Create the study ``name`` unless it exists; True when this process created it (the storage lets one
+    process do that, however many try at once)."""
+    try:
+        storage.create_new_study([StudyDirection[d.upper()] for d in directions], name)
+    except optuna.exceptions.DuplicatedStudyError:
+        return False
+    return True
+
+
+def study_id(study: optuna.Study, created: bool, wait_s: float = 10.0) -> str:
     """The study's id: random, stored with the study, so rows of two storages that use one study name (two
-    machines) keep apart when their results are merged. Processes sharing the storage share it."""
+    machines) keep apart when their results are merged. Processes sharing the storage share it: the process that
+    ``created`` the study sets it; another one that finds a new study (no trials) without it waits up to
+    ``wait_s`` for its creator to (last-writer-wins would leave two processes started together with two ids, and
+    each would find only its own rows). A study made elsewhere without one gets one from whoever opens it."""
     import uuid
 
     sid = study.user_attrs.get(STUDY_ID_KEY)
+    deadline = time.monotonic() + (0.0 if created or study.trials else wait_s)
+    while not sid and time.monotonic() < deadline:
+        time.sleep(0.05)
+        sid = study._storage.get_study_user_attrs(study._study_id).get(STUDY_ID_KEY)
     if not sid:
         study.set_user_attr(STUDY_ID_KEY, uuid.uuid4().hex[:12])
-        # Two processes creating one study at once: both read back the value that was stored last.
-        sid = optuna.load_study(study_name=study.study_name, storage=study._storage).user_attrs[STUDY_ID_KEY]
+        sid = study._storage.get_study_user_attrs(study._study_id)[STUDY_ID_KEY]
     return str(sid)
 
 
