@@ -159,12 +159,18 @@ def preflight(argv: list[str], conf_dir: str) -> Any:
     _check_syntax(_overrides(argv, sweeps=True))
     overrides = [o for o in _overrides(argv) if not o.lstrip("+").startswith("hydra.searchpath=")]
     overrides += user_search_path(argv)
+    import copy
+
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import open_dict
 
     try:
         with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
-            cfg = compose("config", overrides=overrides)
+            with_hydra = compose("config", overrides=overrides, return_hydra_config=True)
+            cfg = copy.deepcopy(with_hydra)  # what compose() returns without the hydra node (composed once)
+            with open_dict(cfg):
+                del cfg["hydra"]
             if not any(o.lstrip("+").startswith("workload=") for o in overrides) and "workload" not in cfg:
                 from workloads import available
 
@@ -173,7 +179,6 @@ def preflight(argv: list[str], conf_dir: str) -> Any:
                     "no workload selected",
                     f"add +workload=<name>; known workloads: {', '.join(available())}",
                 )
-            with_hydra = compose("config", overrides=overrides, return_hydra_config=True)
             multirun = any(a in ("-m", "--multirun") for a in argv)
             _check_values(cfg, overrides, None if multirun else with_hydra.hydra.sweeper.get("params"))
             if multirun:
@@ -247,16 +252,11 @@ def _check_values(cfg: object, overrides: list[str], space: object = None) -> No
     flat = flatten({k: full.get(k) or {} for k in ("knobs", "distributed", "workload")})
     for key in sorted(k for k in given if k in flat and flat[k] == ""):
         raise ConfigError(key, "is empty", f"give a value ({key}=<value>), or null to turn it off")
-    base_overrides = [o for o in overrides if "." not in o.split("=", 1)[0] or o.lstrip("+~").startswith("hydra.")]
-    declared = flatten(
-        {
-            k: v
-            for k, v in OmegaConf.to_container(compose("config", overrides=base_overrides), resolve=False).items()
-            if k in ("knobs", "distributed", "workload")
-        }
-    )
     values = {k: v for k, v in flat.items() if k in given}
-    check_values(values, declared)
+    if values:  # their declared types: the config composed without the command's values (one more composition)
+        base_overrides = [o for o in overrides if "." not in o.split("=", 1)[0] or o.lstrip("+~").startswith("hydra.")]
+        base = OmegaConf.to_container(compose("config", overrides=base_overrides), resolve=False)
+        check_values(values, flatten({k: v for k, v in base.items() if k in ("knobs", "distributed", "workload")}))
     wl = full.get("workload") or {}
     check_enumerations(values, str(wl.get("name")), wl.get("module"))
     if space is not None:
