@@ -98,22 +98,56 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
 
 
-def run_main(args: list[str], results: Path | None = None) -> subprocess.CompletedProcess:
-    """``python -m sweeper <args>`` in this process (``sweeper.__main__.main``), for commands that end before any
-    trial (bad input: one line, exit 2): the same code path without a new interpreter's imports. Returns what
-    :func:`run_cli` does. Hydra's global state and the working folder are restored after the call."""
+def run_report(
+    args: list[str], env: dict[str, str] | None = None, check: bool = False
+) -> subprocess.CompletedProcess:
+    """``python -m sweeper.report <args>`` in this process (``sweeper.report.__main__.main``): the same code path
+    without a new interpreter's imports. Returns what :func:`run_cli` does; the environment is restored after.
+    A test about warnings the report gives once per process runs it with :func:`run_cli`."""
+    import contextlib
+    import io
+
+    from sweeper.report.__main__ import main
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_env, code = dict(os.environ), 0
+    os.environ.update({"COLUMNS": "200", **(env or {})})
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as e:  # argparse's usage errors
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+    proc = subprocess.CompletedProcess(["sweeper.report", *args], code, out.getvalue(), err.getvalue())
+    if check and code != 0:
+        raise AssertionError(f"report {args} exited {code}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}")
+    return proc
+
+
+def run_main(args: list[str], results: Path | None = None, check: bool = False) -> subprocess.CompletedProcess:
+    """``python -m sweeper <args>`` in this process (``sweeper.__main__.main``): the same code path without a new
+    interpreter's imports. For commands whose sweeper need not be a process of its own (no signal, kill, timing
+    or environment of its own): bad input, and sweeps whose trials run isolated as always, forked from this
+    process's forkserver (started once, torch imported once for every such command of the test file). Returns
+    what :func:`run_cli` does. Hydra's global state, the working folder, the environment (a command keeps a
+    storage URL there) and the signal handlers are restored after the call."""
     import contextlib
     import io
     import signal
 
     from hydra.core.global_hydra import GlobalHydra
 
-    handler = signal.getsignal(signal.SIGINT)  # the entry module installs its own for a command's start
+    # the entry module installs its own SIGINT handler for a command's start, the loop its SIGTERM one
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     from sweeper import __main__ as entry
+    from sweeper.trial import isolate
 
     argv = ["sweeper", *args] + ([f"results_dir={results}"] if results is not None else [])
     out, err = io.StringIO(), io.StringIO()
-    saved_argv, cwd, code = sys.argv, os.getcwd(), 0
+    saved_argv, saved_env, cwd, code = sys.argv, dict(os.environ), os.getcwd(), 0
     try:
         os.chdir(ROOT)
         sys.argv = argv
@@ -125,6 +159,13 @@ def run_main(args: list[str], results: Path | None = None) -> subprocess.Complet
     finally:
         sys.argv = saved_argv
         os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
         GlobalHydra.instance().clear()
-        signal.signal(signal.SIGINT, handler)
-    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    assert not isolate.INTERRUPTED.is_set(), "a command run here was interrupted: run it with run_cli"
+    proc = subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
+    if check and code != 0:
+        raise AssertionError(f"{' '.join(argv)} exited {code}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}")
+    return proc

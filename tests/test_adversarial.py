@@ -147,7 +147,7 @@ def test_expression_error_at_sampling_time_skips_the_configuration(tmp_path: Pat
     """A constraint that divides by a sampled value of zero: that configuration is skipped with the reason, the
     sweep goes on, and no trial stays RUNNING."""
     results = tmp_path / "results"
-    proc = run_cli(
+    proc = run_main(
         [
             *FAULTS,
             "-m",
@@ -159,7 +159,6 @@ def test_expression_error_at_sampling_time_skips_the_configuration(tmp_path: Pat
             *NO_REMEASURE,
         ],
         results,
-        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     df = store.read_results(results).set_index("knob.work")
@@ -218,7 +217,7 @@ def test_reader_survives_mixed_types_on_disk(tmp_path: Path) -> None:
 
 def test_corrupt_file_is_skipped_with_a_warning(tmp_path: Path) -> None:
     results = tmp_path / "results"
-    run_cli([*QUICK, "hydra.sweeper.n_trials=2", "hydra.sweeper.seed=0"], results, check=True, timeout=300)
+    run_main([*QUICK, "hydra.sweeper.n_trials=2", "hydra.sweeper.seed=0"], results, check=True)
     trials = results / "trials"
     good = store.trial_files(trials)
     assert len(good) == 1 and store.is_compacted(good[0])
@@ -233,6 +232,7 @@ def test_corrupt_file_is_skipped_with_a_warning(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
     assert len(store.read_results(results)) == 2
     # The sweep says so too, and compaction goes on around the unreadable file.
+    # its own process: this one has warned about those files already (once per process)
     proc = run_cli([*QUICK, "hydra.sweeper.n_trials=1", "hydra.sweeper.seed=0"], results, timeout=300)
     assert proc.returncode == 0 and "not a readable Parquet file" in proc.stdout + proc.stderr, proc.stderr[-2000:]
     assert len(store.read_results(results)) == 3
@@ -245,7 +245,7 @@ def test_merging_two_machines_results_keeps_every_row(tmp_path: Path) -> None:
     merged.mkdir(parents=True)
     for machine, n in (("a", 3), ("b", 2)):
         results = tmp_path / machine
-        run_cli([*QUICK, f"hydra.sweeper.n_trials={n}", "hydra.sweeper.seed=1"], results, check=True, timeout=300)
+        run_main([*QUICK, f"hydra.sweeper.n_trials={n}", "hydra.sweeper.seed=1"], results, check=True)
         for p in store.trial_files(results / "trials"):
             shutil.copy(p, merged / p.name)
     raw = pd.read_parquet(merged)
@@ -270,7 +270,7 @@ def test_study_file_names_are_injective_and_visible() -> None:
 @pytest.mark.parametrize("study", ['odd "name" é', "../../up", "_lead"])
 def test_any_study_name_and_quotes_reach_the_trial_intact(tmp_path: Path, study: str) -> None:
     results = tmp_path / 'res"ults'
-    proc = run_cli(
+    proc = run_main(
         [
             *FAULTS,
             "-m",
@@ -281,7 +281,6 @@ def test_any_study_name_and_quotes_reach_the_trial_intact(tmp_path: Path, study:
             "trial.timeout_s=300",
             *NO_REMEASURE,
         ],
-        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     files = store.trial_files(results / "trials")
@@ -299,8 +298,8 @@ def test_four_readers_read_every_column_of_a_mixed_folder(tmp_path: Path, monkey
     duckdb = pytest.importorskip("duckdb")
     polars = pytest.importorskip("polars")
     results = tmp_path / "results"
-    run_cli([*QUICK, "hydra.sweeper.n_trials=2", "hydra.sweeper.seed=0"], results, check=True, timeout=300)
-    run_cli(["+workload=matmul", "-m", "hydra.sweeper.n_trials=2", *NO_REMEASURE], results, check=True, timeout=300)
+    run_main([*QUICK, "hydra.sweeper.n_trials=2", "hydra.sweeper.seed=0"], results, check=True)
+    run_main(["+workload=matmul", "-m", "hydra.sweeper.n_trials=2", *NO_REMEASURE], results, check=True)
     run_cli(["+workload=matmul", "knobs.dtype=fp32"], results, check=True, timeout=300)  # a single run's file
     trials = results / "trials"
     want = store.read_results(results)
@@ -451,7 +450,7 @@ def test_full_disk_one_line_and_resumable(tmp_path: Path) -> None:
 def test_row_written_before_the_crash_is_told_on_resume(tmp_path: Path) -> None:
     """The sweeper died between a trial's row and the tell: the study is told what the row says (one truth)."""
     results = tmp_path / "results"
-    run_cli([*QUICK, "hydra.sweeper.n_trials=1", "hydra.sweeper.seed=0"], results, check=True, timeout=300)
+    run_main([*QUICK, "hydra.sweeper.n_trials=1", "hydra.sweeper.seed=0"], results, check=True)
     study = optuna.load_study(study_name="faults", storage=f"sqlite:///{results / 'optuna.db'}")
     sid = study.user_attrs["knob_sweeper:study_id"]
     # The state a SIGKILL leaves right after the row of trial 1 was written: trial 1 RUNNING, owned by a dead pid.
@@ -461,7 +460,7 @@ def test_row_written_before_the_crash_is_told_on_resume(tmp_path: Path) -> None:
     row = store.read_table(store.trial_files(results / "trials")).to_pylist()[0]
     row.update(trial=trial.number, throughput=123.0)
     store.write_row(store.trial_path(results / "trials", "faults", trial.number, sid), row)
-    run_cli([*QUICK, "hydra.sweeper.n_trials=1", "hydra.sweeper.seed=0"], results, check=True, timeout=300)
+    run_main([*QUICK, "hydra.sweeper.n_trials=1", "hydra.sweeper.seed=0"], results, check=True)
     study = optuna.load_study(study_name="faults", storage=f"sqlite:///{results / 'optuna.db'}")
     t1 = study.trials[1]
     assert t1.state == TrialState.COMPLETE and t1.values == [123.0] and t1.user_attrs["status"] == "complete"
@@ -473,8 +472,8 @@ def test_row_written_before_the_crash_is_told_on_resume(tmp_path: Path) -> None:
 def test_seeded_command_run_again_samples_new_configurations(tmp_path: Path) -> None:
     results = tmp_path / "results"
     args = [*QUICK, "hydra.sweeper.n_trials=4", "hydra.sweeper.seed=0", "hydra.sweeper.baseline_first=false"]
-    run_cli(args, results, check=True, timeout=300)
-    run_cli(args, results, check=True, timeout=300)
+    run_main(args, results, check=True)
+    run_main(args, results, check=True)
     df = store.read_results(results).sort_values("trial")
     assert len(df) == 8
     assert not (df["reason"].fillna("").str.startswith("duplicate:")).any(), df[["trial", "knob.work", "reason"]]

@@ -17,7 +17,7 @@ from sweeper.report.__main__ import main as report_main
 from sweeper.report.data import read_rows
 from sweeper.results import lookup, store
 
-from conftest import NO_REMEASURE, ROOT, run_cli
+from conftest import NO_REMEASURE, ROOT, run_main
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
 SOURCES = ("single", "multi", "nights", "compare", "data", "failed")
@@ -238,13 +238,13 @@ def test_concurrent_compactions_and_a_writer_lose_nothing(tmp_path: Path) -> Non
 
 def test_sweep_leaves_its_study_compacted_and_resumes(results: Path) -> None:
     args = ["+workload=matmul", "-m", "hydra.sweeper.n_trials=3", *NO_REMEASURE]
-    run_cli(args, results, check=True)
+    run_main(args, results, check=True)
     trials = results / "trials"
     files = visible(trials)
     assert len(files) == 1 and store.is_compacted(files[0]), files
     assert sorted(store.read_results(results)["trial"]) == [0, 1, 2]
 
-    run_cli(args, results, check=True)  # the same command again: the study continues
+    run_main(args, results, check=True)  # the same command again: the study continues
     files = visible(trials)
     assert len(files) == 1 and store.is_compacted(files[0]) and ".compacted-000002-" in files[0], files
     df = store.read_results(results)

@@ -15,7 +15,7 @@ import psutil
 import pytest
 from optuna.trial import TrialState
 
-from conftest import NO_REMEASURE, ROOT, run_cli
+from conftest import NO_REMEASURE, ROOT, run_cli, run_main, run_report
 
 FAULTS = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=faults"]
 EXPECTED = {
@@ -37,10 +37,9 @@ def _study(results: Path, name: str) -> optuna.Study:
 
 def test_every_fault_gets_a_truthful_row_and_the_sweep_goes_on(results: Path) -> None:
     # The grid visits every (fault, work) pair once: 9 faults x 2 sizes = 18 trials.
-    proc = run_cli(
+    proc = run_main(
         [*FAULTS, "-m", "hydra.sweeper.sampler=grid", "hydra.sweeper.n_trials=18", "trial.timeout_s=6", *NO_REMEASURE],
         results,
-        timeout=400,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     df = pd.read_parquet(results / "trials")
@@ -62,7 +61,7 @@ def test_every_fault_gets_a_truthful_row_and_the_sweep_goes_on(results: Path) ->
     assert oom and all(t.state == TrialState.COMPLETE for t in oom)
     assert all(t.system_attrs.get("constraints:fits_in_memory") == 1.0 for t in oom)
 
-    report = run_cli([str(results)], module="sweeper.report", check=True)
+    report = run_report([str(results)], check=True)
     md = (results / "report.md").read_text()
     assert md.count("faults/") >= 2 and "infeasible" in md
     assert "| 1 |" in md and "| 2 |" in md, "the two good trials are ranked"
@@ -70,7 +69,7 @@ def test_every_fault_gets_a_truthful_row_and_the_sweep_goes_on(results: Path) ->
 
 
 def test_failure_budget_stops_a_broken_sweep(results: Path) -> None:
-    proc = run_cli(
+    proc = run_main(
         [
             *FAULTS,
             "knobs.fault=raise",
@@ -132,7 +131,7 @@ def test_sigkill_mid_sweep_then_resume(results: Path) -> None:
     before = pd.read_parquet(trials_dir)
     assert reads > 0 and len(before) >= 3
 
-    run_cli(args, results, check=True)
+    run_main(args, results, check=True)
     df = pd.read_parquet(trials_dir)
     assert not df["trial"].duplicated().any()
     assert sorted(df["trial"]) == list(range(len(df)))
@@ -210,7 +209,7 @@ def test_a_trial_stuck_after_its_first_step_ends_itself_with_every_threads_stack
     """measure.stall_s: a step that never returns (here the third, in the warm-up) ends the trial as failed
     (stalled) long before trial.timeout_s, with every thread's stack in its log; the sweep goes on to the next."""
     t0 = time.time()
-    proc = run_cli(
+    proc = run_main(
         [
             *FAULTS,
             "-m",

@@ -15,7 +15,7 @@ from sweeper.report.__main__ import main
 from sweeper.report.data import load
 from sweeper.report.nightly import nightly, select, trend
 
-from conftest import run_cli
+from conftest import run_cli, run_report
 
 DAY = "2026-11-30"
 SHORT = [
@@ -58,9 +58,8 @@ def test_date_without_a_later_study_says_so(day: Path, capsys: pytest.CaptureFix
 
 
 def test_mixed_sizes_say_the_parameters_differ_and_do_not_gate(day: Path) -> None:
-    proc = run_cli(
+    proc = run_report(
         [str(day), "--baseline", "n6", "--study", "bigger", "--fail-on-regression", "5%", "--top", "5"],
-        module="sweeper.report",
     )
     # 72 multiplications per step against 36: half the throughput, and still no verdict on it.
     assert proc.returncode == 0, proc.stderr
@@ -121,9 +120,8 @@ def test_a_planted_slowdown_measured_for_real_fails_the_gate(tmp_path: Path) -> 
     the report's gate exits 3 and states the ratio with its interval from the repeats."""
     results = tmp_path / "results"
     measure_nights(results, {"base": {}, "slow25": {"slowdown": 0.25}}, 5, night_config(NIGHT))
-    proc = run_cli(
+    proc = run_report(
         [str(results), "--baseline", "base", "--study", "slow25", "--fail-on-regression", "5%", "--top", "3"],
-        module="sweeper.report",
     )
     assert proc.returncode == 3, proc.stderr
     match = re.search(

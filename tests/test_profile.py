@@ -16,7 +16,7 @@ from sweeper.results.read import read_rows
 from sweeper.trial import trace_analysis as ta
 from workloads.base import DeviceInfo
 
-from conftest import FAULTS, ROOT, run_cli
+from conftest import FAULTS, ROOT, run_cli, run_report
 
 BOTTLENECK = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=bottleneck"]
 PROF_COLUMNS = [
@@ -65,7 +65,7 @@ def test_a_profiled_single_run_writes_its_trace_columns_and_report_section(resul
     assert {ta.WINDOW_LABEL, ta.INPUT_LABEL} <= {e.get("name") for e in events}
     assert ta.analyse(events, 3)["prof_gpu_busy_frac"] == pytest.approx(row["prof_gpu_busy_frac"])
 
-    run_cli([str(results)], module="sweeper.report", check=True)
+    run_report([str(results)], check=True)
     md = (results / "report.md").read_text()
     assert "Why the GPU idles (profiled)" in md and row["prof_trace"] in md
     assert "(profile:" in md and "ui.perfetto.dev" in md
@@ -79,7 +79,7 @@ def test_rows_without_a_profile_report_as_before(tmp_path: Path) -> None:
 
     src = ROOT / "tests" / "fixtures" / "report" / "single"
     shutil.copytree(src, tmp_path / "r")
-    run_cli([str(tmp_path / "r")], module="sweeper.report", check=True)
+    run_report([str(tmp_path / "r")], check=True)
     md = (tmp_path / "r" / "report.md").read_text()
     assert "Why the GPU idles" not in md and "(rule)" not in md and "(profile:" not in md
 

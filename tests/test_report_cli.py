@@ -13,7 +13,7 @@ import pytest
 from sweeper.report.__main__ import main
 from sweeper.report.data import read_rows
 
-from conftest import run_cli
+from conftest import run_report
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
 
@@ -30,7 +30,7 @@ def copy(tmp_path: Path, *names: str) -> Path:
 
 def test_report_writes_markdown_and_html(tmp_path: Path) -> None:
     results = copy(tmp_path, "single", "multi")
-    proc = run_cli([str(results)], module="sweeper.report", check=True)
+    proc = run_report([str(results)], check=True)
     md = (results / "report.md").read_text()
     html = (results / "report.html").read_text()
     assert "## matmul — study matmul-single" in md and "## transformer_block — study block-multi" in md
@@ -47,7 +47,7 @@ def test_nightly_without_repeats_is_shown_not_gated(tmp_path: Path) -> None:
     """The recorded nights measured each configuration once: no between-trial noise, so nothing is gated (the
     gate's planted regressions, with repeats, are in test_nightly.py)."""
     results = copy(tmp_path, "nights")
-    proc = run_cli([str(results), "--baseline", "night-1", "--fail-on-regression", "5%"], module="sweeper.report")
+    proc = run_report([str(results), "--baseline", "night-1", "--fail-on-regression", "5%"])
     assert proc.returncode == 0, proc.stderr
     assert "not gated: matmul: no configuration has repeats on both nights" in proc.stderr
     md = (results / "report.md").read_text()
@@ -76,9 +76,9 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureF
 
 
 def test_bad_flag_and_missing_folder_via_cli(tmp_path: Path) -> None:
-    proc = run_cli([str(tmp_path / "nowhere")], module="sweeper.report")
+    proc = run_report([str(tmp_path / "nowhere")])
     assert proc.returncode == 2 and proc.stderr.startswith("error: `results`") and "Traceback" not in proc.stderr
-    proc = run_cli([str(tmp_path), "--bogus"], module="sweeper.report")
+    proc = run_report([str(tmp_path), "--bogus"])
     assert proc.returncode == 2 and "--bogus" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
@@ -94,7 +94,7 @@ def test_baseline_by_date_selects_that_night(tmp_path: Path, capsys: pytest.Capt
 
 def test_compare_two_fingerprints(tmp_path: Path) -> None:
     results = copy(tmp_path, "compare")
-    run_cli([str(results), "--compare", "cpu_cores"], module="sweeper.report", check=True)
+    run_report([str(results), "--compare", "cpu_cores"], check=True)
     md = (results / "report.md").read_text()
     assert "## Comparison by cpu_cores" in md
     assert "| cpu_cores=1 | one-core |" in md and "| cpu_cores=2 | two-cores |" in md
@@ -106,7 +106,7 @@ def test_compare_two_fingerprints(tmp_path: Path) -> None:
 def test_compare_gpu_generations(tmp_path: Path) -> None:
     """Rows recorded on an H200 and the same grid on this CPU: --compare gpu sets them side by side."""
     results = copy(tmp_path, "gpu")
-    run_cli([str(results), "--compare", "gpu"], module="sweeper.report", check=True)
+    run_report([str(results), "--compare", "gpu"], check=True)
     md = (results / "report.md").read_text()
     assert "## Comparison by gpu" in md and "| NVIDIA H200 | gpu | 12 | 12 |" in md
     assert re.search(r"\| cpu:[^|]+ \| cpu \| 12 \| 12 \|", md)
@@ -120,7 +120,7 @@ def test_compare_gpu_generations(tmp_path: Path) -> None:
 
 def test_html_and_markdown_escape_names_from_configs(tmp_path: Path) -> None:
     results = copy(tmp_path, "failed")
-    run_cli([str(results)], module="sweeper.report", check=True)
+    run_report([str(results)], check=True)
     html = (results / "report.html").read_text()
     md = (results / "report.md").read_text()
     for raw in ("<script>alert(1)</script>", "<img src=x onerror=alert(2)>"):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from sweeper.report.diagnose import diagnose
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, run_report
 
 H200 = ROOT / "tests" / "fixtures" / "h200"
 H200_JPEG = H200 / "jpeg-sweep-2026-12-01T1125.parquet"
@@ -25,7 +25,7 @@ def test_report_of_recorded_h200_jpeg_rows_names_decode(tmp_path: Path) -> None:
     trials = tmp_path / "results" / "trials"
     trials.mkdir(parents=True)
     shutil.copy(H200_JPEG, trials / "h200.parquet")
-    run_cli([str(tmp_path / "results"), "--out", str(tmp_path / "report.md")], module="sweeper.report", check=True)
+    run_report([str(tmp_path / "results"), "--out", str(tmp_path / "report.md")], check=True)
     assert "data-bound (decode)" in (tmp_path / "report.md").read_text()
 
 
@@ -37,7 +37,7 @@ def test_report_of_recorded_h200_rows_names_a_host_that_falls_behind_launch_boun
     trials = tmp_path / "results" / "trials"
     trials.mkdir(parents=True)
     shutil.copy(H200 / "jpeg-sweep-2026-12-02T1956.parquet", trials / "h200.parquet")
-    run_cli([str(tmp_path / "results"), "--out", str(tmp_path / "report.md")], module="sweeper.report", check=True)
+    run_report([str(tmp_path / "results"), "--out", str(tmp_path / "report.md")], check=True)
     lines = [line for line in (tmp_path / "report.md").read_text().splitlines() if "launch-bound" in line]
     table = [line for line in lines if line.startswith("|")]
     assert len(table) == 1 and "0.375" in table[0], lines

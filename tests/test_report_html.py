@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_report
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
 BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -38,7 +38,7 @@ def test_html_report_renders_in_chromium(tmp_path: Path, record_property) -> Non
     (results / "trials").mkdir(parents=True)
     for name in ("single", "failed"):  # plots of every kind, plus study names that try to inject markup
         shutil.copy(FIXTURES / name / "trials" / "rows.parquet", results / "trials" / f"{name}.parquet")
-    run_cli([str(results)], module="sweeper.report", check=True)
+    run_report([str(results)], check=True)
     page = (results / "report.html").as_uri()
 
     dom = chromium(tmp_path, "--dump-dom", page)
@@ -85,7 +85,7 @@ def test_html_tables_fit_1400px_and_a_multi_study_page_has_contents(tmp_path: Pa
     (results / "trials").mkdir(parents=True)
     for name in ("single", "failed", "multi", "data"):
         shutil.copy(FIXTURES / name / "trials" / "rows.parquet", results / "trials" / f"{name}.parquet")
-    run_cli([str(results)], module="sweeper.report", check=True)
+    run_report([str(results)], check=True)
     page = (results / "report.html").read_text()
     measured = tmp_path / "measured.html"
     measured.write_text(page.replace("</body>", _MEASURE, 1))

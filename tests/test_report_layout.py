@@ -19,7 +19,7 @@ from sweeper.report.blocks import num
 from sweeper.report.importance import marginals
 from sweeper.report.stats import group_ranks, rank_configs
 
-from conftest import NO_REMEASURE, run_cli
+from conftest import NO_REMEASURE, run_cli, run_report
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
 
@@ -69,7 +69,7 @@ def test_numeric_knob_values_sort_as_numbers() -> None:
 @pytest.mark.parametrize("width", [80, 200])
 def test_terminal_tables_fit_the_width_without_breaking_words(tmp_path: Path, width: int) -> None:
     results = _mixed(tmp_path)
-    proc = run_cli([str(results)], module="sweeper.report", env={"COLUMNS": str(width)}, check=True)
+    proc = run_report([str(results)], env={"COLUMNS": str(width)}, check=True)
     lines = [line for line in proc.stdout.splitlines() if not line.startswith("report written to ")]  # paths
     assert max(map(len, lines)) <= width, max(lines, key=len)
     # Every word the terminal prints is a word of the Markdown report (which never wraps), so none was broken.
@@ -101,7 +101,7 @@ def test_terminal_tables_fit_the_width_without_breaking_words(tmp_path: Path, wi
 
 def test_fingerprint_line_ignores_rows_that_never_ran(tmp_path: Path) -> None:
     results = _mixed(tmp_path)
-    run_cli([str(results)], module="sweeper.report", check=True)
+    run_report([str(results)], check=True)
     md = (results / "report.md").read_text()
     assert "Ran on" in md
     assert not re.search(r"cpu: on|torch \.|on \?|torch \?", md)
@@ -121,7 +121,7 @@ def test_recipe_overrides_re_run_the_configuration(results: Path, tmp_path: Path
         results,
         check=True,
     )
-    proc = run_cli([str(results), "--recipe"], module="sweeper.report", check=True)
+    proc = run_report([str(results), "--recipe"], check=True)
     command = next(line for line in proc.stdout.splitlines() if line.startswith("python -m sweeper "))
     assert (
         "# apply it in a training script (cpu, as measured):" in proc.stdout

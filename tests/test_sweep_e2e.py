@@ -11,7 +11,7 @@ import pytest
 
 from sweeper.results import store
 
-from conftest import NO_REMEASURE, run_cli
+from conftest import NO_REMEASURE, run_cli, run_main, run_report
 
 
 def rows(results: Path) -> pd.DataFrame:
@@ -31,9 +31,10 @@ def measured(df: pd.DataFrame) -> pd.DataFrame:
 
 @pytest.mark.parametrize("workload", ["matmul", "transformer_block", "resnet50"])
 def test_sweep_resume_and_report(results: Path, workload: str) -> None:
-    run_cli([f"+workload={workload}", "-m", "hydra.sweeper.n_trials=6", *NO_REMEASURE], results, check=True)
+    n = {"resnet50": 3}.get(workload, 6)  # resnet50's trials take seconds each on the CPU
+    run_main([f"+workload={workload}", "-m", f"hydra.sweeper.n_trials={n}", *NO_REMEASURE], results, check=True)
     df = rows(results)
-    assert len(measured(df)) == 6, "n_trials counts new measurements; a duplicate is an extra, skipped row"
+    assert len(measured(df)) == n, "n_trials counts new measurements; a duplicate is an extra, skipped row"
     assert list(df["trial"]) == list(range(len(df)))
     assert set(df["status"]) <= {"complete", "skipped"}
     assert (df["status"] == "complete").sum() >= 1
@@ -57,12 +58,11 @@ def test_sweep_resume_and_report(results: Path, workload: str) -> None:
 
     # Same command again: the same study continues, trial numbers go on, nothing measured twice.
     first = len(df)
-    run_cli([f"+workload={workload}", "-m", "hydra.sweeper.n_trials=6", *NO_REMEASURE], results, check=True)
+    run_main([f"+workload={workload}", "-m", f"hydra.sweeper.n_trials={n}", *NO_REMEASURE], results, check=True)
     df = rows(results)
     assert list(df["trial"]) == list(range(len(df))) and len(df) >= first + 1
-    # 12 new measurements, or every configuration once when the space holds fewer (resnet50's tiny space:
-    # precision x memory_format x batch_size = 8; the sweep then says the space is exhausted and stops).
-    assert len(measured(df)) == min(12, {"resnet50": 8}.get(workload, 12))
+    # 2n new measurements (resnet50's tiny space holds 8 configurations: precision x memory_format x batch_size)
+    assert len(measured(df)) == 2 * n
     assert df["study"].nunique() == 1
     study = optuna.load_study(study_name=df["study"][0], storage=f"sqlite:///{results / 'optuna.db'}")
     assert len(study.trials) == len(df)
@@ -75,7 +75,7 @@ def test_sweep_resume_and_report(results: Path, workload: str) -> None:
         assert df.loc[first, "status"] == "complete" and config[first] == config[i], "reused, not re-measured"
         assert df.loc[i, "throughput"] == df.loc[first, "throughput"], "the earlier measurement is reported"
 
-    report = run_cli([str(results)], module="sweeper.report", check=True)
+    report = run_report([str(results)], check=True)
     md = (results / "report.md").read_text()
     assert f"# {workload}" in md and "| 1 |" in md
     assert "throughput" in report.stdout
@@ -92,7 +92,7 @@ def test_single_run_writes_one_row(results: Path) -> None:
 
 
 def test_conditional_knob_is_null_when_inactive(results: Path) -> None:
-    run_cli(
+    run_main(
         [
             "+workload=matmul",
             "-m",
@@ -113,7 +113,7 @@ def test_conditional_knob_is_null_when_inactive(results: Path) -> None:
 
 
 def test_constraint_skips_before_launch(results: Path) -> None:
-    run_cli(
+    run_main(
         [
             "+workload=matmul",
             "-m",
@@ -135,7 +135,7 @@ def test_constraint_skips_before_launch(results: Path) -> None:
 
 
 def test_multi_objective_pareto(results: Path) -> None:
-    run_cli(
+    run_main(
         [
             "+workload=transformer_block",
             "-m",
@@ -152,7 +152,7 @@ def test_multi_objective_pareto(results: Path) -> None:
     study = optuna.load_study(study_name=df["study"][0], storage=f"sqlite:///{results / 'optuna.db'}")
     assert len(study.directions) == 2
     assert len(study.best_trials) >= 1
-    run_cli([str(results)], module="sweeper.report", check=True)
+    run_report([str(results)], check=True)
     marked = _pareto_marks((results / "report.md").read_text())
     # The front computed here from the rows: configurations no other beats on both objectives.
     done = df[df["status"] == "complete"]
@@ -181,7 +181,7 @@ def _pareto_marks(md: str) -> list[bool]:
 def test_grid_stops_when_exhausted(results: Path) -> None:
     # matmul's tiny space: dtype(2) x transpose_a(2) x transpose_b(2) x two conditional flags(2 x 2) = 32 grid
     # points, of which 4 (fp32) + 8 (bf16) = 12 are distinct configurations once the conditions apply.
-    proc = run_cli(
+    proc = run_main(
         ["+workload=matmul", "-m", "hydra.sweeper.n_trials=50", "hydra.sweeper.sampler=grid", *NO_REMEASURE],
         results,
         check=True,
@@ -220,7 +220,7 @@ def test_timeout_stops_launching_and_a_rerun_continues(results: Path) -> None:
 
 
 def test_one_trial_on_a_new_study_measures_the_baseline(results: Path) -> None:
-    run_cli(["+workload=matmul", "-m", "hydra.sweeper.n_trials=1", *NO_REMEASURE], results, check=True)
+    run_main(["+workload=matmul", "-m", "hydra.sweeper.n_trials=1", *NO_REMEASURE], results, check=True)
     df = rows(results)
     assert len(df) == 1 and df["baseline"].all() and (df["status"] == "complete").all()
 
@@ -229,7 +229,7 @@ def test_starts_are_measured_after_the_baseline_then_the_sampler_takes_over(resu
     """hydra.sweeper.starts: a recipe runs right after the baseline. Its keys the space does not sample (inactive
     under a condition: fp16_reduced_precision with bf16) or values outside the space are left to the sampler."""
     start = "[{knobs.dtype:bf16,knobs.transpose_a:true,knobs.fp16_reduced_precision:false,knobs.transpose_b:maybe}]"
-    run_cli(
+    run_main(
         [
             "+workload=matmul",
             "-m",
@@ -249,7 +249,7 @@ def test_starts_are_measured_after_the_baseline_then_the_sampler_takes_over(resu
     assert pd.isna(recipe["knob.fp16_reduced_precision"]), "inactive with bf16: not fixed by the start"
     assert recipe["knob.transpose_b"] in (True, False), "outside the space: the sampler picked it"
     # A second command on the same study does not measure the starts again.
-    run_cli(
+    run_main(
         ["+workload=matmul", "-m", "hydra.sweeper.n_trials=1", f"hydra.sweeper.starts={start}", *NO_REMEASURE],
         results,
         check=True,
@@ -259,7 +259,7 @@ def test_starts_are_measured_after_the_baseline_then_the_sampler_takes_over(resu
 
 
 def test_confirm_top_k_re_measures_the_baseline_and_the_best(results: Path) -> None:
-    run_cli(
+    run_main(
         [
             "+workload=matmul",
             "-m",

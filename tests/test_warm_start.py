@@ -11,7 +11,7 @@ from pathlib import Path
 import optuna
 import pandas as pd
 
-from conftest import NO_REMEASURE, run_cli
+from conftest import NO_REMEASURE, run_main
 
 COSTLY = [
     "hydra.searchpath=[file://tests/faultload/conf]",
@@ -30,7 +30,7 @@ def _rows(results: Path, study: str) -> pd.DataFrame:
 
 
 def test_second_night_with_warm_start_reaches_the_first_nights_best_within_3_trials(results: Path) -> None:
-    run_cli([*COSTLY, "hydra.sweeper.study_name=night1", "hydra.sweeper.n_trials=14"], results, check=True)
+    run_main([*COSTLY, "hydra.sweeper.study_name=night1", "hydra.sweeper.n_trials=14"], results, check=True)
     night1 = _rows(results, "night1")
     measured = night1[night1["status"] == "complete"]
     best1 = measured.loc[measured["throughput"].idxmax()]
@@ -38,7 +38,7 @@ def test_second_night_with_warm_start_reaches_the_first_nights_best_within_3_tri
     first_compiled = night1.index[night1["knob.compile"] != "off"].min()
     assert first_compiled >= 8 or pd.isna(first_compiled)
 
-    run_cli(
+    run_main(
         [*COSTLY, "hydra.sweeper.study_name=night2", "hydra.sweeper.warm_start=latest", "hydra.sweeper.n_trials=3"],
         results,
         check=True,
@@ -59,7 +59,7 @@ def test_second_night_with_warm_start_reaches_the_first_nights_best_within_3_tri
     assert {t.user_attrs["warm_start_from"] for t in seeded} == {f"night1#{n}" for n in measured["trial"]}
 
     # A third night: warm start from night 2 (the latest) carries night 1's trials too, each once.
-    run_cli(
+    run_main(
         [*COSTLY, "hydra.sweeper.study_name=night3", "hydra.sweeper.warm_start=latest", "hydra.sweeper.n_trials=1"],
         results,
         check=True,
