@@ -20,7 +20,7 @@ from sweeper.sweep import dedup
 from sweeper.sweep.progress import SweepProgress
 from sweeper.sweep.space import build_space
 
-from conftest import NO_REMEASURE, ROOT, run_cli
+from conftest import NO_REMEASURE, ROOT, run_main
 
 FAULTS = [
     "hydra.searchpath=[file://tests/faultload/conf]",
@@ -51,9 +51,9 @@ def test_duplicates_do_not_count_and_an_exhausted_space_stops(results: Path) -> 
     """matmul's tiny space has 12 configurations: n_trials=30 with random sampling measures each exactly once,
     says the space is exhausted and stops; n_trials=3 first gives 3 new measurements (duplicates are extra)."""
     args = ["+workload=matmul", "-m", "hydra.sweeper.sampler=random", "hydra.sweeper.seed=3", *NO_REMEASURE]
-    run_cli([*args, "hydra.sweeper.n_trials=3"], results, check=True)
+    run_main([*args, "hydra.sweeper.n_trials=3"], results, check=True)
     assert (pd.read_parquet(results / "trials")["status"] == "complete").sum() == 3
-    proc = run_cli([*args, "hydra.sweeper.n_trials=30"], results, check=True)
+    proc = run_main([*args, "hydra.sweeper.n_trials=30"], results, check=True)
     assert "space exhausted: all 12 configurations" in proc.stderr
     df = pd.read_parquet(results / "trials")
     complete = df[df["status"] == "complete"]
@@ -70,7 +70,7 @@ def test_duplicates_do_not_count_and_an_exhausted_space_stops(results: Path) -> 
 
 def test_a_running_identical_configuration_is_waited_for_in_one_sweep(results: Path) -> None:
     """Two slots, one configuration: the second slot's ask must wait for the first's result, not measure it too."""
-    proc = run_cli(
+    proc = run_main(
         [*FAULTS, ONE_CONFIG, "-m", "hydra.sweeper.n_trials=2", "hydra.sweeper.n_jobs=2", "measure.min_time_s=1.0"],
         results,
         check=True,
@@ -89,17 +89,20 @@ def test_a_waiter_whose_twin_fails_is_launched_and_measured(results: Path) -> No
     """Two slots, one failing configuration: trial 1 waits for trial 0; trial 0 fails, so trial 1 is launched
     (the waiter's launch path, not the sampler's) and fails on its own. The sweep ends normally with both rows."""
     fails = "hydra.sweeper.params={knobs.fault:raise,knobs.work:'choice(16)'}"
-    proc = run_cli([*FAULTS, fails, "-m", "hydra.sweeper.n_trials=2", "hydra.sweeper.n_jobs=2"], results, check=True)
+    proc = run_main([*FAULTS, fails, "-m", "hydra.sweeper.n_trials=2", "hydra.sweeper.n_jobs=2"], results, check=True)
     assert "trial 1 waits: trial 0 is measuring the same configuration" in proc.stderr
     df = pd.read_parquet(results / "trials").sort_values("trial")
     assert list(df["trial"]) == [0, 1] and list(df["status"]) == ["failed", "failed"], df[["trial", "status"]]
     assert list(df["reason"]) == ["exception:ValueError"] * 2, (df[["trial", "status", "reason"]], proc.stderr)
 
 
-def test_a_configuration_running_in_another_sweeper_is_not_launched_again(results: Path) -> None:
+def test_a_configuration_running_in_another_sweeper_is_not_launched_again(results: Path, tmp_path: Path) -> None:
     """Two sweepers on one journal study: the second asks the configuration the first is measuring; it waits and
-    reuses the result (issue: concurrent sweepers measured identical configurations twice)."""
+    reuses the result (concurrent sweepers once measured identical configurations twice). The first sweeper's
+    trial is held running (``workload.hold_until``) until the second says it waits for it; each sweeper has its
+    own node lock folder, so the second does not wait for the first's slot instead."""
     url = f"journal://{results}/optuna.journal"
+    release = tmp_path / "release"
     args = [
         *FAULTS,
         ONE_CONFIG,
@@ -107,17 +110,17 @@ def test_a_configuration_running_in_another_sweeper_is_not_launched_again(result
         "hydra.sweeper.n_trials=1",
         f"hydra.sweeper.storage={url}",
         "hydra.sweeper.study_name=shared",
+        f"workload.hold_until={release}",
         f"results_dir={results}",
     ]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    first = subprocess.Popen(
-        [sys.executable, "-m", "sweeper", *args, "measure.min_time_s=20", "measure.max_steps=100000000"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+
+    def start(name: str) -> subprocess.Popen:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "KNOB_SWEEPER_LOCK_DIR": str(tmp_path / name)}
+        return subprocess.Popen([sys.executable, "-m", "sweeper", *args], cwd=ROOT, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+    first = start("first-locks")
+    second = None
     try:
         deadline = time.time() + 120
         while time.time() < deadline:  # the first sweeper's trial is running (and keyed)
@@ -127,16 +130,26 @@ def test_a_configuration_running_in_another_sweeper_is_not_launched_again(result
                 trials = []
             if any(t.state == TrialState.RUNNING and dedup.KEY in t.user_attrs for t in trials):
                 break
+            assert first.poll() is None, first.communicate()[1]
             time.sleep(0.2)
         else:
             raise AssertionError("the first sweeper never started its trial")
-        run_cli(args, check=True)
+        second = start("second-locks")
+        said = []
+        for line in second.stderr:  # until the second sweeper says it waits for the first's trial
+            said.append(line)
+            if "trial 1 waits: trial 0 is measuring the same configuration" in line:
+                break
+        else:
+            raise AssertionError("the second sweeper never waited:\n" + "".join(said))
+        release.touch()
         assert first.wait(timeout=120) == 0, first.communicate()[1]
+        rest = second.communicate(timeout=120)[1]
+        assert second.returncode == 0, "".join(said) + rest
     finally:
-        if first.poll() is None:
-            first.kill()
-    # On one node the second sweeper may first wait for the node-wide slot the first holds, then find
-    # trial 0 complete; either way the configuration is measured once.
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
     df = pd.read_parquet(results / "trials")
     assert list(df.sort_values("trial")["status"]) == ["complete", "skipped"]
     assert df.sort_values("trial")["reason"].iloc[1] == "duplicate:0"

@@ -10,10 +10,12 @@ trial reports ``env_probe``, the value of ``KNOB_PROBE`` it saw, and ``queues_pr
 ``CUDA_DEVICE_MAX_CONNECTIONS`` (``knobs.cuda_connections``).
 
 A good step multiplies ``workload.reps`` times, then waits ``workload.wait_ms`` (a step blocked on I/O or a device;
-0: no wait). Planted regressions for the nightly gate (``plant:``; not knobs, so not part of a configuration's
-identity, like a slower torch build): ``plant.slowdown: 0.1`` makes each step's wait 1/0.9 as long (without a wait:
-``reps * 0.1 / 0.9`` more multiplications of the same size), so throughput really drops to 0.9x. ``plant.noise: 0.2``
-makes every trial's wait (or work) per step 1.2x or 0.8x (even / odd trial numbers): noisy, unchanged on average.
+0: no wait); with ``workload.hold_until`` (a path) each step also waits until that file exists, so a test keeps a
+trial running until it has seen what it waits for. Planted regressions for the nightly gate (``plant:``; not knobs,
+so not part of a configuration's identity, like a slower torch build): ``plant.slowdown: 0.1`` makes each step's
+wait 1/0.9 as long (without a wait: ``reps * 0.1 / 0.9`` more multiplications of the same size), so throughput
+really drops to 0.9x. ``plant.noise: 0.2`` makes every trial's wait (or work) per step 1.2x or 0.8x (even / odd
+trial numbers): noisy, unchanged on average.
 A wait keeps its length on a loaded machine, where the CPU share of a computing step does not.
 """
 
@@ -48,6 +50,7 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
     fault, at = knobs["fault"], int(knobs["fault_step"])
     n = int(knobs["work"])
     reps, wait_s = _work(cfg)
+    hold = cfg["workload"].get("hold_until")
     a = torch.randn(n, n, device=device)
     count = [0]
 
@@ -58,6 +61,8 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
         loss = (a @ a).mean()
         if wait_s:
             time.sleep(wait_s)
+        while hold and not os.path.exists(hold):  # held running until the test creates the file
+            time.sleep(0.02)
         if count[0] >= at:
             if fault == "oom":
                 torch.empty(1 << 50, dtype=torch.uint8, device=device)  # 1 PiB: the allocator really fails
