@@ -214,7 +214,7 @@ def stage_jpeg(b: Bench) -> None:
     report must name the knobs that did it (speed-up over the baseline, importance).
     """
     _jpeg_sweep(b, "jpeg", {"num_workers": f"choice(0,{2 if b.smoke else 14})", "prefetch_factor": "choice(4)",
-                            "pin_memory": "choice(false,true)",
+                            "pin_memory": "choice(false)" if b.smoke else "choice(false,true)",  # CPU: no pinning
                             "decode_device": "choice(cpu)" if b.smoke else "choice(cpu,cuda)",
                             "transfer_dtype": "choice(float32,uint8)"}, 12)
 
