@@ -58,16 +58,26 @@ def storage_url(url: str | None, results_dir: Path) -> str:
     return URL.create("sqlite", database=str((results_dir / "optuna.db").resolve())).render_as_string()
 
 
-def make_storage(url: str, heartbeat_interval: int | None = None, grace_period: int | None = None) -> Any:
-    """An Optuna storage for ``url``: RDB (sqlite://, postgresql://), or a journal file (``journal:///path``)."""
+def make_storage(
+    url: str, heartbeat_interval: int | None = None, grace_period: int | None = None, deadline: float | None = None
+) -> Any:
+    """An Optuna storage for ``url``: RDB (sqlite://, postgresql://), or a journal file (``journal:///path``).
+
+    Every wait opening it can block on is bounded, by the command's budget too (``deadline``, unix seconds): the
+    journal's lock (``sweeper.sweep.journal``: a killed process's lock is broken at once, any other at the
+    deadline or after 30 s, the wait said in one line), SQLite's wait for a busy database (60 s at most) and a
+    PostgreSQL server's connection (``connect_timeout``)."""
+    left = None if deadline is None else max(1.0, deadline - time.time())
     try:
         if url.startswith("journal://"):
             from optuna.storages import JournalStorage
             from optuna.storages.journal import JournalFileBackend
 
+            from sweeper.sweep.journal import OwnedLock
+
             path = url[len("journal://") :]
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-            return JournalStorage(JournalFileBackend(path))
+            return JournalStorage(JournalFileBackend(path, lock_obj=OwnedLock(path, deadline)))
         if url.startswith("sqlite:///"):
             from sqlalchemy.engine import make_url
 
@@ -76,12 +86,14 @@ def make_storage(url: str, heartbeat_interval: int | None = None, grace_period: 
         if heartbeat_interval:
             kwargs.update(heartbeat_interval=heartbeat_interval, grace_period=grace_period or 2 * heartbeat_interval)
         if url.startswith("sqlite"):
-            kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}
+            kwargs["engine_kwargs"] = {"connect_args": {"timeout": min(60.0, left or 60.0)}}
+        elif url.startswith("postgresql") and "connect_timeout" not in url:
+            kwargs["engine_kwargs"] = {"connect_args": {"connect_timeout": max(2, int(min(30.0, left or 30.0)))}}
         return optuna.storages.RDBStorage(url, **kwargs)
     except Exception as e:  # noqa: BLE001 - any connection failure is bad input here
         from sweeper.sweep.secrets import mask, scrub
 
-        first = scrub((str(e).strip().splitlines() or [type(e).__name__])[0][:200], url)
+        first = scrub((str(e).strip().splitlines() or [type(e).__name__])[0][:200], url, withhold=True)
         raise ConfigError(
             "hydra.sweeper.storage",
             f"cannot open {mask(url)!r} ({first})",
@@ -340,7 +352,11 @@ def ask(study: optuna.Study) -> optuna.Trial:
 
 def tell(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome, objectives: list[tuple[str, str]]) -> None:
     """Report an outcome to Optuna: values, a violated constraint (OOM), PRUNED (skipped/pruned) or FAIL."""
+    from sweeper.results.rows import SWEEPER_ATTRIBUTES
+
     for key, value in outcome.metrics.items():
+        if key in SWEEPER_ATTRIBUTES:
+            continue  # the sweeper's own attributes (owner, confirm_of, ...): never a metric's (the trial refuses it)
         if isinstance(value, (bool, int, str)) or (isinstance(value, float) and math.isfinite(value)):
             trial.set_user_attr(key, value)
     trial.set_user_attr("status", outcome.status.value)
