@@ -26,8 +26,7 @@ from sweeper.results import rows
 from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.sweep import schema, secrets, slots
 from sweeper.sweep import study as studies
-from sweeper.sweep.config import check_sweeper
-from sweeper.sweep.settings import KnobSweeperConf
+from sweeper.sweep.settings import KnobSweeperConf, check_sweeper
 from workloads.base import Workload
 
 from conftest import FAULTS, NO_REMEASURE, run_cli, run_main

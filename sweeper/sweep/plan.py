@@ -20,10 +20,10 @@ from omegaconf import DictConfig
 from sweeper.errors import ConfigError
 from sweeper.sweep import launch, schema, secrets, warm
 from sweeper.sweep import study as studies
-from sweeper.sweep.config import check_enumerations, check_results_dir, check_sweeper
+from sweeper.sweep.config import check_enumerations, check_results_dir
 from sweeper.sweep.prune import make_pruner
 from sweeper.sweep.scheduler import process_start
-from sweeper.sweep.settings import COMPILE_PRIOR, plain
+from sweeper.sweep.settings import COMPILE_PRIOR, check_sweeper, plain
 from sweeper.sweep.slots import NodeSlots, Slot, make_slots, node_lock_dir
 from sweeper.sweep.space import ExpressionError, SearchSpace, check_known, evaluate
 from sweeper.trial import gpu

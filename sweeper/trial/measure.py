@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from sweeper.trial.gpu import UtilizationSampler, mfu_peak
+from sweeper.trial.returned import check_workload, checked_extra
 from sweeper.trial.stability import stability
 from workloads.base import Workload
 
@@ -147,27 +148,6 @@ def measure(work: Workload, device: torch.device, warmup_steps: int, steps: int,
     if not metrics["loss_finite"]:
         raise NonFiniteLoss(f"loss is not finite after {window.steps} measured steps", metrics)
     return metrics
-
-
-def check_workload(work: Workload) -> None:
-    """The numbers a workload's ``build`` hands back that land in the row (a throughput, an MFU): a
-    ``samples_per_step`` or ``flops_per_step`` that is not a finite number > 0 would rank the trial by a negative
-    or infinite throughput (0 FLOPs: unknown, no MFU); refused before anything runs (``ValueError``, one line
-    naming the field)."""
-
-    def bad(value: Any) -> bool:
-        return isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf
-
-    if bad(work.samples_per_step):
-        raise ValueError(f"the workload's samples_per_step is {work.samples_per_step!r}: give the items of work "
-                         "one step does, a finite number > 0")
-    if work.flops_per_step not in (None, 0) and bad(work.flops_per_step):
-        raise ValueError(f"the workload's flops_per_step is {work.flops_per_step!r}: give one step's model FLOPs, "
-                         "a finite number > 0, or None (0: unknown)")
-    if isinstance(work.conv_flops_frac, bool) or not isinstance(work.conv_flops_frac, (int, float)) or \
-            not 0 <= work.conv_flops_frac <= 1:
-        raise ValueError(f"the workload's conv_flops_frac is {work.conv_flops_frac!r}: give the share of "
-                         "flops_per_step in convolutions, a number in [0, 1]")
 
 
 class Watchdog:
@@ -384,23 +364,3 @@ def window_metrics(window: Window, work: Workload, device: torch.device, gpu_nam
     metrics.update(window.util)
     metrics.update(checked_extra(work.extra_metrics(), metrics))
     return metrics
-
-
-def checked_extra(extra: Any, measured: dict[str, Any]) -> dict[str, Any]:
-    """A workload's own metrics (``extra_metrics()``), refused (``ValueError``, one line naming it) when one takes
-    the name of a measured metric or of a column or attribute the sweeper writes itself
-    (:func:`sweeper.results.rows.reserved`): ``trial`` would rename the row, ``throughput`` replace the measured
-    one, ``confirm_of`` make the trial a re-measurement that never counts."""
-    from sweeper.results.rows import reserved
-
-    if not isinstance(extra, dict):
-        raise ValueError(f"the workload's extra_metrics() returned {type(extra).__name__}, not a dict of metrics")
-    for name in extra:
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"the workload's extra_metrics() returned the metric name {name!r}: give it a name")
-        if name in measured or reserved(name):
-            raise ValueError(
-                f"the workload's extra_metrics() returned {name!r}, a name the sweeper measures or writes itself: "
-                f"rename it (e.g. {'workload_' + name!r})"
-            )
-    return extra
