@@ -177,6 +177,55 @@ def test_a_stale_journal_lock_holds_no_command_past_its_budget(tmp_path: Path) -
     # starting, on a loaded machine) "journal lock ... held by ...: broken (at the budget's end)"
 
 
+def _returns_within(seconds: float, call) -> BaseException | None:
+    """What ``call()`` raised (None if nothing), asserting it returned within ``seconds`` (a thread: a wait that
+    never ends leaves the test, not the process, waiting)."""
+    import threading
+
+    out: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            call()
+            out.append(None)
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            out.append(e)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert out, f"still waiting after {seconds} s"
+    return out[0]
+
+
+def test_a_postgresql_server_that_never_answers_is_waited_for_within_the_budget() -> None:
+    import socket
+
+    with socket.socket() as server:  # accepts connections (the kernel's backlog) and never says a word
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        url = f"postgresql+psycopg://knob@127.0.0.1:{server.getsockname()[1]}/nodb"
+        error = _returns_within(20, lambda: studies.make_storage(url, deadline=time.time() + 3))
+    assert isinstance(error, ConfigError) and "timeout" in str(error), error
+
+
+def test_a_busy_sqlite_database_is_waited_for_within_the_budget(tmp_path: Path) -> None:
+    import sqlite3
+
+    db = tmp_path / "optuna.db"
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("CREATE TABLE x (y)")
+    holder.execute("BEGIN EXCLUSIVE")  # another process's long write
+    try:
+        t0 = time.time()
+        error = _returns_within(30, lambda: studies.make_storage(f"sqlite:///{db}", deadline=time.time() + 3))
+        assert isinstance(error, ConfigError) and "locked" in str(error), error
+        assert time.time() - t0 < 15
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
 # ---------------------------------------------------------------------------------------------------- secrets
 
 

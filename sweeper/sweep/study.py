@@ -86,7 +86,7 @@ def make_storage(
         if heartbeat_interval:
             kwargs.update(heartbeat_interval=heartbeat_interval, grace_period=grace_period or 2 * heartbeat_interval)
         if url.startswith("sqlite"):
-            kwargs["engine_kwargs"] = {"connect_args": {"timeout": min(60.0, left or 60.0)}}
+            kwargs["engine_kwargs"] = {"connect_args": {"timeout": max(5.0, min(60.0, left or 60.0))}}
         elif url.startswith("postgresql") and "connect_timeout" not in url:
             kwargs["engine_kwargs"] = {"connect_args": {"connect_timeout": max(2, int(min(30.0, left or 30.0)))}}
         return optuna.storages.RDBStorage(url, **kwargs)
