@@ -343,3 +343,9 @@ def test_trials_of_sweepers_with_different_lock_folders_see_each_other(tmp_path:
             pass
         assert first.shared_with(second.start + 1) == ["study-b#0"]
     assert second.shared_with(time.time()) == ["study-a#0"]
+
+
+def test_a_numpy_count_of_samples_is_a_number() -> None:
+    import numpy as np
+
+    assert _measure(_work(samples=np.int64(4)))["throughput"] > 0

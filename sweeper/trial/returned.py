@@ -9,6 +9,7 @@ take a name the sweeper writes itself (the row's identity, a measured metric, an
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 from workloads.base import Workload
@@ -20,8 +21,8 @@ def check_workload(work: Workload) -> None:
     or infinite throughput (0 FLOPs: unknown, no MFU); refused before anything runs (``ValueError``, one line
     naming the field)."""
 
-    def bad(value: Any) -> bool:
-        return isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf
+    def bad(value: Any) -> bool:  # numbers.Real: numpy's scalars too
+        return isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < math.inf
 
     if bad(work.samples_per_step):
         raise ValueError(
@@ -35,13 +36,16 @@ def check_workload(work: Workload) -> None:
         )
     if (
         isinstance(work.conv_flops_frac, bool)
-        or not isinstance(work.conv_flops_frac, (int, float))
+        or not isinstance(work.conv_flops_frac, numbers.Real)
         or not 0 <= work.conv_flops_frac <= 1
     ):
         raise ValueError(
             f"the workload's conv_flops_frac is {work.conv_flops_frac!r}: give the share of "
             "flops_per_step in convolutions, a number in [0, 1]"
         )
+    for name in ("throughput_unit", "precision"):
+        if not isinstance(getattr(work, name), str):
+            raise ValueError(f"the workload's {name} is {getattr(work, name)!r}: give a string")
 
 
 def checked_extra(extra: Any, measured: dict[str, Any]) -> dict[str, Any]:
