@@ -144,6 +144,17 @@ def test_a_journal_lock_older_than_the_grace_period_is_broken_without_a_wait(tmp
     assert clock.slept == 0.0
 
 
+def test_a_lock_file_of_optunas_open_lock_is_waited_for_too(tmp_path: Path) -> None:
+    from sweeper.sweep import journal
+
+    path = tmp_path / "optuna.journal"
+    path.touch()
+    Path(str(path) + ".lock").touch()  # JournalFileOpenLock's: a plain file
+    clock = FakeClock()
+    assert journal.OwnedLock(str(path), deadline=clock.now + 2, clock=clock, sleep=clock.sleep).acquire()
+    assert 2.0 <= clock.slept < 2.5
+
+
 def test_a_release_never_removes_another_holders_lock(tmp_path: Path) -> None:
     from sweeper.sweep import journal
 

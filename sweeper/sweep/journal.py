@@ -45,7 +45,7 @@ def _start_time(pid: int) -> float | None:
 def holder_state(target: str) -> tuple[str, str]:
     """(``"dead"`` | ``"alive"`` | ``"unknown"``, who) for the link target ``target`` of a lock file."""
     if not target.startswith(TAG):
-        return "unknown", "a process that named no holder (Optuna's own lock)"
+        return "unknown", "a process that named no holder (Optuna's own lock class)"
     host, _, rest = target[len(TAG) :].partition(":")
     pid, _, started = rest.partition(":")
     who = f"{host}:{pid}"
@@ -87,10 +87,12 @@ class OwnedLock(BaseJournalFileLock):
             except FileExistsError:
                 pass
             try:
-                target = os.readlink(self.path)
                 made = os.lstat(self.path).st_mtime
-            except OSError:
+                target = os.readlink(self.path) if os.path.islink(self.path) else ""  # a file: Optuna's open lock
+            except FileNotFoundError:
                 continue  # released meanwhile: try again at once
+            except OSError:
+                target = ""
             state, who = holder_state(target)
             now = self.clock()
             if state == "dead":
@@ -121,9 +123,10 @@ class OwnedLock(BaseJournalFileLock):
         except OSError:
             return  # someone else broke or released it
         try:
-            if os.readlink(aside) != target:  # a new holder's lock, made after the read: put it back
+            now = os.readlink(aside) if os.path.islink(aside) else ""
+            if now != target:  # a new holder's lock, made after the read: put it back
                 with contextlib.suppress(OSError):
-                    os.symlink(os.readlink(aside), self.path)
+                    os.symlink(now, self.path)
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(aside)
