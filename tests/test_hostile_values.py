@@ -220,7 +220,9 @@ def test_a_postgresql_server_that_never_answers_is_waited_for_within_the_budget(
     assert isinstance(error, ConfigError) and "timeout" in str(error), error
 
 
-def test_a_busy_sqlite_database_is_waited_for_within_the_budget(tmp_path: Path) -> None:
+def test_a_busy_sqlite_database_is_waited_for_within_the_budget(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     import sqlite3
 
     db = tmp_path / "optuna.db"
@@ -232,6 +234,8 @@ def test_a_busy_sqlite_database_is_waited_for_within_the_budget(tmp_path: Path) 
         error = _returns_within(30, lambda: studies.make_storage(f"sqlite:///{db}", deadline=time.time() + 3))
         assert isinstance(error, ConfigError) and "locked" in str(error), error
         assert time.time() - t0 < 15
+        said = [r.getMessage() for r in caplog.records]
+        assert any("waiting for a busy SQLite database" in m for m in said), said
     finally:
         holder.execute("ROLLBACK")
         holder.close()
