@@ -97,10 +97,11 @@ def main() -> None:
     # Hydra's argparse rejects overrides after a flag; `+workload=x -m n_trials=6` is natural, so flags go first.
     flags = [a for a in sys.argv[1:] if a in ("-m", "--multirun")]
     sys.argv = sys.argv[:1] + flags + [a for a in sys.argv[1:] if a not in flags]
-    from sweeper.sweep.secrets import hide_argv
+    from sweeper.sweep.secrets import hide_argv, hide_composed
 
     sys.argv = sys.argv[:1] + hide_argv(sys.argv[1:])  # Hydra prints and saves overrides: no password in them
     composed = preflight(sys.argv[1:], _conf_dir())
+    sys.argv = sys.argv[:1] + hide_composed(sys.argv[1:], composed)  # a password in one's own YAML: masked too
     show_job(sys.argv[1:], _conf_dir())  # `--cfg job`: the config a trial runs on, and the search space
     _start_forkserver(composed, sys.argv[1:])
     if signal.getsignal(signal.SIGINT) is _stop_while_starting:

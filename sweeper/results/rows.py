@@ -16,6 +16,32 @@ from sweeper.results.keys import flatten
 from sweeper.results.outcome import TrialOutcome
 
 
+# The row's identity and the columns the sweeper writes itself (here, in the Hydra job, and in the trial's
+# fingerprint): a workload's own metric (``extra_metrics()``) may not take one of these names, or start with one of
+# ``RESERVED_PREFIXES``.
+IDENTITY = ("study", "study_id", "trial")
+SWEEPER_COLUMNS = frozenset({
+    *IDENTITY, "status", "reason", "message", "workload", "workload_module", "preset", "objectives", "started_at",
+    "ended_at", "wall_s", "hostname", "baseline", "confirm_of", "node_shared", "node_shared_with", "space",
+    "knob_defaults", "setup_s", "cpu_threads", "compile_s", "graph_breaks",
+    # the fingerprint (sweeper.trial.fingerprint)
+    "cpu_model", "cpu_cores", "cpu_affinity", "torch_version", "cuda_version", "python_version", "device",
+    "gpu_name", "gpu_count", "gpu_cc", "gpu_mem_bytes", "driver_version", "gpu_indices",
+})  # fmt: skip
+# The Optuna trial attributes the sweeper reads back (whose trial it is, whether it counts, what it cost): every
+# metric of an outcome is also a user attribute (``sweeper.sweep.study.tell``).
+SWEEPER_ATTRIBUTES = frozenset({
+    "owner", "status", "reason", "confirm_of", "wall_s", "spent_s", "warm_start_from", "waits_for", "remeasure_for",
+    "profile",
+})  # fmt: skip
+RESERVED_PREFIXES = ("knob.", "param.", "prof_", "knob_sweeper:")
+
+
+def reserved(name: str) -> bool:
+    """A column or attribute name the sweeper writes itself (a workload's own metric may not use it)."""
+    return name in SWEEPER_COLUMNS or name in SWEEPER_ATTRIBUTES or str(name).startswith(RESERVED_PREFIXES)
+
+
 def _timestamp(seconds: float | None) -> dt.datetime | None:
     return None if seconds is None else dt.datetime.fromtimestamp(seconds, dt.timezone.utc)
 
@@ -51,6 +77,8 @@ def make_row(outcome: TrialOutcome, *, study: str, trial: int | None, cfg: dict[
     for key, value in flatten({k: v for k, v in cfg["workload"].items() if k not in ("name", "module")}).items():
         row[f"param.{key}"] = value if not isinstance(value, (list, dict)) else str(value)
     for key, value in outcome.metrics.items():
+        if key in IDENTITY or key in ("status", "reason", "message", "started_at", "ended_at", "wall_s"):
+            continue  # the outcome's own, never a metric's (the trial refuses a workload's metric of the name)
         if isinstance(value, (bool, int, float, str)) or value is None:
             row[key] = value
     return row

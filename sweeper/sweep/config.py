@@ -258,55 +258,6 @@ def check_results_dir(path: str | Path) -> None:
         )
 
 
-def check_sweeper(conf: Any) -> None:
-    """The sweeper's numeric settings (``hydra.sweeper.*``): one line per broken rule."""
-    rules = (
-        ("n_jobs", lambda v: isinstance(v, int) and v >= 1, "a whole number >= 1", "e.g. hydra.sweeper.n_jobs=1"),
-        (
-            "max_failures",
-            lambda v: isinstance(v, int) and v >= 1,
-            "a whole number >= 1 or null",
-            "e.g. hydra.sweeper.max_failures=5, or null for no limit",
-        ),
-        (
-            "max_failure_rate",
-            lambda v: isinstance(v, (int, float)) and 0 <= v <= 1,
-            "a fraction in [0, 1] or null",
-            "e.g. hydra.sweeper.max_failure_rate=0.5, or null for no limit",
-        ),
-        (
-            "confirm_top_k",
-            lambda v: isinstance(v, int) and v >= 0,
-            "a whole number >= 0",
-            "e.g. hydra.sweeper.confirm_top_k=3, or 0 for none",
-        ),
-        (
-            "timeout_factor",
-            lambda v: isinstance(v, (int, float)) and v > 1,
-            "a number > 1 or null",
-            "e.g. hydra.sweeper.timeout_factor=4, or null to keep trial.timeout_s for every trial",
-        ),
-        (
-            "timeout_floor_s",
-            lambda v: isinstance(v, (int, float)) and v > 0,
-            "a number of seconds > 0",
-            "e.g. hydra.sweeper.timeout_floor_s=60",
-        ),
-        (
-            "heartbeat_interval",
-            lambda v: isinstance(v, int) and v >= 1,
-            "a whole number of seconds >= 1 or null",
-            "e.g. hydra.sweeper.heartbeat_interval=10",
-        ),
-    )
-    for key, ok, what, fix in rules:
-        value = conf.get(key)
-        if value is None and key != "n_jobs" and key != "confirm_top_k":
-            continue
-        if isinstance(value, bool) or not ok(value):
-            raise ConfigError(f"hydra.sweeper.{key}", f"must be {what}, got {value!r}", fix)
-
-
 def knob_class(module: ModuleType) -> type | None:
     """The knob class of a workload's spec module: its ``Knobs``; for a user's module without one that uses the
     package's helpers (``workloads.common``), :class:`workloads.spec.training.TrainingKnobs` (those knobs then

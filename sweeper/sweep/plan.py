@@ -8,6 +8,7 @@ a :class:`ConfigError` (one line, exit 2) raised here, before any trial starts.
 from __future__ import annotations
 
 import dataclasses
+import math
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,9 +20,10 @@ from omegaconf import DictConfig
 from sweeper.errors import ConfigError
 from sweeper.sweep import launch, schema, secrets, warm
 from sweeper.sweep import study as studies
-from sweeper.sweep.config import check_enumerations, check_results_dir, check_sweeper
+from sweeper.sweep.config import check_enumerations, check_results_dir
 from sweeper.sweep.prune import make_pruner
-from sweeper.sweep.settings import COMPILE_PRIOR, plain
+from sweeper.sweep.scheduler import process_start
+from sweeper.sweep.settings import COMPILE_PRIOR, check_sweeper, plain
 from sweeper.sweep.slots import NodeSlots, Slot, make_slots, node_lock_dir
 from sweeper.sweep.space import ExpressionError, SearchSpace, check_known, evaluate
 from sweeper.trial import gpu
@@ -125,7 +127,8 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
     study_name = settings.study_name or workload_key
     storage_url = studies.storage_url(settings.storage, results_dir)
     fixed_args = fixed_args + secrets.hide_config_password(settings.storage)  # a password from a YAML file
-    storage = studies.make_storage(storage_url, settings.heartbeat_interval, settings.grace_period)
+    deadline = None if settings.timeout_s is None else process_start() + float(settings.timeout_s)  # the budget's
+    storage = studies.make_storage(storage_url, settings.heartbeat_interval, settings.grace_period, deadline)
     expensive = dict(plain(settings.expensive) or {})
     _check_cost_prior(plain(settings.cost_prior) or {}, expensive)
     seed = studies.resumed_seed(storage, study_name, settings.seed, str(settings.sampler))
@@ -150,7 +153,7 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
     except Exception as e:  # noqa: BLE001 - the database refused (sqlalchemy.exc.*): a line, no password
         if "database or disk is full" in str(e):
             raise
-        first = secrets.scrub((str(e).strip().splitlines() or [type(e).__name__])[0][:200], storage_url)
+        first = secrets.scrub((str(e).strip().splitlines() or [type(e).__name__])[0][:200], storage_url, withhold=True)
         raise ConfigError("hydra.sweeper.storage", f"the study could not be opened ({first})",
                           "check the storage and the study name") from None  # fmt: skip
     with warnings.catch_warnings():  # optuna-dashboard shows "throughput", not "Objective 0"
@@ -251,7 +254,7 @@ def _check_cost_prior(prior: Mapping[str, Any], expensive: Mapping[str, Any]) ->
             raise ConfigError(where, f"must map values to factors, got {values!r}",
                               "e.g. {default: 4, max-autotune: 40}")  # fmt: skip
         for value, factor in values.items():
-            if not isinstance(factor, (int, float)) or isinstance(factor, bool) or not factor > 0:
+            if not isinstance(factor, (int, float)) or isinstance(factor, bool) or not 0 < factor < math.inf:
                 raise ConfigError(f"{where}.{value}", f"must be a number > 0, got {factor!r}",
                                   "give how many times a cheap trial this value costs, e.g. 4")  # fmt: skip
 

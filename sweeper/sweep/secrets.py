@@ -51,11 +51,18 @@ def mask(url: str | None) -> str:
     if not passwords(text):
         return text
     parsed = _parsed(text)
-    if parsed is None:
+    if parsed is None or _several_ats(text):
         m = _USERINFO_LAST_AT.match(text)
         text = f"{m['head']}:***@{text[m.end() :]}" if m else text
         return _QUERY.sub(lambda q: q["head"] + "***", text)
     return _QUERY.sub(lambda q: q["head"] + "***", parsed.render_as_string(hide_password=True))
+
+
+def _several_ats(text: str) -> bool:
+    """An unencoded ``@`` in the password (``user:ab:cd@TAIL@host``): SQLAlchemy reads the password up to the first
+    ``@`` and the rest as the host; everything up to the last ``@`` is taken for the password instead."""
+    first, last = _USERINFO.match(text), _USERINFO_LAST_AT.match(text)
+    return bool(first and last and first.end() != last.end())
 
 
 def passwords(url: str | None) -> list[str]:
@@ -65,9 +72,10 @@ def passwords(url: str | None) -> list[str]:
     text = str(url)
     found: set[str] = set()
     parsed = _parsed(text)
-    m = (_USERINFO if parsed is not None else _USERINFO_LAST_AT).match(text)
-    if m and m["password"]:
-        found.add(m["password"])
+    for pattern in (_USERINFO, _USERINFO_LAST_AT) if parsed is not None else (_USERINFO_LAST_AT,):
+        m = pattern.match(text)
+        if m and m["password"]:
+            found.add(m["password"])
     found.update(q["password"] for q in _QUERY.finditer(text) if q["password"])
     if parsed is not None:
         if parsed.password:
@@ -93,15 +101,40 @@ def hide_argv(argv: list[str]) -> list[str]:
     return out
 
 
+def is_masked(url: str | None) -> bool:
+    """``url``'s passwords are all ``***`` already (a URL ``hide_argv`` or this module masked)."""
+    return bool(passwords(url)) and set(passwords(url)) <= {"***"}
+
+
 def hide_config_password(url: str | None) -> list[str]:
     """The override that masks a password the composed config holds in plain text (a storage URL written in a
     YAML file, which ``hide_argv`` never saw): Hydra composes every job's config again from the same files and
     saves it under ``results/multirun/``, so each job gets ``hydra.sweeper.storage='<masked>'``; the real URL goes
-    to the environment like one from the command line. Empty when there is nothing to hide."""
-    if not has_password(url):
+    to the environment like one from the command line. Empty when there is nothing to hide (a URL masked
+    already keeps the real one in the environment: it is not replaced by its masked spelling)."""
+    if not has_password(url) or is_masked(url):
         return []
     os.environ[ENV] = str(url)
     return [f"{_KEYS[0]}='{mask(url)}'"]
+
+
+def hide_composed(argv: list[str], composed: Any) -> list[str]:
+    """``argv`` and, when the config it composes (``composed``, with its ``hydra`` node) holds a storage password
+    in plain text (a URL written in one's own YAML file), the override that masks it: everything Hydra prints
+    (``--cfg hydra``, ``--cfg all``, ``--info``) and saves then holds ``***``, as for a URL given on the command
+    line (``hide_argv``)."""
+    if composed is None:
+        return argv
+    from omegaconf import OmegaConf
+
+    try:
+        url = OmegaConf.select(composed, _KEYS[0], throw_on_resolution_failure=False)
+    except Exception:  # noqa: BLE001 - a node that does not resolve holds nothing to hide here
+        return argv
+    extra = hide_config_password(url if isinstance(url, str) else None)
+    # Before the first override: Hydra's parser takes no override after a flag (`+workload=x --cfg hydra`).
+    at = next((i for i, a in enumerate(argv) if "=" in a and not a.startswith("-")), len(argv))
+    return argv[:at] + extra + argv[at:]
 
 
 def reveal(url: str | None) -> str | None:
@@ -112,10 +145,28 @@ def reveal(url: str | None) -> str | None:
     return url
 
 
-def scrub(text: str, *urls: str | None) -> str:
+WITHHELD = "text withheld: it holds part of the storage password (percent-encode @ : / in a password)"
+_PART = 4  # characters: a run this long of a password, found in a driver's text, withholds the text
+_CUTS = re.compile(r"[@:/?#&%]")  # where a parser cuts an unencoded password (user info, host, port, path, query)
+
+
+def scrub(text: str, *urls: str | None, withhold: bool = False) -> str:
     """``text`` (an error message, a log line) with no password: those of the known storage URL (the
-    environment's) and of ``urls`` in every spelling, every URL in it masked, every ``password=...`` hidden."""
-    for secret in sorted({p for u in (os.environ.get(ENV), *urls) for p in passwords(u)}, key=len, reverse=True):
+    environment's) and of ``urls`` in every spelling, and each piece of them between the characters a URL parser
+    cuts at (``p@ss:TAILSECRET99`` read as password ``p``, host ``ss`` and port ``TAILSECRET99``), every URL in it
+    masked, every ``password=...`` hidden.
+
+    ``withhold``: a driver's error text, shown to say why a storage did not open. One that still holds any part of
+    a password (a run of ``_PART`` of its characters) is not shown at all: ``WITHHELD``."""
+    secrets = {p for u in (os.environ.get(ENV), *urls) for p in passwords(u)} - {"***"}
+    pieces = {piece for p in secrets for piece in _CUTS.split(p) if len(piece) >= _PART}
+    for secret in sorted(secrets | pieces, key=len, reverse=True):
         text = text.replace(secret, "***")
     text = _URL_IN_TEXT.sub(lambda m: mask(m[0]), text)
-    return _PAIR_IN_TEXT.sub(lambda m: m["head"] + "***", text)
+    text = _PAIR_IN_TEXT.sub(lambda m: m["head"] + "***", text)
+    if withhold:
+        for secret in secrets:
+            k = min(_PART, len(secret))
+            if k >= 3 and any(secret[i : i + k] in text for i in range(len(secret) - k + 1)):
+                return WITHHELD
+    return text

@@ -9,6 +9,7 @@ This module imports nothing heavy (no torch, no Optuna): plugin discovery stays 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -128,3 +129,74 @@ def plain(value: Any) -> Any:
     if isinstance(value, (DictConfig, ListConfig)):
         return OmegaConf.to_container(value, resolve=True)
     return value
+
+
+def _number(v: Any) -> bool:
+    """A real, finite number (not a bool, not NaN or infinity: either would switch a comparison with the clock
+    off, or make every comparison fail)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def check_sweeper(conf: Any) -> None:
+    """The sweeper's numeric settings (``hydra.sweeper.*``): one line per broken rule. Every number that reaches
+    the budget or a time limit is finite: ``grace_s=nan`` would turn the budget's end off, ``timeout_s=nan`` make
+    every trial look too long for it."""
+    rules = (
+        (
+            "timeout_s",
+            lambda v: _number(v) and v > 0,
+            "a finite number of seconds > 0 or null",
+            "give the command's wall-clock budget in seconds, e.g. hydra.sweeper.timeout_s=600, or null for no limit",
+        ),
+        (
+            "grace_s",
+            lambda v: _number(v) and v >= 0,
+            "a finite number of seconds >= 0",
+            "give the seconds a running trial may overrun the budget, e.g. hydra.sweeper.grace_s=5",
+        ),
+        ("n_jobs", lambda v: isinstance(v, int) and v >= 1, "a whole number >= 1", "e.g. hydra.sweeper.n_jobs=1"),
+        (
+            "max_failures",
+            lambda v: isinstance(v, int) and v >= 1,
+            "a whole number >= 1 or null",
+            "e.g. hydra.sweeper.max_failures=5, or null for no limit",
+        ),
+        (
+            "max_failure_rate",
+            lambda v: isinstance(v, (int, float)) and 0 <= v <= 1,
+            "a fraction in [0, 1] or null",
+            "e.g. hydra.sweeper.max_failure_rate=0.5, or null for no limit",
+        ),
+        (
+            "confirm_top_k",
+            lambda v: isinstance(v, int) and v >= 0,
+            "a whole number >= 0",
+            "e.g. hydra.sweeper.confirm_top_k=3, or 0 for none",
+        ),
+        (
+            "timeout_factor",
+            lambda v: _number(v) and v > 1,
+            "a finite number > 1 or null",
+            "e.g. hydra.sweeper.timeout_factor=4, or null to keep trial.timeout_s for every trial",
+        ),
+        (
+            "timeout_floor_s",
+            lambda v: _number(v) and v > 0,
+            "a finite number of seconds > 0",
+            "e.g. hydra.sweeper.timeout_floor_s=60",
+        ),
+        (
+            "heartbeat_interval",
+            lambda v: isinstance(v, int) and v >= 1,
+            "a whole number of seconds >= 1 or null",
+            "e.g. hydra.sweeper.heartbeat_interval=10",
+        ),
+    )
+    for key, ok, what, fix in rules:
+        value = conf.get(key)
+        if value is None and key not in ("n_jobs", "confirm_top_k", "grace_s", "timeout_floor_s"):
+            continue
+        if isinstance(value, bool) or not ok(value):
+            from sweeper.errors import ConfigError
+
+            raise ConfigError(f"hydra.sweeper.{key}", f"must be {what}, got {value!r}", fix)

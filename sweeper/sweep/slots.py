@@ -9,8 +9,8 @@ Slots hold across the sweeper processes of a node (``NodeSlots``): each core and
 file under ``trial.lock_dir``, so several sweepers on one node never run two trials on the same core or GPU at
 once. The default folder is node-wide (``default_lock_dir``: one per user under the system's temporary folder),
 so sweepers with different ``results_dir`` still take turns and see each other. ``Occupancy`` records who ran
-where, so a row says whether anything else of the sweeper's ran on its device during its window
-(``node_shared``), e.g. sweepers with another lock_dir.
+where, in the node-wide folder whatever ``trial.lock_dir`` says, so a row says whether anything else of the
+sweeper's ran on its device during its window (``node_shared``), e.g. sweepers with another lock_dir.
 """
 
 from __future__ import annotations
@@ -224,18 +224,28 @@ class Occupancy:
     trial ran on one of its cores or GPUs during its window (``node_shared``) and which (``node_shared_with``)."""
 
     def __init__(self, lock_dir: str | os.PathLike, units: list[str], study: str, trial: int | None) -> None:
-        self.path = node_dir(lock_dir) / "trials.jsonl"
+        # Node-wide whatever ``trial.lock_dir`` says: sweepers that do not share a lock folder may run trials on one
+        # core at once, the very case ``node_shared`` must report. ``lock_dir`` is written to as well when it is
+        # another folder, and read: a trial sees every trial that noted itself in either.
+        self.paths = list(
+            dict.fromkeys([node_dir(default_lock_dir()) / "trials.jsonl", node_dir(lock_dir) / "trials.jsonl"])
+        )
+        self.path = self.paths[0]
         self.me = {"pid": os.getpid(), "study": study, "trial": trial, "id": f"{os.getpid()}-{time.time_ns()}"}
         self.units = sorted(set(units))
         self.start = 0.0
 
     def _append(self, entry: dict[str, Any]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
-        try:
-            os.write(fd, (json.dumps(entry, separators=(",", ":")) + "\n").encode())
-        finally:
-            os.close(fd)
+        for path in self.paths:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            except OSError:
+                continue  # a record, not a lock: a folder that cannot be written costs its trial nothing
+            try:
+                os.write(fd, (json.dumps(entry, separators=(",", ":")) + "\n").encode())
+            finally:
+                os.close(fd)
 
     def __enter__(self) -> Occupancy:
         self.start = time.time()
@@ -251,10 +261,12 @@ class Occupancy:
         A trial whose end was never written ran until now if its process lives; if it died, only a start inside this
         window proves an overlap (an old crash never marks later trials)."""
         entries: dict[str, dict[str, Any]] = {}
-        try:
-            lines = self.path.read_text().splitlines()
-        except OSError:
-            return []
+        lines: list[str] = []
+        for path in self.paths:
+            try:
+                lines += path.read_text().splitlines()
+            except OSError:
+                pass
         for line in lines:
             try:
                 e = json.loads(line)

@@ -8,7 +8,6 @@ import os
 import socket
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import optuna
@@ -21,7 +20,6 @@ from optuna.distributions import (
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from sweeper.errors import ConfigError
 from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.sweep.attrs import (  # noqa: F401 (re-exported)
     COST_KEY,
@@ -34,6 +32,7 @@ from sweeper.sweep.attrs import (  # noqa: F401 (re-exported)
 from sweeper.sweep.faults import fault_point
 from sweeper.sweep.samplers import SAMPLERS, check_expensive, make_sampler, resumed_seed  # noqa: F401 (re-exported)
 from sweeper.sweep.space import SearchSpace
+from sweeper.sweep.storage import make_storage, storage_url  # noqa: F401 (re-exported)
 
 STUDY_ID_KEY = "knob_sweeper:study_id"  # study user attr: a random id, telling apart studies of one name
 TARGET_KEY = "knob_sweeper:target"  # study user attr: how many counted trials the current sweep aims for
@@ -42,52 +41,6 @@ SEARCHED_KEY = "knob_sweeper:searched"  # study user attr: the target whose sear
 CONFIRM_KEY = "confirm_of"  # trial user attr: the trial whose configuration this one measures again
 
 CONSTRAINT_KEY = "fits_in_memory"  # Optuna constraint: <= 0 feasible, > 0 violated (OOM)
-
-
-def storage_url(url: str | None, results_dir: Path) -> str:
-    """The storage URL to open (a masked password put back, see ``sweeper.sweep.secrets``); default: SQLite file."""
-    from sweeper.sweep.secrets import reveal
-
-    if url:
-        return str(reveal(str(url)))
-    from sqlalchemy.engine import URL
-
-    results_dir.mkdir(parents=True, exist_ok=True)
-    # Built, not concatenated: `?`, `#` or `%` in the folder's name would otherwise end the path early (the
-    # database would land outside the results folder, shared with other folders).
-    return URL.create("sqlite", database=str((results_dir / "optuna.db").resolve())).render_as_string()
-
-
-def make_storage(url: str, heartbeat_interval: int | None = None, grace_period: int | None = None) -> Any:
-    """An Optuna storage for ``url``: RDB (sqlite://, postgresql://), or a journal file (``journal:///path``)."""
-    try:
-        if url.startswith("journal://"):
-            from optuna.storages import JournalStorage
-            from optuna.storages.journal import JournalFileBackend
-
-            path = url[len("journal://") :]
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            return JournalStorage(JournalFileBackend(path))
-        if url.startswith("sqlite:///"):
-            from sqlalchemy.engine import make_url
-
-            Path(make_url(url).database or ".").parent.mkdir(parents=True, exist_ok=True)
-        kwargs: dict[str, Any] = {}
-        if heartbeat_interval:
-            kwargs.update(heartbeat_interval=heartbeat_interval, grace_period=grace_period or 2 * heartbeat_interval)
-        if url.startswith("sqlite"):
-            kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}
-        return optuna.storages.RDBStorage(url, **kwargs)
-    except Exception as e:  # noqa: BLE001 - any connection failure is bad input here
-        from sweeper.sweep.secrets import mask, scrub
-
-        first = scrub((str(e).strip().splitlines() or [type(e).__name__])[0][:200], url)
-        raise ConfigError(
-            "hydra.sweeper.storage",
-            f"cannot open {mask(url)!r} ({first})",
-            "check the URL, that the server runs and the database exists "
-            "(default: leave it null for a SQLite file under results/)",
-        ) from None
 
 
 def suggest(trial: optuna.Trial, name: str, dist: BaseDistribution) -> Any:
@@ -340,7 +293,11 @@ def ask(study: optuna.Study) -> optuna.Trial:
 
 def tell(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome, objectives: list[tuple[str, str]]) -> None:
     """Report an outcome to Optuna: values, a violated constraint (OOM), PRUNED (skipped/pruned) or FAIL."""
+    from sweeper.results.rows import SWEEPER_ATTRIBUTES
+
     for key, value in outcome.metrics.items():
+        if key in SWEEPER_ATTRIBUTES:
+            continue  # the sweeper's own attributes (owner, confirm_of, ...): never a metric's (the trial refuses it)
         if isinstance(value, (bool, int, str)) or (isinstance(value, float) and math.isfinite(value)):
             trial.set_user_attr(key, value)
     trial.set_user_attr("status", outcome.status.value)

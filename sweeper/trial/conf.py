@@ -9,6 +9,7 @@ Defaults here equal ``conf/config.yaml``'s.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 
 @dataclasses.dataclass
@@ -39,12 +40,12 @@ class MeasureConf:
 
     def problems(self) -> list[tuple[str, str, str]]:
         """(key, problem, fix) for every value out of its range; empty when the node is valid."""
-        out = []
+        out = _infinite(self, ("min_time_s", "rel_precision", "stall_s"))
         if self.warmup_steps < 0:
             out.append(("warmup_steps", f"must be >= 0, got {self.warmup_steps}", "give 0 or more steps"))
         if self.steps < 1:
             out.append(("steps", f"must be >= 1, got {self.steps}", "give the number of measured steps"))
-        if self.min_time_s < 0:
+        if self.min_time_s < 0:  # NaN compares false everywhere: refused above
             out.append(("min_time_s", f"must be >= 0 seconds, got {self.min_time_s}", "give 0 for no minimum"))
         if self.rel_precision is not None and self.rel_precision <= 0:
             out.append(
@@ -95,7 +96,19 @@ class TrialConf:
     ``results_dir``; never by hand."""
 
     def problems(self) -> list[tuple[str, str, str]]:
-        out = []
+        out = _infinite(self, ("timeout_s",))
         if self.timeout_s <= 0:
             out.append(("timeout_s", f"must be > 0 seconds, got {self.timeout_s}", "give the seconds a trial may run"))
         return out
+
+
+def _infinite(node: object, names: tuple[str, ...]) -> list[tuple[str, str, str]]:
+    """(key, problem, fix) for each of ``names`` that is NaN or infinite: a time limit of NaN is never reached
+    (every comparison with it is false) and an infinite one is not a limit."""
+    out = []
+    for name in names:
+        value = getattr(node, name)
+        if isinstance(value, float) and not math.isfinite(value):
+            fix = "give a finite number" + (", or null" if name in ("rel_precision", "stall_s") else "")
+            out.append((name, f"must be a finite number, got {value}", fix))
+    return out

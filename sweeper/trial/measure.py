@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from sweeper.trial.gpu import UtilizationSampler, mfu_peak
+from sweeper.trial.returned import check_workload, checked_extra
 from sweeper.trial.stability import stability
 from workloads.base import Workload
 
@@ -137,6 +138,7 @@ def measure(work: Workload, device: torch.device, warmup_steps: int, steps: int,
 
     Raises :class:`NonFiniteLoss` (with the metrics) when the last loss is not finite.
     """
+    check_workload(work)
     watch = Watchdog(stall_s)
     try:
         window = run_window(work, device, warmup_steps, steps, min_time_s, max_steps, rel_precision, report, watch)
@@ -360,5 +362,5 @@ def window_metrics(window: Window, work: Workload, device: torch.device, gpu_nam
         metrics["peak_mem_reserved_bytes"] = math.nan
     metrics.update(stability(step_s))  # steps switching between two speeds (a shared CPU): flagged
     metrics.update(window.util)
-    metrics.update(work.extra_metrics())
+    metrics.update(checked_extra(work.extra_metrics(), metrics))
     return metrics
