@@ -52,7 +52,7 @@ class Analysis:
     def noise_measured(self) -> bool:
         """Whether trial-to-trial noise was measured: some configuration ran more than once (a re-measure of the
         baseline or the best, ``confirm_of`` rows, a repeat). Without it no claim says "beyond noise"."""
-        return bool(self.configs.attrs.get("pooled_df") or 0) if not self.configs.empty else False
+        return bool(self.configs.attrs.get("repeats_df") or 0) if not self.configs.empty else False
 
     def doubt(self, key: str | None = None, name: str = "the best") -> str:
         """Why what the report says of configuration ``key`` (the best by default), its speed-up over the baseline
@@ -190,7 +190,7 @@ def _speedups(configs: pd.DataFrame, base: bl.Baseline, rows: pd.DataFrame, keys
     b = configs.loc[base.key]
     r, lo, hi = ratio(configs["value"], configs["rel_se"], configs["t"], b["value"], b["rel_se"], b["t"])
     configs["speedup"] = r
-    if configs.attrs.get("pooled_df"):  # an interval only where trial-to-trial noise was measured
+    if configs.attrs.get("repeats_df"):  # an interval only where trial-to-trial noise was measured
         configs["speedup_lo"], configs["speedup_hi"] = lo, hi
         return f"baseline: {base.how}"
     return (f"baseline: {base.how}. Each configuration was measured once: no noise estimate, so speed-ups have no "

@@ -49,8 +49,9 @@ def study_blocks(a: Analysis, limit: int, with_plots: bool = True) -> list[Block
     out += stability_notes(a, limit)
     out.append(memory_ranking(a, min(limit, 10)))
     if a.mfu_peaks:
-        out.append(Para(f"MFU is achieved FLOP/s over the peak of the math that ran: {'; '.join(a.mfu_peaks)}.",
-                        "note"))
+        out.append(
+            Para(f"MFU is achieved FLOP/s over the peak of the math that ran: {'; '.join(a.mfu_peaks)}.", "note")
+        )
     out += profile_blocks(a, with_plots)
     if with_plots:
         out.append(Plot("Throughput vs peak memory", plots.throughput_vs_memory(a)))
@@ -107,6 +108,8 @@ def headline(a: Analysis) -> str:
         return text + f"; {what}: {a.doubt()}."
     if not a.noise_measured:  # "beyond noise" only where trial-to-trial noise was measured
         return text + "; measured once; no noise estimate."
+    if len(c) == 1:
+        return text + "; the only configuration measured."
     text += "; " + (
         f"tied within noise with {tied} other configuration{'s' * (tied != 1)}."
         if tied
@@ -172,11 +175,18 @@ def ranking(a: Analysis, limit: int) -> Table:
         f"launch-bound if GPU util < {LAUNCH_UTIL:.0f}% (or < {BUSY_UTIL:.0f}% with the host launching steps >= "
         f"{HOST_STEP:.0%} of the time); memory-bound if busy below that MFU; n/a without "
         f"GPU counters."
-        + (" Profiled configurations: named from their profile (see 'Why the GPU idles'); the rule is the "
-           "fallback, marked (rule)." if not a.profiles.empty else "")
-        + (f" {UNSTABLE} step times unstable (two speeds, or a CV over 0.5: the signature of a shared CPU); the "
-           "sweep measures such a configuration again once (hydra.sweeper.confirm_unstable)."
-           if any(_mark(r) for _, r in c.head(limit).iterrows()) else "")
+        + (
+            " Profiled configurations: named from their profile (see 'Why the GPU idles'); the rule is the "
+            "fallback, marked (rule)."
+            if not a.profiles.empty
+            else ""
+        )
+        + (
+            f" {UNSTABLE} step times unstable (two speeds, or a CV over 0.5: the signature of a shared CPU); the "
+            "sweep measures such a configuration again once (hydra.sweeper.confirm_unstable)."
+            if any(_mark(r) for _, r in c.head(limit).iterrows())
+            else ""
+        )
     )
     return Table(
         "Ranking by throughput",
@@ -219,12 +229,17 @@ def _shown(value: object, null: str = "-") -> str:
 
 
 def noise_text(a: Analysis) -> str:
-    pooled = a.configs.attrs.get("pooled_rel_sd")
-    dof = int(a.configs.attrs.get("pooled_df") or 0)
-    if dof:
+    spread = a.configs.attrs.get("spread_range")
+    repeated = int(a.configs.attrs.get("repeated") or 0)
+    if spread:
+        lo, hi = spread
+        between = pct(lo, 1) if pct(lo, 1) == pct(hi, 1) else f"{pct(lo, 1)} to {pct(hi, 1)}"
         return (
-            f"repeats of the same configuration give a between-trial spread of {pct(pooled, 1)} per trial "
-            f"(pooled, df={dof}); each configuration uses the larger of that and its own step-time noise"
+            f"{repeated} configuration{'s' * (repeated != 1)} measured more than once, with a between-trial spread of "
+            f"{between} per trial: each uses its own spread; one measured once uses the widest spread of the "
+            "repeated ones alike to it (data-bound or not); each uses the larger of that and its own step-time "
+            "noise, with Student's t of the spread's degrees of freedom; two are ranked apart only where the "
+            "interval of their ratio excludes 1"
         )
     return (
         "no repeated configurations, so intervals come from each trial's step times only (they miss "
