@@ -9,9 +9,13 @@ import numpy as np
 import pandas as pd
 
 from sweeper.report import baseline as bl
+from sweeper.report.blocks import num
 from sweeper.report.data import (
+    ABSURD,
+    ABSURD_VS_MEDIAN,
     config_columns,
     config_keys,
+    implausible_rows,
     normalized,
     objectives_of,
     status_counts,
@@ -47,6 +51,8 @@ class Analysis:
     profiles: pd.DataFrame = field(default_factory=pd.DataFrame)  # each configuration's latest profiled row
     mfu_peaks: list[str] = field(default_factory=list)  # the peaks the rows' MFU divided by (``mfu_peak``)
     single_runs: bool = False  # rows of single runs (no sweep): not a study, no summary line, no recipe, no trend
+    not_ranked: list[str] = field(default_factory=list)  # measured rows left out as implausible, each with why
+    why_empty: str = ""  # why nothing was ranked (no configuration measured), from the rows' statuses and reasons
 
     @property
     def noise_measured(self) -> bool:
@@ -94,7 +100,9 @@ def analyse(rows: pd.DataFrame, evaluator: str = "auto") -> Analysis:
                  objectives=objectives, counts=status_counts(rows), swept=swept, configs=pd.DataFrame(),
                  baseline=base, failures=_failures(rows), machines=_machines(rows),
                  single_runs=bool(single_run_rows(rows).all()))
+    a.not_ranked = _not_ranked(rows, a.unit)
     if ok.empty:
+        a.why_empty = _why_empty(rows, bool(a.not_ranked))
         return a
     configs = rank_configs(aggregate(ok, keys))
     first = normed.loc[ok.index].groupby(keys.loc[ok.index], sort=False).first()
@@ -124,6 +132,26 @@ def analyse(rows: pd.DataFrame, evaluator: str = "auto") -> Analysis:
     a.marginals = marginals(configs, values, swept)
     a.history = _history(ok, objectives)
     return a
+
+
+def _not_ranked(rows: pd.DataFrame, unit: str) -> list[str]:
+    out = []
+    for _, r in implausible_rows(rows).iterrows():
+        trial = r.get("trial")
+        who = f"trial {int(trial)}" if pd.notna(trial) else "a single run"
+        out.append(f"{who}: a throughput of {num(r['throughput'])} {unit} is not a measurement (over {num(ABSURD)} "
+                   f"a second, or {num(ABSURD_VS_MEDIAN)} times this study's median): not ranked; check that row")
+    return out
+
+
+def _why_empty(rows: pd.DataFrame, implausible: bool) -> str:
+    """``no measured row: 1 failed (exception:ValueError), 2 interrupted``."""
+    parts = []
+    for status, part in rows.groupby(rows["status"].astype(str), sort=True):
+        reasons = sorted({str(r) for r in part.get("reason", pd.Series(dtype=object)).dropna() if str(r)})
+        parts.append(f"{len(part)} {status}" + (f" ({', '.join(reasons[:3])})" if reasons else ""))
+    text = "no measured row: " + ", ".join(parts)
+    return text + ("; the measured values are implausible (below)" if implausible else "")
 
 
 def stability_note(unstable: int, bimodal: int, n: int) -> str:

@@ -215,7 +215,11 @@ def _workload(rows: pd.DataFrame, is_base: pd.Series, gate: float, limit: int, n
 
 def _ratio(r: float, lo: float, hi: float) -> str:
     """``0.903x (0.889–0.917)``: three decimals, so an interval's end is not rounded onto the gate."""
-    return f"{r:.3f}x ({lo:.3f}–{hi:.3f})" if np.isfinite(r) else "-"
+    if not np.isfinite(r):
+        return "-"
+    if max(abs(r), abs(lo), abs(hi)) >= 10_000:  # never 301 digits: the blocks' compact form
+        return times(r, lo, hi)
+    return f"{r:.3f}x ({lo:.3f}–{hi:.3f})"
 
 
 def verdict(r: float, lo: float, hi: float, gate: float, repeated: bool) -> str:
@@ -252,7 +256,7 @@ def _warnings(rows: pd.DataFrame) -> list[Block]:
                                          "measure.max_steps stopped them (raise max_steps or use preset=nightly)")),
                       ("node_shared", "measured while another trial ran on the same device (node_shared)")):
         if col in rows:
-            hit = rows[col].astype(object).map(lambda v: v is True or v is np.True_)
+            hit = rows[col].astype(object).map(lambda v: v is True or v is np.True_).astype(bool)
             if hit.any():
                 studies = ", ".join(sorted(rows.loc[hit, "study"].astype(str).unique()))
                 out.append(Para(f"{int(hit.sum())} trial(s) of {studies} {what}.", "alert"))

@@ -39,8 +39,9 @@ def study_blocks(a: Analysis, limit: int, with_plots: bool = True) -> list[Block
             "note",
         )
     )
+    out += [Para(f"Not ranked: {why}.", "alert") for why in a.not_ranked]
     if a.configs.empty:
-        out.append(Para("No completed trials to rank.", "alert"))
+        out.append(Para(f"Nothing to rank: {a.why_empty or 'no measured row'}.", "alert"))
         out += failures(a)
         return out
     out.append(Para(headline(a)))
@@ -68,7 +69,8 @@ def summary_blocks(analyses: list[Analysis]) -> list[Block]:
     for a in analyses:
         trials = str(sum(a.counts.values()))
         if a.configs.empty:
-            rows.append([a.study, a.workload, trials, "(nothing completed)", "-", "-", "-"])
+            rows.append([a.study, a.workload, trials, f"(nothing ranked: {a.why_empty or 'no measured row'})", "-",
+                         "-", "-"])
             continue
         best = a.configs.iloc[0]
         tied = int((a.configs["rank"] == best["rank"]).sum()) - 1
