@@ -72,3 +72,18 @@ def test_a_throughput_far_above_its_study_is_not_crowned() -> None:
 def test_every_number_format_is_compact(value: float) -> None:
     for text in (num(value), pct(value), times(value, value, value), interval(value, value), mib(value)):
         assert len(text) <= 40, text  # at most three numbers of 9-10 characters
+
+
+def test_study_filter_narrows_the_trend_and_the_row_count(tmp_path: Path) -> None:
+    """``--study X``: the header counts X's rows, and the trend over nights shows no other study."""
+    write(tmp_path, sweep_rows("night-1") + sweep_rows("night-2", start=2e9) + sweep_rows("night-3", start=3e9))
+    proc = run_report([str(tmp_path), "--study", "night-2", "--study", "night-3"])
+    assert proc.returncode == 0, proc.stderr
+    md = (tmp_path / "report.md").read_text()
+    assert f"{2 * len(SWEEP)} trial rows from" in md
+    trend = md.split("Best throughput per night", 1)[1].split("\n\n", 2)[1]
+    assert "night-2" in trend and "night-3" in trend and "night-1" not in trend
+    write(tmp_path, [])
+    proc = run_report([str(tmp_path), "--study", "night-1"])
+    md = (tmp_path / "report.md").read_text()
+    assert f"{len(SWEEP)} trial rows from" in md and "Trend over nights" not in md

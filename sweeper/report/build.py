@@ -22,23 +22,36 @@ class Report:
     not_gated: list[str] = field(default_factory=list)  # workloads the nightly gate could not compare
 
 
-def build(df: pd.DataFrame, *, source: str = "", studies: list[str] | None = None, compare: str | None = None,
-          baseline: str | None = None, threshold: float | None = None, limit: int = 500,
-          evaluator: str = "auto", with_plots: bool = True) -> Report:
+def build(
+    df: pd.DataFrame,
+    *,
+    source: str = "",
+    studies: list[str] | None = None,
+    compare: str | None = None,
+    baseline: str | None = None,
+    threshold: float | None = None,
+    limit: int = 500,
+    evaluator: str = "auto",
+    with_plots: bool = True,
+) -> Report:
     """``df``: every row of the selected workload(s). ``studies`` narrows the study sections (and tonight's study
     for ``baseline``); the nightly comparison needs the baseline rows too, so ``df`` is not pre-filtered.
     Tables keep at most ``limit`` rows (the renderers show fewer)."""
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    blocks: list[Block] = [Heading("Sweep report", 1),
-                           Para(f"{len(df)} trial rows from {source or 'the results'}; generated {now}.", "note")]
+    selected = df[df["study"].astype(str).isin(studies)] if studies else df
+    # the header counts the rows the report is about; --baseline also reads the baseline night's rows
+    counted = df if baseline else selected
+    blocks: list[Block] = [
+        Heading("Sweep report", 1),
+        Para(f"{len(counted)} trial rows from {source or 'the results'}; generated {now}.", "note"),
+    ]
     report = Report(blocks)
     if baseline:
         n = nightly(df, baseline, studies, threshold, limit, with_plots)
         blocks += n.blocks
         report.regressions, report.not_gated = n.regressions, n.not_gated
-    elif has_nights(sweeps := df[~single_run_rows(df)]):  # single runs are no night
+    elif has_nights(sweeps := selected[~single_run_rows(selected)]):  # single runs are no night; --study narrows
         blocks += [Heading("Trend over nights", 2), *trend_blocks(sweeps, with_plots)]
-    selected = df[df["study"].astype(str).isin(studies)] if studies else df
     if compare:
         blocks += compare_blocks(selected, compare, limit, with_plots)
     for _, rows in selected.groupby(["workload", "study"], sort=True):
