@@ -52,6 +52,7 @@ class Analysis:
     mfu_peaks: list[str] = field(default_factory=list)  # the peaks the rows' MFU divided by (``mfu_peak``)
     single_runs: bool = False  # rows of single runs (no sweep): not a study, no summary line, no recipe, no trend
     not_ranked: list[str] = field(default_factory=list)  # measured rows left out as implausible, each with why
+    device_mem_bytes: float | None = None  # the GPU's memory (None on the CPU): what a memory saving is a share of
     why_empty: str = ""  # why nothing was ranked (no configuration measured), from the rows' statuses and reasons
 
     @property
@@ -101,6 +102,7 @@ def analyse(rows: pd.DataFrame, evaluator: str = "auto") -> Analysis:
                  baseline=base, failures=_failures(rows), machines=_machines(rows),
                  single_runs=bool(single_run_rows(rows).all()))
     a.not_ranked = _not_ranked(rows, a.unit)
+    a.device_mem_bytes = _device_memory(ok)
     if ok.empty:
         a.why_empty = _why_empty(rows, bool(a.not_ranked))
         return a
@@ -132,6 +134,15 @@ def analyse(rows: pd.DataFrame, evaluator: str = "auto") -> Analysis:
     a.marginals = marginals(configs, values, swept)
     a.history = _history(ok, objectives)
     return a
+
+
+def _device_memory(ok: pd.DataFrame) -> float | None:
+    """The smallest GPU memory the measured rows ran on; None for CPU rows (or none recorded)."""
+    if "gpu_mem_bytes" not in ok or "device" not in ok:
+        return None
+    gpu = ok["device"].astype(str).str.startswith("cuda")
+    mem = pd.to_numeric(ok.loc[gpu, "gpu_mem_bytes"], errors="coerce").dropna()
+    return float(mem.min()) if len(mem) and mem.min() > 0 else None
 
 
 def _not_ranked(rows: pd.DataFrame, unit: str) -> list[str]:

@@ -43,6 +43,14 @@ class Table:
 
 
 @dataclass
+class Code:
+    """Lines to copy as they are (a command, code): never wrapped or reflowed; a title above them."""
+
+    title: str
+    lines: list[str]
+
+
+@dataclass
 class Plot:
     title: str
     figure: dict[str, Any]  # a Plotly figure spec: {"data": [...], "layout": {...}}
@@ -56,7 +64,7 @@ class Contents:
     title: str = "Contents"
 
 
-Block = Union[Heading, Para, Table, Plot, Contents]
+Block = Union[Heading, Para, Table, Plot, Contents, Code]
 
 
 BIG = 1e9  # from here on numbers are written as ``1.23e+12``: a row's 1e300 is 9 characters, not 301 digits

@@ -8,10 +8,13 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from sweeper.report.analysis import Analysis, analyse, single_run_rows
-from sweeper.report.blocks import Block, Heading, Para
+from sweeper.report.blocks import Block, Code, Heading, Para
 from sweeper.report.compare import compare_blocks
 from sweeper.report.nightly import has_nights, nightly, trend_blocks
+from sweeper.report.recipe import recipe_lines, recipe_of
 from sweeper.report.sections import study_blocks, summary_blocks
+
+RECIPE_TITLE = "Recipe: the configuration to adopt (command and code lines: report.md, report.html, recipe.json)"
 
 
 @dataclass
@@ -58,6 +61,9 @@ def build(
         a = analyse(rows.reset_index(drop=True), evaluator)
         report.analyses.append(a)
         blocks += study_blocks(a, limit, with_plots)
+        recipe = recipe_of(a, rows)
+        if recipe is not None:
+            blocks.append(Code(RECIPE_TITLE, recipe_lines(recipe)))
     studies_only = [a for a in report.analyses if not a.single_runs]  # single runs are not a study
     if len(studies_only) > 1:  # a long page: what it holds, first
         blocks[2:2] = summary_blocks(studies_only)

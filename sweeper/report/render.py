@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from sweeper.report.blocks import Block, Heading, Para, Plot, Table
+from sweeper.report.blocks import Block, Code, Heading, Para, Plot, Table
 
 _STYLE = {"best": "bold green", "baseline": "bold yellow", "bad": "bold red"}
 
@@ -24,6 +24,12 @@ def to_terminal(blocks: list[Block], limit: int = 20, console: Console | None = 
         elif isinstance(b, Para):
             style = {"note": "dim", "alert": "bold red"}.get(b.kind, "")
             console.print(Text(b.text, style=style))
+        elif isinstance(b, Code):  # what it says; the lines to copy are in the files (a fold would break them)
+            console.print(Text(b.title, style="bold"))
+            for line in b.lines:
+                if line.startswith("# ") and not line.endswith(":"):  # what it is and why; no header of a copy
+                    console.print(Text(line[2:]))
+
         elif isinstance(b, Table):
             table, dropped = _rich_table(b, limit, console.width)
             console.print(table)
@@ -104,6 +110,9 @@ def to_markdown(blocks: list[Block], html_name: str | None = None, limit: int = 
         elif isinstance(b, Para):
             text = md_escape(b.text)
             lines += [f"**{text}**" if b.kind == "alert" else (f"_{text}_" if b.kind == "note" else text), ""]
+        elif isinstance(b, Code):
+            fence = "`" * 3
+            lines += [f"**{md_escape(b.title)}**", "", fence, *b.lines, fence, ""]
         elif isinstance(b, Table):
             lines += _md_table(b, limit)
         elif isinstance(b, Plot):

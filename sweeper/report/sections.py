@@ -302,19 +302,22 @@ def importance_blocks(a: Analysis, with_plots: bool) -> list[Block]:
                 str(r["configs"]),
                 str(r["trials"]),
                 num(r["mean"]),
-                num(r["best"]),
                 times(r["vs_best_value"]),
+                _one_knob(r),
             ]
             for _, r in m.iterrows()
         ]
         out.append(
             Table(
-                "Marginal effect of each knob",
-                ["knob", "value", "configs", "trials", f"mean ({a.unit})", f"best ({a.unit})", "mean vs best value"],
+                "Effect of each knob",
+                ["knob", "value", "configs", "trials", f"mean ({a.unit})", "mean vs best value",
+                 "vs #1, this knob only"],
                 rows,
-                align="llrrrrr",
-                note="mean = mean over the configurations with that value (each configuration counted "
-                "once); 1.00x marks the knob's best value.",
+                align="llrrrrl",
+                note="vs #1, this knob only = the configuration equal to the best (#1) but for this knob's value, "
+                "over the best, where it was measured (within / beyond noise): the knob's own effect. mean = mean "
+                "over the configurations with that value (each counted once), over the mean of the knob's best "
+                "value: other knobs' values mix into it, so it can contradict the one-knob change.",
             )
         )
         if with_plots:
@@ -323,6 +326,15 @@ def importance_blocks(a: Analysis, with_plots: bool) -> list[Block]:
             for knob in order[:MAX_MARGINAL_PLOTS]:
                 out.append(Plot(f"Throughput per value of {knob}", plots.marginal(a, knob)))
     return out
+
+
+def _one_knob(r: pd.Series) -> str:
+    """``#1`` for the best's own value, ``0.83x beyond noise``, ``0.98x within noise``, ``-`` where not measured."""
+    if pd.isna(r["one_knob"]):
+        return "-"
+    if r["one_knob_apart"] is None:
+        return "#1" if r["one_knob"] == 1.0 else times(r["one_knob"])
+    return f"{times(r['one_knob'])} {'beyond' if r['one_knob_apart'] else 'within'} noise"
 
 
 def failures(a: Analysis) -> list[Block]:
