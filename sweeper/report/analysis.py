@@ -18,6 +18,7 @@ from sweeper.report.data import (
     implausible_rows,
     normalized,
     objectives_of,
+    short_name,
     status_counts,
     unit_of,
     usable,
@@ -52,6 +53,7 @@ class Analysis:
     mfu_peaks: list[str] = field(default_factory=list)  # the peaks the rows' MFU divided by (``mfu_peak``)
     single_runs: bool = False  # rows of single runs (no sweep): not a study, no summary line, no recipe, no trend
     not_ranked: list[str] = field(default_factory=list)  # measured rows left out as implausible, each with why
+    outside_defaults: list[str] = field(default_factory=list)  # the baseline's knobs not at their default (fixed)
     device_mem_bytes: float | None = None  # the GPU's memory (None on the CPU): what a memory saving is a share of
     why_empty: str = ""  # why nothing was ranked (no configuration measured), from the rows' statuses and reasons
 
@@ -103,6 +105,7 @@ def analyse(rows: pd.DataFrame, evaluator: str = "auto") -> Analysis:
                  single_runs=bool(single_run_rows(rows).all()))
     a.not_ranked = _not_ranked(rows, a.unit)
     a.device_mem_bytes = _device_memory(ok)
+    a.outside_defaults = _outside_defaults(normed, keys, base)
     if ok.empty:
         a.why_empty = _why_empty(rows, bool(a.not_ranked))
         return a
@@ -129,11 +132,24 @@ def analyse(rows: pd.DataFrame, evaluator: str = "auto") -> Analysis:
         a.mfu_peaks = sorted({str(v) for v in ok["mfu_peak"].dropna() if str(v)})
     configs["pareto"] = _pareto(configs, ok, keys, objectives)
     a.baseline_note = _speedups(configs, base, rows, keys)
+    if a.outside_defaults:
+        a.baseline_note += (f"; the sweep ran every configuration at {', '.join(a.outside_defaults)}: "
+                            "\"defaults\" names the swept knobs' defaults")
     a.configs = configs
     a.importance, a.importance_note = _importance(configs, values, objectives, evaluator, recorded_space(rows))
     a.marginals = marginals(configs, values, swept)
     a.history = _history(ok, objectives)
     return a
+
+
+def _outside_defaults(normed: pd.DataFrame, keys: pd.Series, base: bl.Baseline) -> list[str]:
+    """``compile=off (default: default)`` for each knob or parameter the baseline ran at another value than the
+    recorded default (fixed by the sweep, a default outside its space): then the baseline is not the defaults."""
+    if base.key is None or not base.defaults or not (keys == base.key).any():
+        return []
+    values = normed[keys == base.key].iloc[0]
+    return [f"{short_name(c)}={values[c]} (default: {d})" for c, d in sorted(base.defaults.items())
+            if c in values.index and values[c] != "null" and d != "null" and values[c] != d]
 
 
 def _device_memory(ok: pd.DataFrame) -> float | None:

@@ -191,7 +191,7 @@ def choose(a: Analysis) -> tuple[str, str]:
     fastest = c.iloc[0]
     group = c[c["rank"] == fastest["rank"]]
     base = a.baseline.key if a.baseline.key in c.index else None
-    defaults = base is not None and str(c.loc[base, "label"]) == "defaults"
+    defaults = base is not None and str(c.loc[base, "label"]) == "defaults" and not a.outside_defaults
     if base is not None:
         hi = c["speedup_hi"].where(c["speedup_hi"].notna(), c["speedup"])
         group = group[~(hi.loc[group.index] < 1.0)]  # slower than the baseline beyond noise: never recommended
@@ -203,12 +203,12 @@ def choose(a: Analysis) -> tuple[str, str]:
         if defaults:
             return key, "the workload defaults are the fastest configuration measured; keep them"
         return key, (
-            f"the fastest configuration measured is the sweep's baseline, {fastest['label']}: not the "
-            "workload defaults (a default lies outside the swept space)"
+            "the fastest configuration measured is the sweep's baseline, not the workload defaults: "
+            f"{', '.join(a.outside_defaults) or fastest['label']} (a default outside the swept space)"
         )
     why = "the fastest configuration measured"
     if base is not None and fastest["rank"] == c.loc[base, "rank"]:
-        what = "the workload defaults" if defaults else f"the sweep's baseline ({c.loc[base, 'label']})"
+        what = "the workload defaults" if defaults else "the sweep's baseline"
         ratio = times(fastest["speedup"], fastest["speedup_lo"], fastest["speedup_hi"])
         why += f"; not faster than {what} beyond noise ({ratio}): {what} may do as well"
     return key, why
