@@ -116,7 +116,9 @@ def analyse(rows: pd.DataFrame, evaluator: str = "auto") -> Analysis:
         configs[f"v:{col}"] = values[col]
     records = values.to_dict("records")
     configs["label"] = [bl.label(v, swept, base.defaults) for v in records]
-    configs["label_brief"] = _brief_labels(configs["label"].tolist(), records, swept)
+    configs["name"] = short_names(configs["label"].tolist())
+    brief = _brief_labels(configs["label"].tolist(), records, swept)
+    configs["label_brief"] = [b if len(b) <= NAME_WIDTH else n for b, n in zip(brief, configs["name"])]
     configs["stability"] = [stability_note(u, b, n) for u, b, n in
                             zip(configs["step_unstable_n"], configs["step_bimodal_n"], configs["n"])]  # fmt: skip
     stages = (ok["data_limit_stage"].groupby(keys.loc[ok.index], sort=False).agg(_most_common)
@@ -192,6 +194,15 @@ def stability_note(unstable: int, bimodal: int, n: int) -> str:
     if unstable >= n:
         return f"step times unstable ({kind}) in all {n} measurements: re-measured, still unstable"
     return f"step times unstable ({kind}) in {unstable} of {n} measurements: re-measured"
+
+
+NAME_WIDTH = 30  # a configuration label longer than this is named C<position> in tables, with a legend
+
+
+def short_names(labels: list[str]) -> list[str]:
+    """What tables call each configuration (listed by throughput): its label where short, else ``C<position>``
+    (``C1``: the best), which the section's legend spells out, so a table row stays at most a few lines tall."""
+    return [lab if len(lab) <= NAME_WIDTH else f"C{i}" for i, lab in enumerate(labels, start=1)]
 
 
 def _brief_labels(labels: list[str], records: list[dict], swept: list[str]) -> list[str]:

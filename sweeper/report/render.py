@@ -23,12 +23,12 @@ def to_terminal(blocks: list[Block], limit: int = 20, console: Console | None = 
             console.print(Text(b.text, style="bold underline" if b.level <= 2 else "bold"))
         elif isinstance(b, Para):
             style = {"note": "dim", "alert": "bold red"}.get(b.kind, "")
-            console.print(Text(b.text, style=style))
+            hanging(console, b.text, style)
         elif isinstance(b, Code):  # what it says; the lines to copy are in the files (a fold would break them)
             console.print(Text(b.title, style="bold"))
             for line in b.lines:
                 if line.startswith("# ") and not line.endswith(":"):  # what it is and why; no header of a copy
-                    console.print(Text(line[2:]))
+                    hanging(console, line[2:])
 
         elif isinstance(b, Table):
             table, dropped = _rich_table(b, limit, console.width)
@@ -38,10 +38,25 @@ def to_terminal(blocks: list[Block], limit: int = 20, console: Console | None = 
             if dropped:
                 left_out.append(plural(dropped, "more column"))
             if left_out:
-                console.print(Text(f"... {' and '.join(left_out)} in report.md / report.html", style="dim"))
+                hanging(console, f"... {' and '.join(left_out)} in report.md / report.html", "dim")
             if b.note:
-                console.print(Text(b.note, style="dim"))
+                hanging(console, b.note, "dim")
     console.print()
+
+
+INDENT = "  "  # a wrapped paragraph's or note's later lines: never at column 0, where a new item starts
+
+
+def hanging(console: Console, text: str, style: str = "") -> None:
+    """``text`` wrapped between words to the console's width, its continuation lines indented."""
+    import textwrap
+
+    width = max(20, console.width)
+    for paragraph in str(text).splitlines() or [""]:
+        lines = textwrap.wrap(paragraph, width, subsequent_indent=INDENT, break_long_words=False,
+                              break_on_hyphens=False) or [""]
+        for line in lines:
+            console.print(Text(line, style=style), soft_wrap=True)
 
 
 def plural(n: int, noun: str) -> str:

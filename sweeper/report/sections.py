@@ -47,6 +47,7 @@ def study_blocks(a: Analysis, limit: int, with_plots: bool = True) -> list[Block
     out.append(Para(headline(a)))
     out.append(Para(a.baseline_note, "note"))
     out.append(ranking(a, limit))
+    out += legend(a, limit)
     out += stability_notes(a, limit)
     out.append(memory_ranking(a, min(limit, 10)))
     if a.mfu_peaks:
@@ -79,7 +80,7 @@ def summary_blocks(analyses: list[Analysis]) -> list[Block]:
                 a.study,
                 a.workload,
                 trials,
-                best["label"],
+                best["name"] if best["name"] == best["label"] else f"{best['name']} (see its section)",
                 f"{num(best['value'])} {a.unit}",
                 times(best["speedup"]) + (" (uncertain)" if a.doubt() and times(best["speedup"]) != "-" else ""),
                 str(tied),
@@ -150,7 +151,7 @@ def ranking(a: Analysis, limit: int) -> Table:
             [
                 rank,
                 "tied" if r["tied"] else "",
-                r["label"] + _mark(r),
+                r["name"] + _mark(r),
                 num(r["value"]),
                 interval(r["lo"], r["hi"]),
                 str(int(r["n"])),
@@ -206,6 +207,16 @@ def ranking(a: Analysis, limit: int) -> Table:
     )  # the label names the configuration; .md has a column per knob
 
 
+MAX_LEGEND = 50  # configurations a legend spells out (the Markdown ranking's rows)
+
+
+def legend(a: Analysis, limit: int) -> list[Block]:
+    """``C1 = bf16 + channels_last + ...``: the long labels tables show as a name (``analysis.short_names``)."""
+    shown = a.configs.head(min(limit, MAX_LEGEND))
+    named = shown[shown["name"] != shown["label"]]
+    return [Para(f"{r['name']} = {r['label']}", "note") for _, r in named.iterrows()]
+
+
 def _mark(r: pd.Series) -> str:
     return f" {UNSTABLE}" if r.get("stability") else ""
 
@@ -258,7 +269,7 @@ def memory_ranking(a: Analysis, limit: int) -> Table:
     rows = [
         [
             _rank(r["rank_memory"]),
-            r["label"],
+            r["name"],
             mib(r["peak_mem_bytes"]),
             num(r["value"]),
             str(int(r["rank"])),
