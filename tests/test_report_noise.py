@@ -131,3 +131,18 @@ def test_one_configuration_is_not_ahead_of_others() -> None:
     assert len(a.configs) == 1
     text = headline(a)
     assert "ahead of every other" not in text and "the only configuration measured" in text, text
+
+
+def test_a_speedup_interval_excludes_1_exactly_where_the_ranking_separates_it_from_the_baseline() -> None:
+    """The headline's "ahead beyond noise" and the speed-up's interval never disagree (the speed-up used the larger
+    of the two t quantiles, so a configuration ranked ahead could show an interval around 1)."""
+    from sweeper.report.stats import separated
+
+    checked = 0
+    for seed in range(20):
+        c = analyse(planted_case(seed, repeats=2)).configs
+        base = c[c["is_baseline"]].iloc[0]
+        for _, r in c[~c["is_baseline"]].iterrows():
+            assert (r["speedup_lo"] > 1 or r["speedup_hi"] < 1) == separated(r, base), (seed, r["v:knob.config"])
+            checked += 1
+    assert checked == 60

@@ -27,7 +27,7 @@ from sweeper.report.data import (
 from sweeper.report.diagnose import diagnose
 from sweeper.report.importance import importance, marginals, recorded_space
 from sweeper.report.profiled import profile_diagnosis, profiles
-from sweeper.report.stats import aggregate, pareto_mask, rank_configs, ratio
+from sweeper.report.stats import aggregate, pareto_mask, rank_configs, ratio_interval
 
 FINGERPRINT = ("gpu_name", "cpu_model", "hostname", "torch_version")
 
@@ -253,8 +253,10 @@ def _speedups(configs: pd.DataFrame, base: bl.Baseline, rows: pd.DataFrame, keys
         why = ", ".join(f"trial {t}: {s} {r}".strip() for t, s, r in
                         zip(failed.get("trial", []), failed["status"], failed.get("reason", [""] * len(failed))))
         return f"the baseline configuration has no usable measurement ({why}); speed-ups are not shown"
-    b = configs.loc[base.key]
-    r, lo, hi = ratio(configs["value"], configs["rel_se"], configs["t"], b["value"], b["rel_se"], b["t"])
+    cols = [c for c in ("value", "rel_se", "df", "noise_of") if c in configs]
+    b = configs.loc[base.key, cols].to_dict()
+    r, lo, hi = (pd.Series(v, index=configs.index, dtype=float) for v in
+                 zip(*(ratio_interval(row, b) for row in configs[cols].to_dict("records"))))  # fmt: skip
     configs["speedup"] = r
     if configs.attrs.get("repeats_df"):  # an interval only where trial-to-trial noise was measured
         configs["speedup_lo"], configs["speedup_hi"] = lo, hi

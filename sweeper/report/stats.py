@@ -173,16 +173,32 @@ def welch_df(se_a: float, df_a: float, se_b: float, df_b: float) -> float:
     return (va + vb) ** 2 / denom if denom > 0 else math.nan
 
 
+def _diff_t(a: dict, b: dict) -> tuple[float, float]:
+    """(standard error, Student's t at 95 %) of ``log(a / b)``: Welch-Satterthwaite degrees of freedom, or the one
+    estimate's when both borrow the same configuration's spread."""
+    se = math.hypot(float(a["rel_se"]), float(b["rel_se"]))
+    shared = a.get("noise_of") is not None and a.get("noise_of") == b.get("noise_of")
+    df = float(a["df"]) if shared else welch_df(float(a["rel_se"]), float(a["df"]), float(b["rel_se"]),
+                                                   float(b["df"]))
+    return se, t_quantile(df)
+
+
 def separated(a: dict, b: dict) -> bool:
     """Whether configurations ``a`` and ``b`` (rows of ``aggregate``: ``value``, ``rel_se``, ``df``, ``noise_of``)
     differ beyond noise: the 95 % interval of ``log(a / b)`` excludes 0. False where either has no noise estimate."""
-    se = math.hypot(float(a["rel_se"]), float(b["rel_se"]))
-    if not (math.isfinite(se) and a["value"] > 0 and b["value"] > 0):
+    if not (a["value"] > 0 and b["value"] > 0):
         return False
-    shared = a.get("noise_of") is not None and a.get("noise_of") == b.get("noise_of")
-    df = float(a["df"]) if shared else welch_df(float(a["rel_se"]), float(a["df"]), float(b["rel_se"]), float(b["df"]))
-    tq = t_quantile(df)
-    return bool(math.isfinite(tq)) and abs(math.log(a["value"] / b["value"])) > tq * se
+    se, tq = _diff_t(a, b)
+    return bool(math.isfinite(se) and math.isfinite(tq)) and abs(math.log(a["value"] / b["value"])) > tq * se
+
+
+def ratio_interval(a: dict, b: dict) -> tuple[float, float, float]:
+    """``a / b`` with the 95 % interval ``separated`` decides by (it excludes 1 exactly when they are separated);
+    NaN ends without a noise estimate."""
+    r = float(a["value"]) / float(b["value"])
+    se, tq = _diff_t(a, b)
+    half = tq * se
+    return (r, r * math.exp(-half), r * math.exp(half)) if math.isfinite(half) else (r, math.nan, math.nan)
 
 
 def tie_ranks(lo: np.ndarray, hi: np.ndarray, maximize: bool = True) -> np.ndarray:
