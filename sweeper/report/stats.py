@@ -130,9 +130,11 @@ def add_intervals(out: pd.DataFrame) -> pd.DataFrame:
     if len(reps):
         widest_all = between.loc[reps].idxmax()
         widest = {f: between.loc[k].idxmax() for f, k in pd.Series(reps, index=reps).groupby(family.loc[reps])}
-        for key in out.index[~repeated.to_numpy()]:
-            src = widest.get(family[key], widest_all)
-            between[key], bdf[key], noise_of[key] = between[src], bdf[src], src
+        once = ~repeated.to_numpy()
+        src = family[once].map(lambda f: widest.get(f, widest_all))  # vectorized: thousands of configurations
+        between[once] = between.loc[src.to_numpy()].to_numpy()
+        bdf[once] = bdf.loc[src.to_numpy()].to_numpy()
+        noise_of[once] = src.to_numpy()
     rse2 = out["rse2"].astype(float)
     use_between = between.notna() & ~(rse2 > between)
     per_trial = between.where(use_between, rse2)
