@@ -70,8 +70,9 @@ def summary_blocks(analyses: list[Analysis]) -> list[Block]:
     for a in analyses:
         trials = str(sum(a.counts.values()))
         if a.configs.empty:
-            rows.append([a.study, a.workload, trials, f"(nothing ranked: {a.why_empty or 'no measured row'})", "-",
-                         "-", "-"])
+            rows.append(
+                [a.study, a.workload, trials, f"(nothing ranked: {a.why_empty or 'no measured row'})", "-", "-", "-"]
+            )
             continue
         best = a.configs.iloc[0]
         tied = int((a.configs["rank"] == best["rank"]).sum()) - 1
@@ -282,6 +283,10 @@ def memory_ranking(a: Analysis, limit: int) -> Table:
         ["mem #", "configuration", "peak mem (MiB)", f"throughput ({a.unit})", "#", "pareto"],
         rows,
         align="rlrrrl",
+        note="On the CPU peak memory is the process's peak RSS, torch itself included: the recipe never trades "
+        "speed for it."
+        if a.device_mem_bytes is None and any(m.startswith("cpu:") for m in a.machines)
+        else "",
         more=max(0, len(c) - limit),
     )
 
@@ -321,8 +326,15 @@ def importance_blocks(a: Analysis, with_plots: bool) -> list[Block]:
         out.append(
             Table(
                 "Effect of each knob",
-                ["knob", "value", "configs", "trials", f"mean ({a.unit})", "mean vs best value",
-                 "vs #1, this knob only"],
+                [
+                    "knob",
+                    "value",
+                    "configs",
+                    "trials",
+                    f"mean ({a.unit})",
+                    "mean vs best value",
+                    "vs #1, this knob only",
+                ],
                 rows,
                 align="llrrrrl",
                 note="vs #1, this knob only = the configuration equal to the best (#1) but for this knob's value, "
