@@ -168,3 +168,11 @@ def test_importance_needs_enough_configurations() -> None:
     a = analyse(frame(rows))
     assert not a.importance
     assert "too few configurations for it: 5 measured, need 8" in a.importance_note
+
+
+def test_recipe_flag_writes_no_file(tmp_path: Path) -> None:
+    """``--recipe`` prints and writes nothing (its writability check left an empty report.md and report.html)."""
+    write(tmp_path, _study([({"batch_size": 8}, [10.0], 1e8), ({"batch_size": 64}, [30.0], 1e8)], {"batch_size": 8}))
+    proc = run_report([str(tmp_path), "--recipe", "--no-cache"])
+    assert proc.returncode == 0 and "knobs.batch_size=64" in proc.stdout, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trials"]
