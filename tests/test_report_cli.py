@@ -37,7 +37,7 @@ def test_report_writes_markdown_and_html(tmp_path: Path) -> None:
     assert "Ranking by throughput" in md and "Ranking by peak memory" in md and "| 1 |" in md
     assert "x baseline" in md and "| baseline |" in md  # speed-ups against the defaults
     assert "importance (peak_mem_bytes)" in md  # the multi-objective study
-    assert "Marginal effect of each knob" in md and "Failed" not in md
+    assert "Effect of each knob" in md and "Failed" not in md
     assert "throughput" in proc.stdout and "report written to" in proc.stdout
     assert "<script src" not in html and "Plotly.newPlot" in html and len(html) > 3_000_000  # plotly.js inline
     assert html.count('class="plot"') >= 6

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +11,7 @@ import pytest
 from sweeper.report.analysis import analyse
 from sweeper.report.data import load, norm
 from sweeper.report.diagnose import diagnose
-from sweeper.report.stats import pareto_mask, tie_ranks
+from sweeper.report.stats import pareto_mask, separated, tie_ranks
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
 
@@ -31,9 +30,19 @@ def knob_groups(rows: pd.DataFrame) -> pd.core.groupby.DataFrameGroupBy:
 
 # ------------------------------------------------------------------------------------------- pure functions
 
+
 def test_norm_spells_each_value_once() -> None:
-    assert [norm(v) for v in (True, np.bool_(False), 256, 256.0, np.int64(4), 0.5, None, float("nan"), "bf16")] == \
-        ["true", "false", "256", "256", "4", "0.5", "null", "null", "bf16"]
+    assert [norm(v) for v in (True, np.bool_(False), 256, 256.0, np.int64(4), 0.5, None, float("nan"), "bf16")] == [
+        "true",
+        "false",
+        "256",
+        "256",
+        "4",
+        "0.5",
+        "null",
+        "null",
+        "bf16",
+    ]
 
 
 def test_tie_ranks_count_only_disjoint_intervals() -> None:
@@ -50,20 +59,31 @@ def test_pareto_mask_two_objectives() -> None:
     assert mask.tolist() == [True, True, False, True, False]
 
 
-@pytest.mark.parametrize("args,expected", [
-    ((0.45, 95, 0.5), "data-bound"), ((0.25, 30, 0.1), "data-bound"), ((0.15, 95, 0.5), "compute-bound"),
-    ((0.01, 95, 0.50), "compute-bound"), ((0.01, 40, 0.05), "launch-bound"),
-    ((0.01, 95, 0.10), "memory-bound"), ((0.01, None, None), "n/a"), ((0.01, 92, None), "compute-bound"),
-    # the host launching most of the window while the GPU idles > 5 %: launch-bound; a busy GPU, or a host that
-    # is not mostly launching, keeps the other rules (the H200's JPEG rows of 2026-12-02)
-    ((0.025, 85.5, 0.155, None, 0.83), "launch-bound"), ((0.0, 99.4, 0.18, None, 0.78), "memory-bound"),
-    ((0.08, 91.8, 0.155, "decode", 0.60), "memory-bound"), ((0.025, 85.5, 0.155, None, None), "memory-bound"),
-])
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        ((0.45, 95, 0.5), "data-bound"),
+        ((0.25, 30, 0.1), "data-bound"),
+        ((0.15, 95, 0.5), "compute-bound"),
+        ((0.01, 95, 0.50), "compute-bound"),
+        ((0.01, 40, 0.05), "launch-bound"),
+        ((0.01, 95, 0.10), "memory-bound"),
+        ((0.01, None, None), "n/a"),
+        ((0.01, 92, None), "compute-bound"),
+        # the host launching most of the window while the GPU idles > 5 %: launch-bound; a busy GPU, or a host that
+        # is not mostly launching, keeps the other rules (the H200's JPEG rows of 2026-12-02)
+        ((0.025, 85.5, 0.155, None, 0.83), "launch-bound"),
+        ((0.0, 99.4, 0.18, None, 0.78), "memory-bound"),
+        ((0.08, 91.8, 0.155, "decode", 0.60), "memory-bound"),
+        ((0.025, 85.5, 0.155, None, None), "memory-bound"),
+    ],
+)
 def test_diagnosis_rule(args: tuple, expected: str) -> None:
     assert diagnose(*args) == expected
 
 
 # ------------------------------------------------------------------------------------------- recorded sweeps
+
 
 def test_single_objective_configurations_and_repeats() -> None:
     rows = rows_of("single")
@@ -72,22 +92,21 @@ def test_single_objective_configurations_and_repeats() -> None:
     assert len(a.configs) == groups.ngroups
     assert sorted(a.configs["n"].tolist()) == sorted(groups.size().tolist())
     assert a.configs["n"].max() >= 2, "the fixture has repeated configurations (repeat=true)"
-    # Means, and the pooled between-trial spread of log throughput, recomputed here from the rows.
+    # Means, and each repeated configuration's own between-trial spread of log throughput, recomputed from the rows.
     assert sorted(a.configs["value"].round(12)) == sorted(groups["throughput"].mean().round(12))
-    logs = groups["throughput"].agg(lambda s: list(np.log(s)))
-    dof = sum(len(v) - 1 for v in logs if len(v) > 1)
-    ss = sum(float(np.var(v, ddof=1)) * (len(v) - 1) for v in logs if len(v) > 1)
-    assert a.configs.attrs["pooled_rel_sd"] == pytest.approx(math.sqrt(ss / dof))
+    own = sorted(float(np.var(np.log(s), ddof=1)) for s in groups["throughput"].agg(list) if len(s) > 1)
+    c = a.configs
+    assert sorted(c.loc[c["n"] > 1, "log_var"]) == pytest.approx(own)
     c = a.configs
     assert ((c["lo"] <= c["value"]) & (c["value"] <= c["hi"])).all()
     # Listed by throughput; a run of configurations within noise of the run's first (intervals overlapping its
     # interval) shares that one's position as rank, so ranks never contradict the listed order.
     assert list(c["value"]) == sorted(c["value"], reverse=True)
     assert list(c["rank"]) == sorted(c["rank"])
-    leader_lo, rank = None, 0
+    leader, rank = None, 0
     for position, (_, r) in enumerate(c.iterrows(), start=1):
-        if leader_lo is None or r["hi"] < leader_lo:
-            leader_lo, rank = r["lo"], position
+        if leader is None or separated(leader, r):
+            leader, rank = r, position
         assert r["rank"] == rank
     assert set(a.importance["throughput"]) == {k.split(".", 1)[1] for k in a.swept}
     assert sum(a.importance["throughput"].values()) == pytest.approx(1.0)
@@ -138,8 +157,11 @@ def test_multi_objective_pareto_front() -> None:
     assert a.objectives == [("throughput", "maximize"), ("peak_mem_bytes", "minimize")]
     c = a.configs
     for key, r in c.iterrows():
-        dominated = ((c["value"] >= r["value"]) & (c["peak_mem_bytes"] <= r["peak_mem_bytes"])
-                     & ((c["value"] > r["value"]) | (c["peak_mem_bytes"] < r["peak_mem_bytes"]))).any()
+        dominated = (
+            (c["value"] >= r["value"])
+            & (c["peak_mem_bytes"] <= r["peak_mem_bytes"])
+            & ((c["value"] > r["value"]) | (c["peak_mem_bytes"] < r["peak_mem_bytes"]))
+        ).any()
         assert bool(r["pareto"]) == (not dominated), key
     assert list(c.sort_values("peak_mem_bytes")["rank_memory"]) == sorted(c["rank_memory"])
     assert set(a.importance) == {"throughput", "peak_mem_bytes"}

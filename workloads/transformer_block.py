@@ -68,6 +68,25 @@ def sdpa_context(backend: str) -> contextlib.AbstractContextManager:
     return sdpa_kernel([names[backend]])
 
 
+RECIPE = {  # a literal, read from the source by the report (see workloads.common.RECIPE for the spelling)
+    "sdpa_backend": {
+        "auto": [],
+        "flash": ["from torch.nn.attention import SDPBackend, sdpa_kernel",
+                 "with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):  # around each training step",
+                 "    loss = train_step(batch)"],
+        "efficient": ["from torch.nn.attention import SDPBackend, sdpa_kernel",
+                     "with sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION]):  # around each training step",
+                     "    loss = train_step(batch)"],
+        "cudnn": ["from torch.nn.attention import SDPBackend, sdpa_kernel",
+                 "with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):  # around each training step",
+                 "    loss = train_step(batch)"],
+        "math": ["from torch.nn.attention import SDPBackend, sdpa_kernel",
+                "with sdpa_kernel([SDPBackend.MATH]):  # around each training step",
+                "    loss = train_step(batch)"],
+    },
+}
+
+
 def flops_by_op(p: dict[str, Any], batch: int) -> dict[str, float]:
     """Model FLOPs of forward + backward for one micro-batch per aten op, counted by FlopCounterMode on the meta
     device. There SDPA runs its math path: attention is the ``bmm`` ops (QK^T and PV, full, not causal-halved),

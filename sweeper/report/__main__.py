@@ -1,7 +1,8 @@
 """``python -m sweeper.report [results] [--workload W] [--study S] [--compare COL] [--baseline STUDY|latest|DATE]
 [--fail-on-regression PCT] [--html PATH] [--out PATH] [--recipe]``
 
-Prints the report to the terminal and writes ``report.md`` and ``report.html`` into the results folder.
+Prints the report to the terminal and writes ``report.md``, ``report.html`` and ``recipe.json`` (each study's
+configuration to adopt, machine-readable) into the results folder.
 Exit codes: 0 ok, 2 bad input (one line naming the flag and the fix), 3 a regression with --fail-on-regression.
 """
 
@@ -41,9 +42,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="Optuna importance evaluator (auto: fANOVA when scikit-learn is installed)")
     p.add_argument("--no-cache", action="store_true", help="read every Parquet file, ignore <results>/.report-cache")
     p.add_argument("--recipe", action="store_true",
-                   help="print each study's configuration to adopt (the best, or the least-memory one tied with it "
-                        "within noise) as Hydra overrides that re-run it and PyTorch lines that apply it; "
-                        "writes no files")
+                   help="print each study's configuration to adopt (the fastest, or one tied with it that saves "
+                        "10%% of a GPU's memory) as Hydra overrides that re-run it and PyTorch lines that apply it, "
+                        "with what it was measured under; writes no files")
     return p.parse_args(argv)
 
 
@@ -123,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     md_path = Path(args.out) if args.out else folder / "report.md"
     html_path = Path(args.html) if args.html else folder / "report.html"
     missing = missing_extra()
-    for flag, path in (("--out", md_path), *(() if missing else (("--html", html_path),))):
+    writes = () if args.recipe else (("--out", md_path), *(() if missing else (("--html", html_path),)))
+    for flag, path in writes:  # --recipe writes no file: it checks none (the check leaves an empty file behind)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(path, "a", encoding="utf-8"):
@@ -142,17 +144,20 @@ def main(argv: list[str] | None = None) -> int:
         print(recipe_text(report.analyses, df))
         return EXIT_OK
     to_terminal(report.blocks, limit=args.top)
+    from sweeper.report.recipe import recipes_json
+
     md_path.parent.mkdir(parents=True, exist_ok=True)
+    (md_path.parent / "recipe.json").write_text(recipes_json(report.analyses, df), encoding="utf-8")
     md_path.write_text(to_markdown(report.blocks, None if missing else html_path.name, limit=max(50, args.top)),
                        encoding="utf-8")
     if missing:
-        print(f"report written to {md_path}")
+        print(f"report written to {md_path} (and recipe.json beside it)")
         print(EXTRA_HINT, file=sys.stderr)
     else:
         html_path.parent.mkdir(parents=True, exist_ok=True)
         html_path.write_text(to_html(report.blocks, f"Sweep report: {results}", limit=max(200, args.top)),
                              encoding="utf-8")
-        print(f"report written to {md_path} and {html_path}")
+        print(f"report written to {md_path} and {html_path} (and recipe.json beside the Markdown)")
     if threshold is not None and report.not_gated:
         print("not gated: " + "; ".join(report.not_gated), file=sys.stderr)
     if threshold is not None and report.regressions:

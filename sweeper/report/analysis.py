@@ -9,11 +9,16 @@ import numpy as np
 import pandas as pd
 
 from sweeper.report import baseline as bl
+from sweeper.report.blocks import num
 from sweeper.report.data import (
+    ABSURD,
+    ABSURD_VS_MEDIAN,
     config_columns,
     config_keys,
+    implausible_rows,
     normalized,
     objectives_of,
+    short_name,
     status_counts,
     unit_of,
     usable,
@@ -22,7 +27,7 @@ from sweeper.report.data import (
 from sweeper.report.diagnose import diagnose
 from sweeper.report.importance import importance, marginals, recorded_space
 from sweeper.report.profiled import profile_diagnosis, profiles
-from sweeper.report.stats import aggregate, pareto_mask, rank_configs, ratio
+from sweeper.report.stats import aggregate, pareto_mask, rank_configs, ratio_interval
 
 FINGERPRINT = ("gpu_name", "cpu_model", "hostname", "torch_version")
 
@@ -47,12 +52,16 @@ class Analysis:
     profiles: pd.DataFrame = field(default_factory=pd.DataFrame)  # each configuration's latest profiled row
     mfu_peaks: list[str] = field(default_factory=list)  # the peaks the rows' MFU divided by (``mfu_peak``)
     single_runs: bool = False  # rows of single runs (no sweep): not a study, no summary line, no recipe, no trend
+    not_ranked: list[str] = field(default_factory=list)  # measured rows left out as implausible, each with why
+    outside_defaults: list[str] = field(default_factory=list)  # the baseline's knobs not at their default (fixed)
+    device_mem_bytes: float | None = None  # the GPU's memory (None on the CPU): what a memory saving is a share of
+    why_empty: str = ""  # why nothing was ranked (no configuration measured), from the rows' statuses and reasons
 
     @property
     def noise_measured(self) -> bool:
         """Whether trial-to-trial noise was measured: some configuration ran more than once (a re-measure of the
         baseline or the best, ``confirm_of`` rows, a repeat). Without it no claim says "beyond noise"."""
-        return bool(self.configs.attrs.get("pooled_df") or 0) if not self.configs.empty else False
+        return bool(self.configs.attrs.get("repeats_df") or 0) if not self.configs.empty else False
 
     def doubt(self, key: str | None = None, name: str = "the best") -> str:
         """Why what the report says of configuration ``key`` (the best by default), its speed-up over the baseline
@@ -94,7 +103,11 @@ def analyse(rows: pd.DataFrame, evaluator: str = "auto") -> Analysis:
                  objectives=objectives, counts=status_counts(rows), swept=swept, configs=pd.DataFrame(),
                  baseline=base, failures=_failures(rows), machines=_machines(rows),
                  single_runs=bool(single_run_rows(rows).all()))
+    a.not_ranked = _not_ranked(rows, a.unit)
+    a.device_mem_bytes = _device_memory(ok)
+    a.outside_defaults = _outside_defaults(normed, keys, base)
     if ok.empty:
+        a.why_empty = _why_empty(rows, bool(a.not_ranked))
         return a
     configs = rank_configs(aggregate(ok, keys))
     first = normed.loc[ok.index].groupby(keys.loc[ok.index], sort=False).first()
@@ -103,7 +116,9 @@ def analyse(rows: pd.DataFrame, evaluator: str = "auto") -> Analysis:
         configs[f"v:{col}"] = values[col]
     records = values.to_dict("records")
     configs["label"] = [bl.label(v, swept, base.defaults) for v in records]
-    configs["label_brief"] = _brief_labels(configs["label"].tolist(), records, swept)
+    configs["name"] = short_names(configs["label"].tolist())
+    brief = _brief_labels(configs["label"].tolist(), records, swept)
+    configs["label_brief"] = [b if len(b) <= NAME_WIDTH else n for b, n in zip(brief, configs["name"])]
     configs["stability"] = [stability_note(u, b, n) for u, b, n in
                             zip(configs["step_unstable_n"], configs["step_bimodal_n"], configs["n"])]  # fmt: skip
     stages = (ok["data_limit_stage"].groupby(keys.loc[ok.index], sort=False).agg(_most_common)
@@ -119,11 +134,53 @@ def analyse(rows: pd.DataFrame, evaluator: str = "auto") -> Analysis:
         a.mfu_peaks = sorted({str(v) for v in ok["mfu_peak"].dropna() if str(v)})
     configs["pareto"] = _pareto(configs, ok, keys, objectives)
     a.baseline_note = _speedups(configs, base, rows, keys)
+    if a.outside_defaults:
+        a.baseline_note += (f"; the sweep ran every configuration at {', '.join(a.outside_defaults)}: "
+                            "\"defaults\" names the swept knobs' defaults")
     a.configs = configs
     a.importance, a.importance_note = _importance(configs, values, objectives, evaluator, recorded_space(rows))
     a.marginals = marginals(configs, values, swept)
     a.history = _history(ok, objectives)
     return a
+
+
+def _outside_defaults(normed: pd.DataFrame, keys: pd.Series, base: bl.Baseline) -> list[str]:
+    """``compile=off (default: default)`` for each knob or parameter the baseline ran at another value than the
+    recorded default (fixed by the sweep, a default outside its space): then the baseline is not the defaults."""
+    if base.key is None or not base.defaults or not (keys == base.key).any():
+        return []
+    values = normed[keys == base.key].iloc[0]
+    return [f"{short_name(c)}={values[c]} (default: {d})" for c, d in sorted(base.defaults.items())
+            if c in values.index and values[c] != "null" and d != "null" and values[c] != d]
+
+
+def _device_memory(ok: pd.DataFrame) -> float | None:
+    """The smallest GPU memory the measured rows ran on; None for CPU rows (or none recorded)."""
+    if "gpu_mem_bytes" not in ok or "device" not in ok:
+        return None
+    gpu = ok["device"].astype(str).str.startswith("cuda")
+    mem = pd.to_numeric(ok.loc[gpu, "gpu_mem_bytes"], errors="coerce").dropna()
+    return float(mem.min()) if len(mem) and mem.min() > 0 else None
+
+
+def _not_ranked(rows: pd.DataFrame, unit: str) -> list[str]:
+    out = []
+    for _, r in implausible_rows(rows).iterrows():
+        trial = r.get("trial")
+        who = f"trial {int(trial)}" if pd.notna(trial) else "a single run"
+        out.append(f"{who}: a throughput of {num(r['throughput'])} {unit} is not a measurement (over {num(ABSURD)} "
+                   f"a second, or {num(ABSURD_VS_MEDIAN)} times this study's median): not ranked; check that row")
+    return out
+
+
+def _why_empty(rows: pd.DataFrame, implausible: bool) -> str:
+    """``no measured row: 1 failed (exception:ValueError), 2 interrupted``."""
+    parts = []
+    for status, part in rows.groupby(rows["status"].astype(str), sort=True):
+        reasons = sorted({str(r) for r in part.get("reason", pd.Series(dtype=object)).dropna() if str(r)})
+        parts.append(f"{len(part)} {status}" + (f" ({', '.join(reasons[:3])})" if reasons else ""))
+    text = "no measured row: " + ", ".join(parts)
+    return text + ("; the measured values are implausible (below)" if implausible else "")
 
 
 def stability_note(unstable: int, bimodal: int, n: int) -> str:
@@ -137,6 +194,15 @@ def stability_note(unstable: int, bimodal: int, n: int) -> str:
     if unstable >= n:
         return f"step times unstable ({kind}) in all {n} measurements: re-measured, still unstable"
     return f"step times unstable ({kind}) in {unstable} of {n} measurements: re-measured"
+
+
+NAME_WIDTH = 30  # a configuration label longer than this is named C<position> in tables, with a legend
+
+
+def short_names(labels: list[str]) -> list[str]:
+    """What tables call each configuration (listed by throughput): its label where short, else ``C<position>``
+    (``C1``: the best), which the section's legend spells out, so a table row stays at most a few lines tall."""
+    return [lab if len(lab) <= NAME_WIDTH else f"C{i}" for i, lab in enumerate(labels, start=1)]
 
 
 def _brief_labels(labels: list[str], records: list[dict], swept: list[str]) -> list[str]:
@@ -187,10 +253,12 @@ def _speedups(configs: pd.DataFrame, base: bl.Baseline, rows: pd.DataFrame, keys
         why = ", ".join(f"trial {t}: {s} {r}".strip() for t, s, r in
                         zip(failed.get("trial", []), failed["status"], failed.get("reason", [""] * len(failed))))
         return f"the baseline configuration has no usable measurement ({why}); speed-ups are not shown"
-    b = configs.loc[base.key]
-    r, lo, hi = ratio(configs["value"], configs["rel_se"], configs["t"], b["value"], b["rel_se"], b["t"])
+    cols = [c for c in ("value", "rel_se", "df", "noise_of") if c in configs]
+    b = configs.loc[base.key, cols].to_dict()
+    r, lo, hi = (pd.Series(v, index=configs.index, dtype=float) for v in
+                 zip(*(ratio_interval(row, b) for row in configs[cols].to_dict("records"))))  # fmt: skip
     configs["speedup"] = r
-    if configs.attrs.get("pooled_df"):  # an interval only where trial-to-trial noise was measured
+    if configs.attrs.get("repeats_df"):  # an interval only where trial-to-trial noise was measured
         configs["speedup_lo"], configs["speedup_hi"] = lo, hi
         return f"baseline: {base.how}"
     return (f"baseline: {base.how}. Each configuration was measured once: no noise estimate, so speed-ups have no "

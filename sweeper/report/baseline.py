@@ -44,6 +44,7 @@ def _flagged(rows: pd.DataFrame) -> tuple[str, pd.Series] | None:
     for col in FLAG_COLUMNS:
         if col in rows:
             flagged = rows[col].astype(object).map(lambda v: v is True or v == 1 or str(v).lower() == "true")
+            flagged = flagged.astype(bool)
             if flagged.any():
                 return col, flagged
     return None

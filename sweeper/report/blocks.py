@@ -43,6 +43,14 @@ class Table:
 
 
 @dataclass
+class Code:
+    """Lines to copy as they are (a command, code): never wrapped or reflowed; a title above them."""
+
+    title: str
+    lines: list[str]
+
+
+@dataclass
 class Plot:
     title: str
     figure: dict[str, Any]  # a Plotly figure spec: {"data": [...], "layout": {...}}
@@ -56,17 +64,23 @@ class Contents:
     title: str = "Contents"
 
 
-Block = Union[Heading, Para, Table, Plot, Contents]
+Block = Union[Heading, Para, Table, Plot, Contents, Code]
+
+
+BIG = 1e9  # from here on numbers are written as ``1.23e+12``: a row's 1e300 is 9 characters, not 301 digits
 
 
 def num(value: Any, digits: int = 4) -> str:
-    """A number with ``digits`` significant digits (thousands separated); ``-`` for missing."""
+    """A number with ``digits`` significant digits (thousands separated; ``1.23e+12`` from ``BIG`` on, ``inf``);
+    ``-`` for missing."""
     try:
         v = float(value)
     except (TypeError, ValueError):
         return "-" if value is None else str(value)
     if math.isnan(v):
         return "-"
+    if math.isinf(v) or abs(v) >= BIG:
+        return f"{v:.{max(1, min(digits, 3) - 1)}e}" if math.isfinite(v) else ("inf" if v > 0 else "-inf")
     if v != 0 and abs(v) >= 10 ** digits:
         return f"{v:,.0f}"
     return f"{v:,.{digits}g}"
@@ -84,7 +98,9 @@ def pct(value: Any, digits: int = 0) -> str:
         v = float(value)
     except (TypeError, ValueError):
         return "-"
-    return "-" if math.isnan(v) else f"{v * 100:.{digits}f}%"
+    if math.isnan(v):
+        return "-"
+    return f"{num(v * 100, 3)}%" if not math.isfinite(v) or abs(v * 100) >= 10_000 else f"{v * 100:.{digits}f}%"
 
 
 def interval(lo: Any, hi: Any) -> str:
@@ -95,6 +111,8 @@ def ratio_text(r: Any) -> str:
     """A ratio with two decimals (``2.10``, ``0.71``), and two significant digits below 0.01 (``0.0058``): a ratio
     is never printed as ``0.00``."""
     v = float(r)
+    if not math.isfinite(v) or abs(v) >= 10_000:
+        return num(v, 3)
     return f"{v:.2g}" if 0 < abs(v) < 0.01 else f"{v:.2f}"
 
 

@@ -16,7 +16,7 @@ import pandas as pd
 from sweeper.report import plots
 from sweeper.report.analysis import configurations
 from sweeper.report.baseline import label, workload_defaults
-from sweeper.report.blocks import Block, Heading, Para, Plot, Table, interval, num, times
+from sweeper.report.blocks import Block, Heading, Para, Plot, Table, interval, num, pct, times
 from sweeper.report.data import fingerprint_label, unit_of, usable
 from sweeper.report.stats import aggregate, rank_configs, ratio
 
@@ -132,7 +132,7 @@ def _near_best(c: pd.DataFrame, key: str) -> str:
     row, top = c.loc[key], c.iloc[0]
     frac = row["value"] / top["value"]
     near = row["rank"] == 1 or frac >= NEAR_BEST
-    return (f"rank {int(row['rank'])} of {len(c)}, {frac:.0%} of the best there"
+    return (f"rank {int(row['rank'])} of {len(c)}, {pct(frac)} of the best there"
             f" -> {'still near-best' if near else 'not near-best'}")
 
 

@@ -113,20 +113,59 @@ def status_counts(df: pd.DataFrame) -> dict[str, int]:
     return {str(k): int(v) for k, v in df["status"].value_counts().items()} if len(df) else {}
 
 
-def usable(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows measured to the end with a finite loss and a throughput: what rankings and statistics use.
+# No device measures more than this many units a second of anything (samples, tokens, TFLOP/s): a row above it was
+# not measured by a trial (a number copied or edited into the folder) and is never ranked.
+ABSURD = 1e18
+# Nor is a row this many times faster than the median of its study's measured rows (three or more of them).
+ABSURD_VS_MEDIAN = 1e4
 
-    Skipped duplicates carry a copy of an earlier trial's metrics, so they are not repeats and are left out.
-    """
-    ok = df[df["status"] == "complete"]
-    if "loss_finite" in ok:
-        ok = ok[ok["loss_finite"].astype(object).map(lambda v: v is not False and v is not np.False_)]
+
+def measured(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows measured to the end with a finite loss and a positive, finite throughput (before the plausibility
+    check of ``usable``). Rows without a ``throughput`` column at all (nothing measured) give none."""
+    ok = df[df["status"] == "complete"] if "status" in df else df.iloc[0:0]
+    if "throughput" not in ok:
+        return ok.iloc[0:0]
+    if "loss_finite" in ok:  # a boolean mask, also when empty (an empty object Series would select columns)
+        finite = ok["loss_finite"].astype(object).map(lambda v: v is not False and v is not np.False_)
+        ok = ok.loc[finite.astype(bool)]
     ok = ok[pd.to_numeric(ok["throughput"], errors="coerce").gt(0)]
     # an inf or NaN in a ranked value (rows of versions that wrote them as complete) is never ranked
     for metric in {"throughput", "peak_mem_bytes", *(m for m, _d in objectives_of(df))} & set(ok.columns):
         values = pd.to_numeric(ok[metric], errors="coerce")
         ok = ok[values.isna() | np.isfinite(values)] if metric == "peak_mem_bytes" else ok[np.isfinite(values)]
     return ok
+
+
+def implausible(ok: pd.DataFrame) -> pd.Series:
+    """Of measured rows (``measured``), those whose throughput no trial measures: above ``ABSURD``, or more than
+    ``ABSURD_VS_MEDIAN`` times the median of the measured rows of its (workload, study) when it has three or more."""
+    if ok.empty:
+        return pd.Series(False, index=ok.index)
+    value = pd.to_numeric(ok["throughput"], errors="coerce").astype(float)
+    groups = [ok[c].astype(str) for c in ("workload", "study") if c in ok]
+    out = value > ABSURD
+    if groups:
+        size = value.groupby(groups, sort=False).transform("size")
+        median = value.groupby(groups, sort=False).transform("median")
+    else:
+        size, median = pd.Series(len(value), index=value.index), pd.Series(value.median(), index=value.index)
+    return out | ((size >= 3) & (value > ABSURD_VS_MEDIAN * median))
+
+
+def usable(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows measured to the end with a finite loss and a plausible throughput: what rankings and statistics use.
+
+    Skipped duplicates carry a copy of an earlier trial's metrics, so they are not repeats and are left out.
+    """
+    ok = measured(df)
+    return ok[~implausible(ok)]
+
+
+def implausible_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """Measured rows ``usable`` leaves out as implausible (the report lists them instead of ranking them)."""
+    ok = measured(df)
+    return ok[implausible(ok)]
 
 
 def unit_of(df: pd.DataFrame) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from sweeper.report.blocks import Block, Contents, Heading, Para, Plot, Table
+from sweeper.report.blocks import Block, Code, Contents, Heading, Para, Plot, Table
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1500px;color:#222;
@@ -30,6 +30,7 @@ nav.toc ol{margin:4px 0;padding-left:22px}
 tr.best td{background:#eef9ee}tr.baseline td{background:#fff6dd}tr.bad td{background:#fde8e8}
 .note{color:#555;font-size:13px}.alert{color:#b00020;font-weight:600}.scroll{overflow-x:auto}
 .plot{width:100%;min-height:420px;margin:8px 0 24px}
+pre.code{background:#f7f7f7;border:1px solid #e5e5e5;padding:8px;overflow-x:auto;font-size:12.5px}
 """
 
 _BOOT = """
@@ -116,6 +117,8 @@ def to_html(blocks: list[Block], title: str, limit: int = 200) -> str:
         elif isinstance(b, Para):
             cls = {"note": "note", "alert": "alert"}.get(b.kind, "")
             parts.append(f'<p class="{cls}">{e(b.text)}</p>' if cls else f"<p>{e(b.text)}</p>")
+        elif isinstance(b, Code):
+            parts.append(f'<p><strong>{e(b.title)}</strong></p><pre class="code">{e(chr(10).join(b.lines))}</pre>')
         elif isinstance(b, Table):
             parts.append(_table(b, limit))
         elif isinstance(b, Plot):

@@ -29,6 +29,7 @@ from optuna.distributions import (
 )
 
 from sweeper.report.data import short_name, value_order
+from sweeper.report.stats import separated
 
 MAX_TRIALS = 128  # larger studies are subsampled (seeded) before fitting, the report says so: fANOVA grows with them
 FANOVA_TREES = 16  # Optuna's default is 64; on these sweeps 16 ranks knobs the same at a quarter of the time
@@ -105,6 +106,11 @@ def _evaluator(name: str, trees: int = FANOVA_TREES):
     return PedAnovaImportanceEvaluator(), "PED-ANOVA"
 
 
+# Importance only from enough configurations: at least this many, and this many per knob that varies (the JPEG
+# sweep's 5 configurations of 15 knobs gave one knob 0.25 of the importance: noise read as an effect).
+MIN_CONFIGS, MIN_PER_KNOB = 6, 2
+
+
 def importance(values: pd.DataFrame, target: pd.Series, direction: str = "maximize",
                evaluator: str = "auto", space: dict[str, BaseDistribution] | None = None
                ) -> tuple[dict[str, float], str]:
@@ -117,8 +123,10 @@ def importance(values: pd.DataFrame, target: pd.Series, direction: str = "maximi
     ok = target.notna() & (target > 0)
     values, target = values[ok], target[ok]
     cols = [c for c in values.columns if values[c].nunique() > 1]
-    if len(values) < 4 or not cols:
-        return {}, "too few configurations (need 4 with a swept knob that varies)"
+    need = max(MIN_CONFIGS, MIN_PER_KNOB * len(cols))
+    if len(values) < need or not cols:
+        return {}, (f"too few configurations for it: {len(values)} measured, need {need} (at least {MIN_CONFIGS}, and "
+                    f"{MIN_PER_KNOB} per knob that varies: {len(cols)}); from fewer, noise reads as importance")
     note = ""
     if len(values) > MAX_TRIALS:
         pick = np.random.default_rng(0).choice(len(values), MAX_TRIALS, replace=False)
@@ -144,14 +152,20 @@ def importance(values: pd.DataFrame, target: pd.Series, direction: str = "maximi
         return {}, f"{name} could not be computed: {e}"
     finally:
         optuna.logging.set_verbosity(previous)
-    return {short_name(k): float(v) for k, v in result.items()}, f"{name} on log {target.name or 'metric'}{note}"
+    return {short_name(k): float(v) for k, v in result.items()}, (
+        f"{name} on log {target.name or 'metric'}, {len(values)} configurations{note}"
+    )
 
 
 def marginals(configs: pd.DataFrame, values: pd.DataFrame, swept: list[str]) -> pd.DataFrame:
-    """Per swept knob and value: configurations, trials, mean and best of the configurations' mean metric, and
-    the mean relative to the knob's best value (1.0 = the best value of that knob)."""
-    columns = ["knob", "value", "configs", "trials", "mean", "best", "vs_best_value"]
+    """Per swept knob and value: configurations, trials, mean and best of the configurations' mean metric, the
+    mean relative to the knob's best value (1.0 = the best value of that knob), and ``one_knob``: the configuration
+    equal to the best (``configs``' first row) but for this knob's value, relative to the best, where it was
+    measured (``one_knob_apart``: beyond noise of the best), which a mean over other knobs' values can contradict."""
+    columns = ["knob", "value", "configs", "trials", "mean", "best", "vs_best_value", "one_knob", "one_knob_apart"]
     parts = []
+    best_key = configs.index[0] if len(configs) else None
+    with_noise = {"rel_se", "df"} <= set(configs.columns)
     for col in swept:
         frame = pd.DataFrame({"value": values[col], "mean": configs["value"], "n": configs["n"]})
         g = frame.groupby("value", sort=False)
@@ -162,5 +176,19 @@ def marginals(configs: pd.DataFrame, values: pd.DataFrame, swept: list[str]) -> 
         top = per["mean"].max()
         per["vs_best_value"] = per["mean"] / top if top else np.nan
         per["knob"] = short_name(col)
+        per["one_knob"], per["one_knob_apart"] = np.nan, None
+        if best_key is not None:
+            others = [c for c in swept if c != col]
+            same = (values[others] == values.loc[best_key, others]).all(axis=1) if others else \
+                pd.Series(True, index=values.index)
+            neighbours = values.index[same.to_numpy()]
+            by_value = {values.loc[k, col]: k for k in neighbours}
+            for i, v in per["value"].items():
+                k = by_value.get(v)
+                if k is None:
+                    continue
+                per.loc[i, "one_knob"] = configs.loc[k, "value"] / configs.loc[best_key, "value"]
+                if with_noise and k != best_key:
+                    per.at[i, "one_knob_apart"] = separated(configs.loc[k], configs.loc[best_key])
         parts.append(per)
     return pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)

@@ -7,7 +7,8 @@ the latest study that started after the baseline (``latest``: the latest study o
 
 The gate compares like with like: a configuration (same knob and workload-parameter values) measured in both
 studies. Its ratio tonight / baseline gets a 95 % interval from the repeats behind each side (``stats.aggregate``:
-between-trial spread pooled over each study's repeated configurations). It is a regression when the whole interval
+the configuration's own between-trial spread where it was repeated, else the widest of its study's repeated
+configurations alike to it). It is a regression when the whole interval
 lies below ``1 - threshold``. A configuration without repeats on either side has no between-trial noise estimate:
 it is shown, never gated. Tonight's best against the baseline's best (different configurations) is shown for
 information and never gated; when the workload parameters differ between the nights, that is said instead.
@@ -189,7 +190,7 @@ def _workload(rows: pd.DataFrame, is_base: pd.Series, gate: float, limit: int, n
         return out
     x, y = b.loc[common], t.loc[common]
     rr, rlo, rhi = ratio(y["value"], y["rel_se"], y["t"], x["value"], x["rel_se"], x["t"])
-    # Between-trial noise is known on a night with a repeated configuration (pooled over its configurations).
+    # Between-trial noise is known on a night with a repeated configuration (its own, or borrowed from one alike).
     repeated = pd.Series(bool((b["n"] > 1).any() and (t["n"] > 1).any()), index=common)
     rows_out, marks = [], []
     for i in np.argsort(np.asarray(rhi, float)):
@@ -214,7 +215,11 @@ def _workload(rows: pd.DataFrame, is_base: pd.Series, gate: float, limit: int, n
 
 def _ratio(r: float, lo: float, hi: float) -> str:
     """``0.903x (0.889–0.917)``: three decimals, so an interval's end is not rounded onto the gate."""
-    return f"{r:.3f}x ({lo:.3f}–{hi:.3f})" if np.isfinite(r) else "-"
+    if not np.isfinite(r):
+        return "-"
+    if max(abs(r), abs(lo), abs(hi)) >= 10_000:  # never 301 digits: the blocks' compact form
+        return times(r, lo, hi)
+    return f"{r:.3f}x ({lo:.3f}–{hi:.3f})"
 
 
 def verdict(r: float, lo: float, hi: float, gate: float, repeated: bool) -> str:
@@ -251,7 +256,7 @@ def _warnings(rows: pd.DataFrame) -> list[Block]:
                                          "measure.max_steps stopped them (raise max_steps or use preset=nightly)")),
                       ("node_shared", "measured while another trial ran on the same device (node_shared)")):
         if col in rows:
-            hit = rows[col].astype(object).map(lambda v: v is True or v is np.True_)
+            hit = rows[col].astype(object).map(lambda v: v is True or v is np.True_).astype(bool)
             if hit.any():
                 studies = ", ".join(sorted(rows.loc[hit, "study"].astype(str).unique()))
                 out.append(Para(f"{int(hit.sum())} trial(s) of {studies} {what}.", "alert"))

@@ -171,7 +171,7 @@ def profile_blocks(a: Analysis, with_plots: bool = True) -> list[Block]:
             (
                 "baseline",
                 prof.loc[base_key],
-                str(a.configs.loc[base_key, "label"]) if base_key in a.configs.index else "baseline",
+                str(a.configs.loc[base_key, "name"]) if base_key in a.configs.index else "baseline",
             )
         )
     if best_key in prof.index:
@@ -179,7 +179,7 @@ def profile_blocks(a: Analysis, with_plots: bool = True) -> list[Block]:
             (
                 "best" if base_key != best_key else "best (= baseline)",
                 prof.loc[best_key],
-                str(a.configs.loc[best_key, "label"]),
+                str(a.configs.loc[best_key, "name"]),
             )
         )
     if not sides:

@@ -1,25 +1,30 @@
 """``python -m sweeper.report RESULTS --recipe``: each study's configuration to adopt, as the Hydra overrides that
 re-run it and as the PyTorch lines that apply it in a training script.
 
-The configuration is the fastest one, or, among those tied with it within noise and not slower than the baseline
-beyond noise, the one with the least peak memory; when no configuration beats the baseline beyond noise, the
-workload defaults. The lines come from the knobs' own snippet tables (``RECIPE``, a literal beside where each
+The configuration is the fastest one measured, unless another, tied with it within noise and not slower than the
+baseline beyond noise, saves at least ``MEMORY_SHARE`` of a GPU's memory (both numbers are said; on the CPU peak
+memory is the process's RSS and never chooses). The recipe names what it was measured under (device, torch's CPU
+threads, batch) and, on the CPU, sets the same thread count. The report writes it into report.md, report.html and
+recipe.json as well. The lines come from the knobs' own snippet tables (``RECIPE``, a literal beside where each
 knob is applied: ``workloads/common.py``, ``workloads/data.py``, the workload's module, a user's own module named
 by the rows' ``workload_module``), read from the modules' source with ``ast``: nothing is imported, so the recipe
-works on rows copied to a machine without torch. Lines are those of the device the study ran on.
+works on rows copied to a machine without torch. Lines are those of the device the study ran on; a knob without an
+entry is named in a note, never left out silently.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import shlex
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import pandas as pd
 
 from sweeper.report.analysis import Analysis
-from sweeper.report.blocks import num, times
-from sweeper.report.data import config_columns, config_keys, norm, normalized, usable
+from sweeper.report.blocks import mib, num, pct, times
+from sweeper.report.data import config_columns, config_keys, norm, normalized, short_name, usable
 from sweeper.report.recipe_dist import distributed_lines
 from sweeper.report.recipe_source import Tables, tables_for
 from sweeper.results.keys import override_string
@@ -149,34 +154,210 @@ def code_lines(row: pd.Series, columns: list[str] | None = None, tables: Tables 
     return list(dict.fromkeys(lines))  # a line two knobs both need, once
 
 
+MEMORY_SHARE = 0.10  # a saving of peak memory that matters: this share of the device's memory (a GPU's)
+
+
+def _memory_choice(a: Analysis, fastest: pd.Series, group: pd.DataFrame) -> tuple[str, str] | None:
+    """Another configuration tied with the fastest that saves at least ``MEMORY_SHARE`` of the device's memory,
+    with why (both throughputs, both memories); None on the CPU (peak memory there is the process's RSS, mostly
+    torch itself, never a reason to adopt a slower configuration) or where no saving matters."""
+    device_mem = a.device_mem_bytes
+    if not device_mem or len(group) < 2:
+        return None
+    mem = pd.to_numeric(group["peak_mem_bytes"], errors="coerce")
+    if mem.isna().all() or pd.isna(fastest["peak_mem_bytes"]):
+        return None
+    key = str(mem.idxmin())
+    saving = float(fastest["peak_mem_bytes"]) - float(mem[key])
+    if key == fastest.name or saving < MEMORY_SHARE * device_mem:
+        return None
+    r = group.loc[key]
+    return key, (
+        f"tied within noise with the fastest ({num(r['value'])} vs {num(fastest['value'])} {a.unit}) and "
+        f"{mib(saving)} MiB less peak memory ({mib(r['peak_mem_bytes'])} vs {mib(fastest['peak_mem_bytes'])} MiB), "
+        f"{pct(saving / device_mem)} of the device's {mib(device_mem)} MiB (a saving of {pct(MEMORY_SHARE)} or "
+        "more counts)"
+    )
+
+
 def choose(a: Analysis) -> tuple[str, str]:
     """(config key, why): the configuration to adopt.
 
-    The fastest configuration's tie group (within noise of it), less those slower than the baseline beyond noise;
-    of them, the one with the least peak memory. When the baseline itself is in that group (nothing beats it beyond
-    noise), the baseline: the defaults are best."""
+    The fastest configuration measured, unless another, tied with it within noise and not slower than the baseline
+    beyond noise, saves memory that matters on the device (``MEMORY_SHARE`` of a GPU's memory; never on the CPU):
+    then that one, and why says both throughputs and both memories. The baseline is called "the workload defaults"
+    only when its configuration is the defaults (a default outside the swept space makes it another one)."""
     c = a.configs
-    group = c[c["rank"] == c.iloc[0]["rank"]]
+    fastest = c.iloc[0]
+    group = c[c["rank"] == fastest["rank"]]
     base = a.baseline.key if a.baseline.key in c.index else None
+    defaults = base is not None and str(c.loc[base, "label"]) == "defaults" and not a.outside_defaults
     if base is not None:
-        if base in group.index:
-            if base == c.index[0]:
-                return base, "the workload defaults are the fastest configuration measured; keep them"
-            return base, (
-                f"the workload defaults: no configuration is faster beyond noise (the fastest, "
-                f"{c.iloc[0]['label']}, measured {times(c.iloc[0]['speedup'])} the baseline)"
-            )
         hi = c["speedup_hi"].where(c["speedup_hi"].notna(), c["speedup"])
         group = group[~(hi.loc[group.index] < 1.0)]  # slower than the baseline beyond noise: never recommended
-        if group.empty:
-            return base, "the workload defaults: every configuration tied with the fastest is slower than them"
-    mem = pd.to_numeric(group["peak_mem_bytes"], errors="coerce")
-    if len(group) > 1 and mem.notna().any():
-        return str(mem.idxmin()), (
-            f"the least peak memory of the {len(group)} configurations tied with the fastest within noise"
-            + (" and not slower than the baseline" if base is not None else "")
+    picked = _memory_choice(a, fastest, group)
+    if picked:
+        return picked
+    key = str(c.index[0])
+    if key == base:
+        if defaults:
+            return key, "the workload defaults are the fastest configuration measured; keep them"
+        return key, (
+            "the fastest configuration measured is the sweep's baseline, not the workload defaults: "
+            f"{', '.join(a.outside_defaults) or fastest['label']} (a default outside the swept space)"
         )
-    return str(group.index[0]), "the fastest"
+    why = "the fastest configuration measured"
+    if base is not None and fastest["rank"] == c.loc[base, "rank"]:
+        what = "the workload defaults" if defaults else "the sweep's baseline"
+        ratio = times(fastest["speedup"], fastest["speedup_lo"], fastest["speedup_hi"])
+        why += f"; not faster than {what} beyond noise ({ratio}): {what} may do as well"
+    return key, why
+
+
+@dataclass
+class Recipe:
+    """One study's configuration to adopt, in every form the report writes it."""
+
+    workload: str
+    study: str
+    label: str
+    why: str
+    value: float
+    unit: str
+    speedup: float | None
+    speedup_lo: float | None
+    speedup_hi: float | None
+    doubt: str
+    conditions: dict[str, Any]  # what it was measured under: device, cpu_threads, batch
+    knobs: dict[str, Any]
+    command: str  # re-runs it
+    own_workload: bool
+    lines: list[str]
+    notes: list[str] = field(default_factory=list)
+
+    def conditions_text(self) -> str:
+        c = self.conditions
+        parts = [f"{c['device']}" + (f" ({c['device_name']})" if c.get("device_name") else "")]
+        if c.get("cpu_threads"):
+            parts.append(f"{c['cpu_threads']} torch CPU thread{'s' * (c['cpu_threads'] != 1)} (cpu_threads)")
+        parts += [f"{k} {v}" for k, v in c.get("batch", {}).items()]
+        return ", ".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        for k in ("value", "speedup", "speedup_lo", "speedup_hi"):
+            v = out[k]
+            out[k] = None if v is None or not math.isfinite(float(v)) else float(v)
+        return out
+
+
+def _number(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def conditions(row: pd.Series, columns: list[str]) -> dict[str, Any]:
+    """What a configuration was measured under: the device, torch's CPU threads, the batch settings."""
+    device = device_kind(row)
+    name = _value(row.get("gpu_name")) if device == "cuda" else _value(row.get("cpu_model"))
+    threads = _number(row.get("cpu_threads"))
+    batch = {short_name(c): norm(row[c]) for c in columns if "batch" in c and norm(row.get(c)) != "null"}
+    return {
+        "device": device,
+        "device_name": str(name or ""),
+        "cpu_threads": int(threads) if threads else None,
+        "batch": batch,
+    }
+
+
+def recipe_of(a: Analysis, rows: pd.DataFrame) -> Recipe | None:
+    """The recipe of one analysed study (``rows``: the rows of its workload, any studies); None without one."""
+    if getattr(a, "single_runs", False) or a.configs.empty:
+        return None
+    key, why = choose(a)
+    study = rows[(rows["study"].astype(str) == a.study) & (rows["workload"].astype(str) == a.workload)]
+    ok = usable(study)
+    columns = config_columns(study)  # this workload's keys only: other workloads' columns are null here
+    keys = config_keys(normalized(ok, columns))
+    row = ok[keys == key].iloc[0]
+    chosen = a.configs.loc[key]
+    module = _value(row.get("workload_module"))
+    tables = tables_for(a.workload, module)
+    cond = conditions(row, columns)
+    lines = code_lines(row, columns, tables)
+    if cond["device"] == "cpu" and cond["cpu_threads"]:
+        lines.insert(0, f"torch.set_num_threads({cond['cpu_threads']})  # as measured: speed-ups hold at this count")
+    own = bool(module)
+    command = (
+        "python -m sweeper " + ("-cd conf " if own else "") + " ".join(shlex.quote(o) for o in overrides(row, columns))
+    )
+    knobs = {
+        c[len("knob.") :]: _integral(_value(row[c]))
+        for c in columns
+        if c.startswith("knob.") and not c.startswith("knob.distributed.") and _value(row[c]) is not None
+    }
+    speedup = _number(chosen["speedup"])
+    return Recipe(
+        a.workload,
+        a.study,
+        str(chosen["label"]),
+        why,
+        float(chosen["value"]),
+        a.unit,
+        speedup,
+        _number(chosen["speedup_lo"]),
+        _number(chosen["speedup_hi"]),
+        a.doubt(key, "it") if speedup is not None else "",
+        cond,
+        knobs,
+        command,
+        own,
+        lines,
+        [*missing_entries(row, columns, tables), *tables.notes],
+    )
+
+
+def missing_entries(row: pd.Series, columns: list[str], tables: Tables) -> list[str]:
+    """One note per knob of the row that no ``RECIPE`` table has an entry for (nothing is left out silently)."""
+    out = []
+    for c in columns:
+        if not c.startswith("knob.") or c.startswith("knob.distributed."):
+            continue
+        name, value = c[len("knob.") :], _value(row[c])
+        if value is None or name in tables.loader_args or any(name in t for t in tables.recipes):
+            continue
+        out.append(
+            f"knob {name}={norm(_integral(value))} has no RECIPE entry, so no line for it here: apply it as "
+            f"your workload does, or declare RECIPE = {{'{name}': {{'{norm(_integral(value))}': "
+            "['<your line>']}} in its module (README: Your own model)"
+        )
+    return out
+
+
+def recipe_lines(r: Recipe) -> list[str]:
+    """The recipe as text lines (comments, the command, indented code lines)."""
+    speed = f", {times(r.speedup, r.speedup_lo, r.speedup_hi)} the baseline" if r.speedup is not None else ""
+    speed += f" (uncertain: {r.doubt})" if speed and r.doubt else ""
+    out = [
+        f"# {r.label}: {num(r.value)} {r.unit}{speed}; {r.why}",
+        f"# measured on {r.conditions_text()}",
+        "# re-run it (from the folder you swept in"
+        + (", whose conf/ holds this workload's YAML):" if r.own_workload else "):"),
+        r.command,
+        f"# apply it in a training script ({r.conditions['device']}, as measured):"
+        if r.lines
+        else "# no line of code: its knobs are what PyTorch does by default",
+    ]
+    out += [f"    {line}" for line in r.lines]
+    out += [f"# {note}" for note in r.notes]
+    return out
+
+
+def recipes(analyses: list[Analysis], rows: pd.DataFrame) -> list[Recipe]:
+    return [r for a in analyses if (r := recipe_of(a, rows)) is not None]
 
 
 def recipe_text(analyses: list[Analysis], rows: pd.DataFrame) -> str:
@@ -187,32 +368,16 @@ def recipe_text(analyses: list[Analysis], rows: pd.DataFrame) -> str:
         if getattr(a, "single_runs", False):
             continue
         out.append(f"# {a.title}")
-        if a.configs.empty:
-            out += ["no completed trial: nothing to recommend", ""]
+        r = recipe_of(a, rows)
+        if r is None:
+            out += [f"no measured configuration ({a.why_empty or 'no completed trial'}): nothing to recommend", ""]
             continue
-        key, why = choose(a)
-        study = rows[(rows["study"].astype(str) == a.study) & (rows["workload"].astype(str) == a.workload)]
-        ok = usable(study)
-        columns = config_columns(study)  # this workload's keys only: other workloads' columns are null here
-        keys = config_keys(normalized(ok, columns))
-        row = ok[keys == key].iloc[0]
-        chosen = a.configs.loc[key]
-        speed = f", {times(chosen['speedup'])} the baseline" if pd.notna(chosen["speedup"]) else ""
-        doubt = a.doubt(key, "it")
-        speed += f" (uncertain: {doubt})" if speed and doubt else ""
-        out.append(f"# {chosen['label']}: {num(chosen['value'])} {a.unit}{speed}; {why}")
-        out.append("# re-run it (from the folder you swept in; add -cd <your conf> for a workload of your own):")
-        out.append("python -m sweeper " + " ".join(shlex.quote(o) for o in overrides(row, columns)))
-        tables = tables_for(a.workload, _value(row.get("workload_module")))
-        lines = code_lines(row, columns, tables)
-        out.append(
-            f"# apply it in a training script ({device_kind(row)}, as measured):"
-            if lines
-            else "# no line of code: its knobs are what PyTorch does by default"
-        )
-        out += [f"    {line}" for line in lines]
-        out += [f"# {note}" for note in tables.notes]
-        out.append("")
+        out += recipe_lines(r) + [""]
     if not out:
         return "no study here (single runs only): run a sweep (-m) for a configuration to adopt"
     return "\n".join(out)
+
+
+def recipes_json(analyses: list[Analysis], rows: pd.DataFrame) -> str:
+    """``recipe.json``: every study's recipe, machine-readable (the fields of ``Recipe``)."""
+    return json.dumps({"recipes": [r.to_json() for r in recipes(analyses, rows)]}, indent=2, default=str)

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from sweeper.report.blocks import Block, Heading, Para, Plot, Table
+from sweeper.report.blocks import Block, Code, Heading, Para, Plot, Table
 
 _STYLE = {"best": "bold green", "baseline": "bold yellow", "bad": "bold red"}
 
@@ -23,7 +23,13 @@ def to_terminal(blocks: list[Block], limit: int = 20, console: Console | None = 
             console.print(Text(b.text, style="bold underline" if b.level <= 2 else "bold"))
         elif isinstance(b, Para):
             style = {"note": "dim", "alert": "bold red"}.get(b.kind, "")
-            console.print(Text(b.text, style=style))
+            hanging(console, b.text, style)
+        elif isinstance(b, Code):  # what it says; the lines to copy are in the files (a fold would break them)
+            console.print(Text(b.title, style="bold"))
+            for line in b.lines:
+                if line.startswith("# ") and not line.endswith(":"):  # what it is and why; no header of a copy
+                    hanging(console, line[2:])
+
         elif isinstance(b, Table):
             table, dropped = _rich_table(b, limit, console.width)
             console.print(table)
@@ -32,10 +38,25 @@ def to_terminal(blocks: list[Block], limit: int = 20, console: Console | None = 
             if dropped:
                 left_out.append(plural(dropped, "more column"))
             if left_out:
-                console.print(Text(f"... {' and '.join(left_out)} in report.md / report.html", style="dim"))
+                hanging(console, f"... {' and '.join(left_out)} in report.md / report.html", "dim")
             if b.note:
-                console.print(Text(b.note, style="dim"))
+                hanging(console, b.note, "dim")
     console.print()
+
+
+INDENT = "  "  # a wrapped paragraph's or note's later lines: never at column 0, where a new item starts
+
+
+def hanging(console: Console, text: str, style: str = "") -> None:
+    """``text`` wrapped between words to the console's width, its continuation lines indented."""
+    import textwrap
+
+    width = max(20, console.width)
+    for paragraph in str(text).splitlines() or [""]:
+        lines = textwrap.wrap(paragraph, width, subsequent_indent=INDENT, break_long_words=False,
+                              break_on_hyphens=False) or [""]
+        for line in lines:
+            console.print(Text(line, style=style), soft_wrap=True)
 
 
 def plural(n: int, noun: str) -> str:
@@ -104,6 +125,9 @@ def to_markdown(blocks: list[Block], html_name: str | None = None, limit: int = 
         elif isinstance(b, Para):
             text = md_escape(b.text)
             lines += [f"**{text}**" if b.kind == "alert" else (f"_{text}_" if b.kind == "note" else text), ""]
+        elif isinstance(b, Code):
+            fence = "`" * 3
+            lines += [f"**{md_escape(b.title)}**", "", fence, *b.lines, fence, ""]
         elif isinstance(b, Table):
             lines += _md_table(b, limit)
         elif isinstance(b, Plot):

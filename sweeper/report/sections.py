@@ -39,18 +39,21 @@ def study_blocks(a: Analysis, limit: int, with_plots: bool = True) -> list[Block
             "note",
         )
     )
+    out += [Para(f"Not ranked: {why}.", "alert") for why in a.not_ranked]
     if a.configs.empty:
-        out.append(Para("No completed trials to rank.", "alert"))
+        out.append(Para(f"Nothing to rank: {a.why_empty or 'no measured row'}.", "alert"))
         out += failures(a)
         return out
     out.append(Para(headline(a)))
     out.append(Para(a.baseline_note, "note"))
     out.append(ranking(a, limit))
+    out += legend(a, limit)
     out += stability_notes(a, limit)
     out.append(memory_ranking(a, min(limit, 10)))
     if a.mfu_peaks:
-        out.append(Para(f"MFU is achieved FLOP/s over the peak of the math that ran: {'; '.join(a.mfu_peaks)}.",
-                        "note"))
+        out.append(
+            Para(f"MFU is achieved FLOP/s over the peak of the math that ran: {'; '.join(a.mfu_peaks)}.", "note")
+        )
     out += profile_blocks(a, with_plots)
     if with_plots:
         out.append(Plot("Throughput vs peak memory", plots.throughput_vs_memory(a)))
@@ -67,7 +70,9 @@ def summary_blocks(analyses: list[Analysis]) -> list[Block]:
     for a in analyses:
         trials = str(sum(a.counts.values()))
         if a.configs.empty:
-            rows.append([a.study, a.workload, trials, "(nothing completed)", "-", "-", "-"])
+            rows.append(
+                [a.study, a.workload, trials, f"(nothing ranked: {a.why_empty or 'no measured row'})", "-", "-", "-"]
+            )
             continue
         best = a.configs.iloc[0]
         tied = int((a.configs["rank"] == best["rank"]).sum()) - 1
@@ -76,7 +81,7 @@ def summary_blocks(analyses: list[Analysis]) -> list[Block]:
                 a.study,
                 a.workload,
                 trials,
-                best["label"],
+                best["name"] if best["name"] == best["label"] else f"{best['name']} (see its section)",
                 f"{num(best['value'])} {a.unit}",
                 times(best["speedup"]) + (" (uncertain)" if a.doubt() and times(best["speedup"]) != "-" else ""),
                 str(tied),
@@ -107,6 +112,8 @@ def headline(a: Analysis) -> str:
         return text + f"; {what}: {a.doubt()}."
     if not a.noise_measured:  # "beyond noise" only where trial-to-trial noise was measured
         return text + "; measured once; no noise estimate."
+    if len(c) == 1:
+        return text + "; the only configuration measured."
     text += "; " + (
         f"tied within noise with {tied} other configuration{'s' * (tied != 1)}."
         if tied
@@ -145,7 +152,7 @@ def ranking(a: Analysis, limit: int) -> Table:
             [
                 rank,
                 "tied" if r["tied"] else "",
-                r["label"] + _mark(r),
+                r["name"] + _mark(r),
                 num(r["value"]),
                 interval(r["lo"], r["hi"]),
                 str(int(r["n"])),
@@ -172,11 +179,18 @@ def ranking(a: Analysis, limit: int) -> Table:
         f"launch-bound if GPU util < {LAUNCH_UTIL:.0f}% (or < {BUSY_UTIL:.0f}% with the host launching steps >= "
         f"{HOST_STEP:.0%} of the time); memory-bound if busy below that MFU; n/a without "
         f"GPU counters."
-        + (" Profiled configurations: named from their profile (see 'Why the GPU idles'); the rule is the "
-           "fallback, marked (rule)." if not a.profiles.empty else "")
-        + (f" {UNSTABLE} step times unstable (two speeds, or a CV over 0.5: the signature of a shared CPU); the "
-           "sweep measures such a configuration again once (hydra.sweeper.confirm_unstable)."
-           if any(_mark(r) for _, r in c.head(limit).iterrows()) else "")
+        + (
+            " Profiled configurations: named from their profile (see 'Why the GPU idles'); the rule is the "
+            "fallback, marked (rule)."
+            if not a.profiles.empty
+            else ""
+        )
+        + (
+            f" {UNSTABLE} step times unstable (two speeds, or a CV over 0.5: the signature of a shared CPU); the "
+            "sweep measures such a configuration again once (hydra.sweeper.confirm_unstable)."
+            if any(_mark(r) for _, r in c.head(limit).iterrows())
+            else ""
+        )
     )
     return Table(
         "Ranking by throughput",
@@ -192,6 +206,16 @@ def ranking(a: Analysis, limit: int) -> Table:
         if "label_brief" in c
         else {},
     )  # the label names the configuration; .md has a column per knob
+
+
+MAX_LEGEND = 50  # configurations a legend spells out (the Markdown ranking's rows)
+
+
+def legend(a: Analysis, limit: int) -> list[Block]:
+    """``C1 = bf16 + channels_last + ...``: the long labels tables show as a name (``analysis.short_names``)."""
+    shown = a.configs.head(min(limit, MAX_LEGEND))
+    named = shown[shown["name"] != shown["label"]]
+    return [Para(f"{r['name']} = {r['label']}", "note") for _, r in named.iterrows()]
 
 
 def _mark(r: pd.Series) -> str:
@@ -219,12 +243,17 @@ def _shown(value: object, null: str = "-") -> str:
 
 
 def noise_text(a: Analysis) -> str:
-    pooled = a.configs.attrs.get("pooled_rel_sd")
-    dof = int(a.configs.attrs.get("pooled_df") or 0)
-    if dof:
+    spread = a.configs.attrs.get("spread_range")
+    repeated = int(a.configs.attrs.get("repeated") or 0)
+    if spread:
+        lo, hi = spread
+        between = pct(lo, 1) if pct(lo, 1) == pct(hi, 1) else f"{pct(lo, 1)} to {pct(hi, 1)}"
         return (
-            f"repeats of the same configuration give a between-trial spread of {pct(pooled, 1)} per trial "
-            f"(pooled, df={dof}); each configuration uses the larger of that and its own step-time noise"
+            f"{repeated} configuration{'s' * (repeated != 1)} measured more than once, with a between-trial spread of "
+            f"{between} per trial: each uses its own spread; one measured once uses the widest spread of the "
+            "repeated ones alike to it (data-bound or not); each uses the larger of that and its own step-time "
+            "noise, with Student's t of the spread's degrees of freedom; two are ranked apart only where the "
+            "interval of their ratio excludes 1"
         )
     return (
         "no repeated configurations, so intervals come from each trial's step times only (they miss "
@@ -241,7 +270,7 @@ def memory_ranking(a: Analysis, limit: int) -> Table:
     rows = [
         [
             _rank(r["rank_memory"]),
-            r["label"],
+            r["name"],
             mib(r["peak_mem_bytes"]),
             num(r["value"]),
             str(int(r["rank"])),
@@ -254,6 +283,10 @@ def memory_ranking(a: Analysis, limit: int) -> Table:
         ["mem #", "configuration", "peak mem (MiB)", f"throughput ({a.unit})", "#", "pareto"],
         rows,
         align="rlrrrl",
+        note="On the CPU peak memory is the process's peak RSS, torch itself included: the recipe never trades "
+        "speed for it."
+        if a.device_mem_bytes is None and any(m.startswith("cpu:") for m in a.machines)
+        else "",
         more=max(0, len(c) - limit),
     )
 
@@ -285,19 +318,29 @@ def importance_blocks(a: Analysis, with_plots: bool) -> list[Block]:
                 str(r["configs"]),
                 str(r["trials"]),
                 num(r["mean"]),
-                num(r["best"]),
                 times(r["vs_best_value"]),
+                _one_knob(r),
             ]
             for _, r in m.iterrows()
         ]
         out.append(
             Table(
-                "Marginal effect of each knob",
-                ["knob", "value", "configs", "trials", f"mean ({a.unit})", f"best ({a.unit})", "mean vs best value"],
+                "Effect of each knob",
+                [
+                    "knob",
+                    "value",
+                    "configs",
+                    "trials",
+                    f"mean ({a.unit})",
+                    "mean vs best value",
+                    "vs #1, this knob only",
+                ],
                 rows,
-                align="llrrrrr",
-                note="mean = mean over the configurations with that value (each configuration counted "
-                "once); 1.00x marks the knob's best value.",
+                align="llrrrrl",
+                note="vs #1, this knob only = the configuration equal to the best (#1) but for this knob's value, "
+                "over the best, where it was measured (within / beyond noise): the knob's own effect. mean = mean "
+                "over the configurations with that value (each counted once), over the mean of the knob's best "
+                "value: other knobs' values mix into it, so it can contradict the one-knob change.",
             )
         )
         if with_plots:
@@ -306,6 +349,15 @@ def importance_blocks(a: Analysis, with_plots: bool) -> list[Block]:
             for knob in order[:MAX_MARGINAL_PLOTS]:
                 out.append(Plot(f"Throughput per value of {knob}", plots.marginal(a, knob)))
     return out
+
+
+def _one_knob(r: pd.Series) -> str:
+    """``#1`` for the best's own value, ``0.83x beyond noise``, ``0.98x within noise``, ``-`` where not measured."""
+    if pd.isna(r["one_knob"]):
+        return "-"
+    if r["one_knob_apart"] is None:
+        return "#1" if r["one_knob"] == 1.0 else times(r["one_knob"])
+    return f"{times(r['one_knob'])} {'beyond' if r['one_knob_apart'] else 'within'} noise"
 
 
 def failures(a: Analysis) -> list[Block]:

@@ -5,30 +5,50 @@ Noise model (all on the log scale, so intervals are relative and ratios of throu
 - **Within a trial**: throughput = work / mean step time, so its relative standard error is ``step_cv /
   sqrt(steps_measured)`` (when ``step_cv`` is missing, the step spread is estimated as ``(p90 - p10) / 2.563``,
   the 10-90 % range of a normal distribution).
-- **Between trials**: configurations measured more than once (``repeat=true``, ``confirm_top_k``) give the spread
-  of log throughput from one trial (process) to the next. It is pooled over every repeated configuration of the
-  study (as in a one-way ANOVA), so a configuration measured once also gets the study's between-trial noise.
-- One trial's uncertainty is the larger of the two; a configuration's mean over ``n`` trials divides it by
-  ``sqrt(n)``. The interval is ``mean * exp(+-t * se)`` with Student's t at 95 % (degrees of freedom of the pooled
-  repeats, else of the steps).
+- **Between trials**, measured where a configuration ran more than once (``repeat=true``, ``confirm_top_k``, the
+  re-measured baseline and best): the spread of its own log throughputs, with ``n - 1`` degrees of freedom. It is
+  never pooled with other configurations' spreads: a data-bound baseline's 13 % from one process to the next says
+  nothing of a compute-bound configuration's 0.5 %, and on a shared CPU one configuration's repeats may differ by
+  40 % while another's agree.
+- **A configuration measured once** borrows the spread of configurations whose noise is alike: those of its own
+  limit (data-bound or not, ``diagnose.DATA_WAIT``) that were repeated, the largest of their spreads (with its
+  degrees of freedom), else the largest spread of any repeated configuration. So it never gets a tight interval
+  from one lucky pair of repeats; with one degree of freedom, Student's t (12.7) makes it wide.
+- One trial's uncertainty is the larger of the between-trial spread and its own step-time noise; a configuration's
+  mean over ``n`` trials divides it by ``sqrt(n)``. The interval is ``mean * exp(+-t * se)`` with Student's t at
+  95 %.
 
-Ties: configuration A is ranked ahead of B only when A's interval lies entirely above B's. A configuration's
-rank is 1 + the number of configurations ahead of it beyond noise, so configurations within noise share a rank.
+Ties: configuration A is ahead of B beyond noise when the 95 % interval of ``log(A / B)`` excludes 0 (Welch's
+t-test: the two standard errors add in quadrature; degrees of freedom by Welch-Satterthwaite, or the one estimate's
+when both borrow the same spread). Listed by value, a run of configurations not ahead-separated from the run's
+first shares that one's rank; otherwise ties are claimed only where the evidence does not separate the two.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import numpy as np
 import pandas as pd
 
 from sweeper.report import student_t
+from sweeper.report.diagnose import DATA_WAIT
 
 LEVEL = 0.95
 _NORMAL_10_90 = 2.5631  # (p90 - p10) / sigma for a normal distribution
-MEAN_METRICS = ("peak_mem_bytes", "step_cv", "data_wait_frac", "gpu_util_mean", "mfu", "achieved_tflops",
-                "step_ms_p50", "compile_s", "first_step_s", "host_step_frac")
+MEAN_METRICS = (
+    "peak_mem_bytes",
+    "step_cv",
+    "data_wait_frac",
+    "gpu_util_mean",
+    "mfu",
+    "achieved_tflops",
+    "step_ms_p50",
+    "compile_s",
+    "first_step_s",
+    "host_step_frac",
+)
 FLAGS = ("step_bimodal", "step_unstable")  # per configuration: ``<flag>_n``, how many of its trials were flagged
 
 
@@ -53,20 +73,32 @@ def aggregate(ok: pd.DataFrame, keys: pd.Series, metric: str = "throughput") -> 
     """One row per configuration (index: its key) with the mean of ``metric``, its interval and the diagnosis
     metrics. ``ok`` holds usable rows only; ``keys`` names each row's configuration."""
     value = _col(ok, metric)
-    frame = pd.DataFrame({"key": keys.loc[ok.index], "value": value, "log": np.log(value.where(value > 0)),
-                          "rse2": step_rel_se(ok) ** 2, "steps": _col(ok, "steps_measured"),
-                          "trial": ok["trial"] if "trial" in ok else pd.Series(np.nan, index=ok.index)})
+    frame = pd.DataFrame(
+        {
+            "key": keys.loc[ok.index],
+            "value": value,
+            "log": np.log(value.where(value > 0)),
+            "rse2": step_rel_se(ok) ** 2,
+            "steps": _col(ok, "steps_measured"),
+            "trial": ok["trial"] if "trial" in ok else pd.Series(np.nan, index=ok.index),
+        }
+    )
     for m in MEAN_METRICS:
         frame[m] = _col(ok, m)
     for flag in FLAGS:  # step times in two clusters / unstable (sweeper.trial.stability): counted per configuration
         frame[flag] = ok[flag].map(lambda v: isinstance(v, (bool, np.bool_)) and bool(v)) if flag in ok else False
     g = frame.groupby("key", sort=False)
-    out = pd.DataFrame({
-        "n": g.size(), "value": g["value"].mean(), "log_var": g["log"].var(ddof=1), "rse2": g["rse2"].mean(),
-        "steps": g["steps"].median(),
-        "trials": g["trial"].agg(lambda s: ",".join(str(int(t)) for t in sorted(s.dropna()))),
-        "first_trial": g["trial"].min(),
-    })
+    out = pd.DataFrame(
+        {
+            "n": g.size(),
+            "value": g["value"].mean(),
+            "log_var": g["log"].var(ddof=1),
+            "rse2": g["rse2"].mean(),
+            "steps": g["steps"].median(),
+            "trials": g["trial"].agg(lambda s: ",".join(str(int(t)) for t in sorted(s.dropna()))),
+            "first_trial": g["trial"].min(),
+        }
+    )
     for m in MEAN_METRICS:
         out[m] = g[m].mean()
     for flag in FLAGS:
@@ -75,29 +107,100 @@ def aggregate(ok: pd.DataFrame, keys: pd.Series, metric: str = "throughput") -> 
     return add_intervals(out)
 
 
+def noise_family(data_wait: pd.Series) -> pd.Series:
+    """Configurations whose trial-to-trial noise is alike: ``data`` (data-bound: the input pipeline's noise) or
+    ``compute`` (everything else)."""
+    return pd.Series(
+        np.where(pd.to_numeric(data_wait, errors="coerce") >= DATA_WAIT, "data", "compute"), index=data_wait.index
+    )
+
+
 def add_intervals(out: pd.DataFrame) -> pd.DataFrame:
-    """Interval columns ``rel_se``, ``t``, ``lo``, ``hi``, ``noise`` from ``n``, ``value``, ``log_var``, ``rse2``."""
-    rep = out[out["n"] > 1]
-    dof = float((rep["n"] - 1).sum())
-    pooled = math.sqrt(float(((rep["n"] - 1) * rep["log_var"].fillna(0)).sum()) / dof) if dof > 0 else math.nan
-    within = np.sqrt(out["rse2"])
-    use_pooled = pd.Series(math.isfinite(pooled), index=out.index) & ~(within > pooled)
-    per_trial = within.where(~use_pooled, pooled)
+    """Interval columns from ``n``, ``value``, ``log_var``, ``rse2`` (and ``data_wait_frac``): ``between`` (the
+    between-trial variance of log throughput used), ``noise_of`` (the configuration whose repeats measured it),
+    ``df``, ``rel_se``, ``t``, ``lo``, ``hi``, ``noise``. See the module docstring."""
     out = out.copy()
-    out["rel_se"] = per_trial / np.sqrt(out["n"])
-    df_steps = out["steps"].to_numpy(float) - 1
-    with np.errstate(invalid="ignore"):  # one vectorized call: a report may hold thousands of configurations
-        t_steps = pd.Series(np.where(df_steps > 0, student_t.ppf(0.5 + LEVEL / 2, np.where(df_steps > 0, df_steps, 1)),
-                                     np.nan), index=out.index)
-    out["t"] = t_steps.where(~use_pooled, t_quantile(dof))
+    n = out["n"].astype(float)
+    repeated = n > 1
+    family = noise_family(out["data_wait_frac"] if "data_wait_frac" in out else pd.Series(np.nan, index=out.index))
+    between = out["log_var"].where(repeated).astype(float)
+    bdf = (n - 1).where(repeated)
+    noise_of = pd.Series(np.where(repeated, out.index.to_numpy(), None), index=out.index, dtype=object)
+    reps = out.index[repeated & between.notna().to_numpy()]
+    if len(reps):
+        widest_all = between.loc[reps].idxmax()
+        widest = {f: between.loc[k].idxmax() for f, k in pd.Series(reps, index=reps).groupby(family.loc[reps])}
+        once = ~repeated.to_numpy()
+        src = family[once].map(lambda f: widest.get(f, widest_all))  # vectorized: thousands of configurations
+        between[once] = between.loc[src.to_numpy()].to_numpy()
+        bdf[once] = bdf.loc[src.to_numpy()].to_numpy()
+        noise_of[once] = src.to_numpy()
+    rse2 = out["rse2"].astype(float)
+    use_between = between.notna() & ~(rse2 > between)
+    per_trial = between.where(use_between, rse2)
+    out["between"], out["noise_of"] = between, noise_of.where(use_between, None)
+    out["rel_se"] = np.sqrt(per_trial / n)
+    df_steps = (out["steps"].astype(float) - 1).where(lambda s: s > 0)
+    out["df"] = bdf.where(use_between, df_steps)
+    out["t"] = t_values(out["df"])
     half = (out["t"] * out["rel_se"]).fillna(0.0)
     out["lo"] = out["value"] * np.exp(-half)
     out["hi"] = out["value"] * np.exp(half)
-    out["noise"] = np.where(use_pooled, f"repeats (pooled, df={int(dof)})",
-                            np.where(out["rel_se"].notna(), "step times", "unknown"))
-    out.attrs["pooled_rel_sd"] = pooled
-    out.attrs["pooled_df"] = dof
+    borrowed = use_between & ~repeated
+    out["noise"] = np.where(
+        use_between & repeated,
+        "its repeats",
+        np.where(borrowed, "alike configurations' repeats", np.where(out["rel_se"].notna(), "step times", "unknown")),
+    )
+    own = np.sqrt(out["log_var"].where(repeated))
+    out.attrs["repeats_df"] = float((n - 1).where(repeated, 0).sum())  # repeats measured at all: a noise estimate
+    out.attrs["repeated"] = int(repeated.sum())
+    out.attrs["spread_range"] = (float(own.min()), float(own.max())) if own.notna().any() else None
     return out
+
+
+def t_values(df: pd.Series) -> pd.Series:
+    """Student's t at 95 % for each entry's degrees of freedom (NaN where there are none)."""
+    d = pd.to_numeric(df, errors="coerce").to_numpy(float)
+    ok = np.isfinite(d) & (d > 0)
+    with np.errstate(invalid="ignore"):  # one vectorized call: a report may hold thousands of configurations
+        t = np.where(ok, student_t.ppf(0.5 + LEVEL / 2, np.where(ok, d, 1.0)), np.nan)
+    return pd.Series(t, index=df.index)
+
+
+def welch_df(se_a: float, df_a: float, se_b: float, df_b: float) -> float:
+    """Welch-Satterthwaite degrees of freedom of a difference of two means with these standard errors."""
+    va, vb = se_a**2, se_b**2
+    denom = (va**2 / df_a if df_a > 0 else 0.0) + (vb**2 / df_b if df_b > 0 else 0.0)
+    return (va + vb) ** 2 / denom if denom > 0 else math.nan
+
+
+def _diff_t(a: dict, b: dict) -> tuple[float, float]:
+    """(standard error, Student's t at 95 %) of ``log(a / b)``: Welch-Satterthwaite degrees of freedom, or the one
+    estimate's when both borrow the same configuration's spread."""
+    se = math.hypot(float(a["rel_se"]), float(b["rel_se"]))
+    shared = a.get("noise_of") is not None and a.get("noise_of") == b.get("noise_of")
+    df = float(a["df"]) if shared else welch_df(float(a["rel_se"]), float(a["df"]), float(b["rel_se"]),
+                                                   float(b["df"]))
+    return se, t_quantile(df)
+
+
+def separated(a: dict, b: dict) -> bool:
+    """Whether configurations ``a`` and ``b`` (rows of ``aggregate``: ``value``, ``rel_se``, ``df``, ``noise_of``)
+    differ beyond noise: the 95 % interval of ``log(a / b)`` excludes 0. False where either has no noise estimate."""
+    if not (a["value"] > 0 and b["value"] > 0):
+        return False
+    se, tq = _diff_t(a, b)
+    return bool(math.isfinite(se) and math.isfinite(tq)) and abs(math.log(a["value"] / b["value"])) > tq * se
+
+
+def ratio_interval(a: dict, b: dict) -> tuple[float, float, float]:
+    """``a / b`` with the 95 % interval ``separated`` decides by (it excludes 1 exactly when they are separated);
+    NaN ends without a noise estimate."""
+    r = float(a["value"]) / float(b["value"])
+    se, tq = _diff_t(a, b)
+    half = tq * se
+    return (r, r * math.exp(-half), r * math.exp(half)) if math.isfinite(half) else (r, math.nan, math.nan)
 
 
 def tie_ranks(lo: np.ndarray, hi: np.ndarray, maximize: bool = True) -> np.ndarray:
@@ -109,28 +212,38 @@ def tie_ranks(lo: np.ndarray, hi: np.ndarray, maximize: bool = True) -> np.ndarr
     return 1 + ahead
 
 
-def group_ranks(value: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+def group_ranks(
+    value: np.ndarray, lo: np.ndarray, hi: np.ndarray, apart: Callable[[int, int], bool] | None = None
+) -> np.ndarray:
     """Ranks for entries listed by ``value``, best (largest) first: a run of entries within noise of the run's
-    first entry (their intervals overlap its interval) shares that entry's position as its rank; the next entry
-    beyond noise starts a new run. So the listed order never contradicts the values, and ties read as groups
-    (1, 1, 3, 4, 4 ...). Returned in the input's order."""
+    first entry shares that entry's position as its rank; the next entry beyond noise starts a new run. So the
+    listed order never contradicts the values, and ties read as groups (1, 1, 3, 4, 4 ...). Within noise:
+    ``apart(leader, i)`` is False (positions in the input), else (no test given) the intervals overlap. An entry
+    without an interval starts a run of its own. Returned in the input's order."""
     value, lo, hi = (np.asarray(x, float) for x in (value, lo, hi))
     order = np.argsort(-np.nan_to_num(value, nan=-np.inf), kind="stable")
     ranks = np.zeros(len(value), dtype=int)
-    leader_lo = np.nan
-    rank = 0
+    leader, rank = -1, 0
     for position, i in enumerate(order, start=1):
-        if rank == 0 or not (hi[i] >= leader_lo):  # beyond noise of the run's leader (or no interval): new run
-            rank, leader_lo = position, lo[i]
+        if apart is not None:
+            within = leader >= 0 and not apart(leader, i)
+        else:
+            within = leader >= 0 and bool(hi[i] >= lo[leader])
+        if not within:  # beyond noise of the run's leader (or no interval): new run
+            rank, leader = position, i
         ranks[i] = rank
     return ranks
 
 
 def rank_configs(configs: pd.DataFrame) -> pd.DataFrame:
-    """Adds ``rank`` (a run of configurations within noise of the run's best shares it, see ``group_ranks``),
-    ``tied`` (another configuration has the same rank) and ``rank_memory``; sorted by value, best first."""
+    """Adds ``rank`` (a run of configurations within noise of the run's best shares it, see ``group_ranks`` and
+    ``separated``), ``tied`` (another configuration has the same rank) and ``rank_memory``; sorted by value, best
+    first."""
     out = configs.copy()
-    out["rank"] = group_ranks(out["value"].to_numpy(), out["lo"].to_numpy(), out["hi"].to_numpy())
+    cols = ["value", "rel_se", "df", "noise_of"]
+    records = out[cols].to_dict("records") if "df" in out else []
+    apart = (lambda i, j: separated(records[i], records[j])) if records else None
+    out["rank"] = group_ranks(out["value"].to_numpy(), out["lo"].to_numpy(), out["hi"].to_numpy(), apart)
     out["tied"] = out.groupby("rank")["rank"].transform("size") > 1
     out["rank_memory"] = out["peak_mem_bytes"].rank(ascending=True, method="min").astype("Int64")
     return out.sort_values(["value", "rank"], ascending=[False, True], na_position="last", kind="stable")
@@ -150,11 +263,17 @@ def pareto_mask(values: np.ndarray, directions: list[str]) -> np.ndarray:
     return mask
 
 
-def ratio(value: pd.Series | float, rel_se: pd.Series | float, t: pd.Series | float,
-          ref_value: float, ref_rel_se: float, ref_t: float) -> tuple:
+def ratio(
+    value: pd.Series | float,
+    rel_se: pd.Series | float,
+    t: pd.Series | float,
+    ref_value: float,
+    ref_rel_se: float,
+    ref_t: float,
+) -> tuple:
     """``value / ref_value`` with its interval (relative errors add in quadrature on the log scale)."""
     r = value / ref_value
-    se = np.sqrt(np.square(rel_se) + ref_rel_se ** 2)
+    se = np.sqrt(np.square(rel_se) + ref_rel_se**2)
     tq = np.fmax(t, ref_t)
     half = np.nan_to_num(tq * se)
     return r, r * np.exp(-half), r * np.exp(half)
