@@ -122,6 +122,24 @@ def device_check(tcfg: dict[str, Any], info: DeviceInfo) -> str | None:
     return module.check(tcfg, target) if hasattr(module, "check") else None
 
 
+def named_in(reason: str, given: list[str]) -> list[str]:
+    """The knob and workload keys among the overrides ``given`` that ``reason`` names (``knobs.act`` or ``act``)."""
+    import re
+
+    keys = [o.split("=", 1)[0].lstrip("+~") for o in given if "=" in o]
+    knobs = [k for k in keys if k.startswith(("knobs.", "workload.", "distributed."))]
+    return [k for k in knobs if re.search(rf"(?<![\w.]){re.escape(k.rsplit('.', 1)[-1])}\b", reason) or k in reason]
+
+
+def refusal(reason: str, given: list[str], device: str) -> ConfigError:
+    """The workload's ``check`` refused the configuration a command fixed: bad input for that command (one line,
+    exit 2), named by the given key the reason names (else the first knob given)."""
+    keys = [o.split("=", 1)[0].lstrip("+~") for o in given if "=" in o]
+    knobs = [k for k in keys if k.startswith(("knobs.", "workload.", "distributed."))]
+    key = (named_in(reason, given) or knobs or ["knobs"])[0]
+    return ConfigError(key, f"the workload's check() refuses it on {device}: {reason}", "give a value it accepts")
+
+
 def run_trial(cfg: DictConfig) -> dict[str, Any]:
     """Run the trial described by ``cfg``; returns the outcome as a dict (never raises for a trial's failure)."""
     info = gpu.device_info()
@@ -139,6 +157,10 @@ def run_trial(cfg: DictConfig) -> dict[str, Any]:
     if int((tcfg.get("measure") or {}).get("profile_steps") or 0) > 0 and context["number"] is not None:
         tcfg["trial"]["trace"] = trace_analysis.trace_relpath(context["study"], context["number"])
     reason = device_check(tcfg, info)  # the sweeper checked before launch; a job on another node checks again
+    if reason and not raw:  # a single run: the one configuration asked for cannot run, as a bad knob value
+        from hydra.core.hydra_config import HydraConfig
+
+        raise refusal(reason, list(HydraConfig.get().overrides.task), tcfg["device"])
     if reason:
         now = time.time()
         outcome = TrialOutcome(Status.SKIPPED, f"invalid:{reason}", reason, started_at=now, ended_at=now)

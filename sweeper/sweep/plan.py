@@ -115,6 +115,7 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
     check_enumerations(
         {k: list(getattr(d, "choices", ())) for k, d in space.params.items()}, workload, cfg["workload"].get("module")
     )
+    _check_fixed(cfg, fixed_args)
     results_dir = Path(cfg["results_dir"])
     data = cfg["workload"].get("data")  # resnet50-jpeg(-tiny): synthetic and JPEG trials never share a study
     workload_key = (
@@ -190,6 +191,16 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
         study_id=study_id,
         expensive=expensive,
     )
+
+
+def _check_fixed(cfg: dict[str, Any], fixed_args: list[str]) -> None:
+    """A value the command fixes for every trial, which the workload's ``check`` names when it refuses the defaults'
+    configuration, is bad input (as in a single run), not a sweep of skipped trials."""
+    from sweeper.sweep.job import device_check, named_in, refusal
+
+    reason = device_check(cfg, gpu.device_info())
+    if reason and named_in(reason, fixed_args):
+        raise refusal(reason, fixed_args, cfg["device"])
 
 
 def _check_objectives(objectives: list[tuple[str, str]], workload: str, module_name: str | None) -> None:

@@ -195,11 +195,15 @@ def announce_single(cfg: Any) -> None:
     from sweeper.sweep import schema
     from sweeper.sweep.config import as_dict as plain
     from sweeper.sweep.config import trial_config
+    from sweeper.sweep.job import device_check
     from sweeper.trial import gpu
 
     try:
-        tcfg = trial_config(plain(cfg), gpu.device_info(), list(HydraConfig.get().overrides.task))
+        info = gpu.device_info()
+        tcfg = trial_config(plain(cfg), info, list(HydraConfig.get().overrides.task))
         schema.validate(tcfg)
+        if device_check(tcfg, info):
+            return  # refused: the run says why, alone (one line, exit 2)
     except Exception:  # noqa: BLE001 - bad input is reported by the run itself, with its key, alone
         return
     knobs = " ".join(f"{k}={_fmt(v)}" for k, v in (tcfg.get("knobs") or {}).items())
