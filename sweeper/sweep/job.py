@@ -115,6 +115,17 @@ def _run_recorded(tcfg: dict[str, Any], context: dict[str, Any]) -> tuple[TrialO
         return outcome, occupancy.shared_with(time.time())
 
 
+_SAID: set[tuple[str, str]] = set()
+
+
+def _first(study: str, cause: str) -> bool:
+    """True the first time ``cause`` comes up for ``study`` in this process: one notice per cause, not per trial."""
+    if (study, cause) in _SAID:
+        return False
+    _SAID.add((study, cause))
+    return True
+
+
 def device_check(tcfg: dict[str, Any], info: DeviceInfo) -> str | None:
     """Why the workload cannot run this trial config on the device described by ``info``, or None."""
     module = load_workload(tcfg["workload"])
@@ -166,14 +177,14 @@ def run_trial(cfg: DictConfig) -> dict[str, Any]:
         outcome = TrialOutcome(Status.SKIPPED, f"invalid:{reason}", reason, started_at=now, ended_at=now)
     else:
         outcome, shared = _run_recorded(tcfg, context)
-    if outcome.metrics.get("window_capped"):
+    if outcome.metrics.get("window_capped") and _first(context["study"], "window_capped"):
         log.warning(
             "trial %s: measure.max_steps stopped the window at %.3g s, before measure.min_time_s=%s s; "
-            "raise measure.max_steps (preset=nightly does)",
+            "raise measure.max_steps (preset=nightly does); said once, each row says window_capped",
             context["number"],
             outcome.metrics.get("measured_s", 0.0),
             tcfg["measure"].get("min_time_s"),
-        )
+        )  # once per study and process: later trials' rows say window_capped
     objectives = [tuple(o.split(":", 1)) for o in context["objectives"]]
     outcome = outcome.checked(objectives)  # an inf or NaN objective: failed in the row and in Optuna alike
     row = rows.make_row(

@@ -80,6 +80,7 @@ class SweepPlan:
     warm_sources: list[str] = dataclasses.field(default_factory=list)  # hydra.sweeper.warm_start, resolved
     study_id: str = ""  # the study's random id (studies.study_id): rows and file names of two storages keep apart
     expensive: dict[str, Any] = dataclasses.field(default_factory=dict)  # hydra.sweeper.expensive (cost classes)
+    created: bool = False  # this command created the study (else it continues one)
 
 
 def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[str]) -> SweepPlan:
@@ -135,13 +136,7 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
     warm_sources = warm.resolve(storage, plain(settings.warm_start), study_name, workload_key)
     try:
         created = studies.create_if_missing(storage, study_name, [d for _m, d in objectives])
-        study = optuna.create_study(
-            study_name=study_name,
-            storage=storage,
-            sampler=sampler,
-            load_if_exists=True,
-            directions=[d for _m, d in objectives],
-        )
+        study = optuna.load_study(study_name=study_name, storage=storage, sampler=sampler)  # no second notice
     except ValueError as e:
         raise ConfigError(
             "hydra.sweeper.objectives",
@@ -189,6 +184,7 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
         workload_key=workload_key,
         warm_sources=warm_sources,
         study_id=study_id,
+        created=created,
         expensive=expensive,
     )
 
