@@ -29,6 +29,14 @@ CASES = [
      "`hydra.sweeper.zzz`: is not a setting of the sweeper; `hydra.sweeper` has: baseline_first, conditions, "
      "confirm_top_k, confirm_unstable, constraints, cost_prior, expensive, grace_period, grace_s, heartbeat_interval, "
      "max_failure_rate, max_failures, ... (18 more: `--cfg hydra` lists them)"),
+    (["+workload=matmul", "-m", "hydra/launcher=joblb"],
+     "`hydra/launcher`: unknown hydra/launcher 'joblb'; did you mean hydra/launcher=joblib? known: basic, joblib, "
+     "submitit_local, submitit_slurm"),
+    (["+workload=matmul", "-m", "hydra.job.chdirr=true"],
+     "`hydra.job.chdirr`: is not a Hydra setting; did you mean `hydra.job.chdir`?"),
+    (["+workload=matmul", "-m", "hydra.launcher.n_jobs=2"],
+     "`hydra.launcher.n_jobs`: is not a Hydra setting; `hydra.launcher` has no settings in this config; choose a "
+     "hydra/launcher=<option> that has it"),
     (["+workload=matmul", "knob.dtype=fp32"],
      "`knob.dtype`: is not a key of this workload's config; did you mean `knobs.dtype`?"),
     (["+workload=matmul", "measure.zzz=1"],

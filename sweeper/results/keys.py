@@ -89,6 +89,9 @@ def suggest_key(key: str, known_keys: list[str]) -> str:
         parent = ".".join(parts[:depth]) + "."
         names = {k[len(parent) :].split(".")[0] for k in known_keys if k.startswith(parent)}
         siblings = sorted(n for n in names if not n.startswith("_"))
+        if names and not siblings:  # hydra.launcher.n_jobs under the basic launcher: the group chosen has none
+            node = parent[:-1]
+            return f"`{node}` has no settings in this config; choose a {node.replace('.', '/')}=<option> that has it"
         if siblings:
             where = "--cfg hydra" if parent.startswith("hydra.") else "--cfg job"
             more = f", ... ({len(siblings) - 12} more: `{where}` lists them)" if len(siblings) > 12 else ""

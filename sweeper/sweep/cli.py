@@ -72,7 +72,7 @@ def _translate(exc: Exception, overrides: list[str], known_keys: list[str]) -> C
         return yaml_error
     text = str(exc)
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-    m = re.search(r"Could not find '([^/']+)/([^']+)'", text)
+    m = re.search(r"Could not find '([^']+)/([^/']+)'", text)  # hydra/launcher/joblb: group hydra/launcher
     if m:
         group, name = m.groups()
         options = (
@@ -99,8 +99,9 @@ def _translate(exc: Exception, overrides: list[str], known_keys: list[str]) -> C
     m = re.search(r"Could not override '([^']+)'", text) or re.search(r"Key '([^']+)' is not in struct", text)
     if m:
         key = m.group(1)
-        sweeper = key.startswith("hydra.sweeper.")
-        what = "is not a setting of the sweeper" if sweeper else "is not a key of this workload's config"
+        what = "is not a key of this workload's config"
+        if key.startswith("hydra."):
+            what = "is not a setting of the sweeper" if key.startswith("hydra.sweeper.") else "is not a Hydra setting"
         return ConfigError(key, what, suggest_key(key, known_keys))
     m = re.search(r"Could not append to config\. An item is already at '([^']+)'", text)
     if m:
@@ -304,8 +305,8 @@ def _keys_without_bad(conf_dir: str, overrides: list[str]) -> list[str]:
         with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
             cfg = compose("config", overrides=groups, return_hydra_config=True)
             plain = OmegaConf.to_container(cfg, resolve=False)
-            sweeper = plain.pop("hydra", {}).get("sweeper") or {}  # the sweeper's settings; not Hydra's own
-            return list(flatten({**plain, "hydra": {"sweeper": sweeper}}))
+            hydra = {k: v for k, v in plain.pop("hydra", {}).items() if k not in ("runtime", "overrides")}
+            return list(flatten({**plain, "hydra": hydra}))  # the sweeper's settings, the launcher's, Hydra's
     except Exception:  # noqa: BLE001 - only for a suggestion
         return []
     finally:
