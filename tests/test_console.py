@@ -98,3 +98,19 @@ def test_single_run_prints_units_not_raw_numbers(capsys) -> None:
     out = capsys.readouterr().out
     assert "395239424" not in out and "376.9 MiB" in out, out
     assert out.count("58.7 GFLOP/s") == 2 and "0.05872" not in out, out
+
+
+def test_other_objectives_print_in_units_too(monkeypatch) -> None:
+    """A sweep minimizing peak memory shows MiB in its trial lines and its bar, not a raw byte count."""
+    import optuna
+
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
+    study = optuna.create_study(direction="minimize")
+    t = study.ask()
+    t.set_user_attr("peak_mem_bytes", 395239424)
+    t.set_user_attr("status", "complete")
+    study.tell(t, 395239424)
+    p = SweepProgress("s", 3, [("peak_mem_bytes", "minimize")], 1, {}, study)
+    line = p.line(0, _outcome(Status.COMPLETE, {"peak_mem_bytes": 395239424}), {}).plain
+    assert "peak_mem_bytes=376.9 MiB" in line and "3.952e+08" not in line, line
+    assert p.progress.tasks[0].description == "study best peak_mem_bytes=376.9 MiB (trial 0)"

@@ -215,8 +215,8 @@ class SweepProgress:
         metric = self.objectives[0][0]
         value = outcome.metrics.get(metric)
         if outcome.status is Status.COMPLETE:
-            unit = outcome.metrics.get("throughput_unit", "") if metric == "throughput" else ""
-            shown = si(value, unit) if metric == "throughput" else f"{metric}={_fmt(value)}"
+            unit = outcome.metrics.get("throughput_unit", "")
+            shown = si(value, unit) if metric == "throughput" else f"{metric}={metric_text(metric, value, unit)}"
             detail = shown + f"  {outcome.wall_s:.1f} s"
         elif outcome.reason.startswith("duplicate:"):
             detail = f"same as trial {outcome.reason.split(':', 1)[1]} (not measured again)"
@@ -257,7 +257,7 @@ class SweepProgress:
                 unit = trials[best[1]].user_attrs.get("throughput_unit") if best[1] < len(trials) else None
                 shown = si(best[0], str(unit or "")).strip()
             else:
-                shown = f"{metric}={_fmt(best[0])}"
+                shown = f"{metric}={metric_text(metric, best[0])}"
             self.progress.update(self.task, description=f"study best {shown} (trial {best[1]})")
 
     def summary(self, study: Any) -> None:
