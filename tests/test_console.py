@@ -114,3 +114,16 @@ def test_other_objectives_print_in_units_too(monkeypatch) -> None:
     line = p.line(0, _outcome(Status.COMPLETE, {"peak_mem_bytes": 395239424}), {}).plain
     assert "peak_mem_bytes=376.9 MiB" in line and "3.952e+08" not in line, line
     assert p.progress.tasks[0].description == "study best peak_mem_bytes=376.9 MiB (trial 0)"
+
+
+def test_a_long_reason_is_printed_once(monkeypatch, capsys) -> None:
+    """Every GPU-only configuration of a CPU sweep is skipped for one reason: printed in full once, then named."""
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
+    p = SweepProgress("s", 3, [("throughput", "maximize")], 0)
+    reason = "invalid:knobs.decode_device=hybrid decodes JPEGs on a GPU, but this trial runs on the CPU"
+    for number in (1, 2, 3):
+        p.trial_done(number, _outcome(Status.SKIPPED, reason=reason), {"knobs.batch_size": number})
+    p.trial_done(4, _outcome(Status.SKIPPED, reason="duplicate:1"), {})
+    err = capsys.readouterr().err
+    assert err.count("decodes JPEGs on a GPU") == 1, err
+    assert "trial   2 skipped     (as trial 1) | batch_size=2" in err and "(as trial 1) | batch_size=3" in err, err

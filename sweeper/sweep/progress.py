@@ -172,6 +172,7 @@ class SweepProgress:
         self.pruned_walls: list[float] = []
         self.complete_walls: list[float] = []
         self.counts: dict[Status, int] = {}
+        self.reasons: dict[str, int] = {}  # a trial's reason -> the first trial printed with it
         self.budget_s, self.time_left = (float(budget_s), time_left) if budget_s and time_left else (None, None)
         clock = _BudgetColumn(self) if self.budget_s else TimeElapsedColumn()
         self.progress = Progress(TextColumn(f"[bold]{escape(study)}"), _Bar(self), MofNCompleteColumn(),
@@ -222,8 +223,11 @@ class SweepProgress:
             detail = f"same as trial {outcome.reason.split(':', 1)[1]} (not measured again)"
         elif outcome.reason == outcome.status.value:  # "interrupted interrupted": say by what
             detail = "(Ctrl-C, SIGTERM or its sweeper's end)"
+        elif outcome.reason in self.reasons and len(outcome.reason) > 40:  # a long reason is printed once
+            detail = f"(as trial {self.reasons[outcome.reason]})"
         else:
             detail = outcome.reason or ""
+            self.reasons.setdefault(detail, number)
         changed = {k: v for k, v in values.items()
                    if v is not None and (k not in self.baseline or v != self.baseline[k])}  # inactive: None
         knobs = [f"{_short(k)}={_fmt(v)}" for k, v in changed.items()] if changed else ["(the defaults)"]
