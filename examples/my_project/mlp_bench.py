@@ -17,7 +17,8 @@ from workloads import DeviceInfo, Workload, common
 
 
 def check(cfg: dict[str, Any], device: DeviceInfo) -> str | None:
-    """Why this configuration cannot run on ``device`` (it is then skipped before launch), or None."""
+    """Why this configuration cannot run on ``device``, or None: a sampled configuration is then skipped before
+    launch; a single run (or a value a sweep fixes) is refused as bad input, exit 2."""
     return common.check_common(cfg["knobs"], device)
 
 
