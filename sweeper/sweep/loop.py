@@ -87,10 +87,8 @@ class SweepImpl:
         self.settler.recover()
         target = studies.update_target(plan.study, s.n_trials)
         done = sum(1 for t in plan.study.get_trials(deepcopy=False) if studies.is_counted(t) and t.state.is_finished())
-        progress = SweepProgress(plan.study_name, target, plan.objectives, done, plan.defaults, plan.study,
-                                 s.timeout_s, self.scheduler.time_left)  # fmt: skip
+        progress = SweepProgress.of(plan, target, done, s.timeout_s, self.scheduler.time_left)  # says it opened
         self.settler.progress = progress
-        progress.opened(plan.created, done)
         if isinstance(plan.study.sampler, optuna.samplers.BaseSampler) and hasattr(plan.study.sampler, "fits"):
             plan.study.sampler.fits = self._fits  # the staged sampler promotes only what fits
         log_launches_to(Path(str(self.config.hydra.sweep.dir)) / "sweep.log")

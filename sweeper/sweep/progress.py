@@ -202,6 +202,14 @@ class SweepProgress:
         """More trials joined the sweep (re-measurements of the best configurations)."""
         self.progress.update(self.task, total=self.progress.tasks[0].total + n)
 
+    @classmethod
+    def of(cls, plan: Any, target: int, done: int, budget_s: float | None,
+           time_left: Callable[[], float | None]) -> SweepProgress:
+        """The progress of the sweep ``plan`` (a ``SweepPlan``), having said that its study opened."""
+        progress = cls(plan.study_name, target, plan.objectives, done, plan.defaults, plan.study, budget_s, time_left)
+        progress.opened(plan.created, done)
+        return progress
+
     def opened(self, created: bool, done: int) -> None:
         """The one notice of the study's opening: new, or continued with what it holds."""
         study = self.progress.tasks[0].fields.get("study", "")
