@@ -115,14 +115,16 @@ def _run_recorded(tcfg: dict[str, Any], context: dict[str, Any]) -> tuple[TrialO
         return outcome, occupancy.shared_with(time.time())
 
 
-_SAID: set[tuple[str, str]] = set()
+_SAID: set[tuple[str, str, str]] = set()
 
 
-def _first(study: str, cause: str) -> bool:
-    """True the first time ``cause`` comes up for ``study`` in this process: one notice per cause, not per trial."""
-    if (study, cause) in _SAID:
+def _first(context: dict[str, Any], cause: str) -> bool:
+    """True the first time ``cause`` comes up for a sweep's study in this process (always for a single run): one
+    notice per cause, not one per trial."""
+    key = (str(context["study"]), str(context.get("study_id")), cause)
+    if context["number"] is not None and key in _SAID:
         return False
-    _SAID.add((study, cause))
+    _SAID.add(key)
     return True
 
 
@@ -177,7 +179,7 @@ def run_trial(cfg: DictConfig) -> dict[str, Any]:
         outcome = TrialOutcome(Status.SKIPPED, f"invalid:{reason}", reason, started_at=now, ended_at=now)
     else:
         outcome, shared = _run_recorded(tcfg, context)
-    if outcome.metrics.get("window_capped") and _first(context["study"], "window_capped"):
+    if outcome.metrics.get("window_capped") and _first(context, "window_capped"):
         log.warning(
             "trial %s: measure.max_steps stopped the window at %.3g s, before measure.min_time_s=%s s; "
             "raise measure.max_steps (preset=nightly does); said once, each row says window_capped",
