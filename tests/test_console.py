@@ -127,3 +127,15 @@ def test_a_long_reason_is_printed_once(monkeypatch, capsys) -> None:
     err = capsys.readouterr().err
     assert err.count("decodes JPEGs on a GPU") == 1, err
     assert "trial   2 skipped     (as trial 1) | batch_size=2" in err and "(as trial 1) | batch_size=3" in err, err
+
+
+def test_starts_that_leave_knobs_to_the_sampler_are_one_notice(results: Path, monkeypatch) -> None:
+    """Two starts whose value lies outside the space: one notice naming both, not a line per knob and start."""
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
+    proc = run_main(["+workload=matmul", "-m", "hydra.sweeper.n_trials=1", "hydra.sweeper.confirm_top_k=0",
+                     "hydra.sweeper.confirm_unstable=false", "knobs.dtype=choice(fp16,fp32)", "measure.steps=2",
+                     "hydra.sweeper.starts=[{knobs.dtype:bf16},{knobs.dtype:bf16}]"], results, check=True)  # fmt: skip
+    _no_line_wraps_at_column_0(proc.stderr)
+    text = " ".join(proc.stderr.split())
+    assert text.count("not fixed by the start") == 1, proc.stderr
+    assert "starts[0], starts[1]: not fixed by the start" in text and "knobs.dtype ('bf16' is outside" in text
