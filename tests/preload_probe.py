@@ -9,3 +9,15 @@ from typing import Any
 
 def imported(names: list[str], conn: Any) -> None:
     conn.send({name: name in sys.modules for name in names})
+
+
+def hold_a_semaphore(conn: Any) -> None:
+    """Make a semaphore the resource tracker knows of (as a DataLoader's queue does where multiprocessing starts
+    by forkserver), say so, and wait to be killed."""
+    import multiprocessing
+    import time
+
+    lock = multiprocessing.get_context("forkserver").Lock()
+    conn.send("holding")
+    time.sleep(120)
+    del lock

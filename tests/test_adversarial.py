@@ -396,8 +396,9 @@ def test_interrupt_stops_within_seconds_and_records_interrupted(
     out, err = (tmp_path / "sweep.out").read_text(), (tmp_path / "sweep.err").read_text()
     assert proc.returncode == code, err[-3000:]
     assert "Traceback" not in out + err, err[-3000:]
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert lines[-1].startswith("interrupted (") and lines[-1].endswith("run the same command again to resume")
+    last = err.rstrip().rsplit("\ninterrupted (", 1)[-1]  # the last notice, its wrapped lines indented
+    assert all(ln.startswith("    ") for ln in last.splitlines()[1:]), err[-3000:]
+    assert " ".join(last.split()).endswith("run the same command again to resume"), err[-3000:]
     _, alive = psutil.wait_procs(children, timeout=10)
     assert not alive, [p.cmdline() for p in alive]
     study = optuna.load_study(study_name="faults", storage=f"sqlite:///{results / 'optuna.db'}")

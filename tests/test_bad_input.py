@@ -15,7 +15,35 @@ COSTLY = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=costly"]
 CASES = [
     (["+workload=nope"], f"`workload`: unknown workload 'nope'; known: {KNOWN}; {OWN.format('nope')}"),
     (["+workload=matmu"],
-     f"`workload`: unknown workload 'matmu'; did you mean workload=matmul? known: {KNOWN}; {OWN.format('matmu')}"),
+     f"`workload`: unknown workload 'matmu'; did you mean +workload=matmul? known: {KNOWN}; {OWN.format('matmu')}"),
+    (["+workload=matmul", "storage=sqlit"],
+     "`storage`: unknown storage 'sqlit'; did you mean storage=sqlite? known: journal, postgres, sqlite"),
+    # every key of the command has a suggestion: the sweeper's settings too, and the keys beside an unknown one
+    (["+workload=matmul", "-m", "hydra.sweeper.timeout=60"],
+     "`hydra.sweeper.timeout`: is not a setting of the sweeper; did you mean `hydra.sweeper.timeout_s`?"),
+    (["+workload=matmul", "-m", "+hydra.sweeper.timeout=60"],
+     "`hydra.sweeper.timeout`: is not a setting of the sweeper; did you mean `hydra.sweeper.timeout_s`?"),
+    (["+workload=matmul", "-m", "hydra.sweeper.pruner.typ=median"],
+     "`hydra.sweeper.pruner.typ`: is not a setting of the sweeper; did you mean `hydra.sweeper.pruner.type`?"),
+    (["+workload=matmul", "-m", "+hydra.sweeper.zzz=1"],
+     "`hydra.sweeper.zzz`: is not a setting of the sweeper; `hydra.sweeper` has: baseline_first, conditions, "
+     "confirm_top_k, confirm_unstable, constraints, cost_prior, expensive, grace_period, grace_s, heartbeat_interval, "
+     "max_failure_rate, max_failures, ... (18 more: `--cfg hydra` lists them)"),
+    (["+workload=matmul", "-m", "hydra/launcher=joblb"],
+     "`hydra/launcher`: unknown hydra/launcher 'joblb'; did you mean hydra/launcher=joblib? known: basic, joblib, "
+     "submitit_local, submitit_slurm"),
+    (["+workload=matmul", "-m", "hydra.job.chdirr=true"],
+     "`hydra.job.chdirr`: is not a Hydra setting; did you mean `hydra.job.chdir`?"),
+    (["+workload=matmul", "-m", "hydra.launcher.n_jobs=2"],
+     "`hydra.launcher.n_jobs`: is not a Hydra setting; `hydra.launcher` has no settings in this config; choose a "
+     "hydra/launcher=<option> that has it"),
+    (["+workload=matmul", "knob.dtype=fp32"],
+     "`knob.dtype`: is not a key of this workload's config; did you mean `knobs.dtype`?"),
+    (["+workload=matmul", "measure.zzz=1"],
+     "`measure.zzz`: is not a key of this workload's config; `measure` has: max_steps, min_time_s, profile_steps, "
+     "rel_precision, stall_s, steps, warmup_steps"),
+    (["+workload=matmul", "trial.resources.gpu=1"],
+     "`trial.resources.gpu`: is not a key of this workload's config; did you mean `trial.resources.gpus`?"),
     (["-m"], f"`workload`: no workload selected; add +workload=<name>; known workloads: {KNOWN}"),
     (["+workload=matmul", "knobs.dtyp=fp32"],
      "`knobs.dtyp`: is not a key of this workload's config; did you mean `knobs.dtype`?"),
@@ -78,7 +106,8 @@ CASES = [
      "config; did you mean `knobs.dtype`?"),
     (["+workload=matmul", "-m", "hydra.sweeper.sampler=grid", "knobs.allow_tf32=choice(true,false)",
       "knobs.m=interval(64,128)"],
-     "`knobs.m`: is not a key of this workload's config; did you mean `knobs.dtype`?"),
+     "`knobs.m`: is not a key of this workload's config; `knobs` has: allow_tf32, bf16_reduced_precision, dtype, "
+     "fp16_reduced_precision, transpose_a, transpose_b"),
     (["+workload=matmul", "-m", "hydra.sweeper.sampler=grid", "measure.min_time_s=interval(0.0,0.1)"],
      "`measure.min_time_s`: the grid sampler needs a discrete space, but got FloatDistribution(high=0.1, log=False, "
      "low=0.0, step=None); declare it with choice(...) or range(...), or pick another sampler"),

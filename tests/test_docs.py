@@ -133,3 +133,13 @@ def test_the_checks_find_what_they_look_for(tmp_path: Path, with_git: bool) -> N
         "[ok](guide.md#guide) [up](../notes.md) [gone](no-such-file.md) [web](https://x.org) `[c](x.md)`\n"
     )
     assert broken_links(probe, tmp_path) == ["docs/index.md: no-such-file.md"]
+
+
+def test_readme_installs_a_built_wheel_with_the_report_extra() -> None:
+    """The install section shows the wheel path: the build command the test suite's wheel install runs
+    (tests/test_install.py), and the wheel of this version installed with the `[report]` extra (quoted)."""
+    version = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    install = readme.split("## Install", 1)[1].split("\n## ", 1)[0]
+    assert "pip wheel . -w dist --no-deps" in install
+    assert f'pip install "dist/torch_knob_sweeper-{version}-py3-none-any.whl[report]"' in install

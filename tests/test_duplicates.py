@@ -161,15 +161,16 @@ def test_progress_bar_shows_the_studys_best_not_only_this_commands() -> None:
         t = study.ask()
         t.set_user_attr("throughput", value)
         t.set_user_attr("status", "complete")
+        t.set_user_attr("throughput_unit", "samples/s")
         study.tell(t, value)
     progress = SweepProgress("s", 4, [("throughput", "maximize")], 2, {}, study)
-    assert progress.progress.tasks[0].description == "study best throughput=9 (trial 1)"
+    assert progress.progress.tasks[0].description == "study best 9.00 samples/s (trial 1)", "the trial lines' units"
     t = study.ask()
     t.set_user_attr("throughput", 3.0)
     t.set_user_attr("status", "complete")
     study.tell(t, 3.0)
     progress.trial_done(2, TrialOutcome(Status.COMPLETE, metrics={"throughput": 3.0}), {}, study)
-    assert progress.progress.tasks[0].description == "study best throughput=9 (trial 1)"
+    assert progress.progress.tasks[0].description == "study best 9.00 samples/s (trial 1)"
 
 
 def test_a_higher_trial_waits_for_a_lower_one_to_record_its_configuration(tmp_path: Path) -> None:

@@ -173,6 +173,32 @@ p.join()
     assert proc.stdout.strip().splitlines()[-1] == str({"torchvision": torchvision, f"workloads.{workload}": True})
 
 
+def test_a_trial_killed_by_ctrl_c_leaves_no_warning_after_the_last_line() -> None:
+    """Ctrl-C kills running trials; a semaphore one of them made (a DataLoader's queue) is unlinked by
+    multiprocessing's resource tracker when the sweeper exits, and its "leaked semaphore" warning is not printed
+    after the sweep's last line."""
+    code = f"""
+import os, signal, sys
+sys.path.insert(0, {str(ROOT / "tests")!r})
+import preload_probe
+from sweeper.trial import isolate
+ctx = isolate._context()
+parent, child = ctx.Pipe()
+p = ctx.Process(target=preload_probe.hold_a_semaphore, args=(child,))
+p.start()
+assert parent.recv() == "holding"
+os.kill(p.pid, signal.SIGKILL)
+p.join()
+print("interrupted (Ctrl-C): the last line", file=sys.stderr, flush=True)
+os._exit(130)
+"""
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    _, err = proc.communicate(timeout=120)  # stderr closes when the tracker, its last holder, has exited
+    assert proc.returncode == 130, err[-2000:]
+    assert err.strip().splitlines()[-1] == "interrupted (Ctrl-C): the last line", err[-2000:]
+    assert "leaked semaphore" not in err, err[-2000:]
+
+
 def test_a_result_sent_just_before_the_child_ends_is_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The parent waits for the child's message in slices; when the child sends its result and exits between one
     slice and the liveness check after it, the result is still in the pipe. Forced here: every wait with a timeout

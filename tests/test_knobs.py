@@ -344,6 +344,82 @@ def test_sdpa_backend_math_replaces_the_fused_attention_kernel(tmp_path: Path) -
     assert torch.backends.cuda.flash_sdp_enabled(), "the context restores the backends"
 
 
+# ---------------------------------------------------------------- between backward and the optimizer
+
+
+def own_clipping_model(knobs: dict[str, Any], max_norm: float, seen: list[dict[str, float]]) -> common.TrainStep:
+    """A model of a user's own that clips its gradients through ``TrainStep``'s hook, its optimizer built with the
+    ``optimizer_impl`` knob: what ``build(cfg, device)`` of a real training script does."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Embedding(32, 16), nn.Flatten(), nn.Linear(16 * 6, 32))
+    opt = torch.optim.SGD(model.parameters(), lr=1.0, **common.optimizer_kwargs(knobs["optimizer_impl"], CPU))
+
+    def clip(train: common.TrainStep) -> None:
+        total = train.clip_grad_norm_(max_norm)
+        after = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in train.parameters()]))
+        seen.append({"before": float(total), "after": float(after), "scale": float(train.scaler.get_scale())})
+
+    return common.TrainStep(model, nn.functional.cross_entropy, opt, knobs, CPU, before_step=clip)
+
+
+@pytest.mark.parametrize("precision", ["fp16", "fp32"])
+def test_own_model_clips_unscaled_gradients_with_the_knobs_applied(precision: str) -> None:
+    """The hook sees true gradients (fp16's loss scale divided out first), its clipping is what the optimizer steps
+    on, and the knobs still hold: autocast in the forward, the step compiled, the optimizer's implementation, two
+    micro-batches per optimizer step."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    knobs = {"precision": precision, "compile": "default", "optimizer_impl": "foreach", "grad_accum_steps": 2}
+    batch = [(torch.randint(0, 32, (4, 6)), torch.randint(0, 32, (4,))) for _ in range(2)]
+    reference: list[dict[str, float]] = []
+    own_clipping_model({**knobs, "precision": "fp32", "compile": "off"}, 1e9, reference)(batch)  # no clipping
+    seen: list[dict[str, float]] = []
+    train = own_clipping_model(knobs, 1e-3, seen)
+    dtypes: list[torch.dtype] = []
+    train.model[2].register_forward_hook(lambda m, i, out: dtypes.append(out.dtype))
+    steps: list[int] = []
+    handle = register_optimizer_step_post_hook(lambda *a: steps.append(1))
+    before = [p.detach().clone() for p in train.parameters()]
+    try:
+        train(batch)
+    finally:
+        handle.remove()
+    assert len(seen) == 1 and steps == [1], "the hook once per optimizer step, after both micro-batches"
+    assert seen[0]["scale"] == (65536.0 if precision == "fp16" else 1.0)
+    assert seen[0]["before"] == pytest.approx(reference[0]["before"], rel=0.05), "an unscaled gradient norm"
+    assert seen[0]["after"] == pytest.approx(1e-3, rel=1e-3), "clipped to max_norm"
+    moved = torch.linalg.vector_norm(torch.stack([(p.detach() - b).norm() for p, b in zip(train.parameters(), before)]))
+    assert float(moved) == pytest.approx(1e-3, rel=1e-2), "SGD (lr 1) stepped on the clipped gradients"
+    low = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision, torch.float32)
+    assert dtypes and set(dtypes) <= {low} and counters["stats"]["unique_graphs"] >= 1, (
+        dtypes,
+        dict(counters["stats"]),
+    )
+    assert train.optimizer.defaults["foreach"] is True
+
+
+def test_before_optimizer_step_is_an_override_point() -> None:
+    """A subclass overrides ``before_optimizer_step``; ``unscale_`` twice in one step divides once."""
+    calls: list[float] = []
+
+    class Clipped(common.TrainStep):
+        def before_optimizer_step(self) -> None:
+            self.unscale_()
+            self.unscale_()
+            calls.append(float(self.model[0].weight.grad.norm()))
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    train = Clipped(model, nn.functional.mse_loss, opt, {"precision": "fp16"}, CPU)
+    batch = (torch.randn(4, 8), torch.randn(4, 4))
+    train(batch)
+    train(batch)
+    assert len(calls) == 2 and calls[0] < 100, "unscaled: not 65536 times a gradient of order 1"
+
+
 # ---------------------------------------------------------------- matmul
 
 

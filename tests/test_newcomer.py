@@ -146,6 +146,47 @@ def test_own_model_helper_knobs_refused_before_launch(project: Path) -> None:
         assert not (project / "results" / "trials").exists() or not any((project / "results" / "trials").iterdir())
 
 
+OWN_KNOB_MODEL = '''
+"""A model whose own knob, ``knobs.act``, is checked by its own check()."""
+from typing import Any
+
+from workloads import DeviceInfo, Workload, common
+
+
+def check(cfg: dict[str, Any], device: DeviceInfo) -> str | None:
+    if cfg["knobs"]["act"] not in ("gelu", "relu"):
+        return f"act must be gelu or relu, got {cfg['knobs']['act']!r}"
+    return common.check_common(cfg["knobs"], device)
+
+
+def build(cfg: dict[str, Any], device: Any) -> Workload:
+    raise AssertionError("never built: its knob was refused before any trial")
+'''
+
+
+def test_own_knob_refused_by_own_check_is_bad_input(tmp_path: Path) -> None:
+    """A value of one's own knob that one's own check() refuses is one line naming the knob, exit 2, no row, in a
+    single run and in a sweep that fixes it (as the package's own knobs are)."""
+    from conftest import run_main
+
+    conf = tmp_path / "conf"
+    (conf / "workload").mkdir(parents=True)
+    (tmp_path / "actknob_bench.py").write_text(OWN_KNOB_MODEL)
+    (conf / "workload" / "actknob.yaml").write_text(
+        "# @package _global_\n"
+        f"workload: {{name: actknob, module: {tmp_path / 'actknob_bench.py'}}}\n"
+        "knobs: {precision: fp32, act: gelu, batch_size: 8}\n"
+        "hydra: {sweeper: {params: {knobs.batch_size: 'choice(8, 16)'}}}\n"
+    )
+    for args in (["knobs.act=gleu"], ["-m", "knobs.act=gleu", "hydra.sweeper.n_trials=2"]):
+        proc = run_main(["-cd", str(conf), "+workload=actknob", *args], tmp_path / "results")
+        err = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2, (args, proc.stderr[-3000:])
+        assert len(err) == 1 and err[0].startswith("error: `knobs.act`: "), err
+        assert "act must be gelu or relu, got 'gleu'" in err[0] and "give a value it accepts" in err[0]
+        assert not list((tmp_path / "results").rglob("*.parquet")), "no row: nothing was tried"
+
+
 def test_own_workload_without_config_dir_hints_cd(project: Path) -> None:
     proc = _run(["+workload=tinyenc"], project)
     assert proc.returncode == 2

@@ -105,14 +105,32 @@ class TrainStep:
 
     ``step(batch)`` takes a list of micro-batches (``(inputs, targets)`` each) or one, and returns the last loss
     (a tensor; nothing is synchronized). The forward+loss function may be compiled.
+
+    Between the last micro-batch's backward and the optimizer step, ``before_step(train)`` runs: the place for
+    gradient clipping or anything else a training script does there (a subclass may override
+    :meth:`before_optimizer_step` instead). The knobs stay applied: precision and compile around the forward,
+    the loss scale, accumulation and the optimizer's implementation around the hook. Under fp16 the gradients
+    there are still multiplied by the loss scale: call ``train.unscale_()`` before reading them, or
+    ``train.clip_grad_norm_(max_norm)``, which unscales first (``GradScaler.unscale_``, once per step)::
+
+        train = common.TrainStep(model, loss_fn, opt, knobs, device, before_step=lambda t: t.clip_grad_norm_(1.0))
     """
 
-    def __init__(self, model: nn.Module, loss_fn: Callable, optimizer: torch.optim.Optimizer, knobs: dict[str, Any],
-                 device: torch.device) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        loss_fn: Callable,
+        optimizer: torch.optim.Optimizer,
+        knobs: dict[str, Any],
+        device: torch.device,
+        before_step: Callable[[TrainStep], Any] | None = None,
+    ) -> None:
         k = of(TrainingKnobs, knobs)
         self.model, self.optimizer, self.device = model, optimizer, device
+        self.before_step = before_step
         self.precision = k.precision
         self.scaler = grad_scaler(self.precision, device)
+        self._unscaled = False
         self.accum = int(k.grad_accum_steps)
         if self.accum < 1:
             raise ValueError(f"grad_accum_steps must be >= 1, got {self.accum}")
@@ -123,13 +141,36 @@ class TrainStep:
 
         self.forward_loss = maybe_compile(forward_loss, k.compile)
 
+    def parameters(self) -> list[torch.Tensor]:
+        """The parameters the optimizer updates (those of its param groups)."""
+        return [p for group in self.optimizer.param_groups for p in group["params"]]
+
+    def unscale_(self) -> None:
+        """Divide the gradients by the fp16 loss scale (a no-op for the other precisions, or when done this step)."""
+        if self.scaler.is_enabled() and not self._unscaled:
+            self.scaler.unscale_(self.optimizer)
+        self._unscaled = True
+
+    def clip_grad_norm_(self, max_norm: float, norm_type: float = 2.0) -> torch.Tensor:
+        """``torch.nn.utils.clip_grad_norm_`` over the optimizer's parameters, on unscaled gradients; returns the
+        total norm before clipping (a tensor: nothing is synchronized)."""
+        self.unscale_()
+        return torch.nn.utils.clip_grad_norm_(self.parameters(), max_norm, norm_type)
+
+    def before_optimizer_step(self) -> None:
+        """Runs after the last backward of a step, before ``optimizer.step``: calls ``before_step(self)``."""
+        if self.before_step is not None:
+            self.before_step(self)
+
     def __call__(self, batch: Any) -> torch.Tensor:
         micro = batch if isinstance(batch, list) else [batch]
         loss = None
         for x, y in micro:
             loss = self.forward_loss(x, y)
             self.scaler.scale(loss / len(micro)).backward()
-        self.scaler.step(self.optimizer)
+        self._unscaled = False
+        self.before_optimizer_step()
+        self.scaler.step(self.optimizer)  # skips the step if unscaled fp16 gradients hold inf or NaN
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
         return loss.detach()

@@ -17,7 +17,8 @@ from workloads import DeviceInfo, Workload, common
 
 
 def check(cfg: dict[str, Any], device: DeviceInfo) -> str | None:
-    """Why this configuration cannot run on ``device`` (it is then skipped before launch), or None."""
+    """Why this configuration cannot run on ``device``, or None: a sampled configuration is then skipped before
+    launch; a single run (or a value a sweep fixes) is refused as bad input, exit 2."""
     return common.check_common(cfg["knobs"], device)
 
 
@@ -33,7 +34,8 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
     opt = torch.optim.AdamW(
         model.parameters(), lr=1e-3, **common.optimizer_kwargs(knobs.get("optimizer_impl", "foreach"), device)
     )
-    train = common.TrainStep(model, F.cross_entropy, opt, knobs, device)  # autocast, GradScaler, compile
+    # autocast, GradScaler, compile, accumulation; clip_grad_norm_ between backward and the optimizer (unscaled)
+    train = common.TrainStep(model, F.cross_entropy, opt, knobs, device, before_step=lambda t: t.clip_grad_norm_(1.0))
     x = torch.randn(bs, width, device=device)
     y = torch.randint(0, 10, (bs,), device=device)
     flops = 6.0 * bs * sum(m.weight.numel() for m in model if isinstance(m, nn.Linear))  # fwd + bwd

@@ -7,6 +7,7 @@ they can never disagree about what a key means.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping, MutableMapping
 from typing import Any
@@ -66,3 +67,34 @@ def override_value(value: Any, quote_text: bool = False) -> str:
 def override_string(key: str, value: Any) -> str:
     """A Hydra command-line override that sets ``key`` to exactly ``value`` (text always quoted)."""
     return f"{key}={override_value(value, quote_text=True)}"
+
+
+def suggest_key(key: str, known_keys: list[str]) -> str:
+    """``did you mean `hydra.sweeper.timeout_s`?``, or the keys beside ``key`` (those of its parent node, or the
+    top-level ones): every key of a command, the sweeper's (``hydra.sweeper.*``) included."""
+    parent, _, leaf = key.rpartition(".")
+    beside = [k for k in known_keys if k.rpartition(".")[0] == parent]
+    close = difflib.get_close_matches(leaf, [k.rpartition(".")[2] for k in beside], n=1)  # a typo of its name
+    close = [f"{parent}.{close[0]}" if parent else close[0]] if close else []
+    elsewhere = [  # the same name under another node (knob.dtype for knobs.dtype)
+        k
+        for k in known_keys
+        if k.rpartition(".")[0] != parent and difflib.SequenceMatcher(None, leaf, k.rpartition(".")[2]).ratio() >= 0.8
+    ]
+    close = close or difflib.get_close_matches(key, elsewhere, n=1, cutoff=0.8)
+    if close:
+        return f"did you mean `{close[0]}`?"
+    parts = key.split(".")
+    for depth in range(len(parts) - 1, 0, -1):
+        parent = ".".join(parts[:depth]) + "."
+        names = {k[len(parent) :].split(".")[0] for k in known_keys if k.startswith(parent)}
+        siblings = sorted(n for n in names if not n.startswith("_"))
+        if names and not siblings:  # hydra.launcher.n_jobs under the basic launcher: the group chosen has none
+            node = parent[:-1]
+            return f"`{node}` has no settings in this config; choose a {node.replace('.', '/')}=<option> that has it"
+        if siblings:
+            where = "--cfg hydra" if parent.startswith("hydra.") else "--cfg job"
+            more = f", ... ({len(siblings) - 12} more: `{where}` lists them)" if len(siblings) > 12 else ""
+            return f"`{parent[:-1]}` has: {', '.join(siblings[:12])}{more}"
+    top = sorted({k.split(".")[0] for k in known_keys})
+    return f"top-level keys: {', '.join(top)}" if top else "see `python -m sweeper +workload=<name> --cfg job`"

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from sweeper.errors import ConfigError
+from sweeper.results.keys import suggest_key
 
 _FLAGS_WITH_VALUE = {
     "-cp",
@@ -71,7 +72,7 @@ def _translate(exc: Exception, overrides: list[str], known_keys: list[str]) -> C
         return yaml_error
     text = str(exc)
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-    m = re.search(r"Could not find '([^/']+)/([^']+)'", text)
+    m = re.search(r"Could not find '([^']+)/([^/']+)'", text)  # hydra/launcher/joblb: group hydra/launcher
     if m:
         group, name = m.groups()
         options = (
@@ -80,7 +81,8 @@ def _translate(exc: Exception, overrides: list[str], known_keys: list[str]) -> C
             else []
         )
         close = difflib.get_close_matches(name, options, n=1)
-        hint = f"did you mean {group}={close[0]}? " if close else ""
+        given = next((o.split("=", 1)[0] for o in overrides if o.split("=", 1)[0].lstrip("+~") == group), group)
+        hint = f"did you mean {given.lstrip('~')}={close[0]}? " if close else ""
         fix = f"{hint}known: {', '.join(options) or 'none'}"
         if group == "workload":
             fix += "; " + own_config_hint(name)
@@ -97,13 +99,10 @@ def _translate(exc: Exception, overrides: list[str], known_keys: list[str]) -> C
     m = re.search(r"Could not override '([^']+)'", text) or re.search(r"Key '([^']+)' is not in struct", text)
     if m:
         key = m.group(1)
-        close = difflib.get_close_matches(key, known_keys, n=1)
-        hint = (
-            f"did you mean `{close[0]}`?"
-            if close
-            else "list the keys with `python -m sweeper +workload=<name> --cfg job`"
-        )
-        return ConfigError(key, "is not a key of this workload's config", hint)
+        what = "is not a key of this workload's config"
+        if key.startswith("hydra."):
+            what = "is not a setting of the sweeper" if key.startswith("hydra.sweeper.") else "is not a Hydra setting"
+        return ConfigError(key, what, suggest_key(key, known_keys))
     m = re.search(r"Could not append to config\. An item is already at '([^']+)'", text)
     if m:
         return ConfigError(m.group(1), "already exists, so '+' cannot add it", f"drop the '+': {m.group(1)}=...")
@@ -179,6 +178,7 @@ def preflight(argv: list[str], conf_dir: str) -> Any:
                     "no workload selected",
                     f"add +workload=<name>; known workloads: {', '.join(available())}",
                 )
+            _check_sweeper_keys(with_hydra)
             multirun = any(a in ("-m", "--multirun") for a in argv)
             _check_values(cfg, overrides, None if multirun else with_hydra.hydra.sweeper.get("params"))
             if multirun:
@@ -190,6 +190,30 @@ def preflight(argv: list[str], conf_dir: str) -> Any:
         fail(_translate(e, overrides, _keys_without_bad(conf_dir, overrides)))
     finally:
         GlobalHydra.instance().clear()
+
+
+def _check_sweeper_keys(cfg: Any) -> None:
+    """Every ``hydra.sweeper`` key is a setting of the knob sweeper: ``+hydra.sweeper.timeout=60`` adds a key that
+    composes, and Hydra would then stop with its own multi-line error when it builds the sweeper."""
+    import dataclasses
+
+    from omegaconf import OmegaConf
+
+    from sweeper.results.keys import flatten
+    from sweeper.sweep.settings import KnobSweeperConf, PrunerConf
+
+    sweeper = OmegaConf.to_container(cfg.hydra.sweeper, resolve=False)
+    if sweeper.get("_target_") != KnobSweeperConf._target_:
+        return  # another sweeper: its own keys
+    known = {f.name for f in dataclasses.fields(KnobSweeperConf)}
+    pruner = {f"pruner.{f.name}" for f in dataclasses.fields(PrunerConf)}
+    given = [k for k in sweeper if k not in known] + [
+        k for k in flatten({"pruner": sweeper.get("pruner") or {}}) if k not in pruner
+    ]
+    if given:
+        full = [f"hydra.sweeper.{k}" for k in sorted(known | pruner)]
+        key = f"hydra.sweeper.{given[0]}"
+        raise ConfigError(key, "is not a setting of the sweeper", suggest_key(key, full))
 
 
 MAX_STUDY_NAME = 512  # characters: Optuna's database storages keep a study name in a column of this length
@@ -279,8 +303,10 @@ def _keys_without_bad(conf_dir: str, overrides: list[str]) -> list[str]:
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
-            cfg = compose("config", overrides=groups)
-            return list(flatten(OmegaConf.to_container(cfg, resolve=False)))
+            cfg = compose("config", overrides=groups, return_hydra_config=True)
+            plain = OmegaConf.to_container(cfg, resolve=False)
+            hydra = {k: v for k, v in plain.pop("hydra", {}).items() if k not in ("runtime", "overrides")}
+            return list(flatten({**plain, "hydra": hydra}))  # the sweeper's settings, the launcher's, Hydra's
     except Exception:  # noqa: BLE001 - only for a suggestion
         return []
     finally:

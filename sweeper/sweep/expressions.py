@@ -17,15 +17,9 @@ def check_known(key: str, defaults: Mapping[str, Any], where: str | None = None)
     """A one-line error unless ``key`` is a config key; ``where`` names the setting that wrote it (default: key)."""
     if key in defaults:
         return
-    import difflib
+    from sweeper.results.keys import suggest_key
 
-    close = difflib.get_close_matches(key, list(defaults), n=1)
-    hint = (
-        f"did you mean `{close[0]}`?"
-        if close
-        else "known keys: " + ", ".join(sorted(k for k in defaults if k.startswith("knobs.")))
-    )
-    raise ConfigError(where or key, "is not a key of this workload's config", hint)
+    raise ConfigError(where or key, "is not a key of this workload's config", suggest_key(key, list(defaults)))
 
 
 _BINOPS = {

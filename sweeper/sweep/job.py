@@ -115,11 +115,42 @@ def _run_recorded(tcfg: dict[str, Any], context: dict[str, Any]) -> tuple[TrialO
         return outcome, occupancy.shared_with(time.time())
 
 
+_SAID: set[tuple[str, str, str]] = set()
+
+
+def _first(context: dict[str, Any], cause: str) -> bool:
+    """True the first time ``cause`` comes up for a sweep's study in this process (always for a single run): one
+    notice per cause, not one per trial."""
+    key = (str(context["study"]), str(context.get("study_id")), cause)
+    if context["number"] is not None and key in _SAID:
+        return False
+    _SAID.add(key)
+    return True
+
+
 def device_check(tcfg: dict[str, Any], info: DeviceInfo) -> str | None:
     """Why the workload cannot run this trial config on the device described by ``info``, or None."""
     module = load_workload(tcfg["workload"])
     target = info if tcfg["device"].startswith("cuda") else DeviceInfo(kind="cpu")  # what the trial will run on
     return module.check(tcfg, target) if hasattr(module, "check") else None
+
+
+def named_in(reason: str, given: list[str]) -> list[str]:
+    """The knob and workload keys among the overrides ``given`` that ``reason`` names (``knobs.act`` or ``act``)."""
+    import re
+
+    keys = [o.split("=", 1)[0].lstrip("+~") for o in given if "=" in o]
+    knobs = [k for k in keys if k.startswith(("knobs.", "workload.", "distributed."))]
+    return [k for k in knobs if re.search(rf"(?<![\w.]){re.escape(k.rsplit('.', 1)[-1])}\b", reason) or k in reason]
+
+
+def refusal(reason: str, given: list[str], device: str) -> ConfigError:
+    """The workload's ``check`` refused the configuration a command fixed: bad input for that command (one line,
+    exit 2), named by the given key the reason names (else the first knob given)."""
+    keys = [o.split("=", 1)[0].lstrip("+~") for o in given if "=" in o]
+    knobs = [k for k in keys if k.startswith(("knobs.", "workload.", "distributed."))]
+    key = (named_in(reason, given) or knobs or ["knobs"])[0]
+    return ConfigError(key, f"the workload's check() refuses it on {device}: {reason}", "give a value it accepts")
 
 
 def run_trial(cfg: DictConfig) -> dict[str, Any]:
@@ -139,19 +170,23 @@ def run_trial(cfg: DictConfig) -> dict[str, Any]:
     if int((tcfg.get("measure") or {}).get("profile_steps") or 0) > 0 and context["number"] is not None:
         tcfg["trial"]["trace"] = trace_analysis.trace_relpath(context["study"], context["number"])
     reason = device_check(tcfg, info)  # the sweeper checked before launch; a job on another node checks again
+    if reason and not raw:  # a single run: the one configuration asked for cannot run, as a bad knob value
+        from hydra.core.hydra_config import HydraConfig
+
+        raise refusal(reason, list(HydraConfig.get().overrides.task), tcfg["device"])
     if reason:
         now = time.time()
         outcome = TrialOutcome(Status.SKIPPED, f"invalid:{reason}", reason, started_at=now, ended_at=now)
     else:
         outcome, shared = _run_recorded(tcfg, context)
-    if outcome.metrics.get("window_capped"):
+    if outcome.metrics.get("window_capped") and _first(context, "window_capped"):
         log.warning(
             "trial %s: measure.max_steps stopped the window at %.3g s, before measure.min_time_s=%s s; "
-            "raise measure.max_steps (preset=nightly does)",
+            "raise measure.max_steps (preset=nightly does); said once, each row says window_capped",
             context["number"],
             outcome.metrics.get("measured_s", 0.0),
             tcfg["measure"].get("min_time_s"),
-        )
+        )  # once per study and process: later trials' rows say window_capped
     objectives = [tuple(o.split(":", 1)) for o in context["objectives"]]
     outcome = outcome.checked(objectives)  # an inf or NaN objective: failed in the row and in Optuna alike
     row = rows.make_row(

@@ -85,12 +85,9 @@ class SweepImpl:
         self.reserve_s = 0.0
         self.settler = Settler(plan)
         self.settler.recover()
-        if not isinstance(plan.study.sampler, optuna.samplers.GridSampler):  # the grid holds them all anyway
-            warm.queue_first(plan, s.warm_start_k, s.baseline_first)
-        recovery.requeue_interrupted(plan.study)
         target = studies.update_target(plan.study, s.n_trials)
         done = sum(1 for t in plan.study.get_trials(deepcopy=False) if studies.is_counted(t) and t.state.is_finished())
-        progress = SweepProgress(plan.study_name, target, plan.objectives, done, plan.defaults, plan.study)
+        progress = SweepProgress.of(plan, target, done, s.timeout_s, self.scheduler.time_left)  # says it opened
         self.settler.progress = progress
         if isinstance(plan.study.sampler, optuna.samplers.BaseSampler) and hasattr(plan.study.sampler, "fits"):
             plan.study.sampler.fits = self._fits  # the staged sampler promotes only what fits
@@ -98,6 +95,9 @@ class SweepImpl:
         results: list[Any] = []
         try:
             with progress, studies.Heartbeat(plan.storage) as heartbeat:
+                if not isinstance(plan.study.sampler, optuna.samplers.GridSampler):  # the grid holds them all
+                    warm.queue_first(plan, s.warm_start_k, s.baseline_first)
+                recovery.requeue_interrupted(plan.study)
                 self.waits.heartbeat = heartbeat  # waiting trials beat too: other trials may wait for them
                 self.heartbeat = heartbeat
                 results += self._run(lambda: studies.counted(plan.study) < target)

@@ -82,6 +82,7 @@ class SweepPlan:
     warm_sources: list[str] = dataclasses.field(default_factory=list)  # hydra.sweeper.warm_start, resolved
     study_id: str = ""  # the study's random id (studies.study_id): rows and file names of two storages keep apart
     expensive: dict[str, Any] = dataclasses.field(default_factory=dict)  # hydra.sweeper.expensive (cost classes)
+    created: bool = False  # this command created the study (else it continues one)
 
 
 def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[str]) -> SweepPlan:
@@ -117,6 +118,7 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
     check_enumerations(
         {k: list(getattr(d, "choices", ())) for k, d in space.params.items()}, workload, cfg["workload"].get("module")
     )
+    _check_fixed(cfg, fixed_args)
     results_dir = Path(cfg["results_dir"])
     data = cfg["workload"].get("data")  # resnet50-jpeg(-tiny): synthetic and JPEG trials never share a study
     workload_key = (
@@ -137,13 +139,7 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
     warm_sources = warm.resolve(storage, plain(settings.warm_start), study_name, workload_key)
     try:
         created = studies.create_if_missing(storage, study_name, [d for _m, d in objectives])
-        study = optuna.create_study(
-            study_name=study_name,
-            storage=storage,
-            sampler=sampler,
-            load_if_exists=True,
-            directions=[d for _m, d in objectives],
-        )
+        study = optuna.load_study(study_name=study_name, storage=storage, sampler=sampler)  # no second notice
     except ValueError as e:
         raise ConfigError(
             "hydra.sweeper.objectives",
@@ -191,8 +187,19 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
         workload_key=workload_key,
         warm_sources=warm_sources,
         study_id=study_id,
+        created=created,
         expensive=expensive,
     )
+
+
+def _check_fixed(cfg: dict[str, Any], fixed_args: list[str]) -> None:
+    """A value the command fixes for every trial, which the workload's ``check`` names when it refuses the defaults'
+    configuration, is bad input (as in a single run), not a sweep of skipped trials."""
+    from sweeper.sweep.job import device_check, named_in, refusal
+
+    reason = device_check(cfg, gpu.device_info())
+    if reason and named_in(reason, fixed_args):
+        raise refusal(reason, fixed_args, cfg["device"])
 
 
 def _check_objectives(objectives: list[tuple[str, str]], workload: str, module_name: str | None) -> None:

@@ -84,6 +84,15 @@ def start_forkserver_here(config: Any, may_run_here: bool) -> None:
         runner.start_forkserver()
 
 
+def _say(text: str) -> None:
+    """One line on stderr for a person, wrapped under itself at the terminal's width (``progress.notice``)."""
+    from rich.console import Console
+
+    from sweeper.sweep.progress import notice
+
+    notice(Console(stderr=True, highlight=False), text)
+
+
 def guarded(run: Callable[[], Any], storage_url: Callable[[], str]) -> Any:
     """``run()`` with SIGTERM handled like Ctrl-C; an interrupt or a full disk ends in one line and an exit code
     (also while the study is opened). ``storage_url()``: the storage, for the message about its database."""
@@ -94,10 +103,9 @@ def guarded(run: Callable[[], Any], storage_url: Callable[[], str]) -> Any:
         return run()
     except KeyboardInterrupt as e:
         name = "SIGTERM" if isinstance(e, Terminated) else "Ctrl-C"
-        print(
+        _say(
             f"interrupted ({name}): running trials were stopped and recorded as interrupted; run the same "
-            "command again to resume",
-            file=sys.stderr,
+            "command again to resume"
         )
         # Everything is recorded (the study's writes are committed, rows renamed into place). The interpreter's
         # own teardown of torch, Hydra and the rest takes 3-10 s on a loaded machine: the user asked to stop now.

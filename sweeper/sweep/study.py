@@ -71,10 +71,14 @@ def sample(trial: optuna.Trial, space: SearchSpace, defaults: dict[str, Any]) ->
 def create_if_missing(storage: Any, name: str, directions: list[str]) -> bool:
     """Create the study ``name`` unless it exists; True when this process created it (the storage lets one
     process do that, however many try at once)."""
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the sweep's console says it once (SweepProgress.opened)
     try:
         storage.create_new_study([StudyDirection[d.upper()] for d in directions], name)
     except optuna.exceptions.DuplicatedStudyError:
         return False
+    finally:
+        optuna.logging.set_verbosity(verbosity)
     return True
 
 

@@ -169,11 +169,17 @@ def queue_first(plan: Any, k: int, baseline_first: bool = True) -> None:
         baseline = baseline_params(plan.space, plan.defaults)
         if baseline is not None and baseline not in enqueued:
             enqueued.append(baseline)
+    left: dict[tuple[str, str], list[str]] = {}  # (knob, why) -> the starts that leave it to the sampler
     for key, params, dropped in plan.starts:
         for name, why in dropped.items():
-            log.info("%s.%s is not fixed by the start: %s", key, name, why)
+            left.setdefault((name, why), []).append(key.removeprefix("hydra.sweeper."))
         if params and params not in enqueued:
             enqueued.append(params)
+    by_starts: dict[tuple[str, ...], list[str]] = {}  # one notice per set of starts, not one per knob and start
+    for (name, why), keys in left.items():
+        by_starts.setdefault(tuple(keys), []).append(f"{name} ({why})")
+    for keys, knobs in by_starts.items():
+        log.info("hydra.sweeper %s: not fixed by the start, left to the sampler: %s", ", ".join(keys), "; ".join(knobs))
     for i, params in enumerate(enqueued):  # several sweepers starting one new study together queue each once
         plan.study.enqueue_trial(params, skip_if_exists=True)
         if i == 0:
@@ -190,6 +196,9 @@ def baseline_params(space: SearchSpace, defaults: Mapping[str, Any]) -> dict[str
     params, dropped = space.fix(values, dict(defaults))
     for name, why in dropped.items():
         if "outside" in why:
-            log.info("no baseline trial: the default %s=%r is outside its search space", name, values[name])
+            told = vars(space).setdefault("_told", set())  # asked at each phase of a sweep: said once
+            if name not in told:
+                told.add(name)
+                log.info("no baseline trial: the default %s=%r is outside its search space", name, values[name])
             return None
     return params

@@ -12,6 +12,7 @@ import multiprocessing as mp
 import os
 import re
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -79,6 +80,9 @@ def interrupt_all() -> None:
         kill_group(pid)
 
 
+TRACKER_QUIET = "ignore:resource_tracker:UserWarning"
+
+
 def _context() -> Any:
     global _CONTEXT
     if _CONTEXT is None:
@@ -88,6 +92,12 @@ def _context() -> Any:
             mp.set_start_method("forkserver", force=True)
         mp_context = mp.get_context("forkserver")
         mp_context.set_forkserver_preload(list(_PRELOAD))
+        # A trial stopped by Ctrl-C, the budget or its timeout cannot release the semaphores it made (a DataLoader's
+        # queues where multiprocessing starts by forkserver): multiprocessing's resource tracker unlinks them when
+        # the sweep ends, and says so in a warning printed after the sweep's last line. Its cleanup is kept, its
+        # warning not: the tracker (started with the forkserver) takes its -W options from sys.warnoptions.
+        if TRACKER_QUIET not in sys.warnoptions:
+            sys.warnoptions.append(TRACKER_QUIET)
         _CONTEXT = mp_context
     return _CONTEXT
 
