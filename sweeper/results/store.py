@@ -56,6 +56,7 @@ from sweeper.results.readers import (  # noqa: F401 - re-exported: the store's r
     retry_vanished,
     study_of,
 )
+from sweeper.results.procs import pid_alive
 from sweeper.results.readers import (
     precedence as _precedence,
 )
@@ -319,20 +320,10 @@ def _remove_leftovers(trials_dir: Path, key: str) -> None:
     host = host_name()
     for tmp in trials_dir.glob(f".{glob.escape(key)}.*.tmp"):
         parts = tmp.name.rsplit(".", 3)
-        dead = len(parts) == 4 and parts[1] == host and parts[2].isdigit() and not _alive(int(parts[2]))
+        dead = len(parts) == 4 and parts[1] == host and parts[2].isdigit() and not pid_alive(int(parts[2]))
         if ".compacted-" in tmp.name or dead:
             with contextlib.suppress(OSError):
                 tmp.unlink()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _compact_locked(trials_dir: Path, key: str) -> Path | None:

@@ -1,8 +1,5 @@
-"""Process helpers of the trial side: die with the parent, is a process alive, kill a process group.
-
-The one liveness check of the project: the sweeper's resume bookkeeping (``sweeper.sweep.study``) and the
-distributed agent's clean-up of dead agents' scratch folders (``sweeper.trial.ranks``) both ask it.
-"""
+"""Process helpers of the trial side: die with the parent, kill a process group (whether a process is alive is
+``sweeper.results.procs.pid_alive``, the project's one liveness check)."""
 
 from __future__ import annotations
 
@@ -18,16 +15,6 @@ def die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except Exception:
         pass
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process runs (a killed one not yet reaped by its parent, a zombie, counts as dead)."""
-    import psutil
-
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def kill_group(pid: int) -> None:
