@@ -3,11 +3,11 @@
 ``knobs.fault`` picks what happens at measured step ``knobs.fault_step``: ``none`` (a good trial, its speed set by
 ``knobs.work``), ``oom`` (a real allocation far beyond memory), ``nan`` (the loss really becomes NaN), ``raise``,
 ``segfault`` (a real invalid read), ``abort``, ``sigkill`` (what the kernel's OOM killer does), ``hang``, ``exit``,
-``gpu_only`` (refused by ``check`` on a CPU: skipped before launch), ``bimodal`` (a good trial whose steps from
-``fault_step`` on wait ``BIMODAL_S`` more every other step: two speeds, flagged ``step_bimodal``, as on a shared
-CPU), ``slow`` (step ``fault_step`` alone waits ``SLOW_S``, then the trial goes on: a stall that ends). The
-trial reports ``env_probe``, the value of ``KNOB_PROBE`` it saw, and ``queues_probe`` the value of
-``CUDA_DEVICE_MAX_CONNECTIONS`` (``knobs.cuda_connections``).
+``gpu_only`` (refused by ``check`` on a CPU: skipped before launch), ``check_raise`` (``check`` itself raises),
+``bimodal`` (a good trial whose steps from ``fault_step`` on wait ``BIMODAL_S`` more every other step: two speeds,
+flagged ``step_bimodal``, as on a shared CPU), ``slow`` (step ``fault_step`` alone waits ``SLOW_S``, then the
+trial goes on: a stall that ends). The trial reports ``env_probe``, the value of ``KNOB_PROBE`` it saw, and
+``queues_probe`` the value of ``CUDA_DEVICE_MAX_CONNECTIONS`` (``knobs.cuda_connections``).
 
 A good step multiplies ``workload.reps`` times, then waits ``workload.wait_ms`` (a step blocked on I/O or a device;
 0: no wait); with ``workload.hold_until`` (a path) each step also waits until that file exists, so a test keeps a
@@ -38,6 +38,8 @@ SLOW_S = 2.0  # what step fault_step of fault=slow waits: past a 1 s measure.sta
 
 
 def check(cfg: dict[str, Any], device: DeviceInfo) -> str | None:
+    if cfg["knobs"]["fault"] == "check_raise":
+        raise RuntimeError("planted failure in check()")
     if cfg["knobs"]["fault"] == "gpu_only" and device.kind != "cuda":
         return "fault=gpu_only needs a GPU"
     return None
