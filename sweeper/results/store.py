@@ -116,6 +116,31 @@ def is_disk_full(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
+def disk_full_in(exc: BaseException) -> BaseException | None:
+    """The error of a full disk that ``exc`` is, or wraps at any depth (``__cause__``, ``__context__``, a database
+    driver's original error as SQLAlchemy keeps it in ``orig``), else None: Optuna's ``StorageInternalError`` says
+    "invalid data in the commit" for SQLite's "database or disk is full", which only its cause tells. Matched on
+    the errors' codes (errno, SQLite's SQLITE_FULL, PostgreSQL's disk_full), never on their text."""
+    import sqlite3
+
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        e = todo.pop(0)
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, DiskFull) or is_disk_full(e):
+            return e
+        if isinstance(e, sqlite3.Error) and getattr(e, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+            return e
+        if "53100" in (getattr(e, "pgcode", None), getattr(e, "sqlstate", None)):  # psycopg 2 / 3: disk_full
+            return e
+        orig = getattr(e, "orig", None)
+        todo += [e.__cause__, e.__context__, orig if isinstance(orig, BaseException) else None]
+    return None
+
+
 class DiskFull(OSError):
     """Writing ``path`` failed for lack of space: one line says which path, the caller stops cleanly."""
 
