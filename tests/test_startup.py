@@ -68,3 +68,59 @@ def test_pid_alive_is_the_one_liveness_check() -> None:
         if re.search(r"os\.kill\([^,]+,\s*0\)|\.status\(\)\s*!=\s*psutil\.STATUS_ZOMBIE", line)
     ]
     assert others == ["sweeper/results/procs.py:20"]  # the check itself, nowhere else
+
+
+def test_a_ctrl_c_while_the_forkserver_starts_reaches_the_sweeper_and_not_the_forkserver() -> None:
+    """SIGINT was set to ignored while the forkserver was spawned (so that the terminal's Ctrl-C would not
+    interrupt its import of torch): a Ctrl-C landing then was lost, and the sweep ran all its trials and exited 0.
+    Now it is blocked meanwhile and raised as soon as the spawn is done; the forkserver and its trials still start
+    with SIGINT ignored, and nothing blocked."""
+    code = f"""
+import os, signal, sys
+import multiprocessing.forkserver as forkserver
+sys.path.insert(0, {str(ROOT / "tests")!r})
+import preload_probe
+from sweeper.trial import isolate
+
+real = forkserver.ensure_running
+def landing():  # a Ctrl-C lands while the forkserver is being started
+    os.kill(os.getpid(), signal.SIGINT)
+    real()
+forkserver.ensure_running = landing
+try:
+    isolate._ensure_forkserver()
+    print("lost")
+except KeyboardInterrupt:
+    print("raised")
+forkserver.ensure_running = real
+print(signal.SIGINT in signal.pthread_sigmask(0, []))
+ctx = isolate._context()
+parent, child = ctx.Pipe()
+p = ctx.Process(target=preload_probe.signals, args=(child,))
+p.start()
+print(parent.recv())
+p.join()
+status = open(f"/proc/{{forkserver._forkserver._forkserver_pid}}/status").read()
+masks = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+print((bool(int(masks["SigIgn"], 16) & 2), bool(int(masks["SigBlk"], 16) & 2)))  # SIGINT's bit: 1 << (2 - 1)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    outcome, blocked_here, trial, server = done.stdout.strip().splitlines()[-4:]
+    assert outcome == "raised"  # the Ctrl-C reached the sweeper
+    assert blocked_here == "False"
+    assert trial == "(True, False)"  # a trial process: SIGINT ignored, not blocked
+    assert server == "(True, False)"  # the forkserver too
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("sig,name,code", [("SIGINT", "Ctrl-C", 130), ("SIGTERM", "SIGTERM", 143)])
+def test_a_signal_while_starting_is_one_line_and_its_exit_code(sig: str, name: str, code: int) -> None:
+    """From the command's first line on (the package imports nothing heavy before the handler): SIGTERM too, which
+    ended the process silently by its default action."""
+    probe = f"import os, signal, sweeper.__main__; os.kill(os.getpid(), signal.{sig}); import torch"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == code, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines() == [
+        f"interrupted ({name}) while starting: nothing ran; run the command again"
+    ]

@@ -23,7 +23,8 @@ from sweeper.trial.proc import kill_group
 
 _CONTEXT: Any = None
 _READY: threading.Thread | None = None  # the forkserver's imports, awaited off the main thread (``start_forkserver``)
-_PRELOAD = ["sweeper.trial.child"]  # imported once by the forkserver, before it forks any trial
+# imported once by the forkserver, in this order, before it forks any trial (the first: SIGINT ignored from then on)
+_PRELOAD = ["sweeper.trial.forkserver_signals", "sweeper.trial.child"]
 # Trial processes running now (pid -> None), so an interrupted sweep can end them at once (``interrupt_all``).
 _LIVE: dict[int, None] = {}
 _LIVE_LOCK = threading.Lock()
@@ -51,22 +52,24 @@ def start_forkserver() -> None:
 
 
 def _ensure_forkserver() -> None:
-    """The forkserver running; started deaf to SIGINT when this call starts it from the main thread (SIGINT
-    ignored while it is spawned, inherited through exec; Python's forkserver only ignores SIGINT itself after it
-    has imported torch). A sweep that may run trials in its own process starts it early, from the main thread
-    (``start_forkserver`` via ``sweep.recovery.guarded``): a Ctrl-C, sent to the whole group, then never
-    interrupts its import with a traceback on the user's screen."""
+    """The forkserver running; started deaf to SIGINT when this call starts it from the main thread: SIGINT is
+    blocked while it is spawned, the mask inherited through exec, and its first preload module
+    (``sweeper.trial.forkserver_signals``) ignores SIGINT before it imports torch (Python's forkserver only ignores
+    it after its imports): a Ctrl-C, sent to the whole group, never interrupts that import with a traceback on the
+    user's screen. Blocked, not ignored: a Ctrl-C that lands meanwhile reaches the sweeper when this returns
+    (an ignored one was lost, and the sweep ran on). A sweep that may run trials in its own process starts the
+    forkserver early, from the main thread (``start_forkserver``, from ``sweeper.__main__`` or the sweep)."""
     import multiprocessing.forkserver as forkserver
 
     _context()
     if threading.current_thread() is not threading.main_thread():
-        forkserver.ensure_running()  # signal dispositions can only be changed from the main thread
+        forkserver.ensure_running()  # its first preload module ignores SIGINT as early as it can
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         forkserver.ensure_running()
     finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)  # a Ctrl-C meanwhile is handled now
 
 
 def interrupt_all() -> None:
