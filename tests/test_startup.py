@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import psutil
@@ -124,3 +125,25 @@ def test_a_signal_while_starting_is_one_line_and_its_exit_code(sig: str, name: s
     assert done.stderr.strip().splitlines() == [
         f"interrupted ({name}) while starting: nothing ran; run the command again"
     ]
+
+
+PG_URL = os.environ.get("KNOB_SWEEPER_PG_URL")
+
+
+@pytest.mark.skipif(not PG_URL, reason="needs PostgreSQL (KNOB_SWEEPER_PG_URL)")
+def test_a_postgresql_command_shows_no_experimental_warning(results: Path, recwarn: pytest.WarningsRecorder) -> None:
+    """Optuna's ExperimentalWarning for ``fail_stale_trials`` (and for the ``heartbeat_interval`` argument) was
+    printed on every command with PostgreSQL storage (its heartbeat on). A sweep whose trials never launch (the
+    device check answers them): only the storage's and the recovery's calls run."""
+    from conftest import FAULTS, NO_REMEASURE, run_main
+
+    name = f"no-warning-{uuid.uuid4().hex[:12]}"
+    proc = run_main(
+        [*FAULTS, "-m", "hydra.sweeper.params={knobs.fault:gpu_only,knobs.work:16}", *NO_REMEASURE,
+         f"hydra.sweeper.storage={PG_URL}", "hydra.sweeper.heartbeat_interval=10", f"hydra.sweeper.study_name={name}"],
+        results,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    import optuna
+
+    assert [str(w.message) for w in recwarn if issubclass(w.category, optuna.exceptions.ExperimentalWarning)] == []

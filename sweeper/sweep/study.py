@@ -8,6 +8,7 @@ import os
 import socket
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from optuna.distributions import (
     FloatDistribution,
     IntDistribution,
 )
+from optuna.exceptions import ExperimentalWarning
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
@@ -77,7 +79,10 @@ def make_storage(url: str, heartbeat_interval: int | None = None, grace_period: 
             kwargs.update(heartbeat_interval=heartbeat_interval, grace_period=grace_period or 2 * heartbeat_interval)
         if url.startswith("sqlite"):
             kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}
-        return optuna.storages.RDBStorage(url, **kwargs)
+        with warnings.catch_warnings():  # Optuna's "experimental" notice, on every command with a heartbeat
+            notice = r"Argument ``heartbeat_interval`` is an experimental feature"
+            warnings.filterwarnings("ignore", notice, ExperimentalWarning)
+            return optuna.storages.RDBStorage(url, **kwargs)
     except Exception as e:  # noqa: BLE001 - any connection failure is bad input here
         from sweeper.sweep.secrets import mask, scrub
 
