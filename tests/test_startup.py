@@ -3,8 +3,10 @@ start, the trial's process tree, the forkserver lost from outside, and the one l
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -147,3 +149,20 @@ def test_a_postgresql_command_shows_no_experimental_warning(results: Path, recwa
     import optuna
 
     assert [str(w.message) for w in recwarn if issubclass(w.category, optuna.exceptions.ExperimentalWarning)] == []
+
+
+def test_a_trials_processes_in_a_new_session_end_with_it(results: Path, tmp_path: Path) -> None:
+    """A process the workload starts in a session of its own is outside the trial's process group: it outlived
+    the trial and the sweep (``sleep 300`` left with parent 1). Every descendant of the trial ends with it."""
+    from conftest import FAULTS, run_main
+
+    pids = tmp_path / "orphans"
+    proc = run_main([*FAULTS, "knobs.fault=orphan", f"workload.orphans_to={pids}"], results)
+    left = [int(p) for p in pids.read_text().split()]
+    try:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert left and [p for p in left if pid_alive(p)] == []
+    finally:
+        for p in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p, signal.SIGKILL)

@@ -14,12 +14,13 @@ import re
 import signal
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from sweeper.results.outcome import Status, TrialOutcome
-from sweeper.trial.proc import kill_group
+from sweeper.trial.proc import TRIAL_ENV, kill_group, kill_marked
 
 _CONTEXT: Any = None
 _READY: threading.Thread | None = None  # the forkserver's imports, awaited off the main thread (``start_forkserver``)
@@ -134,7 +135,8 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
     parent, child = mp_context.Pipe(duplex=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    proc = mp_context.Process(target=_child_entry, args=(cfg, child, str(log_path)), daemon=False)
+    token = f"{os.getpid()}-{uuid.uuid4().hex}"  # marks the trial's every descendant (``kill_marked``)
+    proc = mp_context.Process(target=_child_entry, args=(cfg, child, str(log_path), token), daemon=False)
     proc.start()
     child.close()
     with _LIVE_LOCK:
@@ -177,6 +179,7 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
         proc.join(timeout=30)
     finally:
         kill_group(proc.pid)  # reap stragglers (DataLoader workers) in the trial's group
+        kill_marked(token, started)  # and its descendants outside the group (a new session), wherever they are
         parent.close()
         with _LIVE_LOCK:
             _LIVE.pop(proc.pid, None)
@@ -207,7 +210,9 @@ def _stalled(log_path: Path) -> bool:
         return False
 
 
-def _child_entry(cfg: dict[str, Any], conn: Any, log_path: str) -> None:
+def _child_entry(cfg: dict[str, Any], conn: Any, log_path: str, token: str) -> None:
     from sweeper.trial.child import child_main
+
+    os.environ[TRIAL_ENV] = token  # inherited by every process the trial starts
 
     child_main(cfg, conn, log_path)

@@ -1,5 +1,5 @@
-"""Process helpers of the trial side: die with the parent, kill a process group (whether a process is alive is
-``sweeper.results.procs.pid_alive``, the project's one liveness check)."""
+"""Process helpers of the trial side: die with the parent, kill a process group, kill a trial's every descendant
+(whether a process is alive is ``sweeper.results.procs.pid_alive``, the project's one liveness check)."""
 
 from __future__ import annotations
 
@@ -24,3 +24,34 @@ def kill_group(pid: int) -> None:
             target()
         except (ProcessLookupError, PermissionError):
             pass
+
+
+TRIAL_ENV = "KNOB_SWEEPER_TRIAL"  # set in each trial process to a token of its own; its descendants inherit it
+
+
+def kill_marked(token: str, since: float) -> int:
+    """SIGKILL every process of this user whose environment carries ``TRIAL_ENV=token`` (a trial's descendants,
+    also those that left its process group or session, whose parent may be init by now) and that started at or
+    after ``since`` (unix seconds; older processes are not read). Repeated until none is left, so that a child
+    forked meanwhile goes too. Returns how many were killed."""
+    import psutil
+
+    killed, me = 0, os.getpid()
+    for _ in range(20):
+        found = []
+        for p in psutil.process_iter(["create_time"]):
+            try:
+                if p.pid != me and (p.info["create_time"] or 0) >= since - 1 and p.environ().get(TRIAL_ENV) == token:
+                    found.append(p)
+            except (psutil.Error, OSError):  # gone, a zombie, or another user's
+                continue
+        if not found:
+            break
+        for p in found:
+            try:
+                p.kill()
+                killed += 1
+            except psutil.Error:
+                pass
+        psutil.wait_procs(found, timeout=5)  # gone (or a zombie their parent reaps) when this returns
+    return killed

@@ -4,6 +4,8 @@
 ``knobs.work``), ``oom`` (a real allocation far beyond memory), ``nan`` (the loss really becomes NaN), ``raise``,
 ``segfault`` (a real invalid read), ``abort``, ``sigkill`` (what the kernel's OOM killer does), ``hang``, ``exit``,
 ``gpu_only`` (refused by ``check`` on a CPU: skipped before launch), ``check_raise`` (``check`` itself raises),
+``orphan`` (a good trial whose ``build`` starts ``sleep 300`` in a new session, its pid appended to the file
+``workload.orphans_to``),
 ``bimodal`` (a good trial whose steps from ``fault_step`` on wait ``BIMODAL_S`` more every other step: two speeds,
 flagged ``step_bimodal``, as on a shared CPU), ``slow`` (step ``fault_step`` alone waits ``SLOW_S``, then the
 trial goes on: a stall that ends). The trial reports ``env_probe``, the value of ``KNOB_PROBE`` it saw, and
@@ -53,6 +55,12 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
     n = int(knobs["work"])
     reps, wait_s = _work(cfg)
     hold = cfg["workload"].get("hold_until")
+    if fault == "orphan":  # a helper process in a session of its own: outside the trial's process group
+        import subprocess
+
+        helper = subprocess.Popen(["sleep", "300"], start_new_session=True)
+        with open(cfg["workload"]["orphans_to"], "a", encoding="utf-8") as f:
+            f.write(f"{helper.pid}\n")
     a = torch.randn(n, n, device=device)
     count = [0]
 
