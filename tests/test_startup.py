@@ -17,6 +17,7 @@ import psutil
 import pytest
 
 from sweeper.results.procs import pid_alive
+from sweeper.results.store import read_results
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -166,3 +167,47 @@ def test_a_trials_processes_in_a_new_session_end_with_it(results: Path, tmp_path
         for p in left:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(p, signal.SIGKILL)
+
+
+def test_the_forkserver_killed_from_outside_is_not_the_workloads_failure(results: Path, tmp_path: Path) -> None:
+    """The forkserver killed while a trial runs (as the kernel's OOM killer would): the trial was ``failed
+    exit:255``, counted toward ``n_trials`` and the failure budget. Now it is interrupted (reason ``forkserver``:
+    not counted, measured again by the next command), the next trial restarts the forkserver, and the sweep goes
+    on to its one counted trial."""
+    import multiprocessing.forkserver as forkserver
+    import threading
+
+    from conftest import FAULTS, NO_REMEASURE, run_main
+
+    hold = tmp_path / "go"  # the trials' steps wait for it: the first is running when the forkserver is killed
+    killed: list[int] = []
+
+    def kill_the_forkserver_while_a_trial_runs() -> None:
+        deadline = time.monotonic() + 120
+        try:
+            while time.monotonic() < deadline and not killed:
+                server = forkserver._forkserver._forkserver_pid
+                with contextlib.suppress(psutil.Error, ProcessLookupError):
+                    # a trial process leads a process group of its own (the readiness probe does not)
+                    if server and any(os.getpgid(c.pid) == c.pid for c in psutil.Process(server).children()):
+                        os.kill(server, signal.SIGKILL)
+                        killed.append(server)
+                time.sleep(0.05)  # polls for the trial to start
+        finally:
+            hold.touch()
+
+    watcher = threading.Thread(target=kill_the_forkserver_while_a_trial_runs, daemon=True)
+    watcher.start()
+    space = "hydra.sweeper.params={knobs.fault:none,knobs.work:'range(8,1000)'}"
+    proc = run_main(
+        [*FAULTS, "-m", space, "hydra.sweeper.sampler=random", "hydra.sweeper.n_trials=1", "hydra.sweeper.seed=0",
+         f"workload.hold_until={hold}", *NO_REMEASURE],
+        results,
+    )  # fmt: skip
+    watcher.join()
+    assert killed, "the watcher never saw a trial running"
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    df = read_results(results).sort_values("trial")
+    assert list(zip(df["status"], df["reason"].fillna(""))) == [("interrupted", "forkserver"), ("complete", "")]
+    assert "killed from outside" in df["message"].iloc[0]
+    assert forkserver._forkserver._forkserver_pid not in (None, killed[0])  # restarted

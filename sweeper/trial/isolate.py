@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.results.procs import pid_alive
 from sweeper.trial.proc import TRIAL_ENV, kill_group, kill_marked
 
 _CONTEXT: Any = None
@@ -71,6 +72,13 @@ def _ensure_forkserver() -> None:
         forkserver.ensure_running()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)  # a Ctrl-C meanwhile is handled now
+
+
+def _forkserver_pid() -> int | None:
+    """The running forkserver's pid (None before it started); Python keeps it in a private attribute."""
+    import multiprocessing.forkserver as forkserver
+
+    return getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
 
 
 def interrupt_all() -> None:
@@ -129,9 +137,15 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
     (reason ``budget``), so that the same command measures it again.
     """
     mp_context = _context()
-    _ensure_forkserver()
+    lost = _forkserver_pid()
+    _ensure_forkserver()  # restarts it if it was killed from outside
     if _READY is not None:
         _READY.join()  # the forkserver's imports are not this trial's time
+    if lost is not None and _forkserver_pid() != lost:  # restarted: its imports are not this trial's time either
+        probe = mp_context.Process(target=os.getpid)
+        probe.start()
+        probe.join()
+    server = _forkserver_pid()
     parent, child = mp_context.Pipe(duplex=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.time()
@@ -188,6 +202,11 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
     if INTERRUPTED.is_set():
         return TrialOutcome(Status.INTERRUPTED, "interrupted", "the sweep was interrupted (Ctrl-C or SIGTERM) while "
                             "this trial ran; the same command runs it again", started_at=started, ended_at=time.time())
+    if server is not None and not pid_alive(server):  # its trials die with it (PR_SET_PDEATHSIG), "exit:255"
+        return TrialOutcome(Status.INTERRUPTED, "forkserver", "the forkserver that starts trials was killed from "
+                            "outside (the kernel's OOM killer?) while this trial ran: not the workload's failure, not "
+                            "counted; the next trial restarts it, and the same command runs this one again",
+                            started_at=started, ended_at=time.time())  # fmt: skip
     code = proc.exitcode
     tail = _log_tail(log_path)
     if code is not None and code < 0:

@@ -32,7 +32,9 @@ TRIAL_ENV = "KNOB_SWEEPER_TRIAL"  # set in each trial process to a token of its 
 def kill_marked(token: str, since: float) -> int:
     """SIGKILL every process of this user whose environment carries ``TRIAL_ENV=token`` (a trial's descendants,
     also those that left its process group or session, whose parent may be init by now) and that started at or
-    after ``since`` (unix seconds; older processes are not read). Repeated until none is left, so that a child
+    after ``since`` (unix seconds; older processes are not read). The kernel shows the environment a process was
+    started with (``exec``): the programs a trial runs carry the token; a child it only forks stays in its process
+    group (``kill_group``) unless it starts a session of its own. Repeated until none is left, so that a child
     forked meanwhile goes too. Returns how many were killed."""
     import psutil
 
