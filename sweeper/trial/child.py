@@ -47,10 +47,19 @@ def execute(cfg: dict[str, Any], report=None) -> dict[str, Any]:
 
 
 def _is_oom(exc: BaseException) -> bool:
-    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
-        return True
-    # The CPU allocator raises a plain RuntimeError; its message is the only signal it gives.
-    return isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)
+    """Out of memory, or an error that wraps one at any depth (torch.compile raises its own error with the
+    allocator's as its cause; so may a workload)."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, (torch.OutOfMemoryError, MemoryError)):
+            return True
+        # The CPU allocator raises a plain RuntimeError; its message is the only signal it gives.
+        if isinstance(e, RuntimeError) and "can't allocate memory" in str(e):
+            return True
+        e = e.__cause__ or e.__context__ or getattr(e, "inner_exception", None)  # torch.compile's: ``from None``
+    return False
 
 
 def classify(exc: BaseException) -> TrialOutcome:

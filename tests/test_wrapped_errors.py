@@ -1,7 +1,8 @@
-"""A full disk, whatever error wraps it: one line and exit 1, not a chain of tracebacks (Optuna's
-``StorageInternalError`` says "invalid data in the commit" for SQLite's "database or disk is full"; only its
-cause tells). Real SQLite files, filled for real: ``PRAGMA max_page_count`` on every connection makes SQLite
-answer SQLITE_FULL exactly as a full disk does."""
+"""Errors that wrap a cause are read by their cause chain, not their message. A full disk, whatever error wraps
+it: one line and exit 1, not a chain of tracebacks (Optuna's ``StorageInternalError`` says "invalid data in the
+commit" for SQLite's "database or disk is full"; only its cause tells). Real SQLite files, filled for real:
+``PRAGMA max_page_count`` on every connection makes SQLite answer SQLITE_FULL exactly as a full disk does. An
+out-of-memory error wrapped by another (torch.compile's, a workload's) is still out of memory."""
 
 from __future__ import annotations
 
@@ -67,3 +68,27 @@ def test_the_cause_chain_is_read_not_the_message(tmp_path: Path) -> None:
         sqlite3.connect(tmp_path / "other.db", timeout=0).execute("BEGIN EXCLUSIVE")
     assert store.disk_full_in(busy.value) is None  # "database is locked" is not a full disk
     locked.close()
+
+
+def test_an_out_of_memory_error_wrapped_by_another_is_infeasible() -> None:
+    import torch
+
+    from sweeper.results.outcome import Status
+    from sweeper.trial.child import classify
+
+    try:
+        try:
+            torch.empty(1 << 50, dtype=torch.uint8)  # 1 PiB: the CPU allocator really fails
+        except RuntimeError as e:
+            raise ValueError("the workload's step failed") from e
+    except ValueError as wrapped:
+        outcome = classify(wrapped)
+    assert (outcome.status, outcome.reason) == (Status.INFEASIBLE, "oom")
+    try:
+        try:
+            torch.empty(1 << 50, dtype=torch.uint8)
+        except RuntimeError:
+            raise KeyError("compile failed") from None  # the cause hidden, the context kept (torch.compile's way)
+    except KeyError as hidden:
+        assert classify(hidden).status is Status.INFEASIBLE
+    assert classify(ValueError("a plain failure")).status is Status.FAILED
