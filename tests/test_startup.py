@@ -211,3 +211,26 @@ def test_the_forkserver_killed_from_outside_is_not_the_workloads_failure(results
     assert list(zip(df["status"], df["reason"].fillna(""))) == [("interrupted", "forkserver"), ("complete", "")]
     assert "killed from outside" in df["message"].iloc[0]
     assert forkserver._forkserver._forkserver_pid not in (None, killed[0])  # restarted
+
+
+def test_cutting_a_trial_kills_what_it_forked_into_a_session_of_its_own() -> None:
+    """A trial cut by its timeout, the budget or Ctrl-C is killed by its process group; a child that left it
+    (here ``setsid sleep``, in a session of its own) is killed too, found by parentage while the trial runs."""
+    from sweeper.trial.proc import kill_group
+
+    leader = subprocess.Popen(["sh", "-c", "setsid sleep 300 & wait"], start_new_session=True)
+    children: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 30
+        while not (children := psutil.Process(leader.pid).children()):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)  # polls for sh to start its child
+        assert os.getsid(children[0].pid) != os.getsid(leader.pid)  # outside the trial's group and session
+        kill_group(leader.pid)
+        leader.wait(timeout=30)
+        psutil.wait_procs(children, timeout=10)
+        assert [p.pid for p in children if pid_alive(p.pid)] == []
+    finally:
+        for p in [psutil.Process(leader.pid), *children] if leader.poll() is None else children:
+            with contextlib.suppress(psutil.Error):
+                p.kill()

@@ -18,11 +18,23 @@ def die_with_parent() -> None:
 
 
 def kill_group(pid: int) -> None:
-    """SIGKILL the process group led by ``pid`` (or ``pid`` alone when it leads none); gone already is fine."""
+    """SIGKILL the process group led by ``pid`` (or ``pid`` alone when it leads none) and, while ``pid`` runs, its
+    descendants by parentage (one that left the group or started a session of its own); gone already is fine."""
+    import psutil
+
+    try:
+        tree = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        tree = []
     for target in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
         try:
             target()
         except (ProcessLookupError, PermissionError):
+            pass
+    for p in tree:
+        try:
+            p.kill()
+        except psutil.Error:
             pass
 
 
