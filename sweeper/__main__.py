@@ -10,6 +10,12 @@ from pathlib import Path
 _STOPPED = "interrupted ({}) while starting: nothing ran; run the command again"
 
 
+def _parent_process() -> object:
+    import multiprocessing
+
+    return multiprocessing.parent_process()
+
+
 def _stop_while_starting(signum: int, frame: object) -> None:
     """Ctrl-C or SIGTERM before the sweep or the trial starts (imports, composing the config, the forkserver's
     start): one line, exit 130 or 143. Nothing is running yet, so there is nothing to record."""
@@ -17,8 +23,10 @@ def _stop_while_starting(signum: int, frame: object) -> None:
     os._exit(143 if signum == signal.SIGTERM else 130)
 
 
-# Installed first (``sweeper/__init__`` imports nothing heavy before this), as the command (not under a test harness)
-if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+# Installed first (``sweeper/__init__`` imports nothing heavy before this), as the command: not under a test
+# harness, and not in a launcher's worker process (joblib's), which imports this module for the task function
+# and whose Ctrl-C and SIGTERM the sweeper handles.
+if signal.getsignal(signal.SIGINT) is signal.default_int_handler and _parent_process() is None:
     signal.signal(signal.SIGINT, _stop_while_starting)
     if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _stop_while_starting)
