@@ -97,3 +97,16 @@ def test_the_command_names_the_key_and_the_file(results: Path, tmp_path: Path) -
         f"error: `workload.module`: workload module '{bench}' does not import: {bench}:1 imports "
         "'not_a_real_pkg_xyz', which is not found; install 'not_a_real_pkg_xyz' or fix that import"
     ]
+
+
+def test_a_module_whose_contract_has_the_wrong_shape_is_one_line_under_its_key(project: Path) -> None:
+    """``METRICS = 5`` was a TypeError traceback; ``Knobs = 3`` an error under the key `overrides`."""
+    source = (ROOT / "examples" / "my_project" / "mlp_bench.py").read_text(encoding="utf-8")
+    for name, extra, problem in (
+        ("metrics_bench", "METRICS = 5", "METRICS in {} is 5"),
+        ("knobs_bench", "Knobs = 3", "Knobs in {} is 3, not a dataclass"),
+        ("check_bench", "check = 'no'", "check in {} is not a function"),
+    ):
+        (project / f"{name}.py").write_text(f"{source}\n{extra}\n")
+        e = _error(name)
+        assert e.key == "workload.module" and e.problem == problem.format(project / f"{name}.py")
