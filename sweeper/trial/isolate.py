@@ -58,15 +58,19 @@ def _ensure_forkserver() -> None:
     blocked while it is spawned, the mask inherited through exec, and its first preload module
     (``sweeper.trial.forkserver_signals``) ignores SIGINT before it imports torch (Python's forkserver only ignores
     it after its imports): a Ctrl-C, sent to the whole group, never interrupts that import with a traceback on the
-    user's screen. Blocked, not ignored: a Ctrl-C that lands meanwhile reaches the sweeper when this returns
-    (an ignored one was lost, and the sweep ran on). A sweep that may run trials in its own process starts the
-    forkserver early, from the main thread (``start_forkserver``, from ``sweeper.__main__`` or the sweep)."""
+    user's screen. Blocked, not ignored: a Ctrl-C that lands meanwhile reaches the sweeper (through another of its
+    threads at once, or when this returns); an ignored one was lost, and the sweep ran on. A sweep that may run
+    trials in its own process starts the forkserver early, from the main thread (``start_forkserver``, from
+    ``sweeper.__main__`` or the sweep)."""
     import multiprocessing.forkserver as forkserver
 
     _context()
     if threading.current_thread() is not threading.main_thread():
         forkserver.ensure_running()  # its first preload module ignores SIGINT as early as it can
         return
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()  # first: starting it would unblock SIGINT here (it blocks and unblocks it)
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         forkserver.ensure_running()
