@@ -74,8 +74,31 @@ def load_spec(name: str, module: str | None = None) -> ModuleType:
     if module is None and name in available():
         spec = importlib.util.find_spec(f"{__name__}.spec.{name}")
         if spec is not None:
-            return importlib.import_module(spec.name)
-    return load(name, module)
+            return _check_contract(importlib.import_module(spec.name))
+    return _check_contract(load(name, module))
+
+
+def _check_contract(module: ModuleType) -> ModuleType:
+    """``module``, if what the sweeper reads of it has the shape it reads (``METRICS`` names, a ``Knobs``
+    dataclass, a callable ``check``); else :class:`WorkloadNotLoadable` naming its file (a wrong one was a
+    traceback, or an error under the wrong key)."""
+    import dataclasses
+
+    name = getattr(module, "__file__", None) or module.__name__
+    metrics = getattr(module, "METRICS", ())
+    if not isinstance(metrics, (tuple, list)) or not all(isinstance(m, str) for m in metrics):
+        raise WorkloadNotLoadable(
+            f"METRICS in {name} is {metrics!r}", 'make it a tuple of metric names: ("my_metric",)'
+        )
+    knobs = getattr(module, "Knobs", None)
+    if knobs is not None and not (isinstance(knobs, type) and dataclasses.is_dataclass(knobs)):
+        raise WorkloadNotLoadable(
+            f"Knobs in {name} is {knobs!r}, not a dataclass",
+            "declare the knobs as a frozen dataclass (see workloads.spec.training.TrainingKnobs)",
+        )
+    if not callable(getattr(module, "check", _check_contract)):
+        raise WorkloadNotLoadable(f"check in {name} is not a function", "define check(cfg, device) -> str | None")
+    return module
 
 
 class WorkloadNotLoadable(KeyError):

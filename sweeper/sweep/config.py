@@ -154,31 +154,9 @@ def load_workload(wl: dict[str, Any]) -> ModuleType:
 
     key = "workload.module" if wl.get("module") else "workload"
     try:
-        module = workloads.load_spec(wl["name"], wl.get("module"))
+        return workloads.load_spec(wl["name"], wl.get("module"))
     except KeyError as e:
         raise ConfigError(key, str(e.args[0]), getattr(e, "fix", "see the README's 'Your own model'")) from None
-    _check_contract(module, key)
-    return module
-
-
-def _check_contract(module: ModuleType, key: str) -> None:
-    """What the sweeper reads of a workload module has the shape it reads: ``METRICS`` names, a ``Knobs``
-    dataclass, a callable ``check`` (a wrong one was a traceback, or an error under the wrong key)."""
-    import dataclasses
-
-    name = getattr(module, "__file__", None) or module.__name__
-    metrics = getattr(module, "METRICS", ())
-    if not isinstance(metrics, (tuple, list)) or not all(isinstance(m, str) for m in metrics):
-        raise ConfigError(key, f"METRICS in {name} is {metrics!r}", 'make it a tuple of metric names: ("my_metric",)')
-    knobs = getattr(module, "Knobs", None)
-    if knobs is not None and not (isinstance(knobs, type) and dataclasses.is_dataclass(knobs)):
-        raise ConfigError(
-            key,
-            f"Knobs in {name} is {knobs!r}, not a dataclass",
-            "declare the knobs as a frozen dataclass (see workloads.spec.training.TrainingKnobs)",
-        )
-    if not callable(getattr(module, "check", lambda: None)):
-        raise ConfigError(key, f"check in {name} is not a function", "define check(cfg, device) -> str | None")
 
 
 # ---------------------------------------------------------------------------------------------------- validation
