@@ -152,13 +152,15 @@ def test_a_postgresql_command_shows_no_experimental_warning(results: Path, recwa
     assert [str(w.message) for w in recwarn if issubclass(w.category, optuna.exceptions.ExperimentalWarning)] == []
 
 
-def test_a_trials_processes_in_a_new_session_end_with_it(results: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("fault", ["orphan", "daemon"])
+def test_a_trials_processes_in_a_new_session_end_with_it(results: Path, tmp_path: Path, fault: str) -> None:
     """A process the workload starts in a session of its own is outside the trial's process group: it outlived
-    the trial and the sweep (``sleep 300`` left with parent 1). Every descendant of the trial ends with it."""
+    the trial and the sweep (``sleep 300`` left with parent 1). Every descendant of the trial ends with it: a
+    program it runs (``orphan``), and a daemon it forks twice without exec (``daemon``)."""
     from conftest import FAULTS, run_main
 
     pids = tmp_path / "orphans"
-    proc = run_main([*FAULTS, "knobs.fault=orphan", f"workload.orphans_to={pids}"], results)
+    proc = run_main([*FAULTS, f"knobs.fault={fault}", f"workload.orphans_to={pids}"], results)
     left = [int(p) for p in pids.read_text().split()]
     try:
         assert proc.returncode == 0, proc.stderr[-3000:]

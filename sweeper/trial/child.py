@@ -21,7 +21,7 @@ import torch
 from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.trial import local
 from sweeper.trial.measure import NonFiniteLoss
-from sweeper.trial.proc import die_with_parent
+from sweeper.trial.proc import become_subreaper, die_with_parent, end_descendants
 from workloads.common import ENV_KNOBS, knob_env
 
 
@@ -149,6 +149,7 @@ def child_main(cfg: dict[str, Any], conn, log_path: str) -> None:
     """Entry point of the isolated trial process (started from the forkserver)."""
     os.setpgid(0, 0)  # own process group: a timeout kills the trial and its DataLoader workers together
     die_with_parent()
+    become_subreaper()  # its descendants stay in its tree, also those that left its group
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
@@ -164,6 +165,7 @@ def child_main(cfg: dict[str, Any], conn, log_path: str) -> None:
     outcome = run_here(cfg, report)
     conn.send(("done", plain(outcome.to_dict())))
     conn.close()
+    end_descendants()  # nothing the trial started outlives it
     sys.stdout.flush()
     sys.stderr.flush()
 

@@ -17,6 +17,34 @@ def die_with_parent() -> None:
         pass
 
 
+def become_subreaper() -> None:
+    """Orphans among this process's descendants (a daemon that forked twice into a session of its own) are
+    re-parented to it, not to init: they stay in its tree, where ``kill_group`` (while it runs) and
+    ``end_descendants`` (before it exits) find them (Linux: PR_SET_CHILD_SUBREAPER)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
+    except Exception:
+        pass
+
+
+def end_descendants() -> None:
+    """SIGKILL every descendant of this process (a trial's, as it ends) and reap them."""
+    import psutil
+
+    try:
+        tree = psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return
+    for p in tree:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(tree, timeout=5)
+
+
 def kill_group(pid: int) -> None:
     """SIGKILL the process group led by ``pid`` (or ``pid`` alone when it leads none) and, while ``pid`` runs, its
     descendants by parentage (one that left the group or started a session of its own); gone already is fine."""

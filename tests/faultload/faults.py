@@ -5,7 +5,7 @@
 ``segfault`` (a real invalid read), ``abort``, ``sigkill`` (what the kernel's OOM killer does), ``hang``, ``exit``,
 ``gpu_only`` (refused by ``check`` on a CPU: skipped before launch), ``check_raise`` (``check`` itself raises),
 ``orphan`` (a good trial whose ``build`` starts ``sleep 300`` in a new session, its pid appended to the file
-``workload.orphans_to``),
+``workload.orphans_to``), ``daemon`` (the same with a daemon forked twice, no exec),
 ``bimodal`` (a good trial whose steps from ``fault_step`` on wait ``BIMODAL_S`` more every other step: two speeds,
 flagged ``step_bimodal``, as on a shared CPU), ``slow`` (step ``fault_step`` alone waits ``SLOW_S``, then the
 trial goes on: a stall that ends). The trial reports ``env_probe``, the value of ``KNOB_PROBE`` it saw, and
@@ -61,6 +61,8 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
         helper = subprocess.Popen(["sleep", "300"], start_new_session=True)
         with open(cfg["workload"]["orphans_to"], "a", encoding="utf-8") as f:
             f.write(f"{helper.pid}\n")
+    elif fault == "daemon":
+        _daemon(cfg["workload"]["orphans_to"])
     a = torch.randn(n, n, device=device)
     count = [0]
 
@@ -105,6 +107,25 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
             "queues_probe": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS"),
         },
     )
+
+
+def _daemon(pids_file: str) -> None:
+    """A daemon the classic way, without exec: fork, a new session, fork again, the middle process exits; the
+    daemon (an orphan now, its environment the forkserver's) sleeps. Its pid is appended to ``pids_file``."""
+    r, w = os.pipe()
+    middle = os.fork()
+    if middle == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.write(w, f"{os.getpid()}\n".encode())
+            time.sleep(300)
+        os._exit(0)
+    os.close(w)
+    os.waitpid(middle, 0)
+    pid = os.read(r, 64).decode()
+    os.close(r)
+    with open(pids_file, "a", encoding="utf-8") as f:
+        f.write(pid)
 
 
 def _work(cfg: dict[str, Any]) -> tuple[int, float]:
