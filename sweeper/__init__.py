@@ -31,8 +31,21 @@ def _import_own_workloads() -> None:
 
 _import_own_workloads()
 
-from sweeper.errors import ConfigError  # noqa: E402 - after the workloads import above, on purpose
-from sweeper.results.outcome import Status, TrialOutcome  # noqa: E402
-from sweeper.results.store import read_results  # noqa: E402
+# The public names, imported when first used: ``python -m sweeper`` and the console script import this package
+# before anything else, and a Ctrl-C must meet the command's own start-up handler (``sweeper.__main__``), not
+# the seconds of pyarrow's import; Hydra's plugin discovery imports it too. ``tests/test_startup.py`` holds this.
+_PUBLIC = {
+    "ConfigError": "sweeper.errors",
+    "Status": "sweeper.results.outcome",
+    "TrialOutcome": "sweeper.results.outcome",
+    "read_results": "sweeper.results.store",
+}
+__all__ = sorted(_PUBLIC)
 
-__all__ = ["ConfigError", "Status", "TrialOutcome", "read_results"]
+
+def __getattr__(name: str) -> object:
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'sweeper' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(_PUBLIC[name]), name)

@@ -7,18 +7,29 @@ import signal
 import sys
 from pathlib import Path
 
-_STOPPED = "interrupted (Ctrl-C) while starting: nothing ran; run the command again"
+_STOPPED = "interrupted ({}) while starting: nothing ran; run the command again"
+
+
+def _parent_process() -> object:
+    import multiprocessing
+
+    return multiprocessing.parent_process()
 
 
 def _stop_while_starting(signum: int, frame: object) -> None:
-    """Ctrl-C before the sweep or the trial starts (imports, composing the config, opening the study): one line,
-    exit 130. Nothing is running yet, so there is nothing to record."""
-    print(_STOPPED, file=sys.stderr, flush=True)
-    os._exit(130)
+    """Ctrl-C or SIGTERM before the sweep or the trial starts (imports, composing the config, the forkserver's
+    start): one line, exit 130 or 143. Nothing is running yet, so there is nothing to record."""
+    print(_STOPPED.format("SIGTERM" if signum == signal.SIGTERM else "Ctrl-C"), file=sys.stderr, flush=True)
+    os._exit(143 if signum == signal.SIGTERM else 130)
 
 
-if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # as the command (not under a test harness)
+# Installed first (``sweeper/__init__`` imports nothing heavy before this), as the command: not under a test
+# harness, and not in a launcher's worker process (joblib's), which imports this module for the task function
+# and whose Ctrl-C and SIGTERM the sweeper handles.
+if signal.getsignal(signal.SIGINT) is signal.default_int_handler and _parent_process() is None:
     signal.signal(signal.SIGINT, _stop_while_starting)
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _stop_while_starting)
 
 import hydra  # noqa: E402 - after the handler: importing torch and Hydra takes seconds
 from omegaconf import DictConfig  # noqa: E402
@@ -106,6 +117,8 @@ def main() -> None:
     _start_forkserver(composed, sys.argv[1:])
     if signal.getsignal(signal.SIGINT) is _stop_while_starting:
         signal.signal(signal.SIGINT, signal.default_int_handler)  # the sweep records what Ctrl-C stops
+    if signal.getsignal(signal.SIGTERM) is _stop_while_starting:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # and what SIGTERM stops (``sweep.recovery.guarded``)
     try:
         task()
     except KeyboardInterrupt:  # before the sweep's own handling (opening the study) or in a single run

@@ -1,5 +1,5 @@
 """Runs inside a trial process forked from the forkserver: which modules that process started with (imports only
-``sys``, so it adds none of those asked about)."""
+``sys``, so it adds none of those asked about), and how it handles SIGINT."""
 
 from __future__ import annotations
 
@@ -21,3 +21,10 @@ def hold_a_semaphore(conn: Any) -> None:
     conn.send("holding")
     time.sleep(120)
     del lock
+
+
+def signals(conn: Any) -> None:
+    """How this trial process starts: SIGINT ignored, and whether SIGINT is blocked."""
+    import signal
+
+    conn.send((signal.getsignal(signal.SIGINT) == signal.SIG_IGN, signal.SIGINT in signal.pthread_sigmask(0, [])))

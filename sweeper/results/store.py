@@ -56,6 +56,7 @@ from sweeper.results.readers import (  # noqa: F401 - re-exported: the store's r
     retry_vanished,
     study_of,
 )
+from sweeper.results.procs import pid_alive
 from sweeper.results.readers import (
     precedence as _precedence,
 )
@@ -113,6 +114,31 @@ def value_type(value: Any) -> pa.DataType:
 def is_disk_full(exc: BaseException) -> bool:
     """An error of a full disk or an exhausted quota (or a file size limit)."""
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def disk_full_in(exc: BaseException) -> BaseException | None:
+    """The error of a full disk that ``exc`` is, or wraps at any depth (``__cause__``, ``__context__``, a database
+    driver's original error as SQLAlchemy keeps it in ``orig``), else None: Optuna's ``StorageInternalError`` says
+    "invalid data in the commit" for SQLite's "database or disk is full", which only its cause tells. Matched on
+    the errors' codes (errno, SQLite's SQLITE_FULL, PostgreSQL's disk_full), never on their text."""
+    import sqlite3
+
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        e = todo.pop(0)
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, DiskFull) or is_disk_full(e):
+            return e
+        if isinstance(e, sqlite3.Error) and getattr(e, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+            return e
+        if "53100" in (getattr(e, "pgcode", None), getattr(e, "sqlstate", None)):  # psycopg 2 / 3: disk_full
+            return e
+        orig = getattr(e, "orig", None)
+        todo += [e.__cause__, e.__context__, orig if isinstance(orig, BaseException) else None]
+    return None
 
 
 class DiskFull(OSError):
@@ -319,20 +345,10 @@ def _remove_leftovers(trials_dir: Path, key: str) -> None:
     host = host_name()
     for tmp in trials_dir.glob(f".{glob.escape(key)}.*.tmp"):
         parts = tmp.name.rsplit(".", 3)
-        dead = len(parts) == 4 and parts[1] == host and parts[2].isdigit() and not _alive(int(parts[2]))
+        dead = len(parts) == 4 and parts[1] == host and parts[2].isdigit() and not pid_alive(int(parts[2]))
         if ".compacted-" in tmp.name or dead:
             with contextlib.suppress(OSError):
                 tmp.unlink()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _compact_locked(trials_dir: Path, key: str) -> Path | None:

@@ -7,7 +7,7 @@ import os
 import socket
 from typing import Any
 
-from sweeper.trial.proc import pid_alive
+from sweeper.results.procs import pid_alive
 
 OWNER_KEY = "owner"  # trial user attr: host:pid of the sweeper that asked it
 REASON_KEY = "reason"

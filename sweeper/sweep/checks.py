@@ -11,7 +11,7 @@ from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.sweep import dedup
 from sweeper.sweep import study as studies
 from sweeper.sweep.config import with_values
-from sweeper.sweep.job import device_check
+from sweeper.sweep.job import CheckFailed, device_check
 from sweeper.sweep.space import ExpressionError, evaluate
 
 WAIT: Any = object()  # another trial measures this configuration now: wait for its result
@@ -31,7 +31,10 @@ def sample(
     except ExpressionError as e:  # e.g. a division by a sampled zero: this configuration is not launched
         return dict(trial.params), TrialOutcome(Status.SKIPPED, f"invalid:{e}", f"an expression failed: {e}")
     # The device check runs here, before any launcher job (a SLURM job is never submitted only to be skipped).
-    reason = device_check(with_values(plan.cfg, {**plan.space.fixed, **values}), device)
+    try:
+        reason = device_check(with_values(plan.cfg, {**plan.space.fixed, **values}), device)
+    except CheckFailed as e:  # the workload's check() raised: this trial's failure
+        return values, e.outcome()
     if reason:
         return values, TrialOutcome(Status.SKIPPED, f"invalid:{reason}", reason)
     key = dedup.config_key(values)

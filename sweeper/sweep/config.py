@@ -152,12 +152,11 @@ def load_workload(wl: dict[str, Any]) -> ModuleType:
     input."""
     import workloads
 
+    key = "workload.module" if wl.get("module") else "workload"
     try:
         return workloads.load_spec(wl["name"], wl.get("module"))
     except KeyError as e:
-        raise ConfigError(
-            "workload.module" if wl.get("module") else "workload", str(e.args[0]), "see the README's 'Your own model'"
-        ) from None
+        raise ConfigError(key, str(e.args[0]), getattr(e, "fix", "see the README's 'Your own model'")) from None
 
 
 # ---------------------------------------------------------------------------------------------------- validation

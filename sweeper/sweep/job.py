@@ -128,11 +128,30 @@ def _first(context: dict[str, Any], cause: str) -> bool:
     return True
 
 
+class CheckFailed(Exception):
+    """The workload's own ``check()`` raised: that trial fails (one line naming where), the sweep goes on."""
+
+    def outcome(self) -> TrialOutcome:
+        now = time.time()
+        return TrialOutcome(Status.FAILED, "check", str(self), started_at=now, ended_at=now)
+
+
 def device_check(tcfg: dict[str, Any], info: DeviceInfo) -> str | None:
-    """Why the workload cannot run this trial config on the device described by ``info``, or None."""
+    """Why the workload cannot run this trial config on the device described by ``info``, or None; a ``check()``
+    that raises is :class:`CheckFailed`."""
     module = load_workload(tcfg["workload"])
     target = info if tcfg["device"].startswith("cuda") else DeviceInfo(kind="cpu")  # what the trial will run on
-    return module.check(tcfg, target) if hasattr(module, "check") else None
+    if not hasattr(module, "check"):
+        return None
+    try:
+        return module.check(tcfg, target)
+    except Exception as e:  # noqa: BLE001 - the workload's code: whatever it raises is this trial's failure
+        import traceback
+
+        frame = traceback.extract_tb(e.__traceback__)[-1]
+        text = (str(e).strip().splitlines() or [""])[0]
+        raise CheckFailed(f"the workload's check() raised {type(e).__name__}: {text} "
+                          f"({frame.filename}:{frame.lineno})") from None
 
 
 def named_in(reason: str, given: list[str]) -> list[str]:
@@ -169,15 +188,19 @@ def run_trial(cfg: DictConfig) -> dict[str, Any]:
         context = _single_run_context(tcfg)
     if int((tcfg.get("measure") or {}).get("profile_steps") or 0) > 0 and context["number"] is not None:
         tcfg["trial"]["trace"] = trace_analysis.trace_relpath(context["study"], context["number"])
-    reason = device_check(tcfg, info)  # the sweeper checked before launch; a job on another node checks again
-    if reason and not raw:  # a single run: the one configuration asked for cannot run, as a bad knob value
-        from hydra.core.hydra_config import HydraConfig
-
-        raise refusal(reason, list(HydraConfig.get().overrides.task), tcfg["device"])
-    if reason:
-        now = time.time()
-        outcome = TrialOutcome(Status.SKIPPED, f"invalid:{reason}", reason, started_at=now, ended_at=now)
+    try:
+        reason = device_check(tcfg, info)  # the sweeper checked before launch; a job on another node checks again
+    except CheckFailed as e:
+        reason, outcome = str(e), e.outcome()
     else:
+        if reason and not raw:  # a single run: the one configuration asked for cannot run, as a bad knob value
+            from hydra.core.hydra_config import HydraConfig
+
+            raise refusal(reason, list(HydraConfig.get().overrides.task), tcfg["device"])
+        if reason:
+            now = time.time()
+            outcome = TrialOutcome(Status.SKIPPED, f"invalid:{reason}", reason, started_at=now, ended_at=now)
+    if not reason:
         outcome, shared = _run_recorded(tcfg, context)
     if outcome.metrics.get("window_capped") and _first(context, "window_capped"):
         log.warning(

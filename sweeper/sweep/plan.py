@@ -147,8 +147,10 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
             "use the study's original objectives or a new hydra.sweeper.study_name",
         ) from None
     except Exception as e:  # noqa: BLE001 - the database refused (sqlalchemy.exc.*): a line, no password
-        if "database or disk is full" in str(e):
-            raise
+        from sweeper.results.store import disk_full_in
+
+        if disk_full_in(e) is not None:
+            raise  # a full disk, however wrapped: recovery.guarded says it in one line, exit 1
         first = secrets.scrub((str(e).strip().splitlines() or [type(e).__name__])[0][:200], storage_url, withhold=True)
         raise ConfigError("hydra.sweeper.storage", f"the study could not be opened ({first})",
                           "check the storage and the study name") from None  # fmt: skip

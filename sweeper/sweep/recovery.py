@@ -113,18 +113,17 @@ def guarded(run: Callable[[], Any], storage_url: Callable[[], str]) -> Any:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(143 if isinstance(e, Terminated) else 130)
-    except store.DiskFull as e:
-        print(f"error: {e}; free space and run the same command again to resume", file=sys.stderr)
-        raise SystemExit(1) from None
-    except Exception as e:  # noqa: BLE001 - the study's own database on a full disk (SQLite)
-        if "database or disk is full" not in str(e):
+    except Exception as e:  # noqa: BLE001 - a full disk, whatever error wraps it (the study's tell, a row's write)
+        full = store.disk_full_in(e)
+        if full is None:
             raise
-        print(
-            f"error: no space left writing the study's database ({mask(storage_url()) or 'results_dir'}); free space "
-            "and run "
-            "the same command again to resume",
-            file=sys.stderr,
-        )
+        if isinstance(full, store.DiskFull):
+            what = str(full)
+        elif isinstance(full, OSError) and full.filename:
+            what = f"no space left writing {full.filename}"
+        else:
+            what = f"no space left writing the study's database ({mask(storage_url()) or 'results_dir'})"
+        print(f"error: {what}; free space and run the same command again to resume", file=sys.stderr)
         raise SystemExit(1) from None
     finally:
         if previous is not None:
@@ -134,10 +133,13 @@ def guarded(run: Callable[[], Any], storage_url: Callable[[], str]) -> Any:
 def raise_if_disk_full(ret: Any, folder: Any) -> None:
     """A job that failed for lack of disk space (its row, Hydra's files under ``folder``): the sweep stops."""
     exc = ret if isinstance(ret, BaseException) else getattr(ret, "_return_value", None)
-    if isinstance(exc, store.DiskFull):
+    full = store.disk_full_in(exc) if isinstance(exc, BaseException) else None  # however deep it is wrapped
+    if isinstance(full, store.DiskFull):
+        raise full
+    if isinstance(full, OSError):
+        raise store.DiskFull(getattr(full, "filename", None) or folder, full)
+    if full is not None:  # a database's (the study's storage): ``guarded`` names it
         raise exc
-    if isinstance(exc, BaseException) and store.is_disk_full(exc):
-        raise store.DiskFull(getattr(exc, "filename", None) or folder, exc)
 
 
 def requeue_interrupted(study: optuna.Study) -> None:

@@ -15,9 +15,11 @@ from __future__ import annotations
 import json
 import logging
 import time
+import warnings
 from typing import Any
 
 import optuna
+from optuna.exceptions import ExperimentalWarning
 from optuna.trial import TrialState
 
 from sweeper.results import lookup, rows, store
@@ -114,7 +116,9 @@ class Settler:
         for t in studies.orphaned_running(study):
             self._settle_orphan(t)
         if studies.heartbeat_enabled(self.plan.storage):
-            optuna.storages.fail_stale_trials(study)
+            with warnings.catch_warnings():  # Optuna's "experimental" notice, on every command of such a storage
+                warnings.filterwarnings("ignore", r".*fail_stale_trials is experimental", ExperimentalWarning)
+                optuna.storages.fail_stale_trials(study)
         for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,)):
             if t.number in self._checked or not studies.is_interrupted(t):
                 continue

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from sweeper.errors import ConfigError
+from sweeper.results.procs import pid_alive
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -279,23 +280,13 @@ class Occupancy:
                 continue
             if "end" in e:
                 overlaps = e["start"] < end and e["end"] > self.start
-            elif _alive(int(e.get("pid", 0))):
+            elif pid_alive(int(e.get("pid", 0))):
                 overlaps = e["start"] < end
             else:
                 overlaps = self.start <= e["start"] < end
             if overlaps:
                 out.append(f"{e.get('study')}#{e.get('trial')}")
         return sorted(out)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return pid > 0
 
 
 def trial_units(cfg: dict[str, Any]) -> list[str]:

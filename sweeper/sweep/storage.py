@@ -10,10 +10,12 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 import optuna
+from optuna.exceptions import ExperimentalWarning
 
 from sweeper.errors import ConfigError
 
@@ -67,7 +69,10 @@ def make_storage(
             what, limit = "the PostgreSQL server", max(2, int(min(30.0, left or 30.0)))
             kwargs["engine_kwargs"] = {"connect_args": {"connect_timeout": limit}}
         said = f"waiting for {what} to open the study's storage: {limit:.0f} s at most" if what else ""
-        with _said_after(SAY_AFTER_S, said):
+        with _said_after(SAY_AFTER_S, said), warnings.catch_warnings():
+            # Optuna's "experimental" notice, on every command with a heartbeat (PostgreSQL)
+            notice = r"Argument ``heartbeat_interval`` is an experimental feature"
+            warnings.filterwarnings("ignore", notice, ExperimentalWarning)
             return optuna.storages.RDBStorage(url, **kwargs)
     except Exception as e:  # noqa: BLE001 - any connection failure is bad input here
         from sweeper.sweep.secrets import mask, scrub

@@ -21,7 +21,7 @@ import torch
 from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.trial import local
 from sweeper.trial.measure import NonFiniteLoss
-from sweeper.trial.proc import die_with_parent
+from sweeper.trial.proc import become_subreaper, die_with_parent, end_descendants
 from workloads.common import ENV_KNOBS, knob_env
 
 
@@ -47,10 +47,19 @@ def execute(cfg: dict[str, Any], report=None) -> dict[str, Any]:
 
 
 def _is_oom(exc: BaseException) -> bool:
-    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
-        return True
-    # The CPU allocator raises a plain RuntimeError; its message is the only signal it gives.
-    return isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)
+    """Out of memory, or an error that wraps one at any depth (torch.compile raises its own error with the
+    allocator's as its cause; so may a workload)."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, (torch.OutOfMemoryError, MemoryError)):
+            return True
+        # The CPU allocator raises a plain RuntimeError; its message is the only signal it gives.
+        if isinstance(e, RuntimeError) and "can't allocate memory" in str(e):
+            return True
+        e = e.__cause__ or e.__context__ or getattr(e, "inner_exception", None)  # torch.compile's: ``from None``
+    return False
 
 
 def classify(exc: BaseException) -> TrialOutcome:
@@ -140,6 +149,7 @@ def child_main(cfg: dict[str, Any], conn, log_path: str) -> None:
     """Entry point of the isolated trial process (started from the forkserver)."""
     os.setpgid(0, 0)  # own process group: a timeout kills the trial and its DataLoader workers together
     die_with_parent()
+    become_subreaper()  # its descendants stay in its tree, also those that left its group
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
@@ -155,6 +165,7 @@ def child_main(cfg: dict[str, Any], conn, log_path: str) -> None:
     outcome = run_here(cfg, report)
     conn.send(("done", plain(outcome.to_dict())))
     conn.close()
+    end_descendants()  # nothing the trial started outlives it
     sys.stdout.flush()
     sys.stderr.flush()
 

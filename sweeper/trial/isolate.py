@@ -15,16 +15,19 @@ import signal
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from sweeper.results.outcome import Status, TrialOutcome
-from sweeper.trial.proc import kill_group
+from sweeper.results.procs import pid_alive
+from sweeper.trial.proc import TRIAL_ENV, kill_group, kill_marked
 
 _CONTEXT: Any = None
 _READY: threading.Thread | None = None  # the forkserver's imports, awaited off the main thread (``start_forkserver``)
-_PRELOAD = ["sweeper.trial.child"]  # imported once by the forkserver, before it forks any trial
+# imported once by the forkserver, in this order, before it forks any trial (the first: SIGINT ignored from then on)
+_PRELOAD = ["sweeper.trial.forkserver_signals", "sweeper.trial.child"]
 # Trial processes running now (pid -> None), so an interrupted sweep can end them at once (``interrupt_all``).
 _LIVE: dict[int, None] = {}
 _LIVE_LOCK = threading.Lock()
@@ -52,22 +55,35 @@ def start_forkserver() -> None:
 
 
 def _ensure_forkserver() -> None:
-    """The forkserver running; started deaf to SIGINT when this call starts it from the main thread (SIGINT
-    ignored while it is spawned, inherited through exec; Python's forkserver only ignores SIGINT itself after it
-    has imported torch). A sweep that may run trials in its own process starts it early, from the main thread
-    (``start_forkserver`` via ``sweep.recovery.guarded``): a Ctrl-C, sent to the whole group, then never
-    interrupts its import with a traceback on the user's screen."""
+    """The forkserver running; started deaf to SIGINT when this call starts it from the main thread: SIGINT is
+    blocked while it is spawned, the mask inherited through exec, and its first preload module
+    (``sweeper.trial.forkserver_signals``) ignores SIGINT before it imports torch (Python's forkserver only ignores
+    it after its imports): a Ctrl-C, sent to the whole group, never interrupts that import with a traceback on the
+    user's screen. Blocked, not ignored: a Ctrl-C that lands meanwhile reaches the sweeper (through another of its
+    threads at once, or when this returns); an ignored one was lost, and the sweep ran on. A sweep that may run
+    trials in its own process starts the forkserver early, from the main thread (``start_forkserver``, from
+    ``sweeper.__main__`` or the sweep)."""
     import multiprocessing.forkserver as forkserver
 
     _context()
     if threading.current_thread() is not threading.main_thread():
-        forkserver.ensure_running()  # signal dispositions can only be changed from the main thread
+        forkserver.ensure_running()  # its first preload module ignores SIGINT as early as it can
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()  # first: starting it would unblock SIGINT here (it blocks and unblocks it)
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         forkserver.ensure_running()
     finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)  # a Ctrl-C meanwhile is handled now
+
+
+def _forkserver_pid() -> int | None:
+    """The running forkserver's pid (None before it started); Python keeps it in a private attribute."""
+    import multiprocessing.forkserver as forkserver
+
+    return getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
 
 
 def interrupt_all() -> None:
@@ -135,13 +151,20 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
     (reason ``budget``), so that the same command measures it again.
     """
     mp_context = _context()
-    _ensure_forkserver()
+    lost = _forkserver_pid()
+    _ensure_forkserver()  # restarts it if it was killed from outside
     if _READY is not None:
         _READY.join()  # the forkserver's imports are not this trial's time
+    if lost is not None and _forkserver_pid() != lost:  # restarted: its imports are not this trial's time either
+        probe = mp_context.Process(target=os.getpid)
+        probe.start()
+        probe.join()
+    server = _forkserver_pid()
     parent, child = mp_context.Pipe(duplex=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    proc = mp_context.Process(target=_child_entry, args=(cfg, child, str(log_path)), daemon=False)
+    token = f"{os.getpid()}-{uuid.uuid4().hex}"  # marks the trial's every descendant (``kill_marked``)
+    proc = mp_context.Process(target=_child_entry, args=(cfg, child, str(log_path), token), daemon=False)
     proc.start()
     child.close()
     with _LIVE_LOCK:
@@ -184,6 +207,7 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
         proc.join(timeout=30)
     finally:
         kill_group(proc.pid)  # reap stragglers (DataLoader workers) in the trial's group
+        kill_marked(token, started)  # and its descendants outside the group (a new session), wherever they are
         parent.close()
         with _LIVE_LOCK:
             _LIVE.pop(proc.pid, None)
@@ -192,6 +216,11 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
     if INTERRUPTED.is_set():
         return TrialOutcome(Status.INTERRUPTED, "interrupted", "the sweep was interrupted (Ctrl-C or SIGTERM) while "
                             "this trial ran; the same command runs it again", started_at=started, ended_at=time.time())
+    if server is not None and not pid_alive(server):  # its trials die with it (PR_SET_PDEATHSIG), "exit:255"
+        return TrialOutcome(Status.INTERRUPTED, "forkserver", "the forkserver that starts trials was killed from "
+                            "outside (the kernel's OOM killer?) while this trial ran: not the workload's failure, not "
+                            "counted; the next trial restarts it, and the same command runs this one again",
+                            started_at=started, ended_at=time.time())  # fmt: skip
     code = proc.exitcode
     tail = _log_tail(log_path)
     if code is not None and code < 0:
@@ -214,7 +243,9 @@ def _stalled(log_path: Path) -> bool:
         return False
 
 
-def _child_entry(cfg: dict[str, Any], conn: Any, log_path: str) -> None:
+def _child_entry(cfg: dict[str, Any], conn: Any, log_path: str, token: str) -> None:
     from sweeper.trial.child import child_main
+
+    os.environ[TRIAL_ENV] = token  # inherited by every process the trial starts
 
     child_main(cfg, conn, log_path)

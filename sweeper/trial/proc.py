@@ -1,8 +1,5 @@
-"""Process helpers of the trial side: die with the parent, is a process alive, kill a process group.
-
-The one liveness check of the project: the sweeper's resume bookkeeping (``sweeper.sweep.study``) and the
-distributed agent's clean-up of dead agents' scratch folders (``sweeper.trial.ranks``) both ask it.
-"""
+"""Process helpers of the trial side: die with the parent, kill a process group, kill a trial's every descendant
+(whether a process is alive is ``sweeper.results.procs.pid_alive``, the project's one liveness check)."""
 
 from __future__ import annotations
 
@@ -20,20 +17,83 @@ def die_with_parent() -> None:
         pass
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether a process runs (a killed one not yet reaped by its parent, a zombie, counts as dead)."""
+def become_subreaper() -> None:
+    """Orphans among this process's descendants (a daemon that forked twice into a session of its own) are
+    re-parented to it, not to init: they stay in its tree, where ``kill_group`` (while it runs) and
+    ``end_descendants`` (before it exits) find them (Linux: PR_SET_CHILD_SUBREAPER)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
+    except Exception:
+        pass
+
+
+def end_descendants() -> None:
+    """SIGKILL every descendant of this process (a trial's, as it ends) and reap them."""
     import psutil
 
     try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
+        tree = psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return
+    for p in tree:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(tree, timeout=5)
 
 
 def kill_group(pid: int) -> None:
-    """SIGKILL the process group led by ``pid`` (or ``pid`` alone when it leads none); gone already is fine."""
+    """SIGKILL the process group led by ``pid`` (or ``pid`` alone when it leads none) and, while ``pid`` runs, its
+    descendants by parentage (one that left the group or started a session of its own); gone already is fine."""
+    import psutil
+
+    try:
+        tree = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        tree = []
     for target in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
         try:
             target()
         except (ProcessLookupError, PermissionError):
             pass
+    for p in tree:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+
+
+TRIAL_ENV = "KNOB_SWEEPER_TRIAL"  # set in each trial process to a token of its own; its descendants inherit it
+
+
+def kill_marked(token: str, since: float) -> int:
+    """SIGKILL every process of this user whose environment carries ``TRIAL_ENV=token`` (a trial's descendants,
+    also those that left its process group or session, whose parent may be init by now) and that started at or
+    after ``since`` (unix seconds; older processes are not read). The kernel shows the environment a process was
+    started with (``exec``): the programs a trial runs carry the token; a child it only forks stays in its process
+    group (``kill_group``) unless it starts a session of its own. Repeated until none is left, so that a child
+    forked meanwhile goes too. Returns how many were killed."""
+    import psutil
+
+    killed, me = 0, os.getpid()
+    for _ in range(20):
+        found = []
+        for p in psutil.process_iter(["create_time"]):
+            try:
+                if p.pid != me and (p.info["create_time"] or 0) >= since - 1 and p.environ().get(TRIAL_ENV) == token:
+                    found.append(p)
+            except (psutil.Error, OSError):  # gone, a zombie, or another user's
+                continue
+        if not found:
+            break
+        for p in found:
+            try:
+                p.kill()
+                killed += 1
+            except psutil.Error:
+                pass
+        psutil.wait_procs(found, timeout=5)  # gone (or a zombie their parent reaps) when this returns
+    return killed

@@ -45,8 +45,9 @@ from typing import Any
 
 import torch
 
+from sweeper.results.procs import pid_alive
 from sweeper.trial import local
-from sweeper.trial.proc import die_with_parent, pid_alive
+from sweeper.trial.proc import die_with_parent
 from sweeper.trial.rank_metrics import comm_profile, merge
 from sweeper.trial.threads import trial_threads
 from workloads import parallel

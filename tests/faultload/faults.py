@@ -3,11 +3,13 @@
 ``knobs.fault`` picks what happens at measured step ``knobs.fault_step``: ``none`` (a good trial, its speed set by
 ``knobs.work``), ``oom`` (a real allocation far beyond memory), ``nan`` (the loss really becomes NaN), ``raise``,
 ``segfault`` (a real invalid read), ``abort``, ``sigkill`` (what the kernel's OOM killer does), ``hang``, ``exit``,
-``gpu_only`` (refused by ``check`` on a CPU: skipped before launch), ``bimodal`` (a good trial whose steps from
-``fault_step`` on wait ``BIMODAL_S`` more every other step: two speeds, flagged ``step_bimodal``, as on a shared
-CPU), ``slow`` (step ``fault_step`` alone waits ``SLOW_S``, then the trial goes on: a stall that ends). The
-trial reports ``env_probe``, the value of ``KNOB_PROBE`` it saw, and ``queues_probe`` the value of
-``CUDA_DEVICE_MAX_CONNECTIONS`` (``knobs.cuda_connections``).
+``gpu_only`` (refused by ``check`` on a CPU: skipped before launch), ``check_raise`` (``check`` itself raises),
+``orphan`` (a good trial whose ``build`` starts ``sleep 300`` in a new session, its pid appended to the file
+``workload.orphans_to``), ``daemon`` (the same with a daemon forked twice, no exec),
+``bimodal`` (a good trial whose steps from ``fault_step`` on wait ``BIMODAL_S`` more every other step: two speeds,
+flagged ``step_bimodal``, as on a shared CPU), ``slow`` (step ``fault_step`` alone waits ``SLOW_S``, then the
+trial goes on: a stall that ends). The trial reports ``env_probe``, the value of ``KNOB_PROBE`` it saw, and
+``queues_probe`` the value of ``CUDA_DEVICE_MAX_CONNECTIONS`` (``knobs.cuda_connections``).
 
 A good step multiplies ``workload.reps`` times, then waits ``workload.wait_ms`` (a step blocked on I/O or a device;
 0: no wait); with ``workload.hold_until`` (a path) each step also waits until that file exists, so a test keeps a
@@ -38,6 +40,8 @@ SLOW_S = 2.0  # what step fault_step of fault=slow waits: past a 1 s measure.sta
 
 
 def check(cfg: dict[str, Any], device: DeviceInfo) -> str | None:
+    if cfg["knobs"]["fault"] == "check_raise":
+        raise RuntimeError("planted failure in check()")
     if cfg["knobs"]["fault"] == "gpu_only" and device.kind != "cuda":
         return "fault=gpu_only needs a GPU"
     return None
@@ -51,6 +55,14 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
     n = int(knobs["work"])
     reps, wait_s = _work(cfg)
     hold = cfg["workload"].get("hold_until")
+    if fault == "orphan":  # a helper process in a session of its own: outside the trial's process group
+        import subprocess
+
+        helper = subprocess.Popen(["sleep", "300"], start_new_session=True)
+        with open(cfg["workload"]["orphans_to"], "a", encoding="utf-8") as f:
+            f.write(f"{helper.pid}\n")
+    elif fault == "daemon":
+        _daemon(cfg["workload"]["orphans_to"])
     a = torch.randn(n, n, device=device)
     count = [0]
 
@@ -95,6 +107,25 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
             "queues_probe": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS"),
         },
     )
+
+
+def _daemon(pids_file: str) -> None:
+    """A daemon the classic way, without exec: fork, a new session, fork again, the middle process exits; the
+    daemon (an orphan now, its environment the forkserver's) sleeps. Its pid is appended to ``pids_file``."""
+    r, w = os.pipe()
+    middle = os.fork()
+    if middle == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.write(w, f"{os.getpid()}\n".encode())
+            time.sleep(300)
+        os._exit(0)
+    os.close(w)
+    os.waitpid(middle, 0)
+    pid = os.read(r, 64).decode()
+    os.close(r)
+    with open(pids_file, "a", encoding="utf-8") as f:
+        f.write(pid)
 
 
 def _work(cfg: dict[str, Any]) -> tuple[int, float]:
