@@ -185,19 +185,21 @@ def _trial(study: optuna.Study, compile: str, wall_s: float) -> None:
 
 
 def test_the_cost_model_uses_measurements_then_rescaled_priors() -> None:
+    """Trials that recorded only their wall: a class measured costs its slowest; one never measured, the cheap
+    class's median plus (prior - 1) x that median of compile, rescaled by the compiles measured."""
     model = CostModel({"knobs.compile": "off"}, {"knobs.compile": {"default": 4, "max": 40}})
     study = optuna.create_study(direction="maximize")
     assert model.predict(study, {"knobs.compile": "off"}) == 0.0  # nothing measured: the cheap trial starts
     _trial(study, "off", 10.0)
     _trial(study, "off", 12.0)
     assert model.predict(study, {"knobs.compile": "off"}) == 12.0  # the slowest of its class
-    assert model.predict(study, {"knobs.compile": "default"}) == pytest.approx(48.0)  # 12 s x prior 4
-    assert model.predict(study, {"knobs.compile": "max"}) == pytest.approx(480.0)
-    _trial(study, "default", 24.0)  # measured at 2x where the prior said 4x: every compile prior halves
+    assert model.predict(study, {"knobs.compile": "default"}) == pytest.approx(11.0 + 3 * 11.0)
+    assert model.predict(study, {"knobs.compile": "max"}) == pytest.approx(11.0 + 39 * 11.0)
+    _trial(study, "default", 24.0)  # its compile measured at 13 s where the prior said 33 s: every prior scales
     assert model.predict(study, {"knobs.compile": "default"}) == 24.0
-    assert model.predict(study, {"knobs.compile": "max"}) == pytest.approx(240.0)
+    assert model.predict(study, {"knobs.compile": "max"}) == pytest.approx(11.0 + 39 * 11.0 * 13.0 / 33.0)
     unknown = CostModel({"knobs.compile": "off"}, {})
-    assert unknown.predict(study, {"knobs.compile": "max"}) == pytest.approx(24.0)  # the dearest value measured
+    assert unknown.predict(study, {"knobs.compile": "max"}) == pytest.approx(24.0)  # the dearest compile measured
 
 
 def test_a_users_compile_knob_is_priced_by_the_default_prior() -> None:

@@ -82,11 +82,11 @@ class SweepPlan:
     expensive: dict[str, Any] = dataclasses.field(default_factory=dict)  # hydra.sweeper.expensive (cost classes)
 
 
-def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[str]) -> SweepPlan:
+def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[str], budget: Any = None) -> SweepPlan:
     """The plan of the sweep that the sweeper's ``settings`` (``sweeper.sweep.settings.KnobSweeperConf``), Hydra's
-    ``config`` and the command's ``arguments`` say."""
+    ``config`` and the command's ``arguments`` say; ``budget``: the sweep's ``Budget`` (the staged sampler's clock)."""
     c = dataclasses.asdict(settings)  # the rule checks and the space read keys by name
-    if settings.n_trials < 1:
+    if settings.n_trials is not None and settings.n_trials < 1:
         raise ConfigError(
             "hydra.sweeper.n_trials",
             f"must be >= 1, got {settings.n_trials}",
@@ -129,7 +129,8 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
     expensive = dict(plain(settings.expensive) or {})
     _check_cost_prior(plain(settings.cost_prior) or {}, expensive)
     seed = studies.resumed_seed(storage, study_name, settings.seed, str(settings.sampler))
-    sampler = studies.make_sampler(str(settings.sampler), seed, space, expensive, defaults, settings.timeout_s)
+    sampler = studies.make_sampler(str(settings.sampler), seed, space, expensive, defaults, settings.timeout_s,
+                                   budget)  # fmt: skip
     # resolved before the study exists: a bad name creates nothing
     warm_sources = warm.resolve(storage, plain(settings.warm_start), study_name, workload_key)
     try:

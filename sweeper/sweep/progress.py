@@ -93,7 +93,9 @@ class SweepProgress:
 
     def extend(self, n: int) -> None:
         """More trials joined the sweep (re-measurements of the best configurations)."""
-        self.progress.update(self.task, total=self.progress.tasks[0].total + n)
+        total = self.progress.tasks[0].total
+        if total is not None:  # None: the budget is the only limit
+            self.progress.update(self.task, total=total + n)
 
     def note(self, text: str) -> None:
         self.console.print(Text(text))

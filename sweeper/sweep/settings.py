@@ -36,8 +36,9 @@ class KnobSweeperConf:
     # Optuna storage URL: null -> sqlite:///<results_dir>/optuna.db; "journal:///path" for a journal file;
     # postgresql://user@host/db for several nodes.
     storage: Optional[str] = None
-    # Trials this command adds to the study (a killed sweep re-run finishes its previous target instead).
-    n_trials: int = 10
+    # Trials this command adds to the study (a killed sweep re-run finishes its previous target instead); null:
+    # with timeout_s the budget is the only limit, without it 10.
+    n_trials: Optional[int] = None
     # Trials run at once when trial.resources is unset (each slot takes the next trial as soon as it is free).
     n_jobs: int = 1
     # The command's wall-clock budget in seconds, counted from its start; null = no limit. No trial starts that

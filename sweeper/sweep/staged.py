@@ -36,7 +36,6 @@ from __future__ import annotations
 import itertools
 import math
 import random
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -47,6 +46,7 @@ from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from sweeper.sweep.attrs import COST_KEY, WARM_KEY
+from sweeper.sweep.budget import Budget
 from sweeper.sweep.space import SearchSpace, evaluate
 
 STAGE_KEY = "knob_sweeper:stage"  # trial system attr: screen | promote (search trials carry none)
@@ -68,6 +68,7 @@ class StagedSampler(BaseSampler):
         min_gain: float = 0.01,
         slack: float = 0.1,
         budget_s: float | None = None,
+        budget: Budget | None = None,
         screen_share: float = 0.5,
         polish_every: int = 0,
         seed: int | None = None,
@@ -78,8 +79,9 @@ class StagedSampler(BaseSampler):
         self.expensive = {k: v for k, v in expensive.items() if k in space.params}  # pinned ones cost the same
         self.top_k, self.patience, self.min_screen = top_k, patience, min_screen
         self.min_gain, self.slack = min_gain, slack
-        self.budget_s, self.screen_share = budget_s, screen_share  # the sweep's wall-clock budget (timeout_s)
-        self._created = time.time()  # the command's start: its budget counts from here
+        # the sweep's wall-clock budget (timeout_s) and its clock: the one the scheduler reads
+        self.budget = budget if budget is not None else Budget(budget_s)
+        self.budget_s, self.screen_share = self.budget.budget_s, screen_share
         self.alternatives = _alternatives(space.params, self.expensive)
         self._plans: dict[int, dict[str, Any]] = {}  # trial number -> the knobs this sampler fixes for it
         self.polish_every = polish_every
@@ -150,6 +152,24 @@ class StagedSampler(BaseSampler):
         plan = self._next_promotion(trials, measured, screened, sign)
         return ("promote", plan) if plan else ("search", {})
 
+    def spare_plan(self, study: Study) -> dict[str, Any]:
+        """A configuration that fits the time left when the search's own proposal does not: a promotion that is
+        now worth its cost, else the incumbent's untried one-knob neighbour with the best main effect (a value
+        never measured first), whatever the local search's turn. Empty when none fits."""
+        if self.expensive:
+            trials = study.get_trials(deepcopy=False)
+            sign = 1.0 if study.directions[0] == StudyDirection.MAXIMIZE else -1.0
+            measured = [t for t in trials if _feasible(t)]
+            screened = [t for t in measured if self._is_cheap(t.params)]
+            plan = self._next_promotion(trials, measured, screened, sign) if measured else None
+            if plan:
+                return plan
+        every, self.polish_every = self.polish_every, 1
+        try:
+            return self._polish(study)
+        finally:
+            self.polish_every = every
+
     def _polish(self, study: Study, screening: bool = False) -> dict[str, Any]:
         """Local search around the incumbent, every ``polish_every``-th measured trial: the one-knob neighbour of
         the best configuration so far (the best screened one while screening, its expensive knobs left cheap)
@@ -202,9 +222,9 @@ class StagedSampler(BaseSampler):
                 t
                 for t in tried
                 if WARM_KEY not in t.user_attrs
-                and (t.datetime_start is None or t.datetime_start.timestamp() >= self._created)
+                and (t.datetime_start is None or t.datetime_start.timestamp() >= self.budget.started_at)
             ]
-            spent = max(sum(_cost(t) or 0.0 for t in mine), time.time() - self._created)
+            spent = max(sum(_cost(t) or 0.0 for t in mine), self.budget.elapsed())
             if spent >= self.screen_share * self.budget_s:
                 return False
         if len(tried) < self.min_screen:
