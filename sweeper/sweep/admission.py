@@ -41,8 +41,9 @@ class Admission:
         """Predicted wall seconds of a trial of ``params`` (``repeat``: measured again, warm caches; ``profile``:
         profiled too)."""
         study = self.plan.study
-        predict = self.costs.predict_repeat if repeat else self.costs.predict
-        return predict(study, dict(params)) + (remeasure.profile_cost(study) if profile else 0.0)
+        phases = self.costs.phases(study, dict(params), repeat=repeat)
+        steps = int(self.settings.profile_steps)
+        return phases["total"] + (remeasure.profile_cost(study, phases.get("step"), steps) if profile else 0.0)
 
     def fits(
         self, params: Mapping[str, Any], profile: bool = False, reserve: bool = True, repeat: bool = False
@@ -52,12 +53,22 @@ class Admission:
             return True
         return self.budget.fits(self.predict(params, profile, repeat), self.reserve() if reserve else 0.0)
 
+    def any_fits(self) -> bool:
+        """Some trial may still end within the budget: the cheapest measured configuration of the cheap class (with
+        nothing measured, one with the expensive knobs cheap) is predicted to."""
+        if self.budget.deadline is None:
+            return True
+        cheap = dict(self.costs.expensive)
+        seen = [s.params for s in self.costs.seen(self.plan.study) if s.cls == self.costs.cost_class(cheap)]
+        cost = min((self.predict(p) for p in seen), default=self.predict(cheap))
+        return self.budget.fits(cost, self.reserve())
+
     def reserve(self) -> float:
         """Seconds the re-measurements after the search are predicted to take (the baseline's and the best's, their
         configurations as they rank now, each a repeat: its compile cache warm)."""
         s, plan = self.settings, self.plan
         wanted = remeasure.plan(plan.study, plan.objectives, self.baseline(), s.confirm_top_k, self.profile_k())
-        return sum(remeasure.cost_s(plan.study, self.costs, r) for r in wanted)
+        return sum(remeasure.cost_s(plan.study, self.costs, r, int(s.profile_steps)) for r in wanted)
 
     def profile_k(self) -> int:
         if self.settings.profile is not None:

@@ -188,17 +188,31 @@ class CostModel:
         return {"total": base + self._compile_prior(walls, mine, base), "basis": "prior"}
 
     def _step(self, phased: list[Seen], params: Mapping[str, Any], mine: tuple) -> tuple[float, Seen]:
-        """The step time of the nearest measured configurations (most knob values shared, the same class first;
-        the slowest of equals), and the one it came from."""
-        names = [k for k in set(params) | {k for s in phased for k in s.params} if k not in self.expensive]
+        """The step time of ``params``: from each of the nearest measured configurations (most knob values shared,
+        the same class first), scaled by the main effect on the step time of each knob value that differs (the
+        mean log step time of the trials with this value over that of the trials with the neighbour's: effects
+        are largely multiplicative; a value never measured counts 1); the median of those, and the nearest."""
+        names = sorted(k for k in set(params) | {k for s in phased for k in s.params} if k not in self.expensive)
 
         def rank(s: Seen) -> tuple:
-            shared = sum(1 for k in names if s.params.get(k) == params.get(k))
-            return (shared, s.cls == mine)
+            return (sum(1 for k in names if s.params.get(k) == params.get(k)), s.cls == mine)
+
+        def effect(name: str, value: Any) -> float | None:
+            logs = [math.log(s.step_s) for s in phased if s.params.get(name) == value and s.step_s > 0]
+            return sum(logs) / len(logs) if logs else None
 
         top = max(rank(s) for s in phased)
-        near = max((s for s in phased if rank(s) == top), key=lambda s: s.step_s)
-        return near.step_s, near
+        nearest = [s for s in phased if rank(s) == top]
+        estimates = []
+        for s in nearest:
+            log_step = math.log(max(s.step_s, 1e-9))
+            for k in names:
+                if s.params.get(k) != params.get(k):
+                    want, have = effect(k, params.get(k)), effect(k, s.params.get(k))
+                    if want is not None and have is not None:
+                        log_step += want - have
+            estimates.append(math.exp(log_step))
+        return statistics.median(estimates), max(nearest, key=lambda s: s.step_s)
 
     def _window(self, step: float, near: Seen) -> tuple[float, float]:
         """The measured window and the warm-up (seconds) of a trial stepping at ``step`` under ``measure.*``."""

@@ -91,7 +91,7 @@ class SweepImpl:
         self.settler = Settler(plan)
         self.settler.recover()
         if not isinstance(plan.study.sampler, optuna.samplers.GridSampler):  # the grid holds them all anyway
-            warm.queue_first(plan, s.warm_start_k, s.baseline_first)
+            warm.queue_first(plan, s.warm_start_k, s.baseline_first, s.handbook_start, self._device())
         recovery.requeue_interrupted(plan.study)
         target = studies.update_target(plan.study, self._n_trials())
         done = sum(1 for t in plan.study.get_trials(deepcopy=False) if studies.is_counted(t) and t.state.is_finished())
@@ -131,7 +131,7 @@ class SweepImpl:
         wanted = remeasure.plan(plan.study, plan.objectives, self.admission.baseline(), s.confirm_top_k,
                                 self.admission.profile_k(), s.confirm_unstable)  # fmt: skip
         todo = remeasure.pending(plan.study, wanted, target)
-        cost = functools.partial(remeasure.cost_s, plan.study, self.costs)
+        cost = functools.partial(remeasure.cost_s, plan.study, self.costs, profile_steps=int(s.profile_steps))
         fits = remeasure.that_fit(todo, cost, self.scheduler.fits, len(self.scheduler.slots))
         if len(fits) < len(todo):
             self.policy.stop(Stop.BUDGET)
@@ -209,7 +209,7 @@ class SweepImpl:
             if self.policy.stop(Stop.EXHAUSTED):
                 self.plan_note("space exhausted: every configuration of the grid has been tried")
             return None
-        if not waiting and not self._fits(dict(self.plan.expensive)):
+        if not waiting and not self.admission.any_fits():
             if self.policy.stop(Stop.BUDGET):
                 self.plan_note(f"budget: no trial fits in the {self._left_text()} left")
             return None

@@ -102,6 +102,10 @@ class KnobSweeperConf:
     profile_steps: int = 5
     # A new study measures the workload's default knobs first (the report's baseline for speed-ups).
     baseline_first: bool = True
+    # Then the configuration PyTorch's performance handbook picks from the space on this device (the fastest
+    # supported reduced precision, compile default, the fused optimizer, channels_last, the largest batch, and on a
+    # GPU cuDNN autotuning, pinned memory and the most DataLoader workers; sweeper.sweep.handbook), with the baseline.
+    handbook_start: bool = True
     # Then these configurations ({dotted key: value}, e.g. a known-good recipe), before the sampler's own choices.
     # Keys the space does not sample, or values outside it, are left to the sampler. Not used by the grid sampler.
     # An entry's optional `when: <expression>` keeps it only where the expression holds (workload.data == 'jpeg').

@@ -152,23 +152,34 @@ class StagedSampler(BaseSampler):
         plan = self._next_promotion(trials, measured, screened, sign)
         return ("promote", plan) if plan else ("search", {})
 
-    def spare_plan(self, study: Study) -> dict[str, Any]:
+    def spare_plan(self, study: Study, top: int = 3) -> dict[str, Any]:
         """A configuration that fits the time left when the search's own proposal does not: a promotion that is
-        now worth its cost, else the incumbent's untried one-knob neighbour with the best main effect (a value
-        never measured first), whatever the local search's turn. Empty when none fits."""
+        now worth its cost, else an untried one-knob neighbour of one of the ``top`` best configurations (each
+        also with its expensive knobs cheap), the changed value with the best main effect first (a value never
+        measured first). Empty when none fits."""
+        trials = study.get_trials(deepcopy=False)
+        sign = 1.0 if study.directions[0] == StudyDirection.MAXIMIZE else -1.0
+        measured = [t for t in trials if _feasible(t)]
+        if not measured:
+            return {}
         if self.expensive:
-            trials = study.get_trials(deepcopy=False)
-            sign = 1.0 if study.directions[0] == StudyDirection.MAXIMIZE else -1.0
-            measured = [t for t in trials if _feasible(t)]
             screened = [t for t in measured if self._is_cheap(t.params)]
-            plan = self._next_promotion(trials, measured, screened, sign) if measured else None
+            plan = self._next_promotion(trials, measured, screened, sign)
             if plan:
                 return plan
-        every, self.polish_every = self.polish_every, 1
-        try:
-            return self._polish(study)
-        finally:
-            self.polish_every = every
+        ranked = sorted(measured, key=lambda t: -sign * t.values[0])
+        bases: list[dict[str, Any]] = []
+        for t in ranked:
+            for base in (dict(t.params), self._promoted(t.params, self.expensive) or {}):
+                if base and base not in bases:
+                    bases.append(base)
+            if len(bases) >= 2 * top:
+                break
+        for base in bases:
+            plan = self._neighbour(trials, measured, base, sign, screening=False)
+            if plan:
+                return plan
+        return {}
 
     def _polish(self, study: Study, screening: bool = False) -> dict[str, Any]:
         """Local search around the incumbent, every ``polish_every``-th measured trial: the one-knob neighbour of
@@ -184,19 +195,25 @@ class StagedSampler(BaseSampler):
             return {}
         sign = 1.0 if study.directions[0] == StudyDirection.MAXIMIZE else -1.0
         best = max(measured, key=lambda t: sign * t.values[0])
+        return self._neighbour(trials, measured, dict(best.params), sign, screening)
+
+    def _neighbour(
+        self, trials: list[FrozenTrial], measured: list[FrozenTrial], best: dict[str, Any], sign: float, screening: bool
+    ) -> dict[str, Any]:
+        """The untried one-knob neighbour of ``best`` that fits, the changed value's main effect best first."""
         tried = [t.params for t in trials if t.state != TrialState.WAITING] + list(self._plans.values())
         options = []
         for name, dist in self.space.params.items():
-            if name not in best.params or not isinstance(dist, CategoricalDistribution):
+            if name not in best or not isinstance(dist, CategoricalDistribution):
                 continue
             if screening and name in self.expensive:
                 continue
             for value in dist.choices:
-                if value == best.params[name]:
+                if value == best[name]:
                     continue
-                plan = self._promoted(best.params, {name: value})
+                plan = self._promoted(best, {name: value})
                 if plan and not any(_same(plan, p, keys=plan) for p in tried) and self._affordable(plan):
-                    here = _main_effect(measured, name, best.params[name], sign)
+                    here = _main_effect(measured, name, best[name], sign)
                     options.append((_main_effect(measured, name, value, sign) - here, self._rng.random(), plan))
         return max(options, key=lambda o: (o[0], o[1]))[2] if options else {}
 
