@@ -47,10 +47,10 @@ from sweeper.sweep.attrs import COST_KEY, REASON_KEY, SPENT_KEY, WARM_KEY
 
 MIN_MEASURED = 3  # trials of a cost class measured before its timeout is derived
 FIRST_TRIAL_S = 30.0  # the cheap class's cost before any trial was measured (a process start, a few steps)
-# What a warm re-run of a compiled configuration pays of its cold compile before the study measured one: on the
-# H200, a ResNet-50 step's compile took ~42 s in a fresh process and 7-8 s from a shared Inductor cache (DESIGN.md's
-# facts); the study's own repeats replace it.
-WARM_COMPILE_SHARE = 0.2
+# What a warm re-run of a compiled configuration pays of its cold compile before the study measured one: the median
+# of the H200's measurements (ResNet-50 42 s -> 7-8 s in DESIGN.md's facts, 45.3 s -> 5.7 s on 2026-12-04; ViT-B/16
+# 29.3 s -> 2.8 s, bench/results/h200-2026-12-04T*-budget-*); the study's own repeats replace it.
+WARM_COMPILE_SHARE = 0.13
 PREDICTED_KEY = "predicted_wall_s"  # trial user attr and row column: the wall seconds predicted at its launch
 
 
@@ -189,17 +189,26 @@ class CostModel:
 
     def _step(self, phased: list[Seen], params: Mapping[str, Any], mine: tuple) -> tuple[float, Seen]:
         """The step time of ``params``: from each of the nearest measured configurations (most knob values shared,
-        the same class first), scaled by the main effect on the step time of each knob value that differs (the
-        mean log step time of the trials with this value over that of the trials with the neighbour's: effects
-        are largely multiplicative; a value never measured counts 1); the median of those, and the nearest."""
+        the same class first), scaled for each knob value that differs by what that change did to the step time
+        where it was measured alone (pairs of trials that differ in that knob only: effects are largely
+        multiplicative; unmeasured, it counts 1); the median of those, and the nearest."""
         names = sorted(k for k in set(params) | {k for s in phased for k in s.params} if k not in self.expensive)
 
         def rank(s: Seen) -> tuple:
             return (sum(1 for k in names if s.params.get(k) == params.get(k)), s.cls == mine)
 
-        def effect(name: str, value: Any) -> float | None:
-            logs = [math.log(s.step_s) for s in phased if s.params.get(name) == value and s.step_s > 0]
-            return sum(logs) / len(logs) if logs else None
+        def effect(name: str, want: Any, have: Any) -> float:
+            logs = [
+                math.log(a.step_s / b.step_s)
+                for a in phased
+                for b in phased
+                if a.params.get(name) == want
+                and b.params.get(name) == have
+                and a.step_s > 0
+                and b.step_s > 0
+                and all(a.params.get(k) == b.params.get(k) for k in set(a.params) | set(b.params) if k != name)
+            ]
+            return sum(logs) / len(logs) if logs else 0.0
 
         top = max(rank(s) for s in phased)
         nearest = [s for s in phased if rank(s) == top]
@@ -208,9 +217,7 @@ class CostModel:
             log_step = math.log(max(s.step_s, 1e-9))
             for k in names:
                 if s.params.get(k) != params.get(k):
-                    want, have = effect(k, params.get(k)), effect(k, s.params.get(k))
-                    if want is not None and have is not None:
-                        log_step += want - have
+                    log_step += effect(k, params.get(k), s.params.get(k))
             estimates.append(math.exp(log_step))
         return statistics.median(estimates), max(nearest, key=lambda s: s.step_s)
 
