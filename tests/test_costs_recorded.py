@@ -90,7 +90,8 @@ def test_a_second_compile_fits_when_the_time_left_holds_it_and_the_reserve() -> 
 
 
 def _vit_eager(study: optuna.Study, precision: str, batch: int, step_s: float, setup_s: float = 4.6) -> None:
-    """An eager ViT trial as its row recorded it: 5 warm-up steps, 10 measured, ~0.6 s of lazy start-up, 1.5 s of process."""
+    """An eager ViT trial as its row recorded it: 5 warm-up steps, 10 measured, ~0.6 s of lazy start-up, 1.5 s of
+    process."""
     first = step_s + 0.6
     wall = setup_s + first + 4 * step_s + 10 * step_s + 1.5
     params = {"knobs.precision": precision, "knobs.compile": "off", "knobs.batch_size": batch,
