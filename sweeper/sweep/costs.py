@@ -298,7 +298,8 @@ class CostModel:
     def explain(self, study: optuna.Study, params: Mapping[str, Any], repeat: bool = False) -> str:
         """One phrase: the predicted cost and whether it rests on a measurement, the prior or a cut trial."""
         out = self.phases(study, params, repeat)
-        return f"{out['total']:.0f} s ({out['basis']})"
+        basis = "at least: the budget cut it before its end" if out["basis"] == "bound" else out["basis"]
+        return f"{out['total']:.0f} s ({basis})"
 
 
 _MEASURED = ("complete", "infeasible", "failed")  # a failed trial's time was spent too (timeouts above all)

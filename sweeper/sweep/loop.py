@@ -92,7 +92,7 @@ class SweepImpl:
         self.settler.recover()
         if not isinstance(plan.study.sampler, optuna.samplers.GridSampler):  # the grid holds them all anyway
             warm.queue_first(plan, s.warm_start_k, s.baseline_first, s.handbook_start, self._device())
-        recovery.requeue_interrupted(plan.study)
+        too_slow = recovery.requeue_interrupted(plan.study)
         target = studies.update_target(plan.study, self._n_trials())
         done = sum(1 for t in plan.study.get_trials(deepcopy=False) if studies.is_counted(t) and t.state.is_finished())
         progress = SweepProgress(plan.study_name, target if target < UNLIMITED else None, plan.objectives, done,
@@ -101,6 +101,9 @@ class SweepImpl:
         if isinstance(plan.study.sampler, optuna.samplers.BaseSampler) and hasattr(plan.study.sampler, "fits"):
             plan.study.sampler.fits = self._fits  # the staged sampler promotes only what fits
         log_launches_to(Path(str(self.config.hydra.sweep.dir)) / "sweep.log")
+        for params in too_slow:
+            progress.note(f"too slow for the budget: cut by it {recovery.MAX_BUDGET_CUTS} times, not measured again: "
+                          + " ".join(f"{k}={v}" for k, v in params.items()))  # fmt: skip
         results: list[Any] = []
         try:
             with progress, studies.Heartbeat(plan.storage) as heartbeat:
