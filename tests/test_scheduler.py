@@ -249,3 +249,28 @@ def test_interrupts_while_trials_run_are_raised_at_the_loops_checks() -> None:
         with pytest.raises(KeyboardInterrupt) as caught:
             interrupts.check()
         assert not isinstance(caught.value, Terminated)
+
+
+def test_with_a_budget_and_no_n_trials_the_budget_is_the_only_limit() -> None:
+    """``n_trials`` unset: with ``timeout_s`` the sweep runs until the budget (a 180 s sweep had stopped at 92 s on
+    ten trials, a default stated nowhere); with neither, ten trials."""
+    from sweeper.sweep.admission import UNLIMITED
+    from sweeper.sweep.loop import SweepImpl
+
+    assert SweepImpl(timeout_s=180)._n_trials() >= UNLIMITED
+    assert SweepImpl()._n_trials() == 10
+    assert SweepImpl(timeout_s=180, n_trials=3)._n_trials() == 3
+
+
+def test_the_summary_says_why_the_sweep_ended_and_what_of_the_budget_it_used() -> None:
+    from sweeper.sweep.settings import KnobSweeperConf
+    from sweeper.sweep.words import why_ended
+
+    clock = _Clock(1000.0)
+    s = Scheduler([0], _Node(), budget_s=300, grace_s=5, started_at=1000.0, clock=clock)
+    clock.t = 1240.0
+    line = why_ended(Stop.BUDGET, KnobSweeperConf(timeout_s=300), s, 10**9)
+    assert "nothing that pays fits in the 60 s left" in line and "240 s of the 300 s budget used (80%)" in line
+    assert "space is exhausted" in why_ended(Stop.EXHAUSTED, KnobSweeperConf(timeout_s=300), s, 10**9)
+    assert why_ended(Stop.N_TRIALS, KnobSweeperConf(n_trials=4), s, 4) == "sweep ended: n_trials=4 trials measured"
+    s.close()
