@@ -49,7 +49,7 @@ MAX_DUPLICATES_IN_A_ROW = 100  # a space too large to enumerate: the sampler is 
 STUCK_AFTER = 5  # an enumerable space: after this many duplicates in a row, an unmeasured configuration is queued
 MAX_OVER_BUDGET_IN_A_ROW = 10  # proposals that cannot end within the budget, nothing else fitting: the search ends
 NOT_METRICS = (studies.OWNER_KEY, "status", "confirm_of", studies.REASON_KEY, studies.COST_KEY, warm.FROM_KEY,
-               remeasure.FOR_KEY, remeasure.PROFILE_KEY, SPENT_KEY)  # fmt: skip
+               remeasure.FOR_KEY, remeasure.PROFILE_KEY, SPENT_KEY, PREDICTED_KEY)  # fmt: skip
 Launch = tuple[Any, dict[str, Any], dict[str, Any]]  # (trial, values, launch extras): what _start submits
 
 
