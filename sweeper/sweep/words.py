@@ -26,12 +26,12 @@ def why_ended(reason: Stop | None, settings: Any, scheduler: Any, n_trials: int)
         spent = budget_s - (left or 0.0)
         used = f"; {spent:.0f} s of the {budget_s:g} s budget used ({spent / budget_s:.0%})"
     if reason is Stop.BUDGET:
-        budget = f"hydra.sweeper.timeout_s={settings.timeout_s:g} s"
+        budget = f"budget: hydra.sweeper.timeout_s={settings.timeout_s:g} s"
         if scheduler.expired():
-            return (f"sweep ended: the budget ({budget}) is reached; trials cut by it are recorded as interrupted and "
-                    f"the same command measures them again{used}")  # fmt: skip
-        return (f"sweep ended: budget ({budget}): nothing that pays fits in the {max(0.0, left or 0.0):.0f} s left; "
-                f"the same command goes on{used}")  # fmt: skip
+            return (f"sweep ended: {budget} reached; trials cut by it are recorded as interrupted and the same "
+                    f"command measures them again{used}")  # fmt: skip
+        return (f"sweep ended: {budget}: no trial fits in the {max(0.0, left or 0.0):.0f} s left (nor a promotion, "
+                f"an untried neighbour or a repeat of the best); the same command goes on{used}")  # fmt: skip
     if reason is Stop.N_TRIALS or reason is None:
         return f"sweep ended: n_trials={n_trials} trials measured{used}"
     if reason is Stop.EXHAUSTED:
