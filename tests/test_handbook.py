@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from sweeper.sweep.handbook import start_params
 from sweeper.sweep.space import build_space
 from sweeper.sweep.warm import baseline_params
@@ -52,3 +54,40 @@ def test_a_space_without_handbook_knobs_has_no_handbook_start() -> None:
     assert _start({"knobs.seed_of_mine": "choice(1, 2)"}, {"knobs.seed_of_mine": 1}, H200) is None
     only_fp32 = {"knobs.precision": "choice(fp32, tf32)", "knobs.batch_size": "choice(8)"}
     assert _start(only_fp32, {"knobs.precision": "fp32", "knobs.batch_size": 8}, CPU) is None, "tf32: no CPU gain"
+
+
+def test_a_handbook_start_out_of_memory_is_measured_again_at_the_next_smaller_batch(tmp_path) -> None:
+    """ "The largest batch that fits": the start (batch 256) runs out of memory; the sweep settles it and queues the
+    start at batch 128, and that at 64 if it does not fit either; any other configuration out of memory is left."""
+    import optuna
+
+    from sweeper.results.outcome import Status, TrialOutcome
+    from sweeper.sweep.settle import Settler
+
+    space = build_space(CNN, {}, [], DEFAULTS)
+    start = start_params(space, DEFAULTS, baseline_params(space, DEFAULTS), H200)
+    study = optuna.create_study(direction="maximize")
+    cfg = {"workload": {"name": "cnn"}, "knobs": {}, "preset": None, "device": "cuda"}
+    plan = SimpleNamespace(study=study, space=space, defaults=DEFAULTS, handbook=start, trials_dir=tmp_path / "trials",
+                           study_name="s", study_id="id", cfg=cfg, objectives=[("throughput", "maximize")])  # fmt: skip
+    settler = Settler(plan)
+
+    def out_of_memory(params: dict) -> None:
+        trial = study.ask()
+        for name in params:
+            trial.suggest_categorical(name, list(space.params[name].choices))  # type: ignore[attr-defined]
+        settler.settle(trial._trial_id, trial.number, params, TrialOutcome(Status.INFEASIBLE, "oom", "out of memory"),
+                       launched=False)  # fmt: skip
+
+    def queued() -> list:
+        return [t.system_attrs["fixed_params"] for t in study.get_trials(states=(optuna.trial.TrialState.WAITING,))]
+
+    study.enqueue_trial(start)
+    out_of_memory(start)
+    assert queued() == [{**start, "knobs.batch_size": 128}]
+    out_of_memory({**start, "knobs.batch_size": 128})
+    assert queued() == [{**start, "knobs.batch_size": 64}]
+    out_of_memory({**start, "knobs.batch_size": 64})
+    assert queued() == [], "no smaller batch in the space"
+    out_of_memory({**DEFAULTS, "knobs.batch_size": 256})
+    assert queued() == [], "not the handbook's start"

@@ -74,3 +74,22 @@ def _rule(leaf: str, choices: list[Any], gpu: bool, device: DeviceInfo) -> Any:
         numbers = [c for c in choices if isinstance(c, int) and not isinstance(c, bool)]
         return max(numbers) if numbers else None
     return None
+
+
+def smaller_batch(space: SearchSpace, start: Mapping[str, Any] | None, params: Mapping[str, Any]) -> dict | None:
+    """The handbook's start again with the next smaller batch the space gives, after ``params`` (the start, or such
+    a retry) ran out of memory: "the largest batch that fits". None for any other configuration, or no smaller
+    batch."""
+    if not start:
+        return None
+    names = [n for n in start if n.rsplit(".", 1)[-1] == "batch_size" or n.endswith("_batch_size")]
+    if not names or not isinstance(space.params.get(names[0]), CategoricalDistribution):
+        return None
+    name = names[0]
+    same = {k: v for k, v in params.items() if k != name and v is not None}
+    if same != {k: v for k, v in start.items() if k != name and v is not None}:
+        return None
+    now = params.get(name)
+    numbers = [c for c in space.params[name].choices if isinstance(c, (int, float)) and not isinstance(c, bool)]
+    below = [c for c in numbers if isinstance(now, (int, float)) and c < now]
+    return {**start, name: max(below)} if below else None

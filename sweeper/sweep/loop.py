@@ -91,7 +91,7 @@ class SweepImpl:
         self.settler = Settler(plan)
         self.settler.recover()
         if not isinstance(plan.study.sampler, optuna.samplers.GridSampler):  # the grid holds them all anyway
-            warm.queue_first(plan, s.warm_start_k, s.baseline_first, s.handbook_start, self._device())
+            warm.queue_first(plan, s.warm_start_k, s.baseline_first)
         too_slow = recovery.requeue_interrupted(plan.study)
         target = studies.update_target(plan.study, self._n_trials())
         done = sum(1 for t in plan.study.get_trials(deepcopy=False) if studies.is_counted(t) and t.state.is_finished())

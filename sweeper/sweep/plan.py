@@ -20,6 +20,7 @@ from sweeper.errors import ConfigError
 from sweeper.sweep import launch, schema, secrets, warm
 from sweeper.sweep import study as studies
 from sweeper.sweep.config import check_enumerations, check_results_dir, check_sweeper
+from sweeper.sweep.handbook import start_params
 from sweeper.sweep.prune import make_pruner
 from sweeper.sweep.settings import COMPILE_PRIOR, plain
 from sweeper.sweep.slots import NodeSlots, Slot, make_slots, node_lock_dir
@@ -80,6 +81,7 @@ class SweepPlan:
     warm_sources: list[str] = dataclasses.field(default_factory=list)  # hydra.sweeper.warm_start, resolved
     study_id: str = ""  # the study's random id (studies.study_id): rows and file names of two storages keep apart
     expensive: dict[str, Any] = dataclasses.field(default_factory=dict)  # hydra.sweeper.expensive (cost classes)
+    handbook: dict[str, Any] | None = None  # the handbook's start on this device (hydra.sweeper.handbook_start)
 
 
 def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[str], budget: Any = None) -> SweepPlan:
@@ -168,7 +170,10 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
             "pruning needs the single objective throughput:maximize",
             "set hydra.sweeper.pruner.type=none for this study",
         )
+    baseline = warm.baseline_params(space, defaults) if settings.baseline_first else None
+    handbook = start_params(space, defaults, baseline, gpu.device_info()) if settings.handbook_start else None
     return SweepPlan(
+        handbook=handbook,
         cfg=cfg,
         space=space,
         defaults=defaults,

@@ -27,10 +27,8 @@ from sweeper.sweep.attrs import (  # FROM_KEY: "<study>#<trial>" a seeded trial 
 )
 from sweeper.sweep.attrs import WARM_KEY as FROM_KEY
 from sweeper.sweep.faults import fault_point
-from sweeper.sweep.handbook import start_params
 from sweeper.sweep.space import SearchSpace
 from sweeper.sweep.staged import STAGE_KEY
-from workloads.base import DeviceInfo
 
 log = logging.getLogger(__name__)
 WORKLOAD_KEY = "knob_sweeper:workload"  # study user attr: the workload (data source, preset) it sweeps
@@ -146,14 +144,12 @@ def gather(
     return best, list(seeded.values())
 
 
-def queue_first(
-    plan: Any, k: int, baseline_first: bool = True, handbook: bool = False, device: DeviceInfo | None = None
-) -> None:
+def queue_first(plan: Any, k: int, baseline_first: bool = True) -> None:
     """A new study measures the warm-start studies' ``k`` best first, then the workload's defaults (the baseline the
-    report compares against), then (``handbook``) the configuration the handbook's rules pick from the space on
-    ``device`` (``sweeper.sweep.handbook``), then the declared ``starts`` (known-good recipes), before the sampler's
-    own choices; the warm-start studies' trials join the sampler's history. A study with trials is left as it is.
-    ``plan`` is the sweep's ``SweepPlan`` (not imported: the plan module imports this one).
+    report compares against), then the configuration the handbook's rules pick from the space on this device
+    (``plan.handbook``: ``sweeper.sweep.handbook``), then the declared ``starts`` (known-good recipes), before the
+    sampler's own choices; the warm-start studies' trials join the sampler's history. A study with trials is left
+    as it is. ``plan`` is the sweep's ``SweepPlan`` (not imported: the plan module imports this one).
 
     Idempotent: a command killed while queueing leaves the study without ``QUEUED_KEY``, and the next command
     queues what is missing (Optuna's ``skip_if_exists``; history trials already added are not added again)."""
@@ -174,10 +170,9 @@ def queue_first(
         baseline = baseline_params(plan.space, plan.defaults)
         if baseline is not None and baseline not in enqueued:
             enqueued.append(baseline)
-        if handbook:  # the handbook's rules applied to the workload's own space, right after the baseline
-            start = start_params(plan.space, plan.defaults, baseline, device or DeviceInfo(kind="cpu"))
-            if start is not None and start not in enqueued:
-                enqueued.append(start)
+        start = getattr(plan, "handbook", None)  # the handbook's rules on the workload's own space
+        if start and start not in enqueued:
+            enqueued.append(start)
     for key, params, dropped in plan.starts:
         for name, why in dropped.items():
             log.info("%s.%s is not fixed by the start: %s", key, name, why)
