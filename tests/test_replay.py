@@ -198,7 +198,7 @@ def test_a_replayed_default_sweep_measures_compile_and_uses_its_budget(case: str
     assert out.best() >= 0.98 * hand, f"{case}: best {out.best():.0f} of the hand loop's {hand:.0f}"
 
 
-@pytest.mark.parametrize("case", ["resnet50", "vit"])
+@pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("seed", [0, 1])
 def test_the_cost_model_predicts_replayed_trials_within_30_percent(case: str, seed: int) -> None:
     """At least 80 % of the trials' predicted walls (at their launch) are within 30 % of the actual."""

@@ -189,35 +189,25 @@ class CostModel:
 
     def _step(self, phased: list[Seen], params: Mapping[str, Any], mine: tuple) -> tuple[float, Seen]:
         """The step time of ``params``: from each of the nearest measured configurations (most knob values shared,
-        the same class first), scaled for each knob value that differs by what that change did to the step time
-        where it was measured alone (pairs of trials that differ in that knob only: effects are largely
-        multiplicative; unmeasured, it counts 1); the median of those, and the nearest."""
-        names = sorted(k for k in set(params) | {k for s in phased for k in s.params} if k not in self.expensive)
+        the same class first), scaled by what the knob values that differ do to the step time, read off every
+        trial measured so far (effects are largely multiplicative: a ridge fit of the log step time on the knob
+        values, an unmeasured value counting 1); the median of those, and the nearest."""
+        names = sorted({k for s in phased for k in s.params} | set(params))
 
         def rank(s: Seen) -> tuple:
             return (sum(1 for k in names if s.params.get(k) == params.get(k)), s.cls == mine)
 
-        def effect(name: str, want: Any, have: Any) -> float:
-            logs = [
-                math.log(a.step_s / b.step_s)
-                for a in phased
-                for b in phased
-                if a.params.get(name) == want
-                and b.params.get(name) == have
-                and a.step_s > 0
-                and b.step_s > 0
-                and all(a.params.get(k) == b.params.get(k) for k in set(a.params) | set(b.params) if k != name)
-            ]
-            return sum(logs) / len(logs) if logs else 0.0
-
         top = max(rank(s) for s in phased)
         nearest = [s for s in phased if rank(s) == top]
+        effects = _log_effects(phased, names)
         estimates = []
         for s in nearest:
             log_step = math.log(max(s.step_s, 1e-9))
             for k in names:
                 if s.params.get(k) != params.get(k):
-                    log_step += effect(k, params.get(k), s.params.get(k))
+                    log_step += effects.get((k, repr(params.get(k))), 0.0) - effects.get(
+                        (k, repr(s.params.get(k))), 0.0
+                    )
             estimates.append(math.exp(log_step))
         return statistics.median(estimates), max(nearest, key=lambda s: s.step_s)
 
@@ -307,6 +297,22 @@ _MEASURED = ("complete", "infeasible", "failed")  # a failed trial's time was sp
 
 def config_key(params: Mapping[str, Any]) -> tuple:
     return tuple(sorted((str(k), repr(v)) for k, v in params.items() if v is not None))
+
+
+def _log_effects(phased: list[Seen], names: list[str], ridge: float = 0.1) -> dict[tuple[str, str], float]:
+    """(knob, repr(value)) -> its effect on the log step time: a ridge least-squares fit over the measured trials
+    (one column per knob value, an intercept unpenalized); a value no trial measured is absent (no effect)."""
+    import numpy as np
+
+    columns = sorted({(k, repr(s.params.get(k))) for s in phased for k in names})
+    if not columns or len(phased) < 2:
+        return {}
+    x = np.array([[1.0] + [1.0 if repr(s.params.get(k)) == v else 0.0 for k, v in columns] for s in phased])
+    y = np.array([math.log(max(s.step_s, 1e-9)) for s in phased])
+    penalty = ridge * np.eye(x.shape[1])
+    penalty[0, 0] = 0.0
+    w = np.linalg.solve(x.T @ x + penalty, x.T @ y)
+    return {c: float(w[i + 1]) for i, c in enumerate(columns)}
 
 
 def _phases(s: Seen, attrs: Mapping[str, Any]) -> None:

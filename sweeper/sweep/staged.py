@@ -127,7 +127,7 @@ class StagedSampler(BaseSampler):
             return
         stage, plan = self.next_plan(study)
         if stage == "screen":
-            plan = {**plan, **self._polish(study, screening=True)}
+            plan = {**plan, **(self._cheap_twin(study) or self._polish(study, screening=True))}
         elif not plan:
             plan = self._polish(study)
         if plan:
@@ -151,6 +151,22 @@ class StagedSampler(BaseSampler):
             return "screen", dict(self.expensive)
         plan = self._next_promotion(trials, measured, screened, sign)
         return ("promote", plan) if plan else ("search", {})
+
+    def _cheap_twin(self, study: Study) -> dict[str, Any]:
+        """While screening: the best configuration measured so far with its expensive knobs cheap, when it is not
+        cheap itself and its twin is untried (the handbook's start, compiled, leads the screen: the climb starts
+        there, and the pair measures what compile brings)."""
+        trials = study.get_trials(deepcopy=False)
+        measured = [t for t in trials if _feasible(t)]
+        if not measured:
+            return {}
+        sign = 1.0 if study.directions[0] == StudyDirection.MAXIMIZE else -1.0
+        best = max(measured, key=lambda t: sign * t.values[0])
+        if self._is_cheap(best.params):
+            return {}
+        twin = self._promoted(best.params, self.expensive) or {}
+        tried = [t.params for t in trials if t.state != TrialState.WAITING] + list(self._plans.values())
+        return {} if not twin or any(_same(twin, p, keys=twin) for p in tried) else twin
 
     def spare_plan(self, study: Study, top: int = 3) -> dict[str, Any]:
         """A configuration that fits the time left when the search's own proposal does not: a promotion that is
