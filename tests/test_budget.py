@@ -109,3 +109,19 @@ def test_a_configuration_cut_twice_by_the_budget_is_too_slow_for_it_and_its_cost
     model = CostModel({"knobs.compile": "off"}, {"knobs.compile": {"default": 4}})
     assert model.predict(study, slow) >= 295.0
     assert "the budget cut it" in model.explain(study, slow)
+
+
+def test_a_configuration_cut_by_the_budget_is_asked_before_other_queued_trials() -> None:
+    """The next command measures a cut configuration first, ahead of configurations queued before it (the
+    handbook's start, the declared starts)."""
+    from sweeper.sweep.recovery import requeue_interrupted
+    from sweeper.sweep.study import ask
+
+    defaults = {"knobs.a": 1, "knobs.compile": "off"}
+    space = build_space({"knobs.a": "choice(1,2)", "knobs.compile": "choice(off,default)"}, {}, [], defaults)
+    study = optuna.create_study(direction="maximize")
+    _cut(study, space, defaults, 12.0)
+    study.enqueue_trial({"knobs.a": 2, "knobs.compile": "default"})  # queued by the command that was cut
+    requeue_interrupted(study)
+    first = ask(study)
+    assert study._storage.get_trial(first._trial_id).system_attrs["fixed_params"] == defaults

@@ -359,10 +359,10 @@ class SweepImpl:
         return UNLIMITED if self.settings.timeout_s else DEFAULT_N_TRIALS
 
     def _is_surplus(self, trial: optuna.Trial) -> bool:
-        """Another process on the same study got there first: this ask would exceed the target."""
-        target = self.plan.study.user_attrs.get(studies.TARGET_KEY)
+        """Another process on the same study got there first: this ask would exceed the target (queued: once asked)."""
+        target, trials = self.plan.study.user_attrs.get(studies.TARGET_KEY), self.plan.study.get_trials(deepcopy=False)
         earlier = [
-            t for t in self.plan.study.get_trials(deepcopy=False) if t.number < trial.number and studies.is_counted(t)
+            t for t in trials if t.number < trial.number and t.state != TrialState.WAITING and studies.is_counted(t)
         ]
         return target is not None and len(earlier) >= int(target)
 

@@ -167,7 +167,8 @@ def requeue_interrupted(study: optuna.Study) -> list[dict[str, Any]]:
         attrs = {k: t.user_attrs[k] for k in (studies.CONFIRM_KEY, remeasure.FOR_KEY, remeasure.PROFILE_KEY)
                  if k in t.user_attrs}  # fmt: skip
         study.enqueue_trial(params, user_attrs=attrs)
-        newest = max(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)), key=lambda w: w.number)
+        waiting = study._storage.get_all_trials(study._study_id, deepcopy=False, states=(TrialState.WAITING,))
+        newest = max(waiting, key=lambda w: w.number)  # (the storage's own list: the study's may be cached)
         study._storage.set_trial_system_attr(newest._trial_id, studies.REQUEUED_KEY, True)  # measured first
         fault_point("requeued")
         queued.add(key)
