@@ -142,7 +142,7 @@ class SweepImpl:
                            f"{self._left_text()} left")  # fmt: skip
         remeasure.enqueue(plan.study, fits, target)
         progress.extend(len(fits))
-        results = self._run(lambda: bool(plan.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))))
+        results = self._run(lambda: remeasure.queued(plan.study))
         if searched in (Stop.N_TRIALS, Stop.EXHAUSTED) and self.policy.reason is None:
             if not remeasure.pending(plan.study, wanted, target):
                 studies.mark_finished(plan.study, target)

@@ -105,6 +105,12 @@ def that_fit(
     return out
 
 
+def queued(study: optuna.Study) -> bool:
+    """Re-measurements wait in the queue (other queued trials, the handbook's start or ``starts`` a target reached
+    before they ran, wait for the next command's search)."""
+    return any(is_remeasure(t) for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+
+
 def enqueue(study: optuna.Study, items: list[Remeasure], target: int) -> None:
     for r in items:
         study.enqueue_trial(r.params, user_attrs={CONFIRM_KEY: r.of, FOR_KEY: target, PROFILE_KEY: r.profile})

@@ -311,9 +311,9 @@ def ask(study: optuna.Study) -> optuna.Trial:
     import datetime
 
     study._thread_local.cached_all_trials = None
-    trial_id = None  # queued trials in order, those a cut run left to measure again (REQUEUED_KEY) first
+    trial_id = None  # queued trials in order; first those a cut run left (REQUEUED_KEY), then re-measurements
     waiting = study._storage.get_all_trials(study._study_id, deepcopy=False, states=(TrialState.WAITING,))
-    for t in sorted(waiting, key=lambda t: (not t.system_attrs.get(REQUEUED_KEY), t.number)):
+    for t in sorted(waiting, key=lambda t: (not t.system_attrs.get(REQUEUED_KEY), not is_remeasure(t), t.number)):
         with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError, RuntimeError):
             study._storage.set_trial_user_attr(t._trial_id, OWNER_KEY, owner_id())  # before the pop: no gap
         with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
