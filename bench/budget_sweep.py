@@ -8,7 +8,8 @@ photographs, ``bench/photo_corpus.py``), then the default sweep
 ``python -m sweeper +workload=<w> -m hydra.sweeper.timeout_s=<budget>`` with NO outer timeout of ours (a safety
 SIGTERM at budget + 120 s is recorded as a failure of the budget), then the report of its rows. The summary row
 says the command's wall time against the budget, the best found against the reference, and when the sweep's
-best-so-far first reached 0.99 of the reference (and of its own final best).
+best-so-far first reached 0.99 of the reference (and of its own final best), the share of the budget used, and
+how many trials' predicted wall times (``predicted_wall_s``, at launch) were within 30 % of their ``wall_s``.
 
 Files in OUT: budget-<case>.jsonl (hand loop, sweep, summary), sweep-<case>.log, report-<case>.md,
 rows-<case>.parquet (every trial row, bench/pack.py), results/ (the sweep's folder).
@@ -162,6 +163,12 @@ def main() -> None:
                 over_reference=final / reference if reference else None,
                 t_99_of_reference=first_at(points, 0.99 * reference) if reference else None,
             )
+        summary["budget_used"] = round(wall / args.budget, 3)
+        if "predicted_wall_s" in rows:  # the cost model's prediction at launch against the trial's own wall
+            ran = rows[(rows["predicted_wall_s"] > 0) & (rows["wall_s"] > 0) & (rows["status"] != "interrupted")]
+            error = (ran["predicted_wall_s"] - ran["wall_s"]) / ran["wall_s"]
+            summary["cost_within_30"] = round(float((error.abs() <= 0.3).mean()), 3) if len(ran) else None
+            summary["cost_error_median"] = round(float(error.median()), 3) if len(ran) else None
         prof = [c for c in rows.columns if c.startswith("prof_")]
         if prof:
             profiled = rows[rows["prof_trace"].notna()] if "prof_trace" in rows else rows.iloc[0:0]

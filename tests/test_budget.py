@@ -63,3 +63,65 @@ def test_the_cap_compares_a_trial_with_measured_trials_of_its_cost_class() -> No
     assert derived_timeout(study, eager, expensive, 40, 4, 30) is None, "never above trial.timeout_s"
     assert derived_timeout(study, compiled, expensive, 600, 4, 30) is None, "one compiled trial measured: no cap yet"
     assert derived_timeout(study, eager, expensive, 600, None, 30) is None, "off by default"
+
+
+def _cut(study: optuna.Study, space: object, params: dict, ran_s: float) -> None:
+    """A trial of ``params`` the budget cut after ``ran_s`` seconds (as the sweep records it)."""
+    study.add_trial(
+        create_trial(
+            params=params,
+            distributions={k: space.params[k] for k in params},  # type: ignore[attr-defined]
+            state=TrialState.FAIL,
+            user_attrs={"status": "interrupted", "reason": "budget", "wall_s": ran_s, "spent_s": ran_s},
+        )
+    )
+
+
+def test_a_configuration_cut_twice_by_the_budget_is_too_slow_for_it_and_its_cost_is_bounded() -> None:
+    """A configuration that runs longer than the budget was cut, queued again, measured first by the next command
+    and cut again, forever, and its cut runs taught the cost model nothing. Once cut twice it is not queued again,
+    and what it ran is a lower bound on its predicted cost (a proposal of it is skipped over budget); once cut, it
+    is measured again."""
+    from sweeper.sweep.costs import CostModel
+    from sweeper.sweep.recovery import requeue_interrupted
+    from sweeper.sweep.study import sample
+
+    defaults = {"knobs.a": 1, "knobs.compile": "off"}
+    space = build_space({"knobs.a": "choice(1,2)", "knobs.compile": "choice(off,default)"}, {}, [], defaults)
+    study = optuna.create_study(direction="maximize")
+    slow, other = {"knobs.a": 2, "knobs.compile": "default"}, {"knobs.a": 1, "knobs.compile": "default"}
+    study.add_trial(create_trial(params=defaults, distributions=dict(space.params), values=[1.0],
+                                 user_attrs={"status": "complete", "wall_s": 10.0}))  # fmt: skip
+    _cut(study, space, slow, 290.0)
+    _cut(study, space, other, 120.0)
+    requeue_interrupted(study)
+    queued = [t.params or t.system_attrs["fixed_params"] for t in study.trials if t.state == TrialState.WAITING]
+    assert sorted(q["knobs.a"] for q in queued) == [1, 2], "cut once: measured again"
+    for _ in queued:  # the next command measures them first, and the budget cuts them again
+        t = study.ask()
+        sample(t, space, defaults)
+        for key, value in {"status": "interrupted", "reason": "budget", "spent_s": 295.0}.items():
+            t.set_user_attr(key, value)
+        study.tell(t, state=TrialState.FAIL)
+    too_slow = requeue_interrupted(study)
+    assert not study.get_trials(deepcopy=False, states=(TrialState.WAITING,)), "cut twice: not queued again"
+    assert sorted(too_slow, key=lambda p: p["knobs.a"]) == [other, slow]
+    model = CostModel({"knobs.compile": "off"}, {"knobs.compile": {"default": 4}})
+    assert model.predict(study, slow) >= 295.0
+    assert "the budget cut it" in model.explain(study, slow)
+
+
+def test_a_configuration_cut_by_the_budget_is_asked_before_other_queued_trials() -> None:
+    """The next command measures a cut configuration first, ahead of configurations queued before it (the
+    handbook's start, the declared starts)."""
+    from sweeper.sweep.recovery import requeue_interrupted
+    from sweeper.sweep.study import ask
+
+    defaults = {"knobs.a": 1, "knobs.compile": "off"}
+    space = build_space({"knobs.a": "choice(1,2)", "knobs.compile": "choice(off,default)"}, {}, [], defaults)
+    study = optuna.create_study(direction="maximize")
+    _cut(study, space, defaults, 12.0)
+    study.enqueue_trial({"knobs.a": 2, "knobs.compile": "default"})  # queued by the command that was cut
+    requeue_interrupted(study)
+    first = ask(study)
+    assert study._storage.get_trial(first._trial_id).system_attrs["fixed_params"] == defaults

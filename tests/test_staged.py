@@ -12,6 +12,7 @@ from optuna.trial import TrialState, create_trial
 
 from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.sweep import study as st
+from sweeper.sweep.budget import Budget
 from sweeper.sweep.space import build_space
 from sweeper.sweep.staged import STAGE_KEY, StagedSampler
 from tests.faultload.costly import speed
@@ -144,11 +145,15 @@ def test_screening_ends_at_half_of_the_time_budget() -> None:
 def test_screening_ends_when_half_of_the_time_budget_has_passed_on_the_clock() -> None:
     """A trial still running (or the sweep's own overhead) costs wall-clock time before any wall_s is told."""
     space = build_space(PARAMS, {}, [], DEFAULTS)
-    sampler = st.make_sampler("staged", 0, space, EXPENSIVE, DEFAULTS, budget_s=4.0)
+    now = [time.time()]
+    budget = Budget(4.0, started_at=now[0] - 0.5, clock=lambda: now[0])  # the sweep's one clock, faked
+    sampler = st.make_sampler("staged", 0, space, EXPENSIVE, DEFAULTS, budget_s=4.0, budget=budget)
     study = optuna.create_study(direction="maximize", sampler=sampler)
     _add(study, 2, "off", 2.0, 0.01, "screen")
     assert sampler.next_plan(study) == ("screen", EXPENSIVE)
-    time.sleep(2.1)
+    now[0] += 1.4  # 1.9 s of the 4 s budget: still screening
+    assert sampler.next_plan(study) == ("screen", EXPENSIVE)
+    now[0] += 0.2  # 2.1 s: half the budget has passed on the sweep's clock
     assert sampler.next_plan(study)[0] == "promote"
 
 

@@ -1,51 +1,93 @@
-"""What a trial will cost, in wall-clock seconds, before it starts: the scheduler's cost model.
+"""What a trial will cost, in wall-clock seconds, before it starts: the scheduler's cost model, by phases.
 
-A trial's cost is driven by its *expensive* knobs (``hydra.sweeper.expensive``: a cold ``torch.compile`` is tens of
-seconds, ``max-autotune`` minutes, an eager trial seconds). The model groups the study's measured trials by cost
-class (their values of the expensive knobs) and predicts:
+A trial's wall time (launch to end, as the sweeper saw it: ``spent_s``) is the sum of phases its row records:
 
-* a class the study has measured: the slowest of its trials' costs (launch to end as the sweeper saw it:
-  ``spent_s``; the launcher's job set-up, the process, setup, compile, warm-up and window) - a new configuration
-  of a class is rarely cheaper than the slowest seen so far, and a budget is better kept than filled;
-* a class never measured: the cheap class's cost times each expensive value's factor. A factor is measured once a
-  class that differs from the cheap one in that knob alone was measured (its cost over the cheap cost); else it is
-  the stated prior (``hydra.sweeper.cost_prior``: ``{knobs.compile: {default: 4, max-autotune: 40}}``) rescaled by
-  how the priors of the measured values of that knob compared with their measurements (a compile measured at half
-  its prior halves every other compile prior). A value without a prior takes the largest factor known for its
-  knob; with nothing measured at all, a cheap trial is predicted to fit (it starts, and teaches the model) and
-  ``first_trial_s`` stands for its cost in the predictions of the others.
+    start (process, launcher, teardown) + setup (``setup_s``: build the model, the data) + compile (``compile_s``:
+    the first step less one step) + warm-up (``warmup_steps`` steps) + the measured window (``measured_s``)
 
-The prediction is what the scheduler compares with the time left (``Scheduler.fits``); ``derived_timeout`` caps a
+and each is predicted from the study's own measured trials (warm-start history left out: another night's caches):
+
+* start: the median of the trials' start (their wall less the phases they recorded);
+* setup: the median of the trials of the same cost class (``hydra.sweeper.expensive`` values), else of all;
+* the step time: that of the measured configurations nearest to this one (most knob values in common, the same
+  cost class first; the slowest of equals); the window is then ``measure.*`` applied to it (``steps`` steps, at
+  least ``min_time_s``, at most ``max_steps``), the warm-up ``warmup_steps`` steps of it;
+* compile, per cost class (per ``torch.compile`` mode): the slowest cold compile measured in that class (a
+  per-model cost: it does not grow with the eager window); a class never measured takes, per expensive knob, the
+  slowest compile measured with that value, else its prior (``hydra.sweeper.cost_prior``: multiples of an eager
+  trial, so ``(factor - 1)`` x the median cheap trial) rescaled by how the measured values of that knob compared
+  with their priors. A repeat of a measured configuration (a re-measurement) finds the compile cache its first
+  trial filled: it pays the warm share of its cold compile, as measured on this study's repeats, else
+  ``WARM_COMPILE_SHARE``.
+
+A trial cut by the budget before its end (``interrupted``, reason ``budget``) says its configuration costs at
+least what it ran: a lower bound on that configuration's prediction. Trials without recorded phases (a failed
+start, an older study) are predicted as before: their class's slowest wall, or the cheap class's median times the
+prior. With nothing measured at all, a cheap trial is predicted to fit (it starts, and teaches the model) and
+``first_trial_s`` stands for its cost in the predictions of the others.
+
+The prediction is what the scheduler compares with the time left (``Scheduler.fits``); the sweep records it beside
+each trial's actual wall time (``predicted_wall_s``) and states the error in its summary. ``derived_timeout`` caps a
 trial's timeout at a multiple of its class's measured cost (``hydra.sweeper.timeout_factor``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import statistics
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from sweeper.sweep.attrs import COST_KEY, SPENT_KEY, WARM_KEY
+from sweeper.sweep.attrs import COST_KEY, REASON_KEY, SPENT_KEY, WARM_KEY
 
 MIN_MEASURED = 3  # trials of a cost class measured before its timeout is derived
 FIRST_TRIAL_S = 30.0  # the cheap class's cost before any trial was measured (a process start, a few steps)
+# What a warm re-run of a compiled configuration pays of its cold compile before the study measured one: the median
+# of the H200's measurements (ResNet-50 42 s -> 7-8 s in DESIGN.md's facts, 45.3 s -> 5.7 s on 2026-12-04; ViT-B/16
+# 29.3 s -> 2.8 s, bench/results/h200-2026-12-04T*-budget-*); the study's own repeats replace it.
+WARM_COMPILE_SHARE = 0.13
+PREDICTED_KEY = "predicted_wall_s"  # trial user attr and row column: the wall seconds predicted at its launch
+
+
+@dataclass
+class Seen:
+    """One measured trial of the study, in phases (``phased`` False: only its wall is known)."""
+
+    number: int
+    params: dict[str, Any]
+    cls: tuple
+    key: tuple
+    total: float
+    phased: bool = False
+    start_s: float = 0.0
+    setup_s: float = 0.0
+    compile_s: float = 0.0
+    step_s: float = 0.0
+    window_s: float = 0.0
+    steps: int = 0
+    warmup_steps: int = 0
+    repeat: bool = False  # an earlier trial measured the same configuration: its compile found the cache warm
 
 
 class CostModel:
-    """Predicts a configuration's wall seconds from the study's measured trials and the stated priors."""
+    """Predicts a configuration's wall seconds from the study's measured trials, phase by phase, and the priors."""
 
     def __init__(
         self,
         expensive: Mapping[str, Any],
         prior: Mapping[str, Mapping[str, float]] | None = None,
         first_trial_s: float = FIRST_TRIAL_S,
+        measure: Mapping[str, Any] | None = None,
     ) -> None:
         self.expensive = dict(expensive)
         self.prior = {k: {str(v): float(f) for v, f in (vals or {}).items()} for k, vals in (prior or {}).items()}
         self.first_trial_s = float(first_trial_s)
+        self.measure = dict(measure or {})
 
     def cost_class(self, params: Mapping[str, Any]) -> tuple:
         return tuple(params.get(k, cheap) if params.get(k) is not None else cheap for k, cheap in self._order())
@@ -53,94 +95,245 @@ class CostModel:
     def _order(self) -> list[tuple[str, Any]]:
         return sorted(self.expensive.items())
 
-    def measured(self, study: optuna.Study) -> dict[tuple, list[float]]:
-        """Wall seconds of the study's own measured trials, by cost class (warm-start history left out: another
-        night's compile cache, another machine)."""
-        out: dict[tuple, list[float]] = {}
-        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)):
-            cost = _cost(t)
-            if cost is None or WARM_KEY in t.user_attrs or t.user_attrs.get("status") not in _MEASURED:
+    def _cheap(self) -> tuple:
+        return tuple(c for _k, c in self._order())
+
+    # ------------------------------------------------------------------ what the study measured
+
+    def seen(self, study: optuna.Study) -> list[Seen]:
+        """The study's own measured trials (complete, out of memory, failed: their time was spent too), in order."""
+        out: list[Seen] = []
+        keys: set[tuple] = set()
+        trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
+        for t in sorted(trials, key=lambda t: t.number):
+            total = _cost(t)
+            if total is None or WARM_KEY in t.user_attrs or t.user_attrs.get("status") not in _MEASURED:
                 continue
-            out.setdefault(self.cost_class(t.params), []).append(cost)
+            key = config_key(t.params)
+            s = Seen(t.number, dict(t.params), self.cost_class(t.params), key, total, repeat=key in keys)
+            keys.add(key)
+            _phases(s, t.user_attrs)
+            out.append(s)
         return out
+
+    def measured(self, study: optuna.Study) -> dict[tuple, list[float]]:
+        """Wall seconds of the study's own measured trials, by cost class."""
+        out: dict[tuple, list[float]] = {}
+        for s in self.seen(study):
+            out.setdefault(s.cls, []).append(s.total)
+        return out
+
+    def bounds(self, study: optuna.Study) -> dict[tuple, float]:
+        """Lower bounds by configuration: the longest run of each configuration the budget cut before its end."""
+        out: dict[tuple, float] = {}
+        for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,)):
+            if t.user_attrs.get("status") != "interrupted" or t.user_attrs.get(REASON_KEY) != "budget":
+                continue
+            ran = _cost(t)
+            if ran is not None and WARM_KEY not in t.user_attrs:
+                key = config_key(t.params)
+                out[key] = max(out.get(key, 0.0), ran)
+        return out
+
+    # ------------------------------------------------------------------ predictions
 
     def predict(self, study: optuna.Study, params: Mapping[str, Any]) -> float:
         """Predicted wall seconds of a trial of ``params``."""
-        return self.predict_from(self.measured(study), params)
+        return self.phases(study, params)["total"]
 
     def predict_repeat(self, study: optuna.Study, params: Mapping[str, Any]) -> float:
-        """Predicted wall seconds of measuring a configuration again: its class's fastest measured trial, since a
-        repeat finds the compile caches its class's first (cold) trial filled; a class never measured as
-        :meth:`predict`. The re-measurements' reserve rests on it."""
-        measured = self.measured(study)
-        costs = measured.get(self.cost_class(params))
-        return min(costs) if costs else self.predict_from(measured, params)
+        """Predicted wall seconds of measuring a configuration again (its compile cache warm where it was measured).
+        The re-measurements' reserve rests on it."""
+        return self.phases(study, params, repeat=True)["total"]
 
-    def predict_from(self, measured: Mapping[tuple, list[float]], params: Mapping[str, Any]) -> float:
-        mine = self.cost_class(params)
-        if measured.get(mine):
-            return max(measured[mine])
-        cheap = tuple(c for _k, c in self._order())
-        if mine == cheap and not measured:
-            return 0.0  # nothing measured yet: the cheapest kind of trial starts (it is what teaches the model)
-        base = max(measured[cheap]) if measured.get(cheap) else self._cheap_estimate(measured)
-        factor = 1.0
+    def phases(self, study: optuna.Study, params: Mapping[str, Any], repeat: bool = False) -> dict[str, Any]:
+        """The predicted phases of a trial of ``params`` (seconds), their ``total`` and its ``basis``
+        (measured | prior | bound)."""
+        seen = self.seen(study)
+        out = self._phases_from(seen, params, repeat)
+        bound = self.bounds(study).get(config_key(params))
+        if bound is not None and bound > out["total"]:
+            out.update(total=bound, basis="bound")
+        return out
+
+    def _phases_from(self, seen: list[Seen], params: Mapping[str, Any], repeat: bool) -> dict[str, Any]:
+        mine, cheap = self.cost_class(params), self._cheap()
+        if not seen:
+            if mine == cheap:
+                return {"total": 0.0, "basis": "prior"}  # nothing measured: the cheapest trial starts and teaches
+            compile_s = self._compile_prior(seen, mine, self.first_trial_s)
+            return {"total": self.first_trial_s + compile_s, "compile": compile_s, "basis": "prior"}
+        phased = [s for s in seen if s.phased]
+        if not phased:
+            return self._by_wall(seen, mine, repeat)
+        start = statistics.median(s.start_s for s in phased)
+        same = [s for s in phased if s.cls == mine]
+        setup = statistics.median(s.setup_s for s in (same or phased))
+        step, near = self._step(phased, params, mine)
+        window, warmup = self._window(step, near)
+        compile_s, basis = self._compile(phased, seen, params, mine, repeat)
+        total = start + setup + compile_s + warmup + window
+        return {"total": total, "start": start, "setup": setup, "compile": compile_s, "warmup": warmup,
+                "window": window, "step": step, "basis": basis}  # fmt: skip
+
+    def _by_wall(self, seen: list[Seen], mine: tuple, repeat: bool) -> dict[str, Any]:
+        """Only walls known: the class's slowest (a repeat: its fastest, the caches warm), else the cheap class's
+        median plus the compile the priors give (a measured class's compile: its wall less that median)."""
+        same = [s.total for s in seen if s.cls == mine]
+        if same:
+            return {"total": min(same) if repeat else max(same), "basis": "measured"}
+        cheap = [s.total for s in seen if s.cls == self._cheap()] or [s.total for s in seen]
+        base = statistics.median(cheap)
+        walls = [dataclasses.replace(s, phased=True, compile_s=max(0.0, s.total - base)) for s in seen]
+        return {"total": base + self._compile_prior(walls, mine, base), "basis": "prior"}
+
+    def _step(self, phased: list[Seen], params: Mapping[str, Any], mine: tuple) -> tuple[float, Seen]:
+        """The step time of ``params``: from each of the nearest measured configurations (most knob values shared,
+        the same class first), scaled by what the knob values that differ do to the step time, read off every
+        trial measured so far (effects are largely multiplicative: a ridge fit of the log step time on the knob
+        values, an unmeasured value counting 1); the median of those, and the nearest."""
+        names = sorted({k for s in phased for k in s.params} | set(params))
+
+        def rank(s: Seen) -> tuple:
+            return (sum(1 for k in names if s.params.get(k) == params.get(k)), s.cls == mine)
+
+        top = max(rank(s) for s in phased)
+        nearest = [s for s in phased if rank(s) == top]
+        effects = _log_effects(phased, names)
+        estimates = []
+        for s in nearest:
+            log_step = math.log(max(s.step_s, 1e-9))
+            for k in names:
+                if s.params.get(k) != params.get(k):
+                    log_step += effects.get((k, repr(params.get(k))), 0.0) - effects.get(
+                        (k, repr(s.params.get(k))), 0.0
+                    )
+            estimates.append(math.exp(log_step))
+        return statistics.median(estimates), max(nearest, key=lambda s: s.step_s)
+
+    def _window(self, step: float, near: Seen) -> tuple[float, float]:
+        """The measured window and the warm-up (seconds) of a trial stepping at ``step`` under ``measure.*``."""
+        m = self.measure
+        warmup_steps = int(m.get("warmup_steps", near.warmup_steps) or 0)
+        warmup = max(1, warmup_steps) * step  # the first step's own step, then the rest of the warm-up
+        if not m:
+            return max(near.steps, 1) * step, warmup
+        steps = int(m.get("steps") or 1)
+        min_time = float(m.get("min_time_s") or 0.0)
+        adaptive = bool(min_time) or m.get("rel_precision") is not None
+        limit = max(steps, int(m.get("max_steps") or (100 * steps if adaptive else steps)))
+        window = min(max(steps * step, min_time), limit * step)
+        if m.get("rel_precision") is not None:
+            window = max(window, min(near.steps, limit) * step)  # the precision target: as many steps as before
+        return window, warmup
+
+    def _compile(
+        self, phased: list[Seen], seen: list[Seen], params: Mapping[str, Any], mine: tuple, repeat: bool
+    ) -> tuple[float, str]:
+        """The compile phase of ``params`` (seconds) and whether it rests on a measurement or the prior."""
+        key = config_key(params)
+        cold = [s.compile_s for s in phased if s.cls == mine and not s.repeat]
+        if repeat and any(s.key == key for s in phased):
+            warm = [s.compile_s for s in phased if s.key == key and s.repeat]
+            if warm:
+                return min(warm), "measured"
+            first = max(s.compile_s for s in phased if s.key == key and not s.repeat)
+            return first * self._warm_share(phased), "measured"
+        if cold:
+            return max(cold), "measured"
+        if mine == self._cheap():
+            return statistics.median(s.compile_s for s in phased), "measured"
+        eager = [s.total for s in phased if s.cls == self._cheap()] or [s.total for s in phased]
+        return self._compile_prior(phased, mine, statistics.median(eager)), "prior"
+
+    def _warm_share(self, phased: list[Seen]) -> float:
+        """What a warm re-run pays of its cold compile: measured on this study's repeats, else the prior share."""
+        shares = []
+        for s in phased:
+            if s.repeat and s.cls != self._cheap():
+                first = next((f for f in phased if f.key == s.key and not f.repeat), None)
+                if first is not None and first.compile_s > 1.0:
+                    shares.append(min(1.0, s.compile_s / first.compile_s))
+        return statistics.median(shares) if shares else WARM_COMPILE_SHARE
+
+    def _compile_prior(self, seen: list[Seen], mine: tuple, eager_s: float) -> float:
+        """Per expensive knob not at its cheap value: the slowest cold compile measured with its value (in any
+        class), else its prior, ``(factor - 1)`` x ``eager_s``, rescaled by the knob's measured values."""
+        total = 0.0
         for i, (name, cheap_value) in enumerate(self._order()):
             value = mine[i]
-            if value != cheap_value:
-                factor *= self.factor(measured, i, name, value)
-        return base * factor
-
-    def _cheap_estimate(self, measured: Mapping[tuple, list[float]]) -> float:
-        """The cheap class's cost when none of it was measured: a measured class divided by its factors."""
-        for cls, costs in measured.items():
-            factor = 1.0
-            for i, (name, cheap_value) in enumerate(self._order()):
-                if cls[i] != cheap_value:
-                    factor *= self._prior_factor(measured, i, name, cls[i])
-            return max(costs) / max(factor, 1e-9)
-        return self.first_trial_s
-
-    def factor(self, measured: Mapping[tuple, list[float]], index: int, name: str, value: Any) -> float:
-        """What ``name=value`` multiplies the cheap class's cost by: measured where a class differing only in it was
-        measured, else its prior rescaled by the knob's measured values."""
-        cheap = tuple(c for _k, c in self._order())
-        alone = tuple(value if i == index else c for i, c in enumerate(cheap))
-        if measured.get(alone) and measured.get(cheap):
-            return max(measured[alone]) / max(max(measured[cheap]), 1e-9)
-        return self._prior_factor(measured, index, name, value)
-
-    def _prior_factor(self, measured: Mapping[tuple, list[float]], index: int, name: str, value: Any) -> float:
-        priors = self.prior.get(name, {})
-        cheap = tuple(c for _k, c in self._order())
-        scales, known = [], []
-        for cls, costs in measured.items():  # classes that differ from the cheap one in this knob alone
-            if (
-                cls == cheap
-                or not measured.get(cheap)
-                or any(c != k for i, (c, k) in enumerate(zip(cls, cheap)) if i != index)
-            ):
+            if value == cheap_value:
                 continue
-            seen = max(costs) / max(max(measured[cheap]), 1e-9)
-            known.append(seen)
-            p = priors.get(str(cls[index]))
-            if p:
-                scales.append(seen / p)
-        scale = math.exp(sum(math.log(max(s, 1e-9)) for s in scales) / len(scales)) if scales else 1.0
-        if str(value) in priors:
-            return priors[str(value)] * scale
-        candidates = [f * scale for f in priors.values()] + known
-        return max(candidates) if candidates else 1.0
+            with_value = [s.compile_s for s in seen if s.phased and s.cls[i] == value and not s.repeat]
+            if with_value:
+                total += max(with_value)
+                continue
+            priors = self.prior.get(name, {})
+            scales, known = [], []
+            for s in seen:
+                if not s.phased or s.repeat or s.cls[i] == cheap_value:
+                    continue
+                known.append(s.compile_s)
+                p = priors.get(str(s.cls[i]))
+                if p and p > 1:
+                    scales.append(max(s.compile_s, 1e-3) / ((p - 1) * max(eager_s, 1e-9)))
+            scale = math.exp(sum(math.log(x) for x in scales) / len(scales)) if scales else 1.0
+            if str(value) in priors:
+                total += max(0.0, priors[str(value)] - 1) * eager_s * scale
+            else:
+                candidates = [max(0.0, f - 1) * eager_s * scale for f in priors.values()] + known
+                total += max(candidates) if candidates else 0.0
+        return total
 
-    def explain(self, study: optuna.Study, params: Mapping[str, Any]) -> str:
-        """One phrase: the predicted cost and whether it rests on a measurement or on the prior."""
-        measured = self.measured(study)
-        seconds = self.predict_from(measured, params)
-        basis = "measured" if measured.get(self.cost_class(params)) else "prior"
-        return f"{seconds:.0f} s ({basis})"
+    def explain(self, study: optuna.Study, params: Mapping[str, Any], repeat: bool = False) -> str:
+        """One phrase: the predicted cost and whether it rests on a measurement, the prior or a cut trial."""
+        out = self.phases(study, params, repeat)
+        basis = "at least: the budget cut it before its end" if out["basis"] == "bound" else out["basis"]
+        return f"{out['total']:.0f} s ({basis})"
 
 
 _MEASURED = ("complete", "infeasible", "failed")  # a failed trial's time was spent too (timeouts above all)
+
+
+def config_key(params: Mapping[str, Any]) -> tuple:
+    return tuple(sorted((str(k), repr(v)) for k, v in params.items() if v is not None))
+
+
+def _log_effects(phased: list[Seen], names: list[str], ridge: float = 0.1) -> dict[tuple[str, str], float]:
+    """(knob, repr(value)) -> its effect on the log step time: a ridge least-squares fit over the measured trials
+    (one column per knob value, an intercept unpenalized); a value no trial measured is absent (no effect)."""
+    import numpy as np
+
+    columns = sorted({(k, repr(s.params.get(k))) for s in phased for k in names})
+    if not columns or len(phased) < 2:
+        return {}
+    x = np.array([[1.0] + [1.0 if repr(s.params.get(k)) == v else 0.0 for k, v in columns] for s in phased])
+    y = np.array([math.log(max(s.step_s, 1e-9)) for s in phased])
+    penalty = ridge * np.eye(x.shape[1])
+    penalty[0, 0] = 0.0
+    w = np.linalg.solve(x.T @ x + penalty, x.T @ y)
+    return {c: float(w[i + 1]) for i, c in enumerate(columns)}
+
+
+def _phases(s: Seen, attrs: Mapping[str, Any]) -> None:
+    """Fill ``s``'s phases from its trial's attributes (the row's metrics), where they were recorded."""
+
+    def num(key: str) -> float | None:
+        v = attrs.get(key)
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+    setup, first, window, steps = num("setup_s"), num("first_step_s"), num("measured_s"), num("steps_measured")
+    step = num("step_ms_mean")
+    step = step / 1e3 if step is not None else (window / steps if window and steps else None)
+    if None in (setup, first, window, step) or not step:
+        return
+    warmup_steps = int(num("warmup_steps") or 0)
+    compile_s = num("compile_s")
+    s.compile_s = max(0.0, compile_s if compile_s is not None else first - step)
+    s.setup_s, s.step_s, s.window_s = setup, step, window
+    s.steps, s.warmup_steps = int(steps or round(window / step)), warmup_steps
+    s.start_s = max(0.0, s.total - setup - first - max(0, warmup_steps - 1) * step - window)
+    s.phased = True
 
 
 def _cost(t: FrozenTrial) -> float | None:

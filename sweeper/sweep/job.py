@@ -222,11 +222,13 @@ def run_trial(cfg: DictConfig) -> dict[str, Any]:
     )
     row["baseline"] = bool(context.get("baseline", False))
     row["confirm_of"] = context.get("confirm_of")
+    row["predicted_wall_s"] = context.get("predicted_wall_s")  # the sweeper's prediction at launch
     row.update(lookup.facts_columns(context.get("facts") or {}))
     if not reason:
         row["node_shared"], row["node_shared_with"] = bool(shared), ",".join(shared)
     store.write_trial(
         Path(tcfg["results_dir"]) / "trials", context["study"], context["number"], context.get("study_id"), row,
-        {**_arrow_types(context.get("column_types") or {}), "confirm_of": pa.int64()},
+        {**_arrow_types(context.get("column_types") or {}), "confirm_of": pa.int64(),
+         "predicted_wall_s": pa.float64()},
     )
     return outcome.to_dict()

@@ -8,7 +8,7 @@ from typing import Any
 
 from sweeper.results import lookup
 from sweeper.results.keys import override_string
-from sweeper.sweep.costs import derived_timeout
+from sweeper.sweep.costs import PREDICTED_KEY, derived_timeout
 from sweeper.sweep.job import encode_context
 from sweeper.sweep.secrets import mask
 from sweeper.sweep.settle import facts, is_baseline
@@ -54,4 +54,5 @@ def context(plan: Any, trial: Any, values: dict[str, Any], sweep_dir: Path, stop
         "confirm_of": trial.user_attrs.get(CONFIRM_KEY),
         "facts": facts(plan),
         "stop_at": stop_at,  # the budget's end + grace: the trial is stopped then (sweeper.trial.isolate)
+        "predicted_wall_s": trial.user_attrs.get(PREDICTED_KEY),  # the cost model's, beside the row's wall_s
     }

@@ -30,23 +30,26 @@ from sweeper.results import store
 from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.sweep import checks, dedup, jobs, launch, recovery, remeasure, warm
 from sweeper.sweep import study as studies
+from sweeper.sweep.admission import UNLIMITED, Admission
 from sweeper.sweep.attrs import SPENT_KEY
-from sweeper.sweep.costs import CostModel
+from sweeper.sweep.budget import Budget
+from sweeper.sweep.costs import PREDICTED_KEY, CostModel
 from sweeper.sweep.faults import fault_point
 from sweeper.sweep.plan import SweepPlan, prepare
 from sweeper.sweep.progress import SweepProgress, log_launches_to
 from sweeper.sweep.scheduler import Running, Scheduler, Stop, StopPolicy, process_start
 from sweeper.sweep.settings import KnobSweeperConf, settings_of
 from sweeper.sweep.settle import Settler
+from sweeper.sweep.words import DEFAULT_N_TRIALS, costs_error, failure_text, why_ended
 from sweeper.trial import gpu
 from sweeper.trial import isolate as runner
 
 RECOVER_EVERY_S = 1.0  # how often other processes' dead trials and duplicate waits are looked at
 MAX_DUPLICATES_IN_A_ROW = 100  # a space too large to enumerate: the sampler is taken to be stuck
 STUCK_AFTER = 5  # an enumerable space: after this many duplicates in a row, an unmeasured configuration is queued
-MAX_OVER_BUDGET_IN_A_ROW = 10  # proposals that cannot end within the budget before the search gives up
+MAX_OVER_BUDGET_IN_A_ROW = 10  # proposals that cannot end within the budget, nothing else fitting: the search ends
 NOT_METRICS = (studies.OWNER_KEY, "status", "confirm_of", studies.REASON_KEY, studies.COST_KEY, warm.FROM_KEY,
-               remeasure.FOR_KEY, remeasure.PROFILE_KEY, SPENT_KEY)  # fmt: skip
+               remeasure.FOR_KEY, remeasure.PROFILE_KEY, SPENT_KEY, PREDICTED_KEY)  # fmt: skip
 Launch = tuple[Any, dict[str, Any], dict[str, Any]]  # (trial, values, launch extras): what _start submits
 
 
@@ -70,24 +73,27 @@ class SweepImpl:
     def _sweep(self, arguments: list[str]) -> list[Any]:
         recovery.start_forkserver_here(self.config, launch.may_run_here(self.launcher))  # imports while we start
         try:
-            self.plan: SweepPlan = prepare(self.settings, self.config, self.launcher, arguments)
+            self.budget = Budget(self.settings.timeout_s, self.started_at)  # the one clock of the sweep's budget
+            self.plan: SweepPlan = prepare(self.settings, self.config, self.launcher, arguments, self.budget)
         except ConfigError as e:
             from sweeper.sweep.cli import fail
 
             fail(e)
         s, plan = self.settings, self.plan
         self.policy = StopPolicy()
-        self.costs = CostModel(plan.expensive, s.cost_prior)
-        self.scheduler = Scheduler(plan.slots, plan.node, s.timeout_s, s.grace_s, self.started_at)
+        self.costs = CostModel(plan.expensive, s.cost_prior, measure=plan.cfg.get("measure"))
+        self.scheduler = Scheduler(plan.slots, plan.node, grace_s=s.grace_s, budget=self.budget)
+        self.admission = Admission(plan, s, self.costs, self.budget)
         self.waits = dedup.Waiting()  # trials whose configuration another trial is measuring right now
         self.valid_keys, self.enumerated = None, False  # the space's configurations, enumerated at the first duplicate
         self.duplicates_in_a_row = self.over_budget_in_a_row = 0
         self.reserve_s = 0.0
         self.settler = Settler(plan)
         self.settler.recover()
-        target = studies.update_target(plan.study, s.n_trials)
+        target = studies.update_target(plan.study, self._n_trials())
         done = sum(1 for t in plan.study.get_trials(deepcopy=False) if studies.is_counted(t) and t.state.is_finished())
-        progress = SweepProgress.of(plan, target, done, s.timeout_s, self.scheduler.time_left)  # says it opened
+        shown = target if target < UNLIMITED else None  # None: the budget is the only limit
+        progress = SweepProgress.of(plan, shown, done, s.timeout_s, self.scheduler.time_left)  # says it opened
         self.settler.progress = progress
         if isinstance(plan.study.sampler, optuna.samplers.BaseSampler) and hasattr(plan.study.sampler, "fits"):
             plan.study.sampler.fits = self._fits  # the staged sampler promotes only what fits
@@ -97,7 +103,9 @@ class SweepImpl:
             with progress, studies.Heartbeat(plan.storage) as heartbeat:
                 if not isinstance(plan.study.sampler, optuna.samplers.GridSampler):  # the grid holds them all
                     warm.queue_first(plan, s.warm_start_k, s.baseline_first)
-                recovery.requeue_interrupted(plan.study)
+                for params in recovery.requeue_interrupted(plan.study):  # cut by the budget too often
+                    progress.note(f"too slow for the budget: cut by it {recovery.MAX_BUDGET_CUTS} times, not "
+                                  "measured again: " + " ".join(f"{k}={v}" for k, v in params.items()))  # fmt: skip
                 self.waits.heartbeat = heartbeat  # waiting trials beat too: other trials may wait for them
                 self.heartbeat = heartbeat
                 results += self._run(lambda: studies.counted(plan.study) < target)
@@ -122,10 +130,10 @@ class SweepImpl:
         s, plan = self.settings, self.plan
         if searched in (Stop.N_TRIALS, Stop.EXHAUSTED):
             studies.mark_searched(plan.study, target)
-        wanted = remeasure.plan(plan.study, plan.objectives, self._baseline(), s.confirm_top_k, self._profile_k(),
-                                s.confirm_unstable)  # fmt: skip
+        wanted = remeasure.plan(plan.study, plan.objectives, self.admission.baseline(), s.confirm_top_k,
+                                self.admission.profile_k(), s.confirm_unstable)  # fmt: skip
         todo = remeasure.pending(plan.study, wanted, target)
-        cost = functools.partial(remeasure.cost_s, plan.study, self.costs)
+        cost = functools.partial(remeasure.cost_s, plan.study, self.costs, profile_steps=int(s.profile_steps))
         fits = remeasure.that_fit(todo, cost, self.scheduler.fits, len(self.scheduler.slots))
         if len(fits) < len(todo):
             self.policy.stop(Stop.BUDGET)
@@ -133,7 +141,7 @@ class SweepImpl:
                            f"{self._left_text()} left")  # fmt: skip
         remeasure.enqueue(plan.study, fits, target)
         progress.extend(len(fits))
-        results = self._run(lambda: bool(plan.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))))
+        results = self._run(lambda: remeasure.queued(plan.study))
         if searched in (Stop.N_TRIALS, Stop.EXHAUSTED) and self.policy.reason is None:
             if not remeasure.pending(plan.study, wanted, target):
                 studies.mark_finished(plan.study, target)
@@ -171,7 +179,7 @@ class SweepImpl:
                     if self.policy.stop(Stop.FAILURES):
                         self.plan_note(
                             f"stopping: {studies.failures(self.plan.study)} failed trials reach the failure budget "
-                            f"({self._failure_text()}); the workload itself looks broken"
+                            f"({failure_text(self.plan)}); the workload itself looks broken"
                         )
 
     def _start(self, more: Any) -> bool:
@@ -190,7 +198,7 @@ class SweepImpl:
                 continue
             trial, values, extra = item
             self.heartbeat.add(trial._trial_id)
-            run = Running(trial, values, slot, time.time(), extra=extra)
+            run = Running(trial, values, slot, self.budget.now(), extra=extra)
             self.scheduler.submit(lambda r=run: self._launch(r), run)
         return False
 
@@ -203,7 +211,7 @@ class SweepImpl:
             if self.policy.stop(Stop.EXHAUSTED):
                 self.plan_note("space exhausted: every configuration of the grid has been tried")
             return None
-        if not waiting and not self._fits(dict(self.plan.expensive)):
+        if not waiting and not self.admission.any_fits():
             if self.policy.stop(Stop.BUDGET):
                 self.plan_note(f"budget: no trial fits in the {self._left_text()} left")
             return None
@@ -236,7 +244,10 @@ class SweepImpl:
                                    f"predicted {why} does not end in the {left} left")  # fmt: skip
         if outcome is None:
             self.over_budget_in_a_row = 0
-            return trial, values, {"profile": profile}
+            predicted = round(self.admission.predict(values, profile, repeat), 2)
+            with contextlib.suppress(Exception):
+                trial.set_user_attr(PREDICTED_KEY, predicted)  # beside its wall time in the row and the summary
+            return trial, values, {"profile": profile, PREDICTED_KEY: predicted}
         self.heartbeat.discard(trial._trial_id)  # a waiter beat while it waited
         self._settle_unlaunched(trial, values, outcome)
         return None
@@ -247,6 +258,10 @@ class SweepImpl:
         self.settler.settle(trial._trial_id, trial.number, values, outcome, launched=False)
         if outcome.reason.startswith("over-budget:"):
             self.over_budget_in_a_row += 1
+            spare = None if self.policy.stopped else self.admission.queue_spare()
+            if spare is not None:  # the rest of the budget goes where it pays
+                self.plan_note(f"trial {trial.number} does not fit the {self._left_text()} left; queued {spare}")
+                return
             if self.over_budget_in_a_row >= MAX_OVER_BUDGET_IN_A_ROW and self.policy.stop(Stop.BUDGET):
                 self.plan_note(f"budget: the last {self.over_budget_in_a_row} proposals cannot end in the "
                                f"{self._left_text()} left")  # fmt: skip
@@ -280,7 +295,7 @@ class SweepImpl:
         if outcome.status is Status.FAILED and outcome.reason.startswith(("exception:", "launcher:")):
             outcome = self.settler.row_outcome(run.trial.number) or outcome  # it wrote its row: it ran
         with contextlib.suppress(Exception):  # what it cost the budget, for the cost model
-            run.trial.set_user_attr(SPENT_KEY, round(time.time() - run.started, 2))
+            run.trial.set_user_attr(SPENT_KEY, round(self.budget.now() - run.started, 2))
         self.settler.settle(run.trial._trial_id, run.trial.number, run.values, outcome, launched=True)
         self.heartbeat.discard(run.trial._trial_id)
         if outcome.status is not Status.SKIPPED:
@@ -293,6 +308,8 @@ class SweepImpl:
         wait(list(self.scheduler.running), timeout=30)
         for fut, run in list(self.scheduler.running.items()):
             self.scheduler.running.pop(fut)
+            with contextlib.suppress(Exception):  # what it ran before the cut: a lower bound for the cost model
+                run.trial.set_user_attr(SPENT_KEY, round(self.budget.now() - run.started, 2))
             self.settler.interrupted(run.trial._trial_id, run.trial.number, run.values, "budget",
                                      "the sweep's time budget ended while this trial ran; it runs again")  # fmt: skip
             self.scheduler.give_back(run.slot)
@@ -331,34 +348,20 @@ class SweepImpl:
     # ------------------------------------------------------------------ sampling and checks
 
     def _fits(self, params: dict[str, Any], profile: bool = False, reserve: bool = True, repeat: bool = False) -> bool:
-        """A trial of ``params`` is predicted to end within the budget (keeping the re-measurements' reserve);
-        ``repeat``: it measures a configuration again (warm caches); ``profile``: it is profiled too."""
-        if self.scheduler.deadline is None:
-            return True
-        predict = self.costs.predict_repeat if repeat else self.costs.predict
-        predicted = predict(self.plan.study, params) + (remeasure.profile_cost(self.plan.study) if profile else 0.0)
-        return self.scheduler.fits(predicted, self._reserve() if reserve else 0.0)
+        """A trial of ``params`` is predicted to end within the budget (``sweeper.sweep.admission``)."""
+        return self.admission.fits(params, profile, reserve, repeat)
 
-    def _reserve(self) -> float:
-        """Seconds the re-measurements after the search are predicted to take (the baseline's and the best's, their
-        configurations as they rank now; those of unstable configurations run on what is left, unreserved)."""
-        s, plan = self.settings, self.plan
-        wanted = remeasure.plan(plan.study, plan.objectives, self._baseline(), s.confirm_top_k, self._profile_k())
-        return sum(remeasure.cost_s(plan.study, self.costs, r) for r in wanted)
-
-    def _profile_k(self) -> int:
-        if self.settings.profile is not None:
-            return int(self.settings.profile)
-        return 1 if str(self.plan.cfg.get("device", "cpu")).startswith("cuda") else 0
-
-    def _baseline(self) -> dict[str, Any] | None:
-        return warm.baseline_params(self.plan.space, self.plan.defaults) if self.settings.baseline_first else None
+    def _n_trials(self) -> int:
+        """``n_trials``; unset: the budget is the only limit where ``timeout_s`` is given, else ``DEFAULT_N_TRIALS``."""
+        if self.settings.n_trials is not None:
+            return int(self.settings.n_trials)
+        return UNLIMITED if self.settings.timeout_s else DEFAULT_N_TRIALS
 
     def _is_surplus(self, trial: optuna.Trial) -> bool:
-        """Another process on the same study got there first: this ask would exceed the target."""
-        target = self.plan.study.user_attrs.get(studies.TARGET_KEY)
+        """Another process on the same study got there first: this ask would exceed the target (queued: once asked)."""
+        target, trials = self.plan.study.user_attrs.get(studies.TARGET_KEY), self.plan.study.get_trials(deepcopy=False)
         earlier = [
-            t for t in self.plan.study.get_trials(deepcopy=False) if t.number < trial.number and studies.is_counted(t)
+            t for t in trials if t.number < trial.number and t.state != TrialState.WAITING and studies.is_counted(t)
         ]
         return target is not None and len(earlier) >= int(target)
 
@@ -385,16 +388,12 @@ class SweepImpl:
             self.settler.progress.note(text)
 
     def _say_why(self, progress: SweepProgress) -> None:
-        if self.policy.reason is Stop.BUDGET:
-            budget, left = f"budget: hydra.sweeper.timeout_s={self.settings.timeout_s:g} s", self.scheduler.time_left()
-            progress.note(f"{budget} reached; trials cut by it are recorded as interrupted and the same command "
-                          "measures them again" if self.scheduler.expired() else f"{budget}: no trial fits in the "
-                          f"{max(0.0, left or 0.0):.0f} s left; the same command goes on")  # fmt: skip
+        """Why the sweep ended, the budget it used, and how far the cost model's predictions were from the walls."""
+        for line in (why_ended(self.policy.reason, self.settings, self.scheduler, self._n_trials()),
+                     costs_error(self.plan.study)):  # fmt: skip
+            if line:
+                progress.note(line)
 
     def _left_text(self) -> str:
         left = self.scheduler.time_left()
         return "no limit" if left is None else f"{max(0.0, left):.0f} s"
-
-    def _failure_text(self) -> str:
-        limits = {"max_failures": self.plan.max_failures, "max_failure_rate": self.plan.max_failure_rate}
-        return ", ".join(f"{k}={v}" for k, v in limits.items() if v is not None)

@@ -21,6 +21,7 @@ from sweeper.errors import ConfigError
 from sweeper.sweep import launch, schema, secrets, warm
 from sweeper.sweep import study as studies
 from sweeper.sweep.config import check_enumerations, check_results_dir
+from sweeper.sweep.handbook import start_params
 from sweeper.sweep.prune import make_pruner
 from sweeper.sweep.scheduler import process_start
 from sweeper.sweep.settings import COMPILE_PRIOR, check_sweeper, plain
@@ -83,13 +84,14 @@ class SweepPlan:
     study_id: str = ""  # the study's random id (studies.study_id): rows and file names of two storages keep apart
     expensive: dict[str, Any] = dataclasses.field(default_factory=dict)  # hydra.sweeper.expensive (cost classes)
     created: bool = False  # this command created the study (else it continues one)
+    handbook: dict[str, Any] | None = None  # the handbook's start on this device (hydra.sweeper.handbook_start)
 
 
-def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[str]) -> SweepPlan:
+def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[str], budget: Any = None) -> SweepPlan:
     """The plan of the sweep that the sweeper's ``settings`` (``sweeper.sweep.settings.KnobSweeperConf``), Hydra's
-    ``config`` and the command's ``arguments`` say."""
+    ``config`` and the command's ``arguments`` say; ``budget``: the sweep's ``Budget`` (the staged sampler's clock)."""
     c = dataclasses.asdict(settings)  # the rule checks and the space read keys by name
-    if settings.n_trials < 1:
+    if settings.n_trials is not None and settings.n_trials < 1:
         raise ConfigError(
             "hydra.sweeper.n_trials",
             f"must be >= 1, got {settings.n_trials}",
@@ -134,7 +136,8 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
     expensive = dict(plain(settings.expensive) or {})
     _check_cost_prior(plain(settings.cost_prior) or {}, expensive)
     seed = studies.resumed_seed(storage, study_name, settings.seed, str(settings.sampler))
-    sampler = studies.make_sampler(str(settings.sampler), seed, space, expensive, defaults, settings.timeout_s)
+    sampler = studies.make_sampler(str(settings.sampler), seed, space, expensive, defaults, settings.timeout_s,
+                                   budget)  # fmt: skip
     # resolved before the study exists: a bad name creates nothing
     warm_sources = warm.resolve(storage, plain(settings.warm_start), study_name, workload_key)
     try:
@@ -168,7 +171,10 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
             "pruning needs the single objective throughput:maximize",
             "set hydra.sweeper.pruner.type=none for this study",
         )
+    baseline = warm.baseline_params(space, defaults) if settings.baseline_first else None
+    handbook = start_params(space, defaults, baseline, gpu.device_info()) if settings.handbook_start else None
     return SweepPlan(
+        handbook=handbook,
         cfg=cfg,
         space=space,
         defaults=defaults,

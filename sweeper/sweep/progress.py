@@ -200,7 +200,9 @@ class SweepProgress:
 
     def extend(self, n: int) -> None:
         """More trials joined the sweep (re-measurements of the best configurations)."""
-        self.progress.update(self.task, total=self.progress.tasks[0].total + n)
+        total = self.progress.tasks[0].total
+        if total is not None:  # None: the budget is the only limit
+            self.progress.update(self.task, total=total + n)
 
     @classmethod
     def of(cls, plan: Any, target: int, done: int, budget_s: float | None,

@@ -32,6 +32,7 @@ from sweeper.sweep.secrets import mask
 from sweeper.trial import isolate as runner
 
 log = logging.getLogger("sweeper.sweep")
+MAX_BUDGET_CUTS = 2  # budget cuts of one configuration before it is taken as too slow for the budget
 
 
 class Terminated(KeyboardInterrupt):
@@ -142,11 +143,19 @@ def raise_if_disk_full(ret: Any, folder: Any) -> None:
         raise exc
 
 
-def requeue_interrupted(study: optuna.Study) -> None:
+def requeue_interrupted(study: optuna.Study) -> list[dict[str, Any]]:
     """Configurations cut by Ctrl-C, SIGTERM, the budget or a dead sweeper are queued again (once each): the same
     command measures what the last one could not. A queued configuration taken by a trial stopped before it was
-    sampled (no params yet) is queued again from the queue's own record of it."""
+    sampled (no params yet) is queued again from the queue's own record of it. One the budget cut
+    ``MAX_BUDGET_CUTS`` times is too slow for the budget: not queued again (the cost model holds what it ran as a
+    lower bound on its cost, so a proposal of it is skipped ``over-budget``); returns those."""
     trials = study.get_trials(deepcopy=False)
+    cuts: dict[str, int] = {}
+    for t in trials:
+        if t.user_attrs.get(studies.REASON_KEY) == "budget" and studies.is_interrupted(t) and _params(t):
+            key = t.user_attrs.get(dedup.KEY) or dedup.config_key(_params(t))
+            cuts[key] = cuts.get(key, 0) + 1
+    too_slow: list[dict[str, Any]] = []
     taken = {
         t.user_attrs.get(dedup.KEY)
         for t in trials
@@ -161,11 +170,19 @@ def requeue_interrupted(study: optuna.Study) -> None:
         key = t.user_attrs.get(dedup.KEY) or dedup.config_key(params)
         if key in taken or key in queued:
             continue
+        if cuts.get(key, 0) >= MAX_BUDGET_CUTS:
+            too_slow.append(params)
+            queued.add(key)
+            continue
         attrs = {k: t.user_attrs[k] for k in (studies.CONFIRM_KEY, remeasure.FOR_KEY, remeasure.PROFILE_KEY)
                  if k in t.user_attrs}  # fmt: skip
         study.enqueue_trial(params, user_attrs=attrs)
+        waiting = study._storage.get_all_trials(study._study_id, deepcopy=False, states=(TrialState.WAITING,))
+        newest = max(waiting, key=lambda w: w.number)  # (the storage's own list: the study's may be cached)
+        study._storage.set_trial_system_attr(newest._trial_id, studies.REQUEUED_KEY, True)  # measured first
         fault_point("requeued")
         queued.add(key)
+    return too_slow
 
 
 def _params(t: optuna.trial.FrozenTrial) -> dict[str, Any]:

@@ -29,6 +29,10 @@ from sweeper.sweep.study import CONFIRM_KEY, is_interrupted, is_remeasure
 FOR_KEY = "remeasure_for"  # trial user attr: the sweep target whose re-measurements it is
 PROFILE_KEY = "profile"  # trial user attr: run under torch.profiler after its measured window
 PROFILE_PRIOR_S = 15.0  # what profiling adds to a trial before one was profiled (steps, trace export)
+# The trace's export and analysis, beside the profiled steps, before one was profiled: on the H200 a ResNet-50's 5
+# profiled steps and their trace took 1.6 s in all (docs/measurements/budget.md); kept conservative.
+PROFILE_EXPORT_S = 5.0
+PROFILE_STEPS = 5  # hydra.sweeper.profile_steps's default
 UNSTABLE_KEY = "step_unstable"  # trial user attr (a metric of the row): its step times were not one steady value
 
 
@@ -81,9 +85,10 @@ def pending(study: optuna.Study, wanted: list[Remeasure], target: int) -> list[R
     return [r for r in wanted if r.of not in (ever if r.unstable else mine)]
 
 
-def cost_s(study: optuna.Study, costs: CostModel, r: Remeasure) -> float:
-    """Predicted seconds of measuring ``r`` again: a repeat's (its class's compile caches warm) and its profiling's."""
-    return costs.predict_repeat(study, r.params) + (profile_cost(study) if r.profile else 0.0)
+def cost_s(study: optuna.Study, costs: CostModel, r: Remeasure, profile_steps: int = PROFILE_STEPS) -> float:
+    """Predicted seconds of measuring ``r`` again: a repeat's (its compile cache warm) and its profiling's."""
+    phases = costs.phases(study, r.params, repeat=True)
+    return phases["total"] + (profile_cost(study, phases.get("step"), profile_steps) if r.profile else 0.0)
 
 
 def that_fit(
@@ -100,20 +105,29 @@ def that_fit(
     return out
 
 
+def queued(study: optuna.Study) -> bool:
+    """Re-measurements wait in the queue (other queued trials, the handbook's start or ``starts`` a target reached
+    before they ran, wait for the next command's search)."""
+    return any(is_remeasure(t) for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+
+
 def enqueue(study: optuna.Study, items: list[Remeasure], target: int) -> None:
     for r in items:
         study.enqueue_trial(r.params, user_attrs={CONFIRM_KEY: r.of, FOR_KEY: target, PROFILE_KEY: r.profile})
         fault_point("remeasure")  # a kill here leaves part of them queued: the next command queues the rest
 
 
-def profile_cost(study: optuna.Study) -> float:
-    """Seconds profiling added to a trial: the slowest measured (``prof_s``), else ``PROFILE_PRIOR_S``."""
+def profile_cost(study: optuna.Study, step_s: float | None = None, steps: int = PROFILE_STEPS) -> float:
+    """Seconds profiling added to a trial: the slowest measured (``prof_s``), else ``steps`` of the trial's
+    predicted step time ``step_s`` and ``PROFILE_EXPORT_S`` for the trace, else ``PROFILE_PRIOR_S``."""
     seen = [
         float(t.user_attrs["prof_s"])
         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
         if isinstance(t.user_attrs.get("prof_s"), (int, float))
     ]
-    return max(seen) if seen else PROFILE_PRIOR_S
+    if seen:
+        return max(seen)
+    return PROFILE_PRIOR_S if step_s is None else steps * step_s + PROFILE_EXPORT_S
 
 
 def _ranked(study: optuna.Study, objectives: list[tuple[str, str]]) -> list[FrozenTrial]:

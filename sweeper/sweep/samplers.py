@@ -35,19 +35,28 @@ def make_sampler(
     expensive: Mapping[str, Any] | None = None,
     defaults: Mapping[str, Any] | None = None,
     budget_s: float | None = None,
+    budget: Any = None,
 ) -> optuna.samplers.BaseSampler:
     """Sampler by name. OOM trials reach tpe, gp and nsgaii as violated constraints (``Trial.set_constraint``).
 
     ``staged`` (the default) is cost-aware: the knobs of ``expensive`` ({key: its cheap value}) are held cheap
     while TPE screens the others (for at most half of ``budget_s``, the sweep's seconds), then the best screened
-    configurations are promoted (see ``sweeper.sweep.staged``).
+    configurations are promoted (see ``sweeper.sweep.staged``). ``budget``: the sweep's
+    :class:`~sweeper.sweep.budget.Budget` (its clock), else one of ``budget_s`` from now.
     """
     check_expensive(expensive or {}, space, defaults or {})
     if name == "staged":
         from sweeper.sweep.staged import StagedSampler
 
         return StagedSampler(
-            _tpe(seed, **STAGED_TPE), space, expensive or {}, defaults, budget_s=budget_s, seed=seed, **STAGED
+            _tpe(seed, **STAGED_TPE),
+            space,
+            expensive or {},
+            defaults,
+            budget_s=budget_s,
+            budget=budget,
+            seed=seed,
+            **STAGED,
         )
     if name == "tpe":
         return _tpe(seed)

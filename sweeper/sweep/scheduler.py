@@ -1,6 +1,7 @@
 """Slots, futures and deadlines: what runs now, what may start, and when the sweep stops.
 
-The scheduler owns the sweep's wall clock. ``hydra.sweeper.timeout_s`` is a budget for the whole command, counted
+The scheduler reads the sweep's wall clock from its :class:`~sweeper.sweep.budget.Budget` (the one the cost model's
+reserve and the staged sampler read too). ``hydra.sweeper.timeout_s`` is a budget for the whole command, counted
 from the process's start:
 
 * a trial starts only when its predicted cost (``sweeper.sweep.costs``) ends before the budget does, less the time
@@ -22,6 +23,8 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
+
+from sweeper.sweep.budget import Budget
 
 BACKSTOP_S = 10.0  # past budget + grace, a trial that did not stop itself is killed and given up
 
@@ -58,16 +61,18 @@ class Scheduler:
         self,
         slots: list[Any],
         node: Any,
-        budget_s: float | None,
-        grace_s: float,
-        started_at: float,
+        budget_s: float | None = None,
+        grace_s: float = 5.0,
+        started_at: float | None = None,
         clock: Callable[[], float] = time.time,
+        budget: Budget | None = None,
     ) -> None:
         self.slots = list(slots)
         self.free = list(slots)
         self.node = node
-        self.clock = clock
-        self.deadline = started_at + float(budget_s) if budget_s else None
+        self.budget = budget if budget is not None else Budget(budget_s, started_at, clock)
+        self.clock = self.budget.clock
+        self.deadline = self.budget.deadline
         self.grace_s = float(grace_s)
         self.running: dict[Future, Running] = {}
         self.pool = ThreadPoolExecutor(max_workers=max(1, len(self.slots)), thread_name_prefix="trial")
@@ -77,16 +82,14 @@ class Scheduler:
 
     def time_left(self) -> float | None:
         """Seconds until the budget ends (negative past it); None without a budget."""
-        return None if self.deadline is None else self.deadline - self.clock()
+        return self.budget.time_left()
 
     def expired(self) -> bool:
-        left = self.time_left()
-        return left is not None and left <= 0
+        return self.budget.expired()
 
     def fits(self, predicted_s: float, reserve_s: float = 0.0) -> bool:
         """A trial predicted to take ``predicted_s`` ends before the budget, ``reserve_s`` kept for later."""
-        left = self.time_left()
-        return left is None or predicted_s <= left - reserve_s
+        return self.budget.fits(predicted_s, reserve_s)
 
     def stop_at(self) -> float | None:
         """When a trial started now must be stopped (unix seconds), or None."""

@@ -37,8 +37,9 @@ class KnobSweeperConf:
     # Optuna storage URL: null -> sqlite:///<results_dir>/optuna.db; "journal:///path" for a journal file;
     # postgresql://user@host/db for several nodes.
     storage: Optional[str] = None
-    # Trials this command adds to the study (a killed sweep re-run finishes its previous target instead).
-    n_trials: int = 10
+    # Trials this command adds to the study (a killed sweep re-run finishes its previous target instead); null:
+    # with timeout_s the budget is the only limit, without it 10.
+    n_trials: Optional[int] = None
     # Trials run at once when trial.resources is unset (each slot takes the next trial as soon as it is free).
     n_jobs: int = 1
     # The command's wall-clock budget in seconds, counted from its start; null = no limit. No trial starts that
@@ -102,6 +103,10 @@ class KnobSweeperConf:
     profile_steps: int = 5
     # A new study measures the workload's default knobs first (the report's baseline for speed-ups).
     baseline_first: bool = True
+    # Then the configuration PyTorch's performance handbook picks from the space on this device (the fastest
+    # supported reduced precision, compile default, the fused optimizer, channels_last, the largest batch, and on a
+    # GPU cuDNN autotuning, pinned memory and the most DataLoader workers; sweeper.sweep.handbook), with the baseline.
+    handbook_start: bool = True
     # Then these configurations ({dotted key: value}, e.g. a known-good recipe), before the sampler's own choices.
     # Keys the space does not sample, or values outside it, are left to the sampler. Not used by the grid sampler.
     # An entry's optional `when: <expression>` keeps it only where the expression holds (workload.data == 'jpeg').

@@ -27,6 +27,7 @@ from sweeper.results.keys import set_dotted
 from sweeper.results.outcome import Status, TrialOutcome
 from sweeper.sweep import study as studies
 from sweeper.sweep.faults import fault_point
+from sweeper.sweep.handbook import smaller_batch
 from sweeper.sweep.space import value_types
 
 log = logging.getLogger("sweeper.sweep")
@@ -60,6 +61,10 @@ class Settler:
         fault_point(f"{path}row")
         self.tell(trial_id, outcome)
         fault_point(f"{path}told")
+        if outcome.status is Status.INFEASIBLE:  # the handbook's start out of memory: its next smaller batch
+            retry = smaller_batch(self.plan.space, getattr(self.plan, "handbook", None), values)
+            if retry is not None:
+                self.plan.study.enqueue_trial(retry, skip_if_exists=True)
         if show and self.progress is not None:
             self.progress.trial_done(number, outcome, values, self.plan.study)
 

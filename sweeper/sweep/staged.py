@@ -36,7 +36,6 @@ from __future__ import annotations
 import itertools
 import math
 import random
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -47,6 +46,7 @@ from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from sweeper.sweep.attrs import COST_KEY, WARM_KEY
+from sweeper.sweep.budget import Budget
 from sweeper.sweep.space import SearchSpace, evaluate
 
 STAGE_KEY = "knob_sweeper:stage"  # trial system attr: screen | promote (search trials carry none)
@@ -68,6 +68,7 @@ class StagedSampler(BaseSampler):
         min_gain: float = 0.01,
         slack: float = 0.1,
         budget_s: float | None = None,
+        budget: Budget | None = None,
         screen_share: float = 0.5,
         polish_every: int = 0,
         seed: int | None = None,
@@ -78,8 +79,9 @@ class StagedSampler(BaseSampler):
         self.expensive = {k: v for k, v in expensive.items() if k in space.params}  # pinned ones cost the same
         self.top_k, self.patience, self.min_screen = top_k, patience, min_screen
         self.min_gain, self.slack = min_gain, slack
-        self.budget_s, self.screen_share = budget_s, screen_share  # the sweep's wall-clock budget (timeout_s)
-        self._created = time.time()  # the command's start: its budget counts from here
+        # the sweep's wall-clock budget (timeout_s) and its clock: the one the scheduler reads
+        self.budget = budget if budget is not None else Budget(budget_s)
+        self.budget_s, self.screen_share = self.budget.budget_s, screen_share
         self.alternatives = _alternatives(space.params, self.expensive)
         self._plans: dict[int, dict[str, Any]] = {}  # trial number -> the knobs this sampler fixes for it
         self.polish_every = polish_every
@@ -125,7 +127,7 @@ class StagedSampler(BaseSampler):
             return
         stage, plan = self.next_plan(study)
         if stage == "screen":
-            plan = {**plan, **self._polish(study, screening=True)}
+            plan = {**plan, **(self._cheap_twin(study) or self._polish(study, screening=True))}
         elif not plan:
             plan = self._polish(study)
         if plan:
@@ -150,6 +152,51 @@ class StagedSampler(BaseSampler):
         plan = self._next_promotion(trials, measured, screened, sign)
         return ("promote", plan) if plan else ("search", {})
 
+    def _cheap_twin(self, study: Study) -> dict[str, Any]:
+        """While screening: the best configuration measured so far with its expensive knobs cheap, when it is not
+        cheap itself and its twin is untried (the handbook's start, compiled, leads the screen: the climb starts
+        there, and the pair measures what compile brings)."""
+        trials = study.get_trials(deepcopy=False)
+        measured = [t for t in trials if _feasible(t)]
+        if not measured:
+            return {}
+        sign = 1.0 if study.directions[0] == StudyDirection.MAXIMIZE else -1.0
+        best = max(measured, key=lambda t: sign * t.values[0])
+        if self._is_cheap(best.params):
+            return {}
+        twin = self._promoted(best.params, self.expensive) or {}
+        tried = [t.params for t in trials if t.state != TrialState.WAITING] + list(self._plans.values())
+        return {} if not twin or any(_same(twin, p, keys=twin) for p in tried) else twin
+
+    def spare_plan(self, study: Study, top: int = 3) -> dict[str, Any]:
+        """A configuration that fits the time left when the search's own proposal does not: a promotion that is
+        now worth its cost, else an untried one-knob neighbour of one of the ``top`` best configurations (each
+        also with its expensive knobs cheap), the changed value with the best main effect first (a value never
+        measured first). Empty when none fits."""
+        trials = study.get_trials(deepcopy=False)
+        sign = 1.0 if study.directions[0] == StudyDirection.MAXIMIZE else -1.0
+        measured = [t for t in trials if _feasible(t)]
+        if not measured:
+            return {}
+        if self.expensive:
+            screened = [t for t in measured if self._is_cheap(t.params)]
+            plan = self._next_promotion(trials, measured, screened, sign)
+            if plan:
+                return plan
+        ranked = sorted(measured, key=lambda t: -sign * t.values[0])
+        bases: list[dict[str, Any]] = []
+        for t in ranked:
+            for base in (dict(t.params), self._promoted(t.params, self.expensive) or {}):
+                if base and base not in bases:
+                    bases.append(base)
+            if len(bases) >= 2 * top:
+                break
+        for base in bases:
+            plan = self._neighbour(trials, measured, base, sign, screening=False)
+            if plan:
+                return plan
+        return {}
+
     def _polish(self, study: Study, screening: bool = False) -> dict[str, Any]:
         """Local search around the incumbent, every ``polish_every``-th measured trial: the one-knob neighbour of
         the best configuration so far (the best screened one while screening, its expensive knobs left cheap)
@@ -164,19 +211,25 @@ class StagedSampler(BaseSampler):
             return {}
         sign = 1.0 if study.directions[0] == StudyDirection.MAXIMIZE else -1.0
         best = max(measured, key=lambda t: sign * t.values[0])
+        return self._neighbour(trials, measured, dict(best.params), sign, screening)
+
+    def _neighbour(
+        self, trials: list[FrozenTrial], measured: list[FrozenTrial], best: dict[str, Any], sign: float, screening: bool
+    ) -> dict[str, Any]:
+        """The untried one-knob neighbour of ``best`` that fits, the changed value's main effect best first."""
         tried = [t.params for t in trials if t.state != TrialState.WAITING] + list(self._plans.values())
         options = []
         for name, dist in self.space.params.items():
-            if name not in best.params or not isinstance(dist, CategoricalDistribution):
+            if name not in best or not isinstance(dist, CategoricalDistribution):
                 continue
             if screening and name in self.expensive:
                 continue
             for value in dist.choices:
-                if value == best.params[name]:
+                if value == best[name]:
                     continue
-                plan = self._promoted(best.params, {name: value})
+                plan = self._promoted(best, {name: value})
                 if plan and not any(_same(plan, p, keys=plan) for p in tried) and self._affordable(plan):
-                    here = _main_effect(measured, name, best.params[name], sign)
+                    here = _main_effect(measured, name, best[name], sign)
                     options.append((_main_effect(measured, name, value, sign) - here, self._rng.random(), plan))
         return max(options, key=lambda o: (o[0], o[1]))[2] if options else {}
 
@@ -202,9 +255,9 @@ class StagedSampler(BaseSampler):
                 t
                 for t in tried
                 if WARM_KEY not in t.user_attrs
-                and (t.datetime_start is None or t.datetime_start.timestamp() >= self._created)
+                and (t.datetime_start is None or t.datetime_start.timestamp() >= self.budget.started_at)
             ]
-            spent = max(sum(_cost(t) or 0.0 for t in mine), time.time() - self._created)
+            spent = max(sum(_cost(t) or 0.0 for t in mine), self.budget.elapsed())
             if spent >= self.screen_share * self.budget_s:
                 return False
         if len(tried) < self.min_screen:

@@ -38,6 +38,7 @@ STUDY_ID_KEY = "knob_sweeper:study_id"  # study user attr: a random id, telling 
 TARGET_KEY = "knob_sweeper:target"  # study user attr: how many counted trials the current sweep aims for
 FINISHED_KEY = "knob_sweeper:finished"  # study user attr: the target of the last sweep that ran to its end
 SEARCHED_KEY = "knob_sweeper:searched"  # study user attr: the target whose search ended (re-measurements next)
+REQUEUED_KEY = "knob_sweeper:requeued"  # trial system attr: queued again after a cut run (measured first)
 CONFIRM_KEY = "confirm_of"  # trial user attr: the trial whose configuration this one measures again
 
 CONSTRAINT_KEY = "fits_in_memory"  # Optuna constraint: <= 0 feasible, > 0 violated (OOM)
@@ -267,11 +268,15 @@ def ask(study: optuna.Study) -> optuna.Trial:
     import datetime
 
     study._thread_local.cached_all_trials = None
-    for t in study._storage.get_all_trials(study._study_id, deepcopy=False, states=(TrialState.WAITING,)):
+    trial_id = None  # queued trials in order; first those a cut run left (REQUEUED_KEY), then re-measurements
+    waiting = study._storage.get_all_trials(study._study_id, deepcopy=False, states=(TrialState.WAITING,))
+    for t in sorted(waiting, key=lambda t: (not t.system_attrs.get(REQUEUED_KEY), not is_remeasure(t), t.number)):
         with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError, RuntimeError):
             study._storage.set_trial_user_attr(t._trial_id, OWNER_KEY, owner_id())  # before the pop: no gap
-        break
-    trial_id = study._pop_waiting_trial_id()
+        with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
+            if study._storage.set_trial_state_values(t._trial_id, state=TrialState.RUNNING):
+                trial_id = t._trial_id
+                break
     if trial_id is None:
         template = FrozenTrial(
             number=-1,

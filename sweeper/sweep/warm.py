@@ -146,9 +146,10 @@ def gather(
 
 def queue_first(plan: Any, k: int, baseline_first: bool = True) -> None:
     """A new study measures the warm-start studies' ``k`` best first, then the workload's defaults (the baseline the
-    report compares against), then the declared ``starts`` (known-good recipes), before the sampler's own
-    choices; the warm-start studies' trials join the sampler's history. A study with trials is left as it is.
-    ``plan`` is the sweep's ``SweepPlan`` (not imported: the plan module imports this one).
+    report compares against), then the configuration the handbook's rules pick from the space on this device
+    (``plan.handbook``: ``sweeper.sweep.handbook``), then the declared ``starts`` (known-good recipes), before the
+    sampler's own choices; the warm-start studies' trials join the sampler's history. A study with trials is left
+    as it is. ``plan`` is the sweep's ``SweepPlan`` (not imported: the plan module imports this one).
 
     Idempotent: a command killed while queueing leaves the study without ``QUEUED_KEY``, and the next command
     queues what is missing (Optuna's ``skip_if_exists``; history trials already added are not added again)."""
@@ -169,6 +170,9 @@ def queue_first(plan: Any, k: int, baseline_first: bool = True) -> None:
         baseline = baseline_params(plan.space, plan.defaults)
         if baseline is not None and baseline not in enqueued:
             enqueued.append(baseline)
+        start = getattr(plan, "handbook", None)  # the handbook's rules on the workload's own space
+        if start and start not in enqueued:
+            enqueued.append(start)
     left: dict[tuple[str, str], list[str]] = {}  # (knob, why) -> the starts that leave it to the sampler
     for key, params, dropped in plan.starts:
         for name, why in dropped.items():

@@ -1,0 +1,116 @@
+"""Whether a configuration may start: its predicted wall time against the budget's time left, the
+re-measurements' reserve kept; and, when the search's own proposals no longer fit, what to spend the rest on.
+
+Shared by the sweep loop and the CPU replays of recorded landscapes (``tests/replay.py``): both decide with this
+code, the cost model (``sweeper.sweep.costs``) and the one :class:`~sweeper.sweep.budget.Budget`.
+
+When a proposal cannot end in the time left, the time is spent where it pays, in this order (each only if it is
+predicted to end within the budget):
+
+1. a promotion of a screened configuration to an expensive value, or an untried one-knob neighbour of the best
+   configuration so far, the value with the best main effect first (never measured first): the staged sampler's
+   :meth:`~sweeper.sweep.staged.StagedSampler.spare_plan`;
+2. a repeat of one of the ``SPARE_TOP`` best configurations, the least repeated first, up to ``SPARE_REPEATS``
+   each: their trial-to-trial noise is what separates them in the report.
+
+Only when none of these fits does the search stop on the budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sweeper.sweep import remeasure, warm
+from sweeper.sweep.budget import Budget
+from sweeper.sweep.costs import CostModel
+from sweeper.sweep.study import CONFIRM_KEY
+
+SPARE_TOP = 2  # the best configurations a spare repeat may measure again
+SPARE_REPEATS = 2  # repeats of each, at most, beyond the re-measurements after the search
+
+
+class Admission:
+    """Predictions against the budget for one sweep (``plan``: its ``SweepPlan``, or any object with ``study``,
+    ``space``, ``defaults``, ``objectives`` and ``cfg``)."""
+
+    def __init__(self, plan: Any, settings: Any, costs: CostModel, budget: Budget) -> None:
+        self.plan, self.settings, self.costs, self.budget = plan, settings, costs, budget
+
+    def predict(self, params: Mapping[str, Any], profile: bool = False, repeat: bool = False) -> float:
+        """Predicted wall seconds of a trial of ``params`` (``repeat``: measured again, warm caches; ``profile``:
+        profiled too)."""
+        study = self.plan.study
+        phases = self.costs.phases(study, dict(params), repeat=repeat)
+        steps = int(self.settings.profile_steps)
+        return phases["total"] + (remeasure.profile_cost(study, phases.get("step"), steps) if profile else 0.0)
+
+    def fits(
+        self, params: Mapping[str, Any], profile: bool = False, reserve: bool = True, repeat: bool = False
+    ) -> bool:
+        """A trial of ``params`` is predicted to end within the budget (keeping the re-measurements' reserve)."""
+        if self.budget.deadline is None:
+            return True
+        return self.budget.fits(self.predict(params, profile, repeat), self.reserve() if reserve else 0.0)
+
+    def any_fits(self) -> bool:
+        """Some trial may still end within the budget: the cheapest measured configuration of the cheap class (with
+        nothing measured, one with the expensive knobs cheap) is predicted to."""
+        if self.budget.deadline is None:
+            return True
+        cheap = dict(self.costs.expensive)
+        seen = [s.params for s in self.costs.seen(self.plan.study) if s.cls == self.costs.cost_class(cheap)]
+        cost = min((self.predict(p) for p in seen), default=self.predict(cheap))
+        return self.budget.fits(cost, self.reserve())
+
+    def reserve(self) -> float:
+        """Seconds the re-measurements after the search are predicted to take (the baseline's and the best's, their
+        configurations as they rank now, each a repeat: its compile cache warm)."""
+        s, plan = self.settings, self.plan
+        wanted = remeasure.plan(plan.study, plan.objectives, self.baseline(), s.confirm_top_k, self.profile_k())
+        return sum(remeasure.cost_s(plan.study, self.costs, r, int(s.profile_steps)) for r in wanted)
+
+    def profile_k(self) -> int:
+        if self.settings.profile is not None:
+            return int(self.settings.profile)
+        return 1 if str(self.plan.cfg.get("device", "cpu")).startswith("cuda") else 0
+
+    def baseline(self) -> dict[str, Any] | None:
+        return warm.baseline_params(self.plan.space, self.plan.defaults) if self.settings.baseline_first else None
+
+    # ------------------------------------------------------------------ the rest of the budget
+
+    def spare(self) -> tuple[str, dict[str, Any], dict[str, Any]] | None:
+        """What to measure instead of a proposal that does not fit: (what, params, user attrs to queue it with), or
+        None when nothing that pays fits in the time left."""
+        study = self.plan.study
+        sampler = study.sampler
+        if hasattr(sampler, "spare_plan"):
+            plan = sampler.spare_plan(study)
+            if plan:
+                return "search", plan, {}
+        repeats: dict[Any, int] = {}
+        for t in study.get_trials(deepcopy=False):
+            if t.user_attrs.get(CONFIRM_KEY) is not None:
+                repeats[t.user_attrs[CONFIRM_KEY]] = repeats.get(t.user_attrs[CONFIRM_KEY], 0) + 1
+        top = remeasure.plan(study, self.plan.objectives, None, SPARE_TOP, 0)
+        extra = max(0, int(self.settings.confirm_top_k))  # the re-measurements after the search repeat these too
+        for r in sorted(top, key=lambda r: repeats.get(r.of, 0)):
+            if repeats.get(r.of, 0) < SPARE_REPEATS + extra and self.fits(r.params, repeat=True):
+                return "repeat", r.params, {CONFIRM_KEY: r.of}
+        return None
+
+    def queue_spare(self) -> str | None:
+        """Queue :meth:`spare`'s choice; a phrase saying what was queued, or None."""
+        found = self.spare()
+        if found is None:
+            return None
+        what, params, attrs = found
+        self.plan.study.enqueue_trial(params, user_attrs=attrs)
+        return {
+            "search": "an untried configuration that fits",
+            "repeat": f"a repeat of trial {attrs.get(CONFIRM_KEY)}",
+        }[what]
+
+
+UNLIMITED = 10**9  # the target of counted trials when the budget is the only limit

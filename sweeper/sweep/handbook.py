@@ -1,0 +1,95 @@
+"""The handbook's start: the configuration PyTorch's performance guidance picks from a workload's own declared
+space, measured right after the baseline (``hydra.sweeper.handbook_start``), so the search starts near the ceiling
+of any model, with no per-model ``starts``.
+
+Each rule reads a knob of the package's training-step vocabulary (``workloads.spec.training``, the data knobs of
+the package's loaders) by its last name, wherever the workload declares it, and picks only among the values the
+space gives, on the device the sweep runs on:
+
+* ``precision``: the fastest reduced precision the device supports: bf16 (a GPU of compute capability 8.0 or
+  later, or the CPU), else fp16 (a GPU), else tf32 (a GPU of 8.0 or later);
+* ``compile``: ``default`` (CUDA graphs and autotuning are left to the search: they cost minutes to compile);
+* ``optimizer_impl``: ``fused`` (where the device supports it);
+* ``memory_format``: ``channels_last`` (a workload declares it where its model has convolutions);
+* a batch size (``batch_size``, ``*_batch_size``): the largest the space gives (one that does not fit in memory is
+  an infeasible trial; the search goes on around it);
+* on a GPU: ``cudnn_benchmark``, ``pin_memory`` and ``non_blocking`` on; ``num_workers``: the most the space gives
+  (a DataLoader's workers; a workload declares the knob only where it has one).
+
+Values a device check refuses (``workloads.spec.training.check_common``) are left at the baseline's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from optuna.distributions import CategoricalDistribution
+
+from sweeper.sweep.space import SearchSpace
+from workloads.base import DeviceInfo
+from workloads.spec.training import check_common
+
+
+def start_params(
+    space: SearchSpace, defaults: Mapping[str, Any], baseline: Mapping[str, Any] | None, device: DeviceInfo
+) -> dict[str, Any] | None:
+    """The handbook's configuration of ``space`` on ``device``, or None when it is the baseline itself."""
+    if baseline is None:
+        return None
+    gpu = device.kind == "cuda"
+    picks: dict[str, Any] = {}
+    for name, dist in space.params.items():
+        if not isinstance(dist, CategoricalDistribution):
+            continue
+        value = _rule(name.rsplit(".", 1)[-1], list(dist.choices), gpu, device)
+        if value is not None and value != baseline.get(name):
+            knobs = {n.rsplit(".", 1)[-1]: v for n, v in {**baseline, **picks, name: value}.items()}
+            if check_common(knobs, device) is None:
+                picks[name] = value
+    if not picks:
+        return None
+    params, _dropped = space.fix({**baseline, **picks}, dict(defaults))
+    return params if params != dict(baseline) else None
+
+
+def _rule(leaf: str, choices: list[Any], gpu: bool, device: DeviceInfo) -> Any:
+    if leaf == "precision":
+        cc = device.compute_capability
+        ampere = not gpu or cc is None or cc >= (8, 0)
+        order = (["bf16"] if ampere else []) + (["fp16"] if gpu else []) + (["tf32"] if gpu and ampere else [])
+        return next((p for p in order if p in choices), None)
+    if leaf == "compile":
+        return "default" if "default" in choices else None
+    if leaf == "optimizer_impl":
+        return "fused" if "fused" in choices else None
+    if leaf == "memory_format":
+        return "channels_last" if "channels_last" in choices else None
+    if leaf == "batch_size" or leaf.endswith("_batch_size"):
+        numbers = [c for c in choices if isinstance(c, (int, float)) and not isinstance(c, bool)]
+        return max(numbers) if numbers else None
+    if gpu and leaf in ("cudnn_benchmark", "pin_memory", "non_blocking"):
+        return True if True in choices else None
+    if gpu and leaf == "num_workers":
+        numbers = [c for c in choices if isinstance(c, int) and not isinstance(c, bool)]
+        return max(numbers) if numbers else None
+    return None
+
+
+def smaller_batch(space: SearchSpace, start: Mapping[str, Any] | None, params: Mapping[str, Any]) -> dict | None:
+    """The handbook's start again with the next smaller batch the space gives, after ``params`` (the start, or such
+    a retry) ran out of memory: "the largest batch that fits". None for any other configuration, or no smaller
+    batch."""
+    if not start:
+        return None
+    names = [n for n in start if n.rsplit(".", 1)[-1] == "batch_size" or n.endswith("_batch_size")]
+    if not names or not isinstance(space.params.get(names[0]), CategoricalDistribution):
+        return None
+    name = names[0]
+    same = {k: v for k, v in params.items() if k != name and v is not None}
+    if same != {k: v for k, v in start.items() if k != name and v is not None}:
+        return None
+    now = params.get(name)
+    numbers = [c for c in space.params[name].choices if isinstance(c, (int, float)) and not isinstance(c, bool)]
+    below = [c for c in numbers if isinstance(now, (int, float)) and c < now]
+    return {**start, name: max(below)} if below else None

@@ -1,0 +1,63 @@
+"""The sweep summary's closing lines: why the sweep ended and how well the cost model predicted its trials."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from sweeper.sweep.attrs import SPENT_KEY, WARM_KEY
+from sweeper.sweep.costs import PREDICTED_KEY
+from sweeper.sweep.scheduler import Stop
+
+DEFAULT_N_TRIALS = 10  # counted trials of a command that gives neither n_trials nor timeout_s
+WITHIN = 0.3  # a prediction within this fraction of the actual wall counts as right in the summary
+
+
+def why_ended(reason: Stop | None, settings: Any, scheduler: Any, n_trials: int) -> str:
+    """One line: why the sweep ended, and how much of its budget it used."""
+    left = scheduler.time_left()
+    used = ""
+    if settings.timeout_s:
+        budget_s = float(settings.timeout_s)
+        spent = budget_s - (left or 0.0)
+        used = f"; {spent:.0f} s of the {budget_s:g} s budget used ({spent / budget_s:.0%})"
+    if reason is Stop.BUDGET:
+        budget = f"budget: hydra.sweeper.timeout_s={settings.timeout_s:g} s"
+        if scheduler.expired():
+            return (f"sweep ended: {budget} reached; trials cut by it are recorded as interrupted and the same "
+                    f"command measures them again{used}")  # fmt: skip
+        return (f"sweep ended: {budget}: no trial fits in the {max(0.0, left or 0.0):.0f} s left (nor a promotion, "
+                f"an untried neighbour or a repeat of the best); the same command goes on{used}")  # fmt: skip
+    if reason is Stop.N_TRIALS or reason is None:
+        return f"sweep ended: n_trials={n_trials} trials measured{used}"
+    if reason is Stop.EXHAUSTED:
+        return f"sweep ended: the search space is exhausted{used}"
+    if reason is Stop.FAILURES:
+        return f"sweep ended: the failure budget is spent{used}"
+    return f"sweep ended: interrupted{used}"
+
+
+def costs_error(study: optuna.Study) -> str | None:
+    """How far the predicted wall times (at launch) were from the actual ones, over this study's launched trials."""
+    errors = []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)):
+        predicted, actual = t.user_attrs.get(PREDICTED_KEY), t.user_attrs.get(SPENT_KEY)
+        if WARM_KEY in t.user_attrs or not isinstance(predicted, (int, float)) or not isinstance(actual, (int, float)):
+            continue
+        if t.user_attrs.get("status") == "interrupted" or actual <= 0 or predicted <= 0 or not math.isfinite(predicted):
+            continue  # a cut trial's wall is a lower bound, not its cost; 0: predicted before anything was measured
+        errors.append((predicted - actual) / actual)
+    if not errors:
+        return None
+    within = sum(1 for e in errors if abs(e) <= WITHIN)
+    return (f"cost model: {within} of {len(errors)} trials' predicted wall times within ±{WITHIN:.0%} of the actual "
+            f"(median error {statistics.median(errors):+.0%}, worst {max(errors, key=abs):+.0%})")  # fmt: skip
+
+
+def failure_text(plan: Any) -> str:
+    limits = {"max_failures": plan.max_failures, "max_failure_rate": plan.max_failure_rate}
+    return ", ".join(f"{k}={v}" for k, v in limits.items() if v is not None)

@@ -1,0 +1,93 @@
+"""The handbook's start: derived from a workload's own declared space and the device, no per-model ``starts``."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from sweeper.sweep.handbook import start_params
+from sweeper.sweep.space import build_space
+from sweeper.sweep.warm import baseline_params
+from workloads.base import DeviceInfo
+
+CPU = DeviceInfo(kind="cpu")
+H200 = DeviceInfo(kind="cuda", name="NVIDIA H200", count=1, compute_capability=(9, 0))
+T4 = DeviceInfo(kind="cuda", name="Tesla T4", count=1, compute_capability=(7, 5))
+CNN = {
+    "knobs.precision": "choice(fp32, tf32, fp16, bf16)",
+    "knobs.memory_format": "choice(contiguous, channels_last)",
+    "knobs.compile": "choice(off, default, reduce-overhead)",
+    "knobs.batch_size": "choice(64, 128, 256)",
+    "knobs.cudnn_benchmark": "choice(false, true)",
+    "knobs.optimizer_impl": "choice(foreach, fused)",
+    "knobs.num_workers": "choice(0, 4, 8)",
+    "knobs.pin_memory": "choice(false, true)",
+    "knobs.seed_of_mine": "choice(1, 2)",
+}
+DEFAULTS = {"knobs.precision": "fp32", "knobs.memory_format": "contiguous", "knobs.compile": "off",
+            "knobs.batch_size": 64, "knobs.cudnn_benchmark": False, "knobs.optimizer_impl": "foreach",
+            "knobs.num_workers": 0, "knobs.pin_memory": False, "knobs.seed_of_mine": 1}  # fmt: skip
+
+
+def _start(params: dict, defaults: dict, device: DeviceInfo) -> dict | None:
+    space = build_space(params, {}, [], defaults)
+    return start_params(space, defaults, baseline_params(space, defaults), device)
+
+
+def test_the_handbook_start_on_a_gpu_takes_every_rule_the_space_allows() -> None:
+    start = _start(CNN, DEFAULTS, H200)
+    assert start == {"knobs.precision": "bf16", "knobs.memory_format": "channels_last", "knobs.compile": "default",
+                     "knobs.batch_size": 256, "knobs.cudnn_benchmark": True, "knobs.optimizer_impl": "fused",
+                     "knobs.num_workers": 8, "knobs.pin_memory": True, "knobs.seed_of_mine": 1}  # fmt: skip
+    assert _start(CNN, DEFAULTS, T4)["knobs.precision"] == "fp16", "no bf16 before compute capability 8.0"
+
+
+def test_the_handbook_start_on_the_cpu_takes_bf16_and_compile_and_leaves_the_gpu_rules() -> None:
+    start = _start(CNN, DEFAULTS, CPU)
+    assert start is not None
+    assert start["knobs.precision"] == "bf16" and start["knobs.compile"] == "default"
+    assert start["knobs.batch_size"] == 256 and start["knobs.memory_format"] == "channels_last"
+    assert start["knobs.cudnn_benchmark"] is False and start["knobs.num_workers"] == 0
+    assert start["knobs.pin_memory"] is False
+
+
+def test_a_space_without_handbook_knobs_has_no_handbook_start() -> None:
+    assert _start({"knobs.seed_of_mine": "choice(1, 2)"}, {"knobs.seed_of_mine": 1}, H200) is None
+    only_fp32 = {"knobs.precision": "choice(fp32, tf32)", "knobs.batch_size": "choice(8)"}
+    assert _start(only_fp32, {"knobs.precision": "fp32", "knobs.batch_size": 8}, CPU) is None, "tf32: no CPU gain"
+
+
+def test_a_handbook_start_out_of_memory_is_measured_again_at_the_next_smaller_batch(tmp_path) -> None:
+    """ "The largest batch that fits": the start (batch 256) runs out of memory; the sweep settles it and queues the
+    start at batch 128, and that at 64 if it does not fit either; any other configuration out of memory is left."""
+    import optuna
+
+    from sweeper.results.outcome import Status, TrialOutcome
+    from sweeper.sweep.settle import Settler
+
+    space = build_space(CNN, {}, [], DEFAULTS)
+    start = start_params(space, DEFAULTS, baseline_params(space, DEFAULTS), H200)
+    study = optuna.create_study(direction="maximize")
+    cfg = {"workload": {"name": "cnn"}, "knobs": {}, "preset": None, "device": "cuda"}
+    plan = SimpleNamespace(study=study, space=space, defaults=DEFAULTS, handbook=start, trials_dir=tmp_path / "trials",
+                           study_name="s", study_id="id", cfg=cfg, objectives=[("throughput", "maximize")])  # fmt: skip
+    settler = Settler(plan)
+
+    def out_of_memory(params: dict) -> None:
+        trial = study.ask()
+        for name in params:
+            trial.suggest_categorical(name, list(space.params[name].choices))  # type: ignore[attr-defined]
+        settler.settle(trial._trial_id, trial.number, params, TrialOutcome(Status.INFEASIBLE, "oom", "out of memory"),
+                       launched=False)  # fmt: skip
+
+    def queued() -> list:
+        return [t.system_attrs["fixed_params"] for t in study.get_trials(states=(optuna.trial.TrialState.WAITING,))]
+
+    study.enqueue_trial(start)
+    out_of_memory(start)
+    assert queued() == [{**start, "knobs.batch_size": 128}]
+    out_of_memory({**start, "knobs.batch_size": 128})
+    assert queued() == [{**start, "knobs.batch_size": 64}]
+    out_of_memory({**start, "knobs.batch_size": 64})
+    assert queued() == [], "no smaller batch in the space"
+    out_of_memory({**DEFAULTS, "knobs.batch_size": 256})
+    assert queued() == [], "not the handbook's start"
