@@ -44,7 +44,18 @@ def test_a_sweep_at_80_columns_never_continues_a_line_at_column_0(results: Path,
     finally:
         logging.getLogger("optuna").removeHandler(handler)
     lines = _no_line_wraps_at_column_0(proc.stderr)
-    starts = ("trial ", "    ", "a new study", "study ", "matmul-tiny ", "no baseline", "warning: ", "sweep done")
+    starts = (
+        "trial ",
+        "    ",
+        "a new study",
+        "study ",
+        "matmul-tiny ",
+        "no baseline",
+        "warning: ",
+        "sweep done",
+        "sweep ended",
+        "cost model",
+    )
     assert all(ln.startswith(starts) for ln in lines), [ln for ln in lines if not ln.startswith(starts)]
     assert any(ln.startswith("    ") for ln in lines), "some line was long enough to wrap"
     assert proc.stderr.count("a new study 'matmul-tiny'") == 1

@@ -171,7 +171,7 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
             "pruning needs the single objective throughput:maximize",
             "set hydra.sweeper.pruner.type=none for this study",
         )
-    baseline = warm.baseline_params(space, defaults) if settings.baseline_first else None
+    baseline = warm.baseline_params(space, defaults, say=False) if settings.baseline_first else None
     handbook = start_params(space, defaults, baseline, gpu.device_info()) if settings.handbook_start else None
     return SweepPlan(
         handbook=handbook,

@@ -193,15 +193,16 @@ def queue_first(plan: Any, k: int, baseline_first: bool = True) -> None:
     plan.study.set_user_attr(QUEUED_KEY, True)
 
 
-def baseline_params(space: SearchSpace, defaults: Mapping[str, Any]) -> dict[str, Any] | None:
+def baseline_params(space: SearchSpace, defaults: Mapping[str, Any], say: bool = True) -> dict[str, Any] | None:
     """The defaults as the sampler would give them (knobs inactive under their condition left out); None when a
-    default lies outside its search space."""
+    default lies outside its search space (said once, where ``say``: not while the plan is made, before the
+    sweep's console is live)."""
     values = {k: defaults[k] for k in space.params if defaults.get(k) is not None}
     params, dropped = space.fix(values, dict(defaults))
     for name, why in dropped.items():
         if "outside" in why:
             told = vars(space).setdefault("_told", set())  # asked at each phase of a sweep: said once
-            if name not in told:
+            if say and name not in told:
                 told.add(name)
                 log.info("no baseline trial: the default %s=%r is outside its search space", name, values[name])
             return None
