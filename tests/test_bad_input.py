@@ -27,8 +27,8 @@ CASES = [
      "`hydra.sweeper.pruner.typ`: is not a setting of the sweeper; did you mean `hydra.sweeper.pruner.type`?"),
     (["+workload=matmul", "-m", "+hydra.sweeper.zzz=1"],
      "`hydra.sweeper.zzz`: is not a setting of the sweeper; `hydra.sweeper` has: baseline_first, conditions, "
-     "confirm_top_k, confirm_unstable, constraints, cost_prior, expensive, grace_period, grace_s, heartbeat_interval, "
-     "max_failure_rate, max_failures, ... (18 more: `--cfg hydra` lists them)"),
+     "confirm_top_k, confirm_unstable, constraints, cost_prior, expensive, grace_period, grace_s, handbook_start, "
+     "heartbeat_interval, max_failure_rate, ... (19 more: `--cfg hydra` lists them)"),
     (["+workload=matmul", "-m", "hydra/launcher=joblb"],
      "`hydra/launcher`: unknown hydra/launcher 'joblb'; did you mean hydra/launcher=joblib? known: basic, joblib, "
      "submitit_local, submitit_slurm"),

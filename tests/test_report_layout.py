@@ -94,7 +94,8 @@ def test_terminal_tables_fit_the_width_without_breaking_words(tmp_path: Path, wi
         "report.html",
     }
     words = [w for line in lines for w in re.split(r"[\s│┃┏┓┗┛┡┩└┘┳┻╇╋━─┬┴┼├┤╭╮╰╯]+", line) if norm(w)]
-    broken = sorted({w for w in words if norm(w) not in known})
+    # the results folder's path is one word; longer than a line (pytest's folders under xdist are), it is cut
+    broken = sorted({w for w in words if norm(w) not in known and norm(w) not in str(results)})
     assert not broken, broken
     assert "Ranking by throughput" in proc.stdout and "Summary: the best configuration of each study" in proc.stdout
 

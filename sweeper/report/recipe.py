@@ -27,6 +27,7 @@ from sweeper.report.blocks import mib, num, pct, times
 from sweeper.report.data import config_columns, config_keys, norm, normalized, short_name, usable
 from sweeper.report.recipe_dist import distributed_lines
 from sweeper.report.recipe_source import Tables, tables_for
+from sweeper.report.stats import applied_interval
 from sweeper.results.keys import override_string
 
 # Strings Hydra's grammar reads as something else when unquoted (case-insensitive): booleans, null, inf, nan.
@@ -225,7 +226,7 @@ class Recipe:
     value: float
     unit: str
     speedup: float | None
-    speedup_lo: float | None
+    speedup_lo: float | None  # the 95 % range one timing of the applied recipe shows (stats.applied_interval)
     speedup_hi: float | None
     doubt: str
     conditions: dict[str, Any]  # what it was measured under: device, cpu_threads, batch
@@ -273,6 +274,18 @@ def conditions(row: pd.Series, columns: list[str]) -> dict[str, Any]:
     }
 
 
+def _applied(a: Analysis, key: str) -> tuple[float | None, float | None]:
+    """The speed-up over the baseline that applying the recipe and timing it once is expected to show (95 %,
+    ``stats.applied_interval``); None where the noise was not measured."""
+    c = a.configs
+    base = a.baseline.key
+    if base not in c.index or pd.isna(c.loc[key, "speedup_lo"]):
+        return None, None
+    cols = [x for x in ("value", "rel_se", "df", "noise_of", "n") if x in c]
+    lo, hi = applied_interval(c.loc[key, cols].to_dict(), c.loc[base, cols].to_dict())
+    return _number(lo), _number(hi)
+
+
 def recipe_of(a: Analysis, rows: pd.DataFrame) -> Recipe | None:
     """The recipe of one analysed study (``rows``: the rows of its workload, any studies); None without one."""
     if getattr(a, "single_runs", False) or a.configs.empty:
@@ -300,6 +313,7 @@ def recipe_of(a: Analysis, rows: pd.DataFrame) -> Recipe | None:
         if c.startswith("knob.") and not c.startswith("knob.distributed.") and _value(row[c]) is not None
     }
     speedup = _number(chosen["speedup"])
+    lo, hi = _applied(a, key) if speedup is not None else (None, None)
     return Recipe(
         a.workload,
         a.study,
@@ -308,8 +322,8 @@ def recipe_of(a: Analysis, rows: pd.DataFrame) -> Recipe | None:
         float(chosen["value"]),
         a.unit,
         speedup,
-        _number(chosen["speedup_lo"]),
-        _number(chosen["speedup_hi"]),
+        lo,
+        hi,
         a.doubt(key, "it") if speedup is not None else "",
         cond,
         knobs,
@@ -339,7 +353,9 @@ def missing_entries(row: pd.Series, columns: list[str], tables: Tables) -> list[
 
 def recipe_lines(r: Recipe) -> list[str]:
     """The recipe as text lines (comments, the command, indented code lines)."""
-    speed = f", {times(r.speedup, r.speedup_lo, r.speedup_hi)} the baseline" if r.speedup is not None else ""
+    speed = f", {times(r.speedup)} the baseline" if r.speedup is not None else ""
+    if speed and r.speedup_lo is not None:  # what timing it once in one's own script is expected to show
+        speed += f" (applied: {times(r.speedup_lo)}–{times(r.speedup_hi)}, 95 %)"
     speed += f" (uncertain: {r.doubt})" if speed and r.doubt else ""
     out = [
         f"# {r.label}: {num(r.value)} {r.unit}{speed}; {r.why}",

@@ -48,12 +48,13 @@ INDENT = "  "  # a wrapped paragraph's or note's later lines: never at column 0,
 
 
 def hanging(console: Console, text: str, style: str = "") -> None:
-    """``text`` wrapped between words to the console's width, its continuation lines indented."""
+    """``text`` wrapped between words to the console's width, its continuation lines indented; a word longer than
+    a line (a results folder's path) is cut at the line's end, as the sweep's console does."""
     import textwrap
 
     width = max(20, console.width)
     for paragraph in str(text).splitlines() or [""]:
-        lines = textwrap.wrap(paragraph, width, subsequent_indent=INDENT, break_long_words=False,
+        lines = textwrap.wrap(paragraph, width, subsequent_indent=INDENT, break_long_words=True,
                               break_on_hyphens=False) or [""]
         for line in lines:
             console.print(Text(line, style=style), soft_wrap=True)

@@ -161,8 +161,21 @@ class StopPolicy:
         return EXIT_CODES.get(self.reason, 0) if self.reason is not None else 0
 
 
+_GIVEN_START: list[float] = []  # set by ``command_started_at``: a command run in a process that runs several
+
+
+def command_started_at(when: float) -> None:
+    """Say that the command about to run in this process began at ``when`` (unix seconds): its budget counts from
+    then, not from the process's start. For a process that runs several commands, one after the other (the tests'
+    in-process commands, a notebook); a command line's own process needs no call."""
+    _GIVEN_START[:] = [float(when)]
+
+
 def process_start() -> float:
-    """When this command started (its budget counts from then, Hydra's start-up included)."""
+    """When this command started (its budget counts from then, Hydra's start-up included): the process's start, or
+    what ``command_started_at`` said."""
+    if _GIVEN_START:
+        return _GIVEN_START[0]
     try:
         import psutil
 
