@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from sweeper.trial import gpu  # noqa: E402
-from sweeper.sweep.config import plain, trial_config  # noqa: E402
+from sweeper.sweep.config.trial_config import plain, trial_config  # noqa: E402
 from sweeper.trial.isolate import run_isolated  # noqa: E402
 
 

@@ -128,7 +128,7 @@ def main() -> int:
         if a.plant and how == "killed" and after is None and (results / "optuna.journal").exists():
             # What a kill inside a journal write leaves (a window of milliseconds, rarely hit at random): the
             # killed sweeper's own lock (every 2nd kill), or one of Optuna's own lock class (every 5th)
-            from sweeper.sweep.journal import TAG
+            from sweeper.sweep.study.journal import TAG
 
             target = f"{TAG}{socket.gethostname()}:{proc.pid}:0" if kills % 5 else str(results / "optuna.journal")
             if kills % 2 == 0 or kills % 5 == 0:

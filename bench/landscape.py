@@ -114,15 +114,16 @@ def seed(spec: dict, results: Path, earlier: Path) -> int:
     from hydra import compose, initialize_config_dir
     from optuna.trial import TrialState, create_trial
 
-    from sweeper.sweep import study as studies
-    from sweeper.sweep.launch import resolve_space
+    from sweeper.sweep.run.launch import resolve_space
+    from sweeper.sweep.search import samplers
+    from sweeper.sweep.study import trials as studies
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         config = compose("config", overrides=_overrides(spec, results), return_hydra_config=True)
     # The space exactly as ``record``'s sweep resolves it (knobs pinned under a condition stay one-value choices):
     # the same config keys for the duplicate check, the same grid for the sampler.
     _cfg, space, _defaults, _fixed = resolve_space(config, config.hydra.sweeper, list(config.hydra.overrides.task))
-    sampler = studies.make_sampler("grid", None, space)  # the sweep's own, with the same (default) seed
+    sampler = samplers.make_sampler("grid", None, space)  # the sweep's own, with the same (default) seed
     storage = studies.make_storage(studies.storage_url(None, results))
     study = optuna.create_study(study_name=STUDY, storage=storage, sampler=sampler, direction="maximize",
                                 load_if_exists=True)

@@ -6,9 +6,10 @@ median and p90 over seeds.
         [--samplers staged,staged-nolocal,tpe,random,gp] [--starts]
 
 Each replayed study is built exactly as a sweep builds it: the same parsed search space (from the file's
-metadata), the same sampler factory and settings (``sweeper.sweep.study.make_sampler``, with the workload's declared
-``expensive`` knobs), the same define-by-run sampling with conditions (``sweeper.sweep.study.sample``) and the same
-telling (``sweeper.sweep.study.tell``: OOM as a violated constraint, each trial's cost as its ``wall_s``, a repeated
+metadata), the same sampler factory and settings (``sweeper.sweep.search.samplers.make_sampler``, with the
+workload's declared ``expensive`` knobs), the same define-by-run sampling with conditions
+(``sweeper.sweep.study.trials.sample``) and the same telling (``sweeper.sweep.study.trials.tell``: OOM as a
+violated constraint, each trial's cost as its ``wall_s``, a repeated
 configuration answered with its earlier value at no cost, as the sweeper does). Every sampler starts as a new
 study of the sweeper does, with ``starts=[]``: the workload's defaults first (the baseline, when they are in the
 recorded space), then the sampler. ``--starts`` adds a row ``<first sampler>+starts`` that also measures the
@@ -38,9 +39,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from sweeper.results.outcome import Status, TrialOutcome  # noqa: E402
-from sweeper.sweep import samplers  # noqa: E402
-from sweeper.sweep import study as studies  # noqa: E402
-from sweeper.sweep.space import SearchSpace, build_space  # noqa: E402
+from sweeper.sweep.config.space import SearchSpace, build_space  # noqa: E402
+from sweeper.sweep.search import samplers  # noqa: E402
+from sweeper.sweep.study import trials as studies  # noqa: E402
 
 OBJECTIVES = [("throughput", "maximize")]
 

@@ -64,11 +64,11 @@ def task(cfg: DictConfig) -> dict:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from sweeper.sweep.job import run_trial
+    from sweeper.sweep.run.job import run_trial
 
     single = HydraConfig.get().mode == RunMode.RUN
     if single:
-        from sweeper.sweep.progress import announce_single
+        from sweeper.sweep.run.progress import announce_single
 
         announce_single(cfg)
     try:
@@ -77,7 +77,7 @@ def task(cfg: DictConfig) -> dict:
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
     if single:
-        from sweeper.sweep.progress import print_single
+        from sweeper.sweep.run.progress import print_single
 
         print_single(result)
         if result["status"] in ("failed", "infeasible"):
@@ -96,7 +96,7 @@ def _start_forkserver(composed: DictConfig | None, argv: list[str]) -> None:
     if composed is None or not ({"-m", "--multirun"} & set(options)) or set(options) - set(_SWEEP_OPTIONS):
         return
     if str(composed.hydra.launcher.get("_target_", "")).endswith(".BasicLauncher"):
-        from sweeper.sweep.recovery import start_forkserver_here
+        from sweeper.sweep.run.recovery import start_forkserver_here
 
         start_forkserver_here(composed, may_run_here=True)
 
@@ -108,7 +108,7 @@ def main() -> None:
     # Hydra's argparse rejects overrides after a flag; `+workload=x -m n_trials=6` is natural, so flags go first.
     flags = [a for a in sys.argv[1:] if a in ("-m", "--multirun")]
     sys.argv = sys.argv[:1] + flags + [a for a in sys.argv[1:] if a not in flags]
-    from sweeper.sweep.secrets import hide_argv, hide_composed
+    from sweeper.sweep.config.secrets import hide_argv, hide_composed
 
     sys.argv = sys.argv[:1] + hide_argv(sys.argv[1:])  # Hydra prints and saves overrides: no password in them
     composed = preflight(sys.argv[1:], _conf_dir())

@@ -144,7 +144,7 @@ def run_main(args: list[str], results: Path | None = None, check: bool = False) 
     # the entry module installs its own SIGINT handler for a command's start, the loop its SIGTERM one
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     from sweeper import __main__ as entry
-    from sweeper.sweep.scheduler import command_started_at
+    from sweeper.sweep.run.scheduler import command_started_at
     from sweeper.trial import isolate
 
     command_started_at(time.time())  # its budget counts from now, as a command's own process would

@@ -20,13 +20,14 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from sweeper.sweep import remeasure, warm
-from sweeper.sweep import study as st
-from sweeper.sweep.attrs import COST_KEY, REASON_KEY, SPENT_KEY
-from sweeper.sweep.costs import CostModel
-from sweeper.sweep.scheduler import Scheduler
-from sweeper.sweep.settings import KnobSweeperConf
-from sweeper.sweep.space import build_space
+from sweeper.sweep.config.settings import KnobSweeperConf
+from sweeper.sweep.config.space import build_space
+from sweeper.sweep.run import remeasure
+from sweeper.sweep.run.scheduler import Scheduler
+from sweeper.sweep.search import samplers, warm
+from sweeper.sweep.search.costs import CostModel
+from sweeper.sweep.study import trials as st
+from sweeper.sweep.study.attrs import COST_KEY, REASON_KEY, SPENT_KEY
 from workloads.base import DeviceInfo
 
 MAX_OVER_BUDGET_IN_A_ROW = 10  # as sweeper.sweep.loop
@@ -153,9 +154,9 @@ def replay(land: Landscape, budget_s: float = 300.0, seed: int = 0, grace_s: flo
     scheduler = Scheduler([0], None, budget_s=budget_s, grace_s=grace_s, started_at=t0, clock=clock)
     budget = getattr(scheduler, "budget", None)
     try:
-        sampler = st.make_sampler("staged", seed, space, land.expensive, land.defaults, budget_s, budget=budget)
+        sampler = samplers.make_sampler("staged", seed, space, land.expensive, land.defaults, budget_s, budget=budget)
     except TypeError:  # a sampler without the shared clock
-        sampler = st.make_sampler("staged", seed, space, land.expensive, land.defaults, budget_s)
+        sampler = samplers.make_sampler("staged", seed, space, land.expensive, land.defaults, budget_s)
     study = optuna.create_study(direction="maximize", sampler=sampler)
     try:
         costs = CostModel(land.expensive, settings.cost_prior, measure=land.measure)
@@ -173,7 +174,7 @@ def replay(land: Landscape, budget_s: float = 300.0, seed: int = 0, grace_s: flo
     baseline = warm.baseline_params(space, land.defaults)
     study.enqueue_trial(baseline)
     try:
-        from sweeper.sweep.handbook import start_params
+        from sweeper.sweep.search.handbook import start_params
 
         start = start_params(space, land.defaults, baseline, land.device)
         if start:
@@ -254,14 +255,14 @@ def _key(params: dict[str, Any]) -> tuple:
 
 def _admission(plan: Any, settings: Any, costs: Any, scheduler: Scheduler) -> Any:
     try:
-        from sweeper.sweep.admission import Admission
+        from sweeper.sweep.run.admission import Admission
     except ImportError:
         return _Before(plan, settings, costs, scheduler)
     return Admission(plan, settings, costs, scheduler.budget)
 
 
 class _Before:
-    """The admission as the sweep loop decided it before ``sweeper.sweep.admission`` (no spare spending)."""
+    """The admission as the sweep loop decided it before ``sweeper.sweep.run.admission`` (no spare spending)."""
 
     def __init__(self, plan: Any, settings: Any, costs: Any, scheduler: Scheduler) -> None:
         self.plan, self.settings, self.costs, self.scheduler = plan, settings, costs, scheduler

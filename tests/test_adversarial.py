@@ -21,7 +21,7 @@ import pytest
 from optuna.trial import TrialState
 
 from sweeper.results import store
-from sweeper.sweep.space import build_space
+from sweeper.sweep.config.space import build_space
 
 from conftest import FAULTS, NO_REMEASURE, QUICK, ROOT, run_cli, run_main
 

@@ -26,9 +26,10 @@ from sweeper.report.data import usable
 from sweeper.results import read, rows, store
 from sweeper.results.keys import override_string, override_value
 from sweeper.results.outcome import Status, TrialOutcome
-from sweeper.sweep import secrets, slots
-from sweeper.sweep import study as studies
 from sweeper.sweep.cli import preflight
+from sweeper.sweep.config import secrets
+from sweeper.sweep.run import slots
+from sweeper.sweep.study import trials as studies
 
 from conftest import FAULTS, QUICK, ROOT, run_cli, run_main
 
@@ -194,8 +195,8 @@ _BOUNDED = """
 import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
 from sweeper.errors import ConfigError
-from sweeper.sweep.space import build_space, parse_param
-from sweeper.sweep.expressions import _check_expression, evaluate, ExpressionError
+from sweeper.sweep.config.space import build_space, parse_param
+from sweeper.sweep.config.expressions import _check_expression, evaluate, ExpressionError
 kind, text = sys.argv[1], sys.argv[2]
 try:
     if kind == "param":

@@ -239,7 +239,7 @@ def test_no_module_over_400_lines() -> None:
         ),
         ("sweeper/results/extra.py", "import optuna\n", "sweeper.results.extra reaches optuna"),
         ("workloads/spec/extra.py", "from workloads import data\n", "workloads.spec may import only"),
-        ("sweeper/trial/extra.py", "from sweeper.sweep.space import flatten\n", "sweeper.trial may import only"),
+        ("sweeper/trial/extra.py", "from sweeper.sweep.config.space import flatten\n", "sweeper.trial may import only"),
     ],
 )
 def test_a_forbidden_import_is_caught(tmp_path: Path, module: str, source: str, expected: str) -> None:
@@ -288,7 +288,7 @@ def test_checking_a_built_in_workload_before_launch_imports_no_torch() -> None:
     the device) reads the torch-free spec module: torch stays out of the process."""
     probe = (
         "import sys\n"
-        "from sweeper.sweep.config import check_enumerations, load_workload\n"
+        "from sweeper.sweep.config.trial_config import check_enumerations, load_workload\n"
         "from workloads.base import DeviceInfo\n"
         "check_enumerations({'knobs.precision': ['fp32', 'bf16'], 'knobs.batch_size': 64}, 'resnet50')\n"
         "cfg = {'workload': {'name': 'resnet50', 'data': 'jpeg'}, 'device': 'cpu', 'distributed': {},\n"

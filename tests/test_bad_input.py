@@ -111,7 +111,7 @@ CASES = [
     (["+workload=matmul", "-m", "hydra.sweeper.sampler=grid", "measure.min_time_s=interval(0.0,0.1)"],
      "`measure.min_time_s`: the grid sampler needs a discrete space, but got FloatDistribution(high=0.1, log=False, "
      "low=0.0, step=None); declare it with choice(...) or range(...), or pick another sampler"),
-    # the typed schemas of measure, trial and distributed (sweeper.sweep.schema), single run and sweep
+    # the typed schemas of measure, trial and distributed (sweeper.sweep.config.schema), single run and sweep
     (["+workload=matmul", "measure.steps=abc"], "`measure.steps`: 'abc' is not an integer; give an integer"),
     (["+workload=matmul", "-m", "measure.steps=0"],
      "`measure.steps`: must be >= 1, got 0; give the number of measured steps"),

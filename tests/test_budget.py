@@ -8,8 +8,8 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState, create_trial
 
-from sweeper.sweep.costs import derived_timeout
-from sweeper.sweep.space import build_space
+from sweeper.sweep.config.space import build_space
+from sweeper.sweep.search.costs import derived_timeout
 
 from conftest import NO_REMEASURE, run_cli
 
@@ -82,9 +82,9 @@ def test_a_configuration_cut_twice_by_the_budget_is_too_slow_for_it_and_its_cost
     and cut again, forever, and its cut runs taught the cost model nothing. Once cut twice it is not queued again,
     and what it ran is a lower bound on its predicted cost (a proposal of it is skipped over budget); once cut, it
     is measured again."""
-    from sweeper.sweep.costs import CostModel
-    from sweeper.sweep.recovery import requeue_interrupted
-    from sweeper.sweep.study import sample
+    from sweeper.sweep.run.recovery import requeue_interrupted
+    from sweeper.sweep.search.costs import CostModel
+    from sweeper.sweep.study.trials import sample
 
     defaults = {"knobs.a": 1, "knobs.compile": "off"}
     space = build_space({"knobs.a": "choice(1,2)", "knobs.compile": "choice(off,default)"}, {}, [], defaults)
@@ -114,8 +114,8 @@ def test_a_configuration_cut_twice_by_the_budget_is_too_slow_for_it_and_its_cost
 def test_a_configuration_cut_by_the_budget_is_asked_before_other_queued_trials() -> None:
     """The next command measures a cut configuration first, ahead of configurations queued before it (the
     handbook's start, the declared starts)."""
-    from sweeper.sweep.recovery import requeue_interrupted
-    from sweeper.sweep.study import ask
+    from sweeper.sweep.run.recovery import requeue_interrupted
+    from sweeper.sweep.study.trials import ask
 
     defaults = {"knobs.a": 1, "knobs.compile": "off"}
     space = build_space({"knobs.a": "choice(1,2)", "knobs.compile": "choice(off,default)"}, {}, [], defaults)

@@ -108,7 +108,7 @@ def test_own_workload_errors_are_one_line(tmp_path: Path) -> None:
 def test_launch_log_masks_passwords(tmp_path: Path) -> None:
     import logging
 
-    from sweeper.sweep.progress import log_launches_to
+    from sweeper.sweep.run.progress import log_launches_to
 
     log_launches_to(tmp_path / "sweep.log")
     logger = logging.getLogger("hydra._internal.core_plugins.basic_launcher")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sweeper.results.outcome import Status, TrialOutcome
-from sweeper.sweep.progress import SweepProgress, hanging, print_single
+from sweeper.sweep.run.progress import SweepProgress, hanging, print_single
 
 from conftest import run_main
 

@@ -13,9 +13,9 @@ import pandas as pd
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import create_trial
 
-from sweeper.sweep import remeasure
-from sweeper.sweep.costs import CostModel
-from sweeper.sweep.settings import KnobSweeperConf
+from sweeper.sweep.config.settings import KnobSweeperConf
+from sweeper.sweep.run import remeasure
+from sweeper.sweep.search.costs import CostModel
 
 RESULTS = Path(__file__).resolve().parent.parent / "bench" / "results"
 PHASES = ("setup_s", "compile_s", "first_step_s", "measured_s", "step_ms_mean", "warmup_steps", "steps_measured")

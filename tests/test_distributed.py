@@ -30,7 +30,7 @@ def trial_cfg(*overrides: str) -> dict[str, Any]:
     """The trial config the CLI would build for these overrides (Hydra compose + preset, on the CPU)."""
     from hydra import compose, initialize_config_dir
 
-    from sweeper.sweep.config import as_dict, trial_config
+    from sweeper.sweep.config.trial_config import as_dict, trial_config
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=list(overrides))

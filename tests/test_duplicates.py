@@ -16,9 +16,9 @@ import pandas as pd
 from optuna.trial import TrialState
 
 from sweeper.results.outcome import Status, TrialOutcome
-from sweeper.sweep import dedup
-from sweeper.sweep.progress import SweepProgress
-from sweeper.sweep.space import build_space
+from sweeper.sweep.config.space import build_space
+from sweeper.sweep.run.progress import SweepProgress
+from sweeper.sweep.search import dedup
 
 from conftest import NO_REMEASURE, ROOT, run_main
 
@@ -33,7 +33,7 @@ ONE_CONFIG = "hydra.sweeper.params={knobs.fault:none,knobs.work:'choice(16)'}"
 
 
 def _study(results: Path, name: str, url: str | None = None) -> optuna.Study:
-    from sweeper.sweep.study import make_storage
+    from sweeper.sweep.study.trials import make_storage
 
     return optuna.load_study(study_name=name, storage=make_storage(url or f"sqlite:///{results / 'optuna.db'}"))
 
@@ -204,7 +204,7 @@ def test_waiting_for_lower_keys_follows_the_other_sweepers_life(tmp_path: Path) 
     are the orphans recovery finds (``study.orphaned_running``)."""
     import threading
 
-    from sweeper.sweep import study as studies
+    from sweeper.sweep.study import trials as studies
 
     def owner(pid: int) -> str:
         return f"{socket.gethostname()}:{pid}"
@@ -322,7 +322,7 @@ def test_a_waiting_trial_of_a_dead_sweeper_goes_stale_and_holds_nobody(tmp_path:
     """Other trials may wait for a waiting trial, so it beats like a measuring one: when its sweeper dies (no more
     beats) it goes stale, another process fails it, and a trial of the same configuration measures instead of
     waiting for it forever. (Before, a waiting trial had no heartbeat: Optuna never finds it stale.)"""
-    from sweeper.sweep import study as studies
+    from sweeper.sweep.study import trials as studies
 
     storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 's.db'}", heartbeat_interval=1, grace_period=1)
     study, key, first, waiter = _waiting_on_the_first(storage)
@@ -342,7 +342,7 @@ def test_a_waiting_trial_of_a_dead_sweeper_goes_stale_and_holds_nobody(tmp_path:
 
 
 def test_a_settled_waiter_stops_beating(tmp_path: Path) -> None:
-    from sweeper.sweep import study as studies
+    from sweeper.sweep.study import trials as studies
 
     storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 's.db'}", heartbeat_interval=60)
     study, _key, first, waiter = _waiting_on_the_first(storage)

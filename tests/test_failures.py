@@ -208,7 +208,7 @@ def test_a_result_sent_just_before_the_child_ends_is_kept(tmp_path: Path, monkey
 
     from hydra import compose, initialize_config_dir
 
-    from sweeper.sweep.config import as_dict, trial_config
+    from sweeper.sweep.config.trial_config import as_dict, trial_config
     from sweeper.trial.isolate import run_isolated
     from workloads.base import DeviceInfo
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from sweeper.sweep.handbook import start_params
-from sweeper.sweep.space import build_space
-from sweeper.sweep.warm import baseline_params
+from sweeper.sweep.config.space import build_space
+from sweeper.sweep.search.handbook import start_params
+from sweeper.sweep.search.warm import baseline_params
 from workloads.base import DeviceInfo
 
 CPU = DeviceInfo(kind="cpu")
@@ -62,7 +62,7 @@ def test_a_handbook_start_out_of_memory_is_measured_again_at_the_next_smaller_ba
     import optuna
 
     from sweeper.results.outcome import Status, TrialOutcome
-    from sweeper.sweep.settle import Settler
+    from sweeper.sweep.run.settle import Settler
 
     space = build_space(CNN, {}, [], DEFAULTS)
     start = start_params(space, DEFAULTS, baseline_params(space, DEFAULTS), H200)

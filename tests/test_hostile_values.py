@@ -24,9 +24,10 @@ import torch
 from sweeper.errors import ConfigError
 from sweeper.results import rows
 from sweeper.results.outcome import Status, TrialOutcome
-from sweeper.sweep import schema, secrets, slots
-from sweeper.sweep import study as studies
-from sweeper.sweep.settings import KnobSweeperConf, check_sweeper
+from sweeper.sweep.config import schema, secrets
+from sweeper.sweep.config.settings import KnobSweeperConf, check_sweeper
+from sweeper.sweep.run import slots
+from sweeper.sweep.study import trials as studies
 from workloads.base import Workload
 
 from conftest import FAULTS, NO_REMEASURE, run_cli, run_main
@@ -99,7 +100,7 @@ class FakeClock:
 
 
 def test_a_dead_holders_journal_lock_is_broken_at_once(tmp_path: Path) -> None:
-    from sweeper.sweep import journal
+    from sweeper.sweep.study import journal
 
     path = tmp_path / "optuna.journal"
     path.touch()
@@ -117,13 +118,13 @@ def test_a_dead_holders_journal_lock_is_broken_at_once(tmp_path: Path) -> None:
 def test_an_unknown_journal_lock_is_waited_for_until_the_budget_and_said(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from sweeper.sweep import journal
+    from sweeper.sweep.study import journal
 
     path = tmp_path / "optuna.journal"
     _legacy_lock(path)
     clock = FakeClock()
     lock = journal.OwnedLock(str(path), deadline=clock.now + 7.0, clock=clock, sleep=clock.sleep)
-    with caplog.at_level("WARNING", logger="sweeper.sweep.journal"):
+    with caplog.at_level("WARNING", logger="sweeper.sweep.study.journal"):
         assert lock.acquire()
     assert 7.0 <= clock.slept < 7.5, "waited until the budget's end, not Optuna's 30 s"
     said = [r.getMessage() for r in caplog.records]
@@ -133,7 +134,7 @@ def test_an_unknown_journal_lock_is_waited_for_until_the_budget_and_said(
 
 
 def test_a_journal_lock_older_than_the_grace_period_is_broken_without_a_wait(tmp_path: Path) -> None:
-    from sweeper.sweep import journal
+    from sweeper.sweep.study import journal
 
     path = tmp_path / "optuna.journal"
     link = _legacy_lock(path)
@@ -145,7 +146,7 @@ def test_a_journal_lock_older_than_the_grace_period_is_broken_without_a_wait(tmp
 
 
 def test_a_lock_file_of_optunas_open_lock_is_waited_for_too(tmp_path: Path) -> None:
-    from sweeper.sweep import journal
+    from sweeper.sweep.study import journal
 
     path = tmp_path / "optuna.journal"
     path.touch()
@@ -156,7 +157,7 @@ def test_a_lock_file_of_optunas_open_lock_is_waited_for_too(tmp_path: Path) -> N
 
 
 def test_a_release_never_removes_another_holders_lock(tmp_path: Path) -> None:
-    from sweeper.sweep import journal
+    from sweeper.sweep.study import journal
 
     path = tmp_path / "optuna.journal"
     path.touch()
@@ -334,7 +335,9 @@ def test_a_row_keeps_its_identity_and_optuna_its_attributes_whatever_the_metrics
 
 
 def test_the_reserved_names_cover_the_sweepers_attributes() -> None:
-    from sweeper.sweep import attrs, dedup, remeasure, warm
+    from sweeper.sweep.run import remeasure
+    from sweeper.sweep.search import dedup, warm
+    from sweeper.sweep.study import attrs
 
     names = {attrs.OWNER_KEY, attrs.REASON_KEY, attrs.SPENT_KEY, attrs.COST_KEY, attrs.WARM_KEY, dedup.WAITS_KEY,
              remeasure.FOR_KEY, remeasure.PROFILE_KEY, studies.CONFIRM_KEY, warm.FROM_KEY, "status"}  # fmt: skip

@@ -1,6 +1,6 @@
 """A sweeper killed (SIGKILL) at every write/tell boundary loses nothing and holds nobody up.
 
-``KNOB_SWEEPER_KILL_AT`` (sweeper/sweep/faults.py) makes the sweeper kill itself at a named boundary. After each
+``KNOB_SWEEPER_KILL_AT`` (sweeper/sweep/study/faults.py) makes the sweeper kill itself at a named boundary. After each
 kill: every trial the study finished has exactly one row, with the matching status; no row belongs to a trial the
 study does not have; and the same command, run again, ends with nothing RUNNING, without waiting on the dead
 sweeper's trials.

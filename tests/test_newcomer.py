@@ -390,7 +390,7 @@ def _outcome(status: Status, metrics: dict | None = None, reason: str = "") -> T
 
 
 def test_trial_lines_wrap_between_words_and_align_throughput(monkeypatch, capsys) -> None:
-    from sweeper.sweep.progress import SweepProgress
+    from sweeper.sweep.run.progress import SweepProgress
 
     monkeypatch.setenv("COLUMNS", "80")
     p = SweepProgress("s", 3, [("throughput", "maximize")], 0)
@@ -410,7 +410,7 @@ def test_trial_lines_wrap_between_words_and_align_throughput(monkeypatch, capsys
 
 
 def test_every_status_is_one_word_apart_from_its_reason(capsys) -> None:
-    from sweeper.sweep.progress import SweepProgress
+    from sweeper.sweep.run.progress import SweepProgress
 
     p = SweepProgress("s", 3, [("throughput", "maximize")], 0)
     for status in Status:
@@ -423,7 +423,7 @@ def test_every_status_is_one_word_apart_from_its_reason(capsys) -> None:
 
 
 def test_failed_single_run_shows_its_whole_reason(capsys) -> None:
-    from sweeper.sweep.progress import print_single
+    from sweeper.sweep.run.progress import print_single
 
     reason = "exception:AttributeError"
     print_single(_outcome(Status.FAILED, reason=reason).to_dict())
@@ -434,7 +434,7 @@ def test_failed_single_run_shows_its_whole_reason(capsys) -> None:
 def test_sweep_log_elides_the_trial_context(tmp_path: Path) -> None:
     import logging
 
-    from sweeper.sweep.progress import log_launches_to
+    from sweeper.sweep.run.progress import log_launches_to
 
     log_launches_to(tmp_path / "sweep.log")
     logger = logging.getLogger("hydra._internal.core_plugins.basic_launcher")

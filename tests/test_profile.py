@@ -34,7 +34,7 @@ PROF_COLUMNS = [
 def trial_cfg(tmp_path: Path, *overrides: str, device: str = "cpu") -> dict[str, Any]:
     from hydra import compose, initialize_config_dir
 
-    from sweeper.sweep.config import as_dict, trial_config
+    from sweeper.sweep.config.trial_config import as_dict, trial_config
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=[*overrides, f"results_dir={tmp_path / 'results'}"])

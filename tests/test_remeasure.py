@@ -15,9 +15,9 @@ from optuna.trial import create_trial
 from sweeper.report.__main__ import main as report_main
 from sweeper.report.build import build
 from sweeper.report.render import to_markdown
-from sweeper.sweep import remeasure
-from sweeper.sweep.settings import settings_of
-from sweeper.sweep.study import CONFIRM_KEY
+from sweeper.sweep.config.settings import settings_of
+from sweeper.sweep.run import remeasure
+from sweeper.sweep.study.trials import CONFIRM_KEY
 
 from conftest import FAULTS, run_main
 

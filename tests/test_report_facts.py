@@ -107,7 +107,7 @@ def test_column_types_come_from_the_workloads_yaml(tmp_path: Path) -> None:
     import pyarrow.dataset as ds
 
     from sweeper.results import store
-    from sweeper.sweep.space import parse_param, value_types
+    from sweeper.sweep.config.space import parse_param, value_types
 
     defaults = {
         "knobs.workers": 0,

@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 from optuna.trial import TrialState
 
-from sweeper.sweep import dedup
-from sweeper.sweep.study import is_counted, is_interrupted
+from sweeper.sweep.search import dedup
+from sweeper.sweep.study.trials import is_counted, is_interrupted
 
 from conftest import NO_REMEASURE, ROOT, run_cli
 
@@ -36,7 +36,7 @@ def _storage_url(kind: str, results: Path) -> str:
 
 
 def _storage(url: str):
-    from sweeper.sweep.study import make_storage
+    from sweeper.sweep.study.trials import make_storage
 
     return make_storage(url)
 
@@ -215,7 +215,7 @@ def test_sweepers_opening_a_new_study_at_once_share_its_creators_id(tmp_path: Pa
     kept different ids, and each looked for rows under its own: a killed sweeper's trial got two rows)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from sweeper.sweep import study as studies
+    from sweeper.sweep.study import trials as studies
 
     url = f"sqlite:///{tmp_path / 's.db'}"
     storage = studies.make_storage(url)

@@ -18,8 +18,8 @@ import pytest
 from optuna.trial import TrialState
 
 from sweeper.results import store
-from sweeper.sweep.costs import CostModel
-from sweeper.sweep.scheduler import Scheduler, Stop, StopPolicy
+from sweeper.sweep.run.scheduler import Scheduler, Stop, StopPolicy
+from sweeper.sweep.search.costs import CostModel
 
 from conftest import NO_REMEASURE, ROOT, run_cli
 
@@ -207,7 +207,7 @@ def test_a_users_compile_knob_is_priced_by_the_default_prior() -> None:
     H200 such a ViT-B/16 sweep measured eager at 8.3 s and a cold default compile at 37.6 s, then started
     max-autotune-no-cudagraphs with 130 s left, and the budget cut it after 135 s (2026-12-03). With those two
     measurements the default prior predicts it beyond 135 s; a value of another knob stays unpriced."""
-    from sweeper.sweep.settings import KnobSweeperConf
+    from sweeper.sweep.config.settings import KnobSweeperConf
 
     model = CostModel({"knobs.compile": "off"}, KnobSweeperConf().cost_prior)
     study = optuna.create_study(direction="maximize")
@@ -234,7 +234,7 @@ def test_interrupts_while_trials_run_are_raised_at_the_loops_checks() -> None:
     """Ctrl-C and SIGTERM inside the loop are noted and raised at its next check, never in the middle of a database
     write (one raised inside a SQLite commit left the write lock held and the settling after it hung); the first
     signal wins, and the handlers in place before are back afterwards."""
-    from sweeper.sweep.recovery import DeferredInterrupts, Terminated
+    from sweeper.sweep.run.recovery import DeferredInterrupts, Terminated
 
     before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     with DeferredInterrupts() as interrupts:
@@ -254,8 +254,8 @@ def test_interrupts_while_trials_run_are_raised_at_the_loops_checks() -> None:
 def test_with_a_budget_and_no_n_trials_the_budget_is_the_only_limit() -> None:
     """``n_trials`` unset: with ``timeout_s`` the sweep runs until the budget (a 180 s sweep had stopped at 92 s on
     ten trials, a default stated nowhere); with neither, ten trials."""
-    from sweeper.sweep.admission import UNLIMITED
     from sweeper.sweep.loop import SweepImpl
+    from sweeper.sweep.run.admission import UNLIMITED
 
     assert SweepImpl(timeout_s=180)._n_trials() >= UNLIMITED
     assert SweepImpl()._n_trials() == 10
@@ -263,8 +263,8 @@ def test_with_a_budget_and_no_n_trials_the_budget_is_the_only_limit() -> None:
 
 
 def test_the_summary_says_why_the_sweep_ended_and_what_of_the_budget_it_used() -> None:
-    from sweeper.sweep.settings import KnobSweeperConf
-    from sweeper.sweep.words import why_ended
+    from sweeper.sweep.config.settings import KnobSweeperConf
+    from sweeper.sweep.run.words import why_ended
 
     clock = _Clock(1000.0)
     s = Scheduler([0], _Node(), budget_s=300, grace_s=5, started_at=1000.0, clock=clock)

@@ -12,7 +12,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from sweeper.errors import ConfigError
-from sweeper.sweep import schema
+from sweeper.sweep.config import schema
 from workloads import parallel
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""The sweeper's settings have one home: ``sweeper.sweep.settings.KnobSweeperConf``.
+"""The sweeper's settings have one home: ``sweeper.sweep.config.settings.KnobSweeperConf``.
 
 Every ``hydra.sweeper`` key a shipped YAML writes is a field of the dataclass, none of them restates the
 dataclass's default, and no sweeper module falls back to a default of its own (``conf.get("n_trials", 10)``).
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweeper.sweep.settings import COMPILE_PRIOR, KnobSweeperConf, settings_of
+from sweeper.sweep.config.settings import COMPILE_PRIOR, KnobSweeperConf, settings_of
 
 ROOT = Path(__file__).resolve().parent.parent
 YAMLS = sorted(

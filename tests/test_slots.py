@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper.sweep.slots import NodeSlots, Occupancy, Slot
+from sweeper.sweep.run.slots import NodeSlots, Occupancy, Slot
 
 from conftest import NO_REMEASURE, ROOT, run_cli
 
@@ -42,7 +42,7 @@ def _three_sweepers(results: Path, kind: str, name: str, sweep_args: list[str]) 
         pytest.skip("no PostgreSQL here (set KNOB_SWEEPER_PG_URL, as .ci/run does)")
     url = f"journal://{results}/optuna.journal" if kind == "journal" else PG_URL
     if kind == "postgres":  # Optuna's tables, created once: three processes creating them at once collide
-        from sweeper.sweep.study import make_storage
+        from sweeper.sweep.study.trials import make_storage
 
         make_storage(url)
     study = f"{name}-{kind}-{uuid.uuid4().hex[:8]}"
@@ -145,7 +145,7 @@ def test_a_slot_is_held_until_released_or_its_process_dies(tmp_path: Path) -> No
     assert theirs.take([slots[0]]) is None, "core 0 is held by the other sweeper"
     # Another process holding core 1 until it is killed: the kernel drops its lock.
     code = (
-        "import sys, time; sys.path.insert(0, %r); from sweeper.sweep.slots import NodeSlots, Slot; "
+        "import sys, time; sys.path.insert(0, %r); from sweeper.sweep.run.slots import NodeSlots, Slot; "
         "n = NodeSlots(%r, [Slot(1, None, (1,))], 0); assert n.take([Slot(1, None, (1,))]); print('held', "
         "flush=True); time.sleep(60)" % (str(ROOT), str(tmp_path))
     )

@@ -5,8 +5,9 @@ from __future__ import annotations
 import optuna
 from optuna.distributions import CategoricalDistribution
 
-from sweeper.sweep.space import build_space
-from sweeper.sweep.study import make_sampler, sample
+from sweeper.sweep.config.space import build_space
+from sweeper.sweep.search.samplers import make_sampler
+from sweeper.sweep.study.trials import sample
 
 
 def test_a_pinned_knob_keeps_its_condition() -> None:
@@ -38,7 +39,7 @@ def test_a_knob_pinned_to_null_needs_no_condition() -> None:
 def test_a_condition_false_for_the_whole_run_takes_the_knob_out_of_the_grid() -> None:
     """Data knobs on synthetic data: null for every trial, so a grid does not multiply by their choices; their
     column types still come from the choices (rows of both data sources stay readable together)."""
-    from sweeper.sweep.space import value_types
+    from sweeper.sweep.config.space import value_types
 
     params = {
         "knobs.precision": "choice(fp32, bf16)",
@@ -67,7 +68,7 @@ def test_a_condition_false_for_the_whole_run_takes_the_knob_out_of_the_grid() ->
 def test_contains_respects_types_and_steps() -> None:
     from optuna.distributions import IntDistribution
 
-    from sweeper.sweep.space import contains
+    from sweeper.sweep.config.space import contains
 
     assert contains(CategoricalDistribution([False, True]), True)
     assert not contains(CategoricalDistribution([False, True]), 1), "1 == True, but 1 is not a choice here"

@@ -11,10 +11,11 @@ import pytest
 from optuna.trial import TrialState, create_trial
 
 from sweeper.results.outcome import Status, TrialOutcome
-from sweeper.sweep import study as st
-from sweeper.sweep.budget import Budget
-from sweeper.sweep.space import build_space
-from sweeper.sweep.staged import STAGE_KEY, StagedSampler
+from sweeper.sweep.config.space import build_space
+from sweeper.sweep.search import samplers
+from sweeper.sweep.search.budget import Budget
+from sweeper.sweep.search.staged import STAGE_KEY, StagedSampler
+from sweeper.sweep.study import trials as st
 from tests.faultload.costly import speed
 
 PARAMS = {
@@ -36,7 +37,7 @@ def _sweep(seed: int, n: int) -> list[tuple[str, dict, float]]:
     """``n`` asks of a staged study on the costly workload's formula (compile: 10 s more per trial)."""
     space = build_space(PARAMS, {}, [], DEFAULTS)
     study = optuna.create_study(
-        direction="maximize", sampler=st.make_sampler("staged", seed, space, EXPENSIVE, DEFAULTS)
+        direction="maximize", sampler=samplers.make_sampler("staged", seed, space, EXPENSIVE, DEFAULTS)
     )
     seen: set[tuple] = set()
     out = []
@@ -116,8 +117,8 @@ def test_promotions_go_by_expected_gain_per_second_and_skip_hopeless_ones() -> N
 def test_without_an_expensive_knob_in_the_space_it_is_its_base_sampler() -> None:
     params = {**PARAMS, "knobs.compile": "off"}  # pinned: every trial costs the same
     space = build_space(params, {}, [], DEFAULTS)
-    staged = st.make_sampler("staged", 3, space, EXPENSIVE, DEFAULTS)
-    base = st.make_sampler("staged", 3, space, {}, DEFAULTS)
+    staged = samplers.make_sampler("staged", 3, space, EXPENSIVE, DEFAULTS)
+    base = samplers.make_sampler("staged", 3, space, {}, DEFAULTS)
     picks = []
     for sampler in (staged, base):
         study = optuna.create_study(direction="maximize", sampler=sampler)
@@ -133,7 +134,7 @@ def test_screening_ends_at_half_of_the_time_budget() -> None:
     """With hydra.sweeper.timeout_s=10, screened trials of 2 s each end the screen after 3 (6 s >= 5 s), long
     before min_screen and patience would."""
     space = build_space(PARAMS, {}, [], DEFAULTS)
-    sampler = st.make_sampler("staged", 0, space, EXPENSIVE, DEFAULTS, budget_s=10.0)
+    sampler = samplers.make_sampler("staged", 0, space, EXPENSIVE, DEFAULTS, budget_s=10.0)
     study = optuna.create_study(direction="maximize", sampler=sampler)
     for level in (1, 2):
         _add(study, level, "off", float(level), 2.0, "screen")
@@ -147,7 +148,7 @@ def test_screening_ends_when_half_of_the_time_budget_has_passed_on_the_clock() -
     space = build_space(PARAMS, {}, [], DEFAULTS)
     now = [time.time()]
     budget = Budget(4.0, started_at=now[0] - 0.5, clock=lambda: now[0])  # the sweep's one clock, faked
-    sampler = st.make_sampler("staged", 0, space, EXPENSIVE, DEFAULTS, budget_s=4.0, budget=budget)
+    sampler = samplers.make_sampler("staged", 0, space, EXPENSIVE, DEFAULTS, budget_s=4.0, budget=budget)
     study = optuna.create_study(direction="maximize", sampler=sampler)
     _add(study, 2, "off", 2.0, 0.01, "screen")
     assert sampler.next_plan(study) == ("screen", EXPENSIVE)
@@ -164,7 +165,7 @@ def test_local_search_tries_the_incumbents_neighbours_best_main_effect_first() -
     params = {"knobs.a": "choice(1,2,3)", "knobs.b": "choice(x,y)", "knobs.c": "choice(p,q)"}
     defaults = {"knobs.a": 1, "knobs.b": "x", "knobs.c": "p"}
     space = build_space(params, {}, [], defaults)
-    study = optuna.create_study(direction="maximize", sampler=st.make_sampler("staged", 0, space, {}, defaults))
+    study = optuna.create_study(direction="maximize", sampler=samplers.make_sampler("staged", 0, space, {}, defaults))
     measured = {(1, "x", "p"): 1.0, (2, "x", "p"): 2.0, (1, "x", "q"): 1.8, (1, "y", "p"): 0.5}
     for (a, b, c), v in measured.items():
         config = {"knobs.a": a, "knobs.b": b, "knobs.c": c}

@@ -50,7 +50,8 @@ def test_pid_alive_is_the_one_liveness_check() -> None:
     """pid 0 and negative pids name no process (``kill(0, 0)`` succeeds: it signals this process group); a zombie
     runs nothing; a reaped pid is gone; this process runs. Every caller asks the same function."""
     from sweeper.results import store
-    from sweeper.sweep import attrs, slots
+    from sweeper.sweep.run import slots
+    from sweeper.sweep.study import attrs
 
     assert pid_alive(os.getpid())
     assert not pid_alive(0) and not pid_alive(-1)

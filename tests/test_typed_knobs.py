@@ -11,8 +11,8 @@ from omegaconf import OmegaConf
 from optuna.distributions import CategoricalDistribution
 
 from sweeper.errors import ConfigError
-from sweeper.sweep.config import check_enumerations
-from sweeper.sweep.space import parse_param
+from sweeper.sweep.config.space import parse_param
+from sweeper.sweep.config.trial_config import check_enumerations
 from workloads.spec import MatmulKnobs, ResNet50Knobs, TrainingKnobs, TransformerBlockKnobs, typed
 
 ROOT = Path(__file__).resolve().parent.parent

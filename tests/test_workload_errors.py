@@ -12,7 +12,7 @@ import pytest
 
 from sweeper.errors import ConfigError
 from sweeper.results.store import read_results
-from sweeper.sweep.config import load_workload
+from sweeper.sweep.config.trial_config import load_workload
 
 from conftest import FAULTS, NO_REMEASURE, ROOT, run_main
 

@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy
 
 from sweeper.results import store
-from sweeper.sweep import recovery
+from sweeper.sweep.run import recovery
 
 
 def _full_study(tmp_path: Path) -> tuple[optuna.storages.RDBStorage, optuna.Trial, str]:

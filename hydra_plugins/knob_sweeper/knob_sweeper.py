@@ -1,6 +1,6 @@
 """The Hydra Sweeper plugin that Hydra discovers (it must be defined in the ``hydra_plugins`` namespace).
 
-A thin wrapper: the config dataclass (``sweeper.sweep.settings.KnobSweeperConf``, one comment per field, every
+A thin wrapper: the config dataclass (``sweeper.sweep.config.settings.KnobSweeperConf``, one comment per field, every
 default written there) registered in Hydra's ConfigStore as ``hydra/sweeper=knob``, and a class that hands
 ``setup``/``sweep`` to ``sweeper.sweep.loop.SweepImpl`` (imported lazily, so plugin discovery stays cheap).
 """
@@ -10,7 +10,7 @@ from typing import Any, List
 from hydra.core.config_store import ConfigStore
 from hydra.plugins.sweeper import Sweeper
 
-from sweeper.sweep.settings import KnobSweeperConf, PrunerConf
+from sweeper.sweep.config.settings import KnobSweeperConf, PrunerConf
 
 __all__ = ["KnobSweeper", "KnobSweeperConf", "PrunerConf"]
 

@@ -200,7 +200,7 @@ def _check_sweeper_keys(cfg: Any) -> None:
     from omegaconf import OmegaConf
 
     from sweeper.results.keys import flatten
-    from sweeper.sweep.settings import KnobSweeperConf, PrunerConf
+    from sweeper.sweep.config.settings import KnobSweeperConf, PrunerConf
 
     sweeper = OmegaConf.to_container(cfg.hydra.sweeper, resolve=False)
     if sweeper.get("_target_") != KnobSweeperConf._target_:
@@ -263,7 +263,7 @@ def _check_values(cfg: object, overrides: list[str], space: object = None) -> No
     from omegaconf import OmegaConf
 
     from sweeper.results.keys import flatten
-    from sweeper.sweep.config import (
+    from sweeper.sweep.config.trial_config import (
         check_against_space,
         check_enumerations,
         check_results_dir,
@@ -328,9 +328,9 @@ def show_job(argv: list[str], conf_dir: str) -> None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
 
-    from sweeper.sweep.config import as_dict as plain
-    from sweeper.sweep.config import preset_params, trial_config
-    from sweeper.sweep.launch import command_line_params
+    from sweeper.sweep.config.trial_config import as_dict as plain
+    from sweeper.sweep.config.trial_config import preset_params, trial_config
+    from sweeper.sweep.run.launch import command_line_params
     from sweeper.trial import gpu
 
     args = [a for a in argv if "=" in a and not a.startswith("-")]

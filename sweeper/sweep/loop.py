@@ -2,13 +2,13 @@
 
 Three collaborators do the work; this module only sequences them:
 
-* :class:`~sweeper.sweep.scheduler.Scheduler`: slots, running futures, the wall-clock budget and its deadlines;
-* :class:`~sweeper.sweep.costs.CostModel`: a configuration's predicted seconds, so nothing starts that cannot end;
-* :class:`~sweeper.sweep.settle.Settler`: the one path from an outcome to the row, the study and the console.
+* :class:`~sweeper.sweep.run.scheduler.Scheduler`: slots, running futures, the wall-clock budget and its deadlines;
+* :class:`~sweeper.sweep.search.costs.CostModel`: a configuration's predicted seconds: nothing starts that cannot end;
+* :class:`~sweeper.sweep.run.settle.Settler`: the one path from an outcome to the row, the study and the console.
 
 A sweep has two phases: the search (until ``n_trials`` counted trials, the budget, the failure budget or an
 exhausted space) and the re-measurements (the baseline and the best again on every device, profiled on a GPU, whose
-cost the search keeps in reserve; then unstable ones: ``sweeper.sweep.remeasure``). Why it stopped is one ``Stop``.
+cost the search keeps in reserve; then unstable ones: ``sweeper.sweep.run.remeasure``). Why it stopped is one ``Stop``.
 """
 
 from __future__ import annotations
@@ -28,19 +28,20 @@ from optuna.trial import TrialState
 from sweeper.errors import ConfigError
 from sweeper.results import store
 from sweeper.results.outcome import Status, TrialOutcome
-from sweeper.sweep import checks, dedup, jobs, launch, recovery, remeasure, warm
-from sweeper.sweep import study as studies
-from sweeper.sweep.admission import UNLIMITED, Admission
-from sweeper.sweep.attrs import SPENT_KEY
-from sweeper.sweep.budget import Budget
-from sweeper.sweep.costs import PREDICTED_KEY, CostModel
-from sweeper.sweep.faults import fault_point
+from sweeper.sweep.config.settings import KnobSweeperConf, settings_of
 from sweeper.sweep.plan import SweepPlan, prepare
-from sweeper.sweep.progress import SweepProgress, log_launches_to
-from sweeper.sweep.scheduler import Running, Scheduler, Stop, StopPolicy, process_start
-from sweeper.sweep.settings import KnobSweeperConf, settings_of
-from sweeper.sweep.settle import Settler
-from sweeper.sweep.words import DEFAULT_N_TRIALS, costs_error, failure_text, why_ended
+from sweeper.sweep.run import checks, jobs, launch, recovery, remeasure
+from sweeper.sweep.run.admission import UNLIMITED, Admission
+from sweeper.sweep.run.progress import SweepProgress, log_launches_to
+from sweeper.sweep.run.scheduler import Running, Scheduler, Stop, StopPolicy, process_start
+from sweeper.sweep.run.settle import Settler
+from sweeper.sweep.run.words import DEFAULT_N_TRIALS, costs_error, failure_text, why_ended
+from sweeper.sweep.search import dedup, warm
+from sweeper.sweep.search.budget import Budget
+from sweeper.sweep.search.costs import PREDICTED_KEY, CostModel
+from sweeper.sweep.study import trials as studies
+from sweeper.sweep.study.attrs import SPENT_KEY
+from sweeper.sweep.study.faults import fault_point
 from sweeper.trial import gpu
 from sweeper.trial import isolate as runner
 
@@ -348,7 +349,7 @@ class SweepImpl:
     # ------------------------------------------------------------------ sampling and checks
 
     def _fits(self, params: dict[str, Any], profile: bool = False, reserve: bool = True, repeat: bool = False) -> bool:
-        """A trial of ``params`` is predicted to end within the budget (``sweeper.sweep.admission``)."""
+        """A trial of ``params`` is predicted to end within the budget (``sweeper.sweep.run.admission``)."""
         return self.admission.fits(params, profile, reserve, repeat)
 
     def _n_trials(self) -> int:

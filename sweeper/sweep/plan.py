@@ -18,15 +18,17 @@ import optuna
 from omegaconf import DictConfig
 
 from sweeper.errors import ConfigError
-from sweeper.sweep import launch, schema, secrets, warm
-from sweeper.sweep import study as studies
-from sweeper.sweep.config import check_enumerations, check_results_dir
-from sweeper.sweep.handbook import start_params
-from sweeper.sweep.prune import make_pruner
-from sweeper.sweep.scheduler import process_start
-from sweeper.sweep.settings import COMPILE_PRIOR, check_sweeper, plain
-from sweeper.sweep.slots import NodeSlots, Slot, make_slots, node_lock_dir
-from sweeper.sweep.space import ExpressionError, SearchSpace, check_known, evaluate
+from sweeper.sweep.config import schema, secrets
+from sweeper.sweep.config.settings import COMPILE_PRIOR, check_sweeper, plain
+from sweeper.sweep.config.space import ExpressionError, SearchSpace, check_known, evaluate
+from sweeper.sweep.config.trial_config import check_enumerations, check_results_dir
+from sweeper.sweep.run import launch
+from sweeper.sweep.run.scheduler import process_start
+from sweeper.sweep.run.slots import NodeSlots, Slot, make_slots, node_lock_dir
+from sweeper.sweep.search import samplers, warm
+from sweeper.sweep.search.handbook import start_params
+from sweeper.sweep.search.prune import make_pruner
+from sweeper.sweep.study import trials as studies
 from sweeper.trial import gpu
 
 KNOWN_METRICS = (
@@ -88,8 +90,9 @@ class SweepPlan:
 
 
 def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[str], budget: Any = None) -> SweepPlan:
-    """The plan of the sweep that the sweeper's ``settings`` (``sweeper.sweep.settings.KnobSweeperConf``), Hydra's
-    ``config`` and the command's ``arguments`` say; ``budget``: the sweep's ``Budget`` (the staged sampler's clock)."""
+    """The plan of the sweep that the sweeper's ``settings`` (``sweeper.sweep.config.settings.KnobSweeperConf``),
+    Hydra's ``config`` and the command's ``arguments`` say; ``budget``: the sweep's ``Budget`` (the staged sampler's
+    clock)."""
     c = dataclasses.asdict(settings)  # the rule checks and the space read keys by name
     if settings.n_trials is not None and settings.n_trials < 1:
         raise ConfigError(
@@ -135,8 +138,8 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
     storage = studies.make_storage(storage_url, settings.heartbeat_interval, settings.grace_period, deadline)
     expensive = dict(plain(settings.expensive) or {})
     _check_cost_prior(plain(settings.cost_prior) or {}, expensive)
-    seed = studies.resumed_seed(storage, study_name, settings.seed, str(settings.sampler))
-    sampler = studies.make_sampler(str(settings.sampler), seed, space, expensive, defaults, settings.timeout_s,
+    seed = samplers.resumed_seed(storage, study_name, settings.seed, str(settings.sampler))
+    sampler = samplers.make_sampler(str(settings.sampler), seed, space, expensive, defaults, settings.timeout_s,
                                    budget)  # fmt: skip
     # resolved before the study exists: a bad name creates nothing
     warm_sources = warm.resolve(storage, plain(settings.warm_start), study_name, workload_key)
@@ -203,7 +206,7 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
 def _check_fixed(cfg: dict[str, Any], fixed_args: list[str]) -> None:
     """A value the command fixes for every trial, which the workload's ``check`` names when it refuses the defaults'
     configuration, is bad input (as in a single run), not a sweep of skipped trials."""
-    from sweeper.sweep.job import device_check, named_in, refusal
+    from sweeper.sweep.run.job import device_check, named_in, refusal
 
     reason = device_check(cfg, gpu.device_info())
     if reason and named_in(reason, fixed_args):
@@ -211,7 +214,7 @@ def _check_fixed(cfg: dict[str, Any], fixed_args: list[str]) -> None:
 
 
 def _check_objectives(objectives: list[tuple[str, str]], workload: str, module_name: str | None) -> None:
-    from sweeper.sweep.config import load_workload
+    from sweeper.sweep.config.trial_config import load_workload
 
     module = load_workload({"name": workload, "module": module_name})
     known = set(KNOWN_METRICS) | set(getattr(module, "METRICS", ()))

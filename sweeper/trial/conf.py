@@ -2,7 +2,7 @@
 :class:`workloads.spec.distributed.DistributedConf`, torch-free beside the other knob classes).
 
 Plain dataclasses with a docstring per field, importing nothing heavy: the sweep registers them in Hydra's
-ConfigStore and checks a command's config against them before any trial starts (``sweeper.sweep.schema``).
+ConfigStore and checks a command's config against them before any trial starts (``sweeper.sweep.config.schema``).
 Defaults here equal ``conf/config.yaml``'s.
 """
 
@@ -72,7 +72,7 @@ class ResourcesConf:
     """GPUs per trial: the node is cut into slots of this many (``CUDA_VISIBLE_DEVICES``)."""
     cpus: int | None = None
     """CPU cores per trial, pinned by CPU affinity (a DataLoader never takes another trial's cores)."""
-    # Their ranges depend on the node (GPUs visible, cores usable): ``sweeper.sweep.slots`` checks them.
+    # Their ranges depend on the node (GPUs visible, cores usable): ``sweeper.sweep.run.slots`` checks them.
 
 
 @dataclasses.dataclass
@@ -87,7 +87,7 @@ class TrialConf:
     resources: ResourcesConf = dataclasses.field(default_factory=ResourcesConf)
     """What one trial needs of the node (see :class:`ResourcesConf`)."""
     lock_dir: str | None = None
-    """Where sweepers on one node lock each core and GPU of a slot (``sweeper.sweep.slots``), one folder per host;
+    """Where sweepers on one node lock each core and GPU of a slot (``sweeper.sweep.run.slots``), one folder per host;
     null: ``<results_dir>/.locks``. Sweepers coordinate when they share it."""
     context: str | None = None
     """Set by the sweeper for each trial (study, trial number, storage, ...) as JSON; never by hand."""

@@ -19,7 +19,7 @@ from typing import Any
 from hydra import compose, initialize_config_dir
 
 from sweeper.results import rows, store
-from sweeper.sweep.config import as_dict, trial_config
+from sweeper.sweep.config.trial_config import as_dict, trial_config
 from sweeper.trial.isolate import run_isolated
 from workloads.base import DeviceInfo
 

@@ -8,13 +8,13 @@ from typing import Any
 
 from sweeper.results import lookup
 from sweeper.results.keys import override_string
-from sweeper.sweep.costs import PREDICTED_KEY, derived_timeout
-from sweeper.sweep.job import encode_context
-from sweeper.sweep.secrets import mask
-from sweeper.sweep.settle import facts, is_baseline
-from sweeper.sweep.slots import slot_overrides
-from sweeper.sweep.space import value_types
-from sweeper.sweep.study import CONFIRM_KEY
+from sweeper.sweep.config.secrets import mask
+from sweeper.sweep.config.space import value_types
+from sweeper.sweep.run.job import encode_context
+from sweeper.sweep.run.settle import facts, is_baseline
+from sweeper.sweep.run.slots import slot_overrides
+from sweeper.sweep.search.costs import PREDICTED_KEY, derived_timeout
+from sweeper.sweep.study.trials import CONFIRM_KEY
 
 
 def overrides(plan: Any, settings: Any, run: Any, sweep_dir: Path, stop_at: float | None) -> list[str]:

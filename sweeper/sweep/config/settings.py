@@ -60,8 +60,9 @@ class KnobSweeperConf:
     # expensive value (best expected gain per second first), then searches the whole space.
     expensive: Dict[str, Any] = field(default_factory=dict)
     # What an expensive value is expected to cost before the study has measured it, as a multiple of a trial with
-    # the cheap value. Measurements replace and rescale it (sweeper.sweep.costs); a value with no prior is taken to
-    # cost as much as the dearest value measured. A workload's YAML adds or replaces entries. The default prices
+    # the cheap value. Measurements replace and rescale it (sweeper.sweep.search.costs); a value with no prior is
+    # taken to cost as much as the dearest value measured. A workload's YAML adds or replaces entries. The default
+    # prices
     # torch.compile's modes for `knobs.compile` (the package's TrainStep reads it, a user's model too): on the
     # H200 an eager ResNet-50 trial took ~15 s, a cold default compile ~60 s, and a cold
     # max-autotune-no-cudagraphs compile did not end within 375 s; a ViT-B/16's did not within 135 s (2026-12-03).
@@ -105,7 +106,8 @@ class KnobSweeperConf:
     baseline_first: bool = True
     # Then the configuration PyTorch's performance handbook picks from the space on this device (the fastest
     # supported reduced precision, compile default, the fused optimizer, channels_last, the largest batch, and on a
-    # GPU cuDNN autotuning, pinned memory and the most DataLoader workers; sweeper.sweep.handbook), with the baseline.
+    # GPU cuDNN autotuning, pinned memory and the most DataLoader workers; sweeper.sweep.search.handbook), with the
+    # baseline.
     handbook_start: bool = True
     # Then these configurations ({dotted key: value}, e.g. a known-good recipe), before the sampler's own choices.
     # Keys the space does not sample, or values outside it, are left to the sampler. Not used by the grid sampler.

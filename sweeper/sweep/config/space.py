@@ -30,7 +30,7 @@ from optuna.distributions import (
 
 from sweeper.errors import ConfigError
 from sweeper.results import lookup
-from sweeper.sweep.expressions import (  # noqa: F401 (evaluate, ExpressionError, check_known: re-exported)
+from sweeper.sweep.config.expressions import (  # noqa: F401 (evaluate, ExpressionError, check_known: re-exported)
     ExpressionError,
     _check_expression,
     _names,

@@ -9,9 +9,9 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from sweeper.sweep.attrs import SPENT_KEY, WARM_KEY
-from sweeper.sweep.costs import PREDICTED_KEY
-from sweeper.sweep.scheduler import Stop
+from sweeper.sweep.run.scheduler import Stop
+from sweeper.sweep.search.costs import PREDICTED_KEY
+from sweeper.sweep.study.attrs import SPENT_KEY, WARM_KEY
 
 DEFAULT_N_TRIALS = 10  # counted trials of a command that gives neither n_trials nor timeout_s
 WITHIN = 0.3  # a prediction within this fraction of the actual wall counts as right in the summary

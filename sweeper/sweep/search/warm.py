@@ -22,13 +22,13 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from sweeper.errors import ConfigError
-from sweeper.sweep.attrs import (  # FROM_KEY: "<study>#<trial>" a seeded trial was measured as
+from sweeper.sweep.config.space import SearchSpace
+from sweeper.sweep.search.staged import STAGE_KEY
+from sweeper.sweep.study.attrs import (  # FROM_KEY: "<study>#<trial>" a seeded trial was measured as
     COST_KEY,
 )
-from sweeper.sweep.attrs import WARM_KEY as FROM_KEY
-from sweeper.sweep.faults import fault_point
-from sweeper.sweep.space import SearchSpace
-from sweeper.sweep.staged import STAGE_KEY
+from sweeper.sweep.study.attrs import WARM_KEY as FROM_KEY
+from sweeper.sweep.study.faults import fault_point
 
 log = logging.getLogger(__name__)
 WORKLOAD_KEY = "knob_sweeper:workload"  # study user attr: the workload (data source, preset) it sweeps
@@ -147,8 +147,8 @@ def gather(
 def queue_first(plan: Any, k: int, baseline_first: bool = True) -> None:
     """A new study measures the warm-start studies' ``k`` best first, then the workload's defaults (the baseline the
     report compares against), then the configuration the handbook's rules pick from the space on this device
-    (``plan.handbook``: ``sweeper.sweep.handbook``), then the declared ``starts`` (known-good recipes), before the
-    sampler's own choices; the warm-start studies' trials join the sampler's history. A study with trials is left
+    (``plan.handbook``: ``sweeper.sweep.search.handbook``), then the declared ``starts`` (known-good recipes), before
+    the sampler's own choices; the warm-start studies' trials join the sampler's history. A study with trials is left
     as it is. ``plan`` is the sweep's ``SweepPlan`` (not imported: the plan module imports this one).
 
     Idempotent: a command killed while queueing leaves the study without ``QUEUED_KEY``, and the next command

@@ -3,17 +3,17 @@
 ``KNOB_SWEEPER_KILL_AT=<point>[:<n>]`` in the sweeper's environment kills it the n-th time (default 1) it passes
 ``<point>``. The points, in the order a sweep passes them:
 
-* ``queued``: part of a new study's first trials queued (``sweeper.sweep.warm``);
+* ``queued``: part of a new study's first trials queued (``sweeper.sweep.search.warm``);
 * ``orphan-row`` / ``orphan-told``: a dead sweeper's trial recovered: its ``interrupted`` row written, the study not
-  told / the study told (from its row, or interrupted) (``sweeper.sweep.settle``);
-* ``requeued``: part of the interrupted configurations queued again (``sweeper.sweep.recovery``);
-* ``asked``: a trial created (a new one, or a queued one taken), nothing sampled (``sweeper.sweep.study``);
+  told / the study told (from its row, or interrupted) (``sweeper.sweep.run.settle``);
+* ``requeued``: part of the interrupted configurations queued again (``sweeper.sweep.run.recovery``);
+* ``asked``: a trial created (a new one, or a queued one taken), nothing sampled (``sweeper.sweep.study.trials``);
 * ``sampled``: its configuration recorded, not launched (``sweeper.sweep.loop``);
 * ``row`` / ``told``: a launched trial's row written, the study not told / told, the console line not printed;
 * ``skip-row`` / ``skip-told``: the same for a trial answered without launching (a duplicate, a constraint, the
   device, the budget);
 * ``interrupted-row`` / ``interrupted-told``: the same for a trial stopped by Ctrl-C, SIGTERM or the budget;
-* ``remeasure``: part of the re-measurements queued (``sweeper.sweep.remeasure``).
+* ``remeasure``: part of the re-measurements queued (``sweeper.sweep.run.remeasure``).
 
 ``KNOB_SWEEPER_INTERRUPT_AT=<point>[:<n>]`` sends the sweeper a SIGINT (a Ctrl-C) there instead, so that the
 interrupt path's own points can be reached without a race against a terminal. Unset (always, outside the tests), a

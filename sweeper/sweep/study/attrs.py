@@ -13,7 +13,7 @@ OWNER_KEY = "owner"  # trial user attr: host:pid of the sweeper that asked it
 REASON_KEY = "reason"
 SPENT_KEY = "spent_s"  # trial user attr: seconds from its launch to its end, as the sweeper saw (the budget's cost)
 COST_KEY = "wall_s"  # trial user attr: its wall time in seconds (the Parquet column of that name)
-WARM_KEY = "warm_start_from"  # trial user attr of a trial added from an earlier study (sweeper.sweep.warm)
+WARM_KEY = "warm_start_from"  # trial user attr of a trial added from an earlier study (sweeper.sweep.search.warm)
 UNOWNED_S = 10.0  # a RUNNING trial without an owner this long after its start was asked by a killed sweeper
 PID_REUSE_S = 2.0  # a process started this long after the trial cannot be its sweeper (psutil's times are coarse)
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from optuna.distributions import CategoricalDistribution
 
-from sweeper.sweep.space import SearchSpace
+from sweeper.sweep.config.space import SearchSpace
 from workloads.base import DeviceInfo
 from workloads.spec.training import check_common
 

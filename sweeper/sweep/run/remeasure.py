@@ -21,10 +21,10 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from sweeper.sweep import dedup
-from sweeper.sweep.costs import CostModel
-from sweeper.sweep.faults import fault_point
-from sweeper.sweep.study import CONFIRM_KEY, is_interrupted, is_remeasure
+from sweeper.sweep.search import dedup
+from sweeper.sweep.search.costs import CostModel
+from sweeper.sweep.study.faults import fault_point
+from sweeper.sweep.study.trials import CONFIRM_KEY, is_interrupted, is_remeasure
 
 FOR_KEY = "remeasure_for"  # trial user attr: the sweep target whose re-measurements it is
 PROFILE_KEY = "profile"  # trial user attr: run under torch.profiler after its measured window

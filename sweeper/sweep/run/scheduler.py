@@ -1,11 +1,11 @@
 """Slots, futures and deadlines: what runs now, what may start, and when the sweep stops.
 
-The scheduler reads the sweep's wall clock from its :class:`~sweeper.sweep.budget.Budget` (the one the cost model's
-reserve and the staged sampler read too). ``hydra.sweeper.timeout_s`` is a budget for the whole command, counted
+The scheduler reads the sweep's wall clock from its :class:`~sweeper.sweep.search.budget.Budget` (the one the cost
+model's reserve and the staged sampler read too). ``hydra.sweeper.timeout_s`` is a budget for the whole command, counted
 from the process's start:
 
-* a trial starts only when its predicted cost (``sweeper.sweep.costs``) ends before the budget does, less the time
-  reserved for the re-measurements that follow the search;
+* a trial starts only when its predicted cost (``sweeper.sweep.search.costs``) ends before the budget does, less the
+  time reserved for the re-measurements that follow the search;
 * each trial is handed ``stop_at`` = budget + ``grace_s`` (unix seconds): the trial process is stopped then and the
   trial ends ``interrupted`` (reason ``budget``): not a failure, not counted, measured again by the same command;
 * a trial that cannot be stopped that way (run in the sweeper's process, or by a remote launcher) is given up on
@@ -24,7 +24,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from sweeper.sweep.budget import Budget
+from sweeper.sweep.search.budget import Budget
 
 BACKSTOP_S = 10.0  # past budget + grace, a trial that did not stop itself is killed and given up
 

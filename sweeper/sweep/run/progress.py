@@ -302,7 +302,7 @@ def elide_context(text: str) -> str:
 
 def _mask_passwords(record: Any) -> bool:
     """A URL's password (``postgresql://user:secret@host``) never reaches the log file: ``user:***@``."""
-    from sweeper.sweep.secrets import scrub
+    from sweeper.sweep.config.secrets import scrub
 
     record.msg = elide_context(scrub(record.getMessage()))
     record.args = None
@@ -328,10 +328,9 @@ def announce_single(cfg: Any) -> None:
     """Before a single run (no ``-m``): what runs, with which knobs, and where its row and log go (stderr)."""
     from hydra.core.hydra_config import HydraConfig
 
-    from sweeper.sweep import schema
-    from sweeper.sweep.config import as_dict as plain
-    from sweeper.sweep.config import trial_config
-    from sweeper.sweep.job import device_check
+    from sweeper.sweep.config import schema, trial_config
+    from sweeper.sweep.config.trial_config import as_dict as plain
+    from sweeper.sweep.run.job import device_check
     from sweeper.trial import gpu
 
     try:

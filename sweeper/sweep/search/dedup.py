@@ -19,8 +19,8 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from sweeper.results.outcome import Status, TrialOutcome
-from sweeper.sweep.attrs import OWNER_KEY, REASON_KEY, UNOWNED_S, owner_state
-from sweeper.sweep.space import SearchSpace, evaluate
+from sweeper.sweep.config.space import SearchSpace, evaluate
+from sweeper.sweep.study.attrs import OWNER_KEY, REASON_KEY, UNOWNED_S, owner_state
 
 KEY = "config_key"  # trial user attr: the sampled values, canonical JSON
 WAITS_KEY = "waits_for"  # trial user attr: the running trial this one waits for (-1: it measures, waits for nobody)

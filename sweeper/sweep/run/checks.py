@@ -8,11 +8,11 @@ from typing import Any
 import optuna
 
 from sweeper.results.outcome import Status, TrialOutcome
-from sweeper.sweep import dedup
-from sweeper.sweep import study as studies
-from sweeper.sweep.config import with_values
-from sweeper.sweep.job import CheckFailed, device_check
-from sweeper.sweep.space import ExpressionError, evaluate
+from sweeper.sweep.config.space import ExpressionError, evaluate
+from sweeper.sweep.config.trial_config import with_values
+from sweeper.sweep.run.job import CheckFailed, device_check
+from sweeper.sweep.search import dedup
+from sweeper.sweep.study import trials as studies
 
 WAIT: Any = object()  # another trial measures this configuration now: wait for its result
 

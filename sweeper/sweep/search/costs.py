@@ -43,7 +43,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from sweeper.sweep.attrs import COST_KEY, REASON_KEY, SPENT_KEY, WARM_KEY
+from sweeper.sweep.study.attrs import COST_KEY, REASON_KEY, SPENT_KEY, WARM_KEY
 
 MIN_MEASURED = 3  # trials of a cost class measured before its timeout is derived
 FIRST_TRIAL_S = 30.0  # the cheap class's cost before any trial was measured (a process start, a few steps)

@@ -15,8 +15,8 @@ from omegaconf import DictConfig
 from sweeper.errors import ConfigError
 from sweeper.results.keys import flatten
 from sweeper.results.outcome import Status, TrialOutcome
-from sweeper.sweep.config import as_dict, preset_params, trial_config
-from sweeper.sweep.space import SearchSpace, build_space
+from sweeper.sweep.config.space import SearchSpace, build_space
+from sweeper.sweep.config.trial_config import as_dict, preset_params, trial_config
 from sweeper.trial import gpu
 
 log = logging.getLogger(__name__)

@@ -25,10 +25,10 @@ from optuna.trial import TrialState
 from sweeper.results import lookup, rows, store
 from sweeper.results.keys import set_dotted
 from sweeper.results.outcome import Status, TrialOutcome
-from sweeper.sweep import study as studies
-from sweeper.sweep.faults import fault_point
-from sweeper.sweep.handbook import smaller_batch
-from sweeper.sweep.space import value_types
+from sweeper.sweep.config.space import value_types
+from sweeper.sweep.search.handbook import smaller_batch
+from sweeper.sweep.study import trials as studies
+from sweeper.sweep.study.faults import fault_point
 
 log = logging.getLogger("sweeper.sweep")
 
@@ -53,7 +53,7 @@ class Settler:
     ) -> None:
         """Row, then tell, then the console line. ``launched``: the trial ran as a job, which may have written its
         own row (kept); otherwise the sweeper's row is the only one. ``path``: the prefix of the kill points passed
-        (``sweeper.sweep.faults``; default: none for a launched trial, ``skip-`` for one answered without it)."""
+        (``sweeper.sweep.study.faults``; default: none for a launched trial, ``skip-`` for one answered without it)."""
         if not launched:
             outcome.started_at = outcome.ended_at = outcome.started_at or time.time()
         path = ("" if launched else "skip-") if path is None else path
@@ -184,6 +184,6 @@ def is_baseline(plan: Any, values: dict[str, Any]) -> bool:
 
 
 def facts(plan: Any) -> dict[str, dict[str, Any]]:
-    from sweeper.sweep.space import sweep_facts
+    from sweeper.sweep.config.space import sweep_facts
 
     return sweep_facts({**plan.space.inactive, **plan.space.params}, plan.defaults)

@@ -8,7 +8,7 @@ One truth between the study (Optuna) and the rows (Parquet), whatever stops a sw
   and what could not be written is settled by the next run of the command.
 * A sweeper killed outright (SIGKILL, a node lost): the next run finds its RUNNING trials (dead pid on this
   host, a stale heartbeat, or a trial asked but never owned). A trial whose row was written before the kill is
-  told to the study from its row; one without a row gets an ``interrupted`` row (``sweeper.sweep.settle``).
+  told to the study from its row; one without a row gets an ``interrupted`` row (``sweeper.sweep.run.settle``).
 """
 
 from __future__ import annotations
@@ -25,10 +25,11 @@ import optuna
 from optuna.trial import TrialState
 
 from sweeper.results import store
-from sweeper.sweep import dedup, remeasure
-from sweeper.sweep import study as studies
-from sweeper.sweep.faults import fault_point
-from sweeper.sweep.secrets import mask
+from sweeper.sweep.config.secrets import mask
+from sweeper.sweep.run import remeasure
+from sweeper.sweep.search import dedup
+from sweeper.sweep.study import trials as studies
+from sweeper.sweep.study.faults import fault_point
 from sweeper.trial import isolate as runner
 
 log = logging.getLogger("sweeper.sweep")
@@ -89,7 +90,7 @@ def _say(text: str) -> None:
     """One line on stderr for a person, wrapped under itself at the terminal's width (``progress.notice``)."""
     from rich.console import Console
 
-    from sweeper.sweep.progress import notice
+    from sweeper.sweep.run.progress import notice
 
     notice(Console(stderr=True, highlight=False), text)
 

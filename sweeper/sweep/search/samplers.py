@@ -1,4 +1,4 @@
-"""Samplers by name: the staged default (cost-aware, ``sweeper.sweep.staged``) and Optuna's own, with the study's
+"""Samplers by name: the staged default (cost-aware, ``sweeper.sweep.search.staged``) and Optuna's own, with the study's
 resumed seed."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from sweeper.errors import ConfigError
-from sweeper.sweep.space import SearchSpace, contains
+from sweeper.sweep.config.space import SearchSpace, contains
 
 SAMPLERS = ("staged", "tpe", "random", "grid", "gp", "nsgaii", "qmc")
 
@@ -41,12 +41,12 @@ def make_sampler(
 
     ``staged`` (the default) is cost-aware: the knobs of ``expensive`` ({key: its cheap value}) are held cheap
     while TPE screens the others (for at most half of ``budget_s``, the sweep's seconds), then the best screened
-    configurations are promoted (see ``sweeper.sweep.staged``). ``budget``: the sweep's
-    :class:`~sweeper.sweep.budget.Budget` (its clock), else one of ``budget_s`` from now.
+    configurations are promoted (see ``sweeper.sweep.search.staged``). ``budget``: the sweep's
+    :class:`~sweeper.sweep.search.budget.Budget` (its clock), else one of ``budget_s`` from now.
     """
     check_expensive(expensive or {}, space, defaults or {})
     if name == "staged":
-        from sweeper.sweep.staged import StagedSampler
+        from sweeper.sweep.search.staged import StagedSampler
 
         return StagedSampler(
             _tpe(seed, **STAGED_TPE),
@@ -121,7 +121,7 @@ def _tpe(seed: int | None, **options: Any) -> optuna.samplers.TPESampler:
 
 def check_expensive(expensive: Mapping[str, Any], space: SearchSpace, defaults: Mapping[str, Any]) -> None:
     """``hydra.sweeper.expensive`` names knobs of the config, each with a value its search space can give."""
-    from sweeper.sweep.space import check_known
+    from sweeper.sweep.config.space import check_known
 
     for key, cheap in expensive.items():
         where = f"hydra.sweeper.expensive.{key}"

@@ -45,9 +45,9 @@ from optuna.samplers import BaseSampler
 from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from sweeper.sweep.attrs import COST_KEY, WARM_KEY
-from sweeper.sweep.budget import Budget
-from sweeper.sweep.space import SearchSpace, evaluate
+from sweeper.sweep.config.space import SearchSpace, evaluate
+from sweeper.sweep.search.budget import Budget
+from sweeper.sweep.study.attrs import COST_KEY, WARM_KEY
 
 STAGE_KEY = "knob_sweeper:stage"  # trial system attr: screen | promote (search trials carry none)
 

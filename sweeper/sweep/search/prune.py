@@ -40,8 +40,8 @@ def reporter(context: dict[str, Any]) -> Callable[[int, float], bool] | None:
     pruner_conf = context.get("pruner") or {}
     if (pruner_conf.get("type") or "none") == "none" or context.get("number") is None:
         return None
-    from sweeper.sweep.secrets import reveal
-    from sweeper.sweep.study import make_storage
+    from sweeper.sweep.config.secrets import reveal
+    from sweeper.sweep.study.trials import make_storage
 
     storage = make_storage(reveal(context["storage"]))
     study = optuna.load_study(study_name=context["study"], storage=storage, pruner=make_pruner(pruner_conf))

@@ -21,7 +21,8 @@ from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from sweeper.results.outcome import Status, TrialOutcome
-from sweeper.sweep.attrs import (  # noqa: F401 (re-exported)
+from sweeper.sweep.config.space import SearchSpace
+from sweeper.sweep.study.attrs import (  # noqa: F401 (re-exported)
     COST_KEY,
     OWNER_KEY,
     REASON_KEY,
@@ -29,10 +30,8 @@ from sweeper.sweep.attrs import (  # noqa: F401 (re-exported)
     WARM_KEY,
     owner_state,
 )
-from sweeper.sweep.faults import fault_point
-from sweeper.sweep.samplers import SAMPLERS, check_expensive, make_sampler, resumed_seed  # noqa: F401 (re-exported)
-from sweeper.sweep.space import SearchSpace
-from sweeper.sweep.storage import make_storage, storage_url  # noqa: F401 (re-exported)
+from sweeper.sweep.study.faults import fault_point
+from sweeper.sweep.study.storage import make_storage, storage_url  # noqa: F401 (re-exported)
 
 STUDY_ID_KEY = "knob_sweeper:study_id"  # study user attr: a random id, telling apart studies of one name
 TARGET_KEY = "knob_sweeper:target"  # study user attr: how many counted trials the current sweep aims for
@@ -56,7 +55,7 @@ def suggest(trial: optuna.Trial, name: str, dist: BaseDistribution) -> Any:
 
 def sample(trial: optuna.Trial, space: SearchSpace, defaults: dict[str, Any]) -> dict[str, Any]:
     """Define-by-run sampling of ``space``: a knob whose condition does not hold is not sampled (None)."""
-    from sweeper.sweep.space import evaluate
+    from sweeper.sweep.config.space import evaluate
 
     ns = {**defaults, **space.fixed}
     values: dict[str, Any] = {}

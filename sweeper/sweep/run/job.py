@@ -23,10 +23,10 @@ from sweeper.errors import ConfigError
 from sweeper.results import lookup, rows, store
 from sweeper.results.keys import flatten
 from sweeper.results.outcome import Status, TrialOutcome
-from sweeper.sweep import schema
-from sweeper.sweep.config import as_dict, load_workload, preset_params, trial_config
-from sweeper.sweep.slots import Occupancy, node_lock_dir, trial_units
-from sweeper.sweep.space import parse_param, sweep_facts, value_types
+from sweeper.sweep.config import schema
+from sweeper.sweep.config.space import parse_param, sweep_facts, value_types
+from sweeper.sweep.config.trial_config import as_dict, load_workload, preset_params, trial_config
+from sweeper.sweep.run.slots import Occupancy, node_lock_dir, trial_units
 from sweeper.trial import gpu, trace_analysis
 from workloads.base import DeviceInfo
 
@@ -61,7 +61,7 @@ def _inactive_to_null(tcfg: dict[str, Any], conditions: Any) -> None:
     """A single run means what the same configuration means in a sweep: a knob whose declared condition does not
     hold (``knobs.fp16_reduced_precision`` when the dtype is bf16) is null, as the sweep's sampler leaves it."""
     from sweeper.results.keys import set_dotted
-    from sweeper.sweep.space import ExpressionError, evaluate
+    from sweeper.sweep.config.space import ExpressionError, evaluate
 
     ns = flatten({k: v for k, v in tcfg.items() if k in ("knobs", "workload", "measure", "data", "distributed")})
     for key, expr in dict(conditions).items():
@@ -97,7 +97,7 @@ def _run_recorded(tcfg: dict[str, Any], context: dict[str, Any]) -> tuple[TrialO
     other trials that ran on its cores or GPUs meanwhile (``slots.Occupancy``)."""
     with Occupancy(node_lock_dir(tcfg), trial_units(tcfg), context["study"], context["number"]) as occupancy:
         if tcfg["trial"].get("isolate", True):
-            from sweeper.sweep.prune import reporter
+            from sweeper.sweep.search.prune import reporter
             from sweeper.trial.isolate import preload_workload, run_isolated
 
             preload_workload(tcfg)  # a launcher's worker process starts its forkserver at its first trial

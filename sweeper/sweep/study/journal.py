@@ -13,7 +13,7 @@ whose link names its holder (``host:pid:start time``):
   (``deadline``, unix seconds): no wait outlasts the budget;
 * a wait longer than ``SAY_AFTER_S`` is said in one line: the lock, its holder, and when it will be broken.
 
-Every process of the sweeper opens a journal through ``sweeper.sweep.storage`` and so takes this lock. A process
+Every process of the sweeper opens a journal through ``sweeper.sweep.study.storage`` and so takes this lock. A process
 of Optuna's own lock class writing the same journal (a script, optuna-dashboard) follows the link to read its
 age: it cannot, and retries until the link is gone, which a sweeper's next write ensures for a dead holder.
 """

@@ -2,14 +2,14 @@
 re-measurements' reserve kept; and, when the search's own proposals no longer fit, what to spend the rest on.
 
 Shared by the sweep loop and the CPU replays of recorded landscapes (``tests/replay.py``): both decide with this
-code, the cost model (``sweeper.sweep.costs``) and the one :class:`~sweeper.sweep.budget.Budget`.
+code, the cost model (``sweeper.sweep.search.costs``) and the one :class:`~sweeper.sweep.search.budget.Budget`.
 
 When a proposal cannot end in the time left, the time is spent where it pays, in this order (each only if it is
 predicted to end within the budget):
 
 1. a promotion of a screened configuration to an expensive value, or an untried one-knob neighbour of the best
    configuration so far, the value with the best main effect first (never measured first): the staged sampler's
-   :meth:`~sweeper.sweep.staged.StagedSampler.spare_plan`;
+   :meth:`~sweeper.sweep.search.staged.StagedSampler.spare_plan`;
 2. a repeat of one of the ``SPARE_TOP`` best configurations, the least repeated first, up to ``SPARE_REPEATS``
    each: their trial-to-trial noise is what separates them in the report.
 
@@ -21,10 +21,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sweeper.sweep import remeasure, warm
-from sweeper.sweep.budget import Budget
-from sweeper.sweep.costs import CostModel
-from sweeper.sweep.study import CONFIRM_KEY
+from sweeper.sweep.run import remeasure
+from sweeper.sweep.search import warm
+from sweeper.sweep.search.budget import Budget
+from sweeper.sweep.search.costs import CostModel
+from sweeper.sweep.study.trials import CONFIRM_KEY
 
 SPARE_TOP = 2  # the best configurations a spare repeat may measure again
 SPARE_REPEATS = 2  # repeats of each, at most, beyond the re-measurements after the search

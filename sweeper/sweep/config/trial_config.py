@@ -212,7 +212,7 @@ def check_values(given: dict[str, Any], declared: dict[str, Any]) -> None:
 
 
 def check_settings(cfg: dict[str, Any]) -> None:
-    """``measure.rel_precision`` and ``trial.resources`` (the typed schemas, ``sweeper.sweep.schema``, check the
+    """``measure.rel_precision`` and ``trial.resources`` (the typed schemas, ``sweeper.sweep.config.schema``, check the
     other measure and trial settings): one line per broken rule."""
     from sweeper.results.keys import flatten
 
@@ -298,9 +298,9 @@ def check_against_space(values: dict[str, Any], params: dict[str, Any], workload
     """A single run's values against the workload's own search space (``hydra.sweeper.params``, dotted key -> its
     grammar): a value of another kind (number, string, bool) than every value the space gives its key, such as
     ``knobs.label=3.0`` where the space chooses among words, is the clash a sweep reports before launch
-    (``sweeper.sweep.space``). A knob the workload's knob class declares is left to it (``check_enumerations``:
+    (``sweeper.sweep.config.space``). A knob the workload's knob class declares is left to it (``check_enumerations``:
     ``activation_checkpointing`` takes ``off``, ``all`` or a number of blocks)."""
-    from sweeper.sweep.space import parse_param
+    from sweeper.sweep.config.space import parse_param
     from workloads.spec import typed
 
     declared = knob_class(load_workload({"name": workload, "module": module}))

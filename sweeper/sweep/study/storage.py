@@ -1,7 +1,7 @@
 """Opening the study's storage: the URL (a masked password put back), and every wait it can block on bounded.
 
 SQLite waits for a busy database, PostgreSQL for its server's answer, the journal for its lock
-(:mod:`sweeper.sweep.journal`): each is bounded by the command's budget too, and a wait longer than a second is
+(:mod:`sweeper.sweep.study.journal`): each is bounded by the command's budget too, and a wait longer than a second is
 said in one line.
 """
 
@@ -21,8 +21,8 @@ from sweeper.errors import ConfigError
 
 
 def storage_url(url: str | None, results_dir: Path) -> str:
-    """The storage URL to open (a masked password put back, see ``sweeper.sweep.secrets``); default: SQLite file."""
-    from sweeper.sweep.secrets import reveal
+    """The storage URL to open (a masked password put back: ``sweeper.sweep.config.secrets``); default: SQLite."""
+    from sweeper.sweep.config.secrets import reveal
 
     if url:
         return str(reveal(str(url)))
@@ -40,7 +40,7 @@ def make_storage(
     """An Optuna storage for ``url``: RDB (sqlite://, postgresql://), or a journal file (``journal:///path``).
 
     Every wait opening it can block on is bounded, by the command's budget too (``deadline``, unix seconds): the
-    journal's lock (``sweeper.sweep.journal``: a killed process's lock is broken at once, any other at the
+    journal's lock (``sweeper.sweep.study.journal``: a killed process's lock is broken at once, any other at the
     deadline or after 30 s, the wait said in one line), SQLite's wait for a busy database (60 s at most) and a
     PostgreSQL server's connection (``connect_timeout``)."""
     left = None if deadline is None else max(1.0, deadline - time.time())
@@ -49,7 +49,7 @@ def make_storage(
             from optuna.storages import JournalStorage
             from optuna.storages.journal import JournalFileBackend
 
-            from sweeper.sweep.journal import OwnedLock
+            from sweeper.sweep.study.journal import OwnedLock
 
             path = url[len("journal://") :]
             Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -75,7 +75,7 @@ def make_storage(
             warnings.filterwarnings("ignore", notice, ExperimentalWarning)
             return optuna.storages.RDBStorage(url, **kwargs)
     except Exception as e:  # noqa: BLE001 - any connection failure is bad input here
-        from sweeper.sweep.secrets import mask, scrub
+        from sweeper.sweep.config.secrets import mask, scrub
 
         first = scrub((str(e).strip().splitlines() or [type(e).__name__])[0][:200], url, withhold=True)
         raise ConfigError(
