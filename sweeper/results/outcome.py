@@ -23,6 +23,46 @@ class Status(str, enum.Enum):
     INTERRUPTED = "interrupted"  # stopped by Ctrl-C, SIGTERM, the budget or its sweeper's death: measured again
 
 
+class Reason(str, enum.Enum):
+    """Why a trial ended as it did: the tag before the first ``:`` of :attr:`TrialOutcome.reason` (the Parquet
+    ``reason`` column keeps the whole text, e.g. ``over-budget:compile=default:58s``). Code decides on this type,
+    never on the text: ``outcome.kind is Reason.DUPLICATE``."""
+
+    OOM = "oom"  # out of memory (status infeasible)
+    NONFINITE = "nonfinite"  # the loss went NaN/inf
+    NON_FINITE = "non-finite"  # non-finite:<objective>: an objective is not a finite number
+    OBJECTIVE_MISSING = "objective-missing"  # objective-missing:<objective>
+    TIMEOUT = "timeout"  # past trial.timeout_s
+    STALLED = "stalled"  # no progress for measure.stall_s
+    SIGNAL = "signal"  # signal:SIGSEGV: the trial process was killed by a signal
+    EXIT = "exit"  # exit:<code>: the trial process exited without a result
+    EXCEPTION = "exception"  # exception:<type>: raised in the trial (or around its job)
+    LAUNCHER = "launcher"  # launcher:<type>: Hydra's launcher failed the job
+    CHECK = "check"  # the workload's own check() refused or raised
+    INVALID = "invalid"  # invalid:<why>: a constraint, the device, a declared condition
+    DUPLICATE = "duplicate"  # duplicate:<trial>: the study measured (or measures) this configuration
+    OVER_BUDGET = "over-budget"  # over-budget:<why>: predicted not to end in the time left
+    PRUNED = "pruned"  # stopped early by the pruner
+    SURPLUS = "surplus"  # another process on the study reached the target first: never ran
+    INTERRUPTED = "interrupted"  # Ctrl-C, SIGTERM, or its sweeper died
+    BUDGET = "budget"  # the sweep's budget ended while it ran
+    FORKSERVER = "forkserver"  # the forkserver starting trials was killed from outside
+    NONE = ""  # no reason recorded (a complete trial), or a tag this version does not know
+
+    @classmethod
+    def of(cls, text: object) -> "Reason":
+        """The kind of a reason text (a row's ``reason``, a trial's attribute); unknown tags are ``NONE``."""
+        head = str(text or "").partition(":")[0]
+        try:
+            return cls(head)
+        except ValueError:
+            return cls.NONE
+
+    def tag(self, detail: object = None) -> str:
+        """The reason text: ``<kind>`` or ``<kind>:<detail>``."""
+        return self.value if detail is None else f"{self.value}:{detail}"
+
+
 @dataclasses.dataclass
 class TrialOutcome:
     """Status, reason and measurements of one trial.
@@ -39,6 +79,11 @@ class TrialOutcome:
     metrics: dict[str, Any] = dataclasses.field(default_factory=dict)
     started_at: float | None = None  # unix seconds
     ended_at: float | None = None
+
+    @property
+    def kind(self) -> Reason:
+        """The typed reason (:class:`Reason`) of ``reason``."""
+        return Reason.of(self.reason)
 
     @property
     def wall_s(self) -> float:

@@ -27,7 +27,7 @@ from optuna.trial import TrialState
 
 from sweeper.errors import ConfigError
 from sweeper.results import store
-from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.results.outcome import Reason, Status, TrialOutcome
 from sweeper.sweep.config.settings import KnobSweeperConf, settings_of
 from sweeper.sweep.plan import SweepPlan, prepare
 from sweeper.sweep.run import checks, jobs, launch, recovery, remeasure
@@ -221,7 +221,7 @@ class SweepImpl:
             trial = studies.ask(study)
         repeat = studies.CONFIRM_KEY in trial.user_attrs
         if not repeat and self._is_surplus(trial):
-            trial.set_user_attr(studies.REASON_KEY, "surplus")
+            trial.set_user_attr(studies.REASON_KEY, Reason.SURPLUS.tag())
             study.tell(trial, state=TrialState.FAIL)
             return None
         values, outcome = checks.sample(self.plan, trial, self._device(), repeat or self.settings.repeat, NOT_METRICS)
@@ -241,7 +241,7 @@ class SweepImpl:
         profile = bool(trial.user_attrs.get(remeasure.PROFILE_KEY))
         if outcome is None and not self._fits(values, profile, reserve=not repeat, repeat=repeat):
             why, left = self.costs.explain(study, values), self._left_text()
-            outcome = TrialOutcome(Status.SKIPPED, f"over-budget:{why}",
+            outcome = TrialOutcome(Status.SKIPPED, Reason.OVER_BUDGET.tag(why),
                                    f"predicted {why} does not end in the {left} left")  # fmt: skip
         if outcome is None:
             self.over_budget_in_a_row = 0
@@ -257,7 +257,7 @@ class SweepImpl:
         """A trial decided without launching (constraint, duplicate, over budget): settled; an exhausted space or a
         sampler that only proposes what cannot end in time stops the search."""
         self.settler.settle(trial._trial_id, trial.number, values, outcome, launched=False)
-        if outcome.reason.startswith("over-budget:"):
+        if outcome.kind is Reason.OVER_BUDGET:
             self.over_budget_in_a_row += 1
             spare = None if self.policy.stopped else self.admission.queue_spare()
             if spare is not None:  # the rest of the budget goes where it pays
@@ -267,7 +267,7 @@ class SweepImpl:
                 self.plan_note(f"budget: the last {self.over_budget_in_a_row} proposals cannot end in the "
                                f"{self._left_text()} left")  # fmt: skip
             return
-        if not outcome.reason.startswith("duplicate:"):
+        if outcome.kind is not Reason.DUPLICATE:
             return
         self.duplicates_in_a_row += 1
         if self.policy.stopped:
@@ -293,7 +293,7 @@ class SweepImpl:
         """A launched trial ended: settled from its job's return (or its row, when the job failed around it)."""
         recovery.raise_if_disk_full(ret, self.plan.trials_dir.parent)
         outcome = launch.outcome_of(ret)
-        if outcome.status is Status.FAILED and outcome.reason.startswith(("exception:", "launcher:")):
+        if outcome.status is Status.FAILED and outcome.kind in (Reason.EXCEPTION, Reason.LAUNCHER):
             outcome = self.settler.row_outcome(run.trial.number) or outcome  # it wrote its row: it ran
         with contextlib.suppress(Exception):  # what it cost the budget, for the cost model
             run.trial.set_user_attr(SPENT_KEY, round(self.budget.now() - run.started, 2))

@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColum
 from rich.progress_bar import ProgressBar
 from rich.text import Text
 
-from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.results.outcome import Reason, Status, TrialOutcome
 
 _STYLE = {Status.COMPLETE: "green", Status.FAILED: "red", Status.INFEASIBLE: "yellow", Status.PRUNED: "cyan",
           Status.SKIPPED: "dim", Status.INTERRUPTED: "magenta"}
@@ -229,7 +229,7 @@ class SweepProgress:
             unit = outcome.metrics.get("throughput_unit", "")
             shown = si(value, unit) if metric == "throughput" else f"{metric}={metric_text(metric, value, unit)}"
             detail = shown + f"  {outcome.wall_s:.1f} s"
-        elif outcome.reason.startswith("duplicate:"):
+        elif outcome.kind is Reason.DUPLICATE:
             detail = f"same as trial {outcome.reason.split(':', 1)[1]} (not measured again)"
         elif outcome.reason == outcome.status.value:  # "interrupted interrupted": say by what
             detail = "(Ctrl-C, SIGTERM or its sweeper's end)"
@@ -259,7 +259,7 @@ class SweepProgress:
         self.progress.console.print(self.line(number, outcome, values), soft_wrap=False)
         if study is not None:
             self._show_best(study)
-        if not outcome.reason.startswith("duplicate:"):  # the bar counts trials toward n_trials
+        if outcome.kind is not Reason.DUPLICATE:  # the bar counts trials toward n_trials
             self.progress.advance(self.task)
 
     def _show_best(self, study: Any) -> None:

@@ -24,7 +24,7 @@ from optuna.trial import TrialState
 
 from sweeper.results import lookup, rows, store
 from sweeper.results.keys import set_dotted
-from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.results.outcome import Reason, Status, TrialOutcome
 from sweeper.sweep.config.space import value_types
 from sweeper.sweep.search.handbook import smaller_batch
 from sweeper.sweep.study import trials as studies
@@ -105,7 +105,7 @@ class Settler:
         interrupted. Errors are logged, never raised: the next command settles what could not be written."""
         now = time.time()
         outcome = self.row_outcome(number)
-        if outcome is None or outcome.status is Status.INTERRUPTED or outcome.reason == "interrupted":
+        if outcome is None or outcome.status is Status.INTERRUPTED or outcome.kind is Reason.INTERRUPTED:
             outcome = TrialOutcome(Status.INTERRUPTED, reason, message, started_at=now, ended_at=now)
         try:
             self.settle(trial_id, number, values, outcome, launched=True, path="interrupted-")

@@ -18,9 +18,9 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.results.outcome import Reason, Status, TrialOutcome
 from sweeper.sweep.config.space import SearchSpace, evaluate
-from sweeper.sweep.study.attrs import OWNER_KEY, REASON_KEY, UNOWNED_S, owner_state
+from sweeper.sweep.study.attrs import OWNER_KEY, REASON_KEY, UNOWNED_S, owner_state, reason_of
 
 KEY = "config_key"  # trial user attr: the sampled values, canonical JSON
 WAITS_KEY = "waits_for"  # trial user attr: the running trial this one waits for (-1: it measures, waits for nobody)
@@ -34,7 +34,7 @@ def config_key(values: dict[str, Any]) -> str:
 
 
 def is_duplicate(t: FrozenTrial) -> bool:
-    return str(t.user_attrs.get(REASON_KEY, "")).startswith("duplicate:")
+    return reason_of(t) is Reason.DUPLICATE
 
 
 def measured(t: FrozenTrial) -> bool:
@@ -156,7 +156,7 @@ def settled(t: FrozenTrial) -> bool:
     """The configuration's answer is known: measured, out of memory, or not runnable on this device (a failed
     trial is not: its configuration may be asked again)."""
     status = t.user_attrs.get("status")
-    over_budget = str(t.user_attrs.get(REASON_KEY, "")).startswith("over-budget:")  # it may fit another night
+    over_budget = reason_of(t) is Reason.OVER_BUDGET  # it may fit another night
     return measured(t) or status == "infeasible" or (status == "skipped" and not is_duplicate(t) and not over_budget)
 
 

@@ -7,6 +7,7 @@ import os
 import socket
 from typing import Any
 
+from sweeper.results.outcome import Reason
 from sweeper.results.procs import pid_alive
 
 OWNER_KEY = "owner"  # trial user attr: host:pid of the sweeper that asked it
@@ -36,3 +37,8 @@ def owner_state(t: Any) -> str:
     except psutil.Error:
         return "dead"
     return "alive" if pid_alive(int(pid)) else "dead"
+
+
+def reason_of(t: Any) -> Reason:
+    """The typed reason a trial was settled with (its ``reason`` attribute; ``Reason.NONE`` when it has none)."""
+    return Reason.of(t.user_attrs.get(REASON_KEY))

@@ -20,7 +20,7 @@ from optuna.distributions import (
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.results.outcome import Reason, Status, TrialOutcome
 from sweeper.sweep.config.space import SearchSpace
 from sweeper.sweep.study.attrs import (  # noqa: F401 (re-exported)
     COST_KEY,
@@ -29,6 +29,7 @@ from sweeper.sweep.study.attrs import (  # noqa: F401 (re-exported)
     UNOWNED_S,
     WARM_KEY,
     owner_state,
+    reason_of,
 )
 from sweeper.sweep.study.faults import fault_point
 from sweeper.sweep.study.storage import make_storage, storage_url  # noqa: F401 (re-exported)
@@ -123,10 +124,8 @@ def is_counted(t: FrozenTrial) -> bool:
     (``n_trials`` means new measurements; a duplicate reuses another trial's), configurations left out because
     they would overrun the budget, re-measurements after the search, and warm-start history (an earlier study's
     trials)."""
-    reason = str(t.user_attrs.get(REASON_KEY, ""))
     return (
-        reason != "surplus"
-        and not reason.startswith(("duplicate:", "over-budget:"))
+        reason_of(t) not in (Reason.SURPLUS, Reason.DUPLICATE, Reason.OVER_BUDGET)
         and WARM_KEY not in t.user_attrs
         and not is_remeasure(t)
         and not is_interrupted(t)
