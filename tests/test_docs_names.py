@@ -41,7 +41,7 @@ RELATIVE_PY = re.compile(r"(?<![\w./<>-])((\w+)/(?:\w+/)*\w+\.py)\b")
 BARE_PY = re.compile(r"(?<![\w./<>-])(\w+\.py)\b")
 DEFINED_IN = re.compile(r"^\s*([\w./-]+\.py):\s*([A-Za-z_]\w*)")
 FENCE = re.compile(r"^\s*(```|~~~)")
-SPAN = re.compile(r"(`+)(.+?)\1")
+SPAN = re.compile(r"(`+)(.+?)\1", re.DOTALL)
 DOC_SPAN = re.compile(r"``(.+?)``|`([^`]+)`")
 # A short name ending in one of these is a file (``report.html``, ``sweep.log``), not a module's attribute.
 FILE_TYPES = {"py", "md", "html", "json", "jsonl", "log", "sh", "parquet", "yaml", "yml", "txt", "csv", "toml"}
@@ -54,18 +54,27 @@ def docs(root: Path = ROOT) -> list[Path]:
 
 
 def code_of(text: str) -> list[tuple[int, str, bool]]:
-    """(line number, code, whether in a fenced block) for every code span and every line of a fenced block."""
-    out = []
+    """(line number, code, whether in a fenced block) for every line of a fenced block and every code span (one
+    that goes on over a line break counts from its first line, the break read as a space)."""
+    fenced_lines = []
+    prose = []
     fenced = False
     for number, line in enumerate(text.splitlines(), 1):
         if FENCE.match(line):
             fenced = not fenced
-            continue
-        if fenced:
-            out.append((number, line, True))
+            prose.append("")
+        elif fenced:
+            fenced_lines.append((number, line, True))
+            prose.append("")
         else:
-            out += [(number, m.group(2), False) for m in SPAN.finditer(line)]
-    return out
+            prose.append(line)
+    joined = "\n".join(prose)
+    spans = [
+        (joined.count("\n", 0, m.start()) + 1, m.group(2).replace("\n", " "), False)
+        for m in SPAN.finditer(joined)
+        if "\n\n" not in m.group(2)
+    ]
+    return sorted(fenced_lines + spans, key=lambda item: item[0])
 
 
 def module_file(parts: list[str], root: Path) -> Path | None:
@@ -419,7 +428,8 @@ def test_the_checks_report_each_wrong_name_with_its_line(planted: Path) -> None:
         "python -m sweeper.sub.mod; sweeper.sub.missing(); other/conf/x.yaml\n"
         "```\n"
         "`sweeper/sub/mod.py: later`, `sub.Alias.go`, `sub.Alias.check`, `sub/mod.py`, `sub/old.py`, `old.py`\n"
-        "`sweeper/sub/m*.py` and `sweeper/sub/x*`\n",
+        "`sweeper/sub/m*.py` and `sweeper/sub/x*`, then `sweeper.sub.mod.Thing.go(a,\nb)` and `sweeper.sub.mod.run(a,\n"
+        "b)` -> `sweeper.sub.mod.LIMIT`\n",
         encoding="utf-8",
     )
     assert broken_names(doc, planted) == [
@@ -431,6 +441,7 @@ def test_the_checks_report_each_wrong_name_with_its_line(planted: Path) -> None:
         "docs/guide.md:7: sub/old.py (no such file under sweeper/)",
         "docs/guide.md:7: old.py (no such file)",
         "docs/guide.md:8: sweeper/sub/x* (no such file)",
+        "docs/guide.md:9: sweeper.sub.mod.run (sweeper.sub.mod has no run)",
     ]
 
 
