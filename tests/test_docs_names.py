@@ -43,6 +43,7 @@ DEFINED_IN = re.compile(r"^\s*([\w./-]+\.py):\s*([A-Za-z_]\w*)")
 FENCE = re.compile(r"^\s*(```|~~~)")
 SPAN = re.compile(r"(`+)(.+?)\1", re.DOTALL)
 DOC_SPAN = re.compile(r"``(.+?)``|`([^`]+)`")
+ROLE = re.compile(r":(?:meth|class|func|attr|mod|data|obj|exc|const):`~?\.?([\w.]+)`")  # Sphinx cross-references
 # A short name ending in one of these is a file (``report.html``, ``sweep.log``), not a module's attribute.
 FILE_TYPES = {"py", "md", "html", "json", "jsonl", "log", "sh", "parquet", "yaml", "yml", "txt", "csv", "toml"}
 # Data folders installed as packages (pyproject's package-dir): a dotted name may point into them.
@@ -286,19 +287,39 @@ def broken_names(md: Path, root: Path = ROOT) -> list[str]:
     return out
 
 
+def _role_target(name: str, file: str, root: Path) -> str | None:
+    """Why a Sphinx role's target (``:meth:`StopPolicy.check``` in ``file``) is not there, or None. A name is
+    looked up as Sphinx does: a project package's from the root, else in the module, else among its classes'
+    members (``:meth:`check``` inside a class)."""
+    if name.split(".")[0] in PACKAGES:
+        return resolve(name, root)
+    parts = list(Path(file).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    path = root / file
+    if name.split(".")[0] in module_names(path):
+        return _resolve_in(path, ".".join(parts), name.split("."), root)
+    classes = [n for n in ast.walk(_tree(path)) if isinstance(n, ast.ClassDef)]
+    if "." not in name and any(name in class_names(c) for c in classes):
+        return None
+    return f"{'.'.join(parts)} has no {name}"
+
+
 def broken_names_in_code(root: Path = ROOT) -> list[str]:
     """``file:line: name (why)`` for each backticked project name in the packages' source (docstrings, comments,
-    messages) that does not resolve. Line by line, no parsing: a span does not cross a line."""
+    messages) and each Sphinx role's target (``:meth:`...```) that does not resolve. Line by line: a span does not
+    cross a line."""
     out = []
     for file in module_files(root):
         for number, line in enumerate((root / file).read_text(encoding="utf-8").splitlines(), 1):
             if "`" not in line:
                 continue
-            for m in DOC_SPAN.finditer(line):
-                for name in DOTTED.findall(m.group(1) or m.group(2)):
-                    why = resolve(name, root)
-                    if why:
-                        out.append(f"{file}:{number}: {name} ({why})")
+            found = []
+            for m in ROLE.finditer(line):
+                found.append((m.group(1), _role_target(m.group(1), file, root)))
+            for m in DOC_SPAN.finditer(ROLE.sub("", line)):
+                found += [(name, resolve(name, root)) for name in DOTTED.findall(m.group(1) or m.group(2))]
+            out += [f"{file}:{number}: {name} ({why})" for name, why in found if why]
     return out
 
 
@@ -384,7 +405,9 @@ def planted(tmp_path: Path) -> Path:
         '"""The module; see ``sweeper.sub.mod.helper`` and ``sweeper.sub.gone``."""\n\n'
         "LIMIT: int = 3  # unlike `sweeper.sub.mod.LIMITS`\n\n\n"
         "class Thing:\n    KIND = 'a'\n\n    def __init__(self):\n        self.size = 1\n\n"
-        "    def go(self):\n        pass\n\n\ndef helper():\n    pass\n",
+        '    def go(self):\n        """Unlike :meth:`size`, :meth:`Thing.stop`, '
+        ':class:`~sweeper.sub.mod.Thing`, :func:`gone`."""\n'
+        "\n\ndef helper():\n    pass\n",
         encoding="utf-8",
     )
     (tmp_path / "workloads").mkdir()
@@ -449,6 +472,8 @@ def test_the_docstring_check_finds_a_wrong_name_with_its_line(planted: Path) -> 
     assert broken_names_in_code(planted) == [
         "sweeper/sub/mod.py:1: sweeper.sub.gone (sweeper.sub has no gone)",
         "sweeper/sub/mod.py:3: sweeper.sub.mod.LIMITS (sweeper.sub.mod has no LIMITS)",
+        "sweeper/sub/mod.py:13: Thing.stop (sweeper.sub.mod.Thing has no stop)",
+        "sweeper/sub/mod.py:13: gone (sweeper.sub.mod has no gone)",
     ]
 
 
