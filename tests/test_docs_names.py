@@ -10,7 +10,8 @@ and never loads torch. Checked in README.md and every docs/**/*.md, inside code 
   word is a config group (``trial.timeout_s``) or its last a file type (``report.html``);
 * a path that starts with a project folder (``sweeper/``, ``tests/``, ``conf/``, ...; in a fenced block only the
   packages' folders) exists, one under ``sweeper/`` may leave out ``sweeper/`` (``sweep/loop.py``), a bare
-  ``name.py`` is some tracked file's name, and in ``path.py: name`` the name is defined in that file;
+  ``name.py`` is some tracked file's name, and in ``path.py: name`` (or a test's ``path.py::name``) the name is
+  defined in that file; a ``test_...`` name is a test file's or a test's;
 * docs/architecture.md's module map (the fenced block under "## Modules") names every module file of
   ``sweeper/``, ``workloads/`` and ``hydra_plugins/``, and every file it names exists.
 
@@ -39,7 +40,8 @@ PATH = re.compile(r"(?<![\w./-])((?:" + "|".join(re.escape(f) for f in FOLDERS) 
 PACKAGE_PATH = re.compile(r"(?<![\w./-])((?:" + "|".join(PACKAGES) + r")/[\w./-]*)")
 RELATIVE_PY = re.compile(r"(?<![\w./<>-])((\w+)/(?:\w+/)*\w+\.py)\b")
 BARE_PY = re.compile(r"(?<![\w./<>-])(\w+\.py)\b")
-DEFINED_IN = re.compile(r"^\s*([\w./-]+\.py):\s*([A-Za-z_]\w*)")
+DEFINED_IN = re.compile(r"^\s*([\w./-]+\.py)(::|:\s*)([A-Za-z_]\w*)")  # path.py: name, a test's node id
+TEST_NAME = re.compile(r"(?<![\w./:-])(test_\w+)\b")
 FENCE = re.compile(r"^\s*(```|~~~)")
 SPAN = re.compile(r"(`+)(.+?)\1", re.DOTALL)
 DOC_SPAN = re.compile(r"``(.+?)``|`([^`]+)`")
@@ -243,6 +245,16 @@ def config_groups(root: Path) -> set[str]:
 
 
 @functools.lru_cache(maxsize=None)
+def names_of_tests(root: Path) -> set[str]:
+    """The test files' names (``test_nightly``) and the test functions' (``test_a_cycle_is_caught``)."""
+    names = set()
+    for path in (root / "tests").rglob("test_*.py"):
+        names.add(path.stem)
+        names.update(re.findall(r"^\s*(?:async )?def (test_\w+)", path.read_text(encoding="utf-8"), re.MULTILINE))
+    return names
+
+
+@functools.lru_cache(maxsize=None)
 def tracked_names(root: Path) -> set[str]:
     """The file names the repository holds (``git ls-files`` and the modules not yet added; without git, the files on
     disk)."""
@@ -278,11 +290,13 @@ def broken_names(md: Path, root: Path = ROOT) -> list[str]:
                 found.append((path, None if (root / "sweeper" / path).exists() else "no such file under sweeper/"))
         for name in BARE_PY.findall(code):
             found.append((name, None if name in files else "no such file"))
+        for name in TEST_NAME.findall(code):
+            found.append((name, None if name in names_of_tests(root) else "no such test"))
         defined = DEFINED_IN.match(code)
         if defined and (root / defined.group(1)).is_file():
-            file, attr = defined.groups()
+            file, sep, attr = defined.groups()
             if attr not in module_names(root / file):
-                found.append((f"{file}: {attr}", "not defined there"))
+                found.append((f"{file}{sep}{attr}", "not defined there"))
         out += [f"{where}:{number}: {name} ({why})" for name, why in found if why]
     return out
 
@@ -411,6 +425,8 @@ def planted(tmp_path: Path) -> Path:
         encoding="utf-8",
     )
     (tmp_path / "workloads").mkdir()
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text("def test_here():\n    pass\n", encoding="utf-8")
     (tmp_path / "docs").mkdir()
     (tmp_path / "conf").mkdir()
     (tmp_path / "conf" / "config.yaml").write_text("mod:\n  size: 1\n", encoding="utf-8")
@@ -452,7 +468,8 @@ def test_the_checks_report_each_wrong_name_with_its_line(planted: Path) -> None:
         "```\n"
         "`sweeper/sub/mod.py: later`, `sub.Alias.go`, `sub.Alias.check`, `sub/mod.py`, `sub/old.py`, `old.py`\n"
         "`sweeper/sub/m*.py` and `sweeper/sub/x*`, then `sweeper.sub.mod.Thing.go(a,\nb)` and `sweeper.sub.mod.run(a,\n"
-        "b)` -> `sweeper.sub.mod.LIMIT`\n",
+        "b)` -> `sweeper.sub.mod.LIMIT`\n"
+        "`tests/test_x.py::test_gone`, `tests/test_x.py::test_here`, `test_x`, `test_here`, `test_old_name`\n",
         encoding="utf-8",
     )
     assert broken_names(doc, planted) == [
@@ -465,6 +482,8 @@ def test_the_checks_report_each_wrong_name_with_its_line(planted: Path) -> None:
         "docs/guide.md:7: old.py (no such file)",
         "docs/guide.md:8: sweeper/sub/x* (no such file)",
         "docs/guide.md:9: sweeper.sub.mod.run (sweeper.sub.mod has no run)",
+        "docs/guide.md:11: tests/test_x.py::test_gone (not defined there)",
+        "docs/guide.md:11: test_old_name (no such test)",
     ]
 
 
