@@ -12,6 +12,8 @@ and never loads torch. Checked in README.md and every docs/**/*.md, inside code 
   packages' folders) exists, one under ``sweeper/`` may leave out ``sweeper/`` (``sweep/loop.py``), a bare
   ``name.py`` is some tracked file's name, and in ``path.py: name`` (or a test's ``path.py::name``) the name is
   defined in that file; a ``test_...`` name is a test file's or a test's;
+* a key of a typed config group (``hydra.sweeper.timeout_s``, ``measure.steps``, ``trial.*``, ``distributed.*``)
+  is a field of its schema dataclass;
 * docs/architecture.md's module map (the fenced block under "## Modules") names every module file of
   ``sweeper/``, ``workloads/`` and ``hydra_plugins/``, and every file it names exists.
 
@@ -48,6 +50,14 @@ DOC_SPAN = re.compile(r"``(.+?)``|`([^`]+)`")
 ROLE = re.compile(r":(?:meth|class|func|attr|mod|data|obj|exc|const):`~?\.?([\w.]+)`")  # Sphinx cross-references
 # A short name ending in one of these is a file (``report.html``, ``sweep.log``), not a module's attribute.
 FILE_TYPES = {"py", "md", "html", "json", "jsonl", "log", "sh", "parquet", "yaml", "yml", "txt", "csv", "toml"}
+# Config groups -> (file, dataclass) of their typed schema: a documented ``measure.steps`` is one of its fields.
+SCHEMAS = {
+    "hydra.sweeper": ("sweeper/sweep/config/settings.py", "KnobSweeperConf"),
+    "measure": ("sweeper/trial/conf.py", "MeasureConf"),
+    "trial": ("sweeper/trial/conf.py", "TrialConf"),
+    "distributed": ("workloads/spec/distributed.py", "DistributedConf"),
+}
+CONFIG_KEY = re.compile(r"(?<![\w./-])(" + "|".join(re.escape(g) for g in SCHEMAS) + r")\.([a-z_]\w*)")
 # Data folders installed as packages (pyproject's package-dir): a dotted name may point into them.
 DATA_PACKAGES = {"sweeper.conf": "conf"}
 
@@ -245,6 +255,18 @@ def config_groups(root: Path) -> set[str]:
 
 
 @functools.lru_cache(maxsize=None)
+def schema_fields(root: Path, group: str) -> set[str] | None:
+    """The fields of a config group's schema dataclass (its annotated class attributes); None without its file."""
+    file, cls = SCHEMAS[group]
+    if not (root / file).is_file():
+        return None
+    for node in ast.walk(_tree(root / file)):
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            return {s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+    return set()
+
+
+@functools.lru_cache(maxsize=None)
 def names_of_tests(root: Path) -> set[str]:
     """The test files' names (``test_nightly``) and the test functions' (``test_a_cycle_is_caught``)."""
     names = set()
@@ -290,6 +312,10 @@ def broken_names(md: Path, root: Path = ROOT) -> list[str]:
                 found.append((path, None if (root / "sweeper" / path).exists() else "no such file under sweeper/"))
         for name in BARE_PY.findall(code):
             found.append((name, None if name in files else "no such file"))
+        for group, key in CONFIG_KEY.findall(code):
+            fields = schema_fields(root, group)
+            if key not in FILE_TYPES and fields is not None and key not in fields:
+                found.append((f"{group}.{key}", f"not a field of {SCHEMAS[group][1]}"))
         for name in TEST_NAME.findall(code):
             found.append((name, None if name in names_of_tests(root) else "no such test"))
         defined = DEFINED_IN.match(code)
@@ -429,6 +455,8 @@ def planted(tmp_path: Path) -> Path:
     (tmp_path / "tests" / "test_x.py").write_text("def test_here():\n    pass\n", encoding="utf-8")
     (tmp_path / "docs").mkdir()
     (tmp_path / "conf").mkdir()
+    (pkg / "trial").mkdir()
+    (pkg / "trial" / "conf.py").write_text("class TrialConf:\n    timeout_s: float = 1.0\n", encoding="utf-8")
     (tmp_path / "conf" / "config.yaml").write_text("mod:\n  size: 1\n", encoding="utf-8")
     return tmp_path
 
@@ -469,7 +497,8 @@ def test_the_checks_report_each_wrong_name_with_its_line(planted: Path) -> None:
         "`sweeper/sub/mod.py: later`, `sub.Alias.go`, `sub.Alias.check`, `sub/mod.py`, `sub/old.py`, `old.py`\n"
         "`sweeper/sub/m*.py` and `sweeper/sub/x*`, then `sweeper.sub.mod.Thing.go(a,\nb)` and `sweeper.sub.mod.run(a,\n"
         "b)` -> `sweeper.sub.mod.LIMIT`\n"
-        "`tests/test_x.py::test_gone`, `tests/test_x.py::test_here`, `test_x`, `test_here`, `test_old_name`\n",
+        "`tests/test_x.py::test_gone`, `tests/test_x.py::test_here`, `test_x`, `test_here`, `test_old_name`\n"
+        "`trial.timeout_s=5`, `trial.timeouts`\n",
         encoding="utf-8",
     )
     assert broken_names(doc, planted) == [
@@ -484,6 +513,7 @@ def test_the_checks_report_each_wrong_name_with_its_line(planted: Path) -> None:
         "docs/guide.md:9: sweeper.sub.mod.run (sweeper.sub.mod has no run)",
         "docs/guide.md:11: tests/test_x.py::test_gone (not defined there)",
         "docs/guide.md:11: test_old_name (no such test)",
+        "docs/guide.md:12: trial.timeouts (not a field of TrialConf)",
     ]
 
 
@@ -509,6 +539,7 @@ def test_the_map_check_finds_a_missing_and_a_stale_module(planted: Path) -> None
     )
     assert map_problems(planted) == [
         "sweeper/sub/mod.py (not in the module map of docs/architecture.md)",
+        "sweeper/trial/conf.py (not in the module map of docs/architecture.md)",
         "docs/architecture.md:8: sweeper/sub/gone.py (no such file)",
         "docs/architecture.md:10: sweeper/x.py (no such file)",
     ]
