@@ -1,11 +1,12 @@
 """The import graph: imports go down the layers only, nothing is circular, and the sweeper process stays torch-free.
 
-Layers (the README's architecture): ``sweeper.sweep`` -> ``sweeper.trial`` -> ``workloads``;
+Layers (docs/architecture.md's floors): ``sweeper.sweep`` -> ``sweeper.trial`` -> ``workloads``;
 ``sweeper.sweep`` and ``sweeper.trial`` -> ``sweeper.results``; ``sweeper.report`` -> ``sweeper.results`` only;
 ``workloads`` imports nothing from ``sweeper``; ``workloads.spec`` (the knob classes the sweeper reads) only
-``workloads.base``. Read from the source with ``ast``: every import counts, also one inside a function (a lazy
-import is still a dependency), and a forbidden third-party package is one reached through any chain of
-first-party imports. A rule broken here names the importing module, its line and the import (or the chain).
+``workloads.base``. Inside the sweep, the flow of a command: ``cli``, ``plan`` and ``loop`` -> ``run`` ->
+``search`` -> ``study`` -> ``config``. Read from the source with ``ast``: every import counts, also one inside a
+function (a lazy import is still a dependency), and a forbidden third-party package is one reached through any
+chain of first-party imports. A rule broken here names the importing module, its line and the import (or the chain).
 What a process really loads is checked in a fresh interpreter: importing the sweeper's, the report's and the
 plugin's modules leaves torch out of ``sys.modules``.
 """
@@ -22,27 +23,37 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("sweeper", "workloads", "hydra_plugins")
 
+# what every floor of the sweep may import below it
+BELOW_THE_SWEEP = {
+    "sweeper.trial",
+    "sweeper.results",
+    "sweeper.errors",
+    "workloads",
+    "workloads.base",
+    "workloads.spec",
+}
+SWEEP_FLOORS = {"sweeper.sweep.config", "sweeper.sweep.study", "sweeper.sweep.search", "sweeper.sweep.run"}
 # layer -> the layers it may import (its own always allowed). A module's layer is the longest prefix listed here.
 ALLOWED: dict[str, set[str]] = {
     "sweeper.errors": set(),
     "sweeper.results": set(),
     "sweeper.report": {"sweeper.results"},
     "sweeper.trial": {"sweeper.results", "sweeper.errors", "workloads", "workloads.base", "workloads.spec"},
-    "sweeper.sweep": {
-        "sweeper.trial",
-        "sweeper.results",
-        "sweeper.errors",
-        "workloads",
-        "workloads.base",
-        "workloads.spec",
-    },
+    # the sweep's floors, each on the layers below the sweep and the floors below it: what the user wrote (config),
+    # the Optuna study (study), what to try next (search), running trials (run), and on top cli, plan and loop
+    "sweeper.sweep.config": BELOW_THE_SWEEP,
+    "sweeper.sweep.study": {*BELOW_THE_SWEEP, "sweeper.sweep.config"},
+    "sweeper.sweep.search": {*BELOW_THE_SWEEP, "sweeper.sweep.config", "sweeper.sweep.study"},
+    "sweeper.sweep.run": {*BELOW_THE_SWEEP, "sweeper.sweep.config", "sweeper.sweep.study", "sweeper.sweep.search"},
+    "sweeper.sweep": {*BELOW_THE_SWEEP, *SWEEP_FLOORS},
     "workloads": {"workloads.base", "workloads.spec"},
     "workloads.base": set(),
     "workloads.spec": {"workloads.base"},  # the knob classes and checks: what the sweeper process reads
     "sweeper": {"sweeper.errors", "sweeper.results"},  # the package root re-exports the public names
-    "sweeper.__main__": {"sweeper", "sweeper.errors", "sweeper.sweep", "hydra_plugins"},  # the CLI entry point
-    # (it registers the plugin class itself: an editable install's finder cannot be listed by Hydra's discovery)
-    "hydra_plugins": {"sweeper.sweep"},  # the thin plugin class, lazy import of the sweep
+    "sweeper.__main__": {"sweeper", "sweeper.errors", "sweeper.sweep", *SWEEP_FLOORS, "hydra_plugins"},
+    # (the CLI entry point; it registers the plugin class itself: an editable install's finder cannot be listed by
+    # Hydra's discovery)
+    "hydra_plugins": {"sweeper.sweep", *SWEEP_FLOORS},  # the thin plugin class (its settings), lazy import of the loop
 }
 # third-party packages a layer must not reach through any chain of imports, lazy ones included (the report and
 # every reader of rows stay free of them; the knob classes stay free of torch so the sweeper can read them)
@@ -240,6 +251,17 @@ def test_no_module_over_400_lines() -> None:
         ("sweeper/results/extra.py", "import optuna\n", "sweeper.results.extra reaches optuna"),
         ("workloads/spec/extra.py", "from workloads import data\n", "workloads.spec may import only"),
         ("sweeper/trial/extra.py", "from sweeper.sweep.config.space import flatten\n", "sweeper.trial may import only"),
+        (
+            "sweeper/sweep/config/extra.py",
+            "from sweeper.sweep.study import trials\n",
+            "sweeper.sweep.config may import",
+        ),
+        (
+            "sweeper/sweep/search/extra.py",
+            "def f():\n    from sweeper.sweep.run import slots\n",
+            "sweeper.sweep.search may",
+        ),
+        ("sweeper/sweep/run/extra.py", "from sweeper.sweep import plan\n", "sweeper.sweep.run may import only"),
     ],
 )
 def test_a_forbidden_import_is_caught(tmp_path: Path, module: str, source: str, expected: str) -> None:

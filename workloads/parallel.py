@@ -3,7 +3,7 @@
 A workload's ``build`` calls ``wrap(model, cfg.get("distributed"), device, blocks)`` after moving the model to
 its device (and after activation checkpointing) and *before* creating the optimizer: FSDP2 replaces the
 parameters with sharded DTensors. With ``strategy: none`` (the default) ``wrap`` returns the model untouched.
-The process group must already exist: ``sweeper.distributed`` starts the ranks and creates it.
+The process group must already exist: ``sweeper.trial.ranks`` starts the ranks and creates it.
 
 FSDP sharding, as users name it (FSDP1's ``ShardingStrategy``), mapped onto FSDP2's device mesh and
 ``reshard_after_forward``:
@@ -68,7 +68,7 @@ def wrap(model: nn.Module, node: Mapping[str, Any] | None, device: torch.device,
 
     if not dist.is_initialized():
         raise RuntimeError(f"distributed.strategy={s.strategy} needs a process group; run the trial through "
-                           "sweeper.distributed (an isolated trial does), not by calling build directly")
+                           "sweeper.trial.ranks (an isolated trial does), not by calling build directly")
     wrapped = _ddp(model, s, device) if s.strategy == "ddp" else _fsdp(model, s, device, list(blocks))
     _WRAPPED["model"] = wrapped
     return wrapped

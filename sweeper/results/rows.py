@@ -29,7 +29,7 @@ SWEEPER_COLUMNS = frozenset({
     "gpu_name", "gpu_count", "gpu_cc", "gpu_mem_bytes", "driver_version", "gpu_indices",
 })  # fmt: skip
 # The Optuna trial attributes the sweeper reads back (whose trial it is, whether it counts, what it cost): every
-# metric of an outcome is also a user attribute (``sweeper.sweep.study.tell``).
+# metric of an outcome is also a user attribute (``sweeper.sweep.study.trials.tell``).
 SWEEPER_ATTRIBUTES = frozenset({
     "owner", "status", "reason", "confirm_of", "wall_s", "spent_s", "warm_start_from", "waits_for", "remeasure_for",
     "profile",

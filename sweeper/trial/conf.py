@@ -88,7 +88,8 @@ class TrialConf:
     """What one trial needs of the node (see :class:`ResourcesConf`)."""
     lock_dir: str | None = None
     """Where sweepers on one node lock each core and GPU of a slot (``sweeper.sweep.run.slots``), one folder per host;
-    null: ``<results_dir>/.locks``. Sweepers coordinate when they share it."""
+    null: the node-wide ``sweeper.sweep.run.slots.default_lock_dir`` (``$KNOB_SWEEPER_LOCK_DIR``, else
+    ``<temp dir>/knob-sweeper-<user>/locks``). Sweepers coordinate when they share it."""
     context: str | None = None
     """Set by the sweeper for each trial (study, trial number, storage, ...) as JSON; never by hand."""
     trace: str | None = None

@@ -1,5 +1,5 @@
 """Process helpers of the trial side: die with the parent, kill a process group, kill a trial's every descendant
-(whether a process is alive is ``sweeper.results.procs.pid_alive``, the project's one liveness check)."""
+(whether a process is alive is ``sweeper.results.procs.pid_alive``)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from the process's start:
 * a trial that cannot be stopped that way (run in the sweeper's process, or by a remote launcher) is given up on
   ``BACKSTOP_S`` later: its process group is killed and it is recorded as interrupted by the budget.
 
-Why a sweep stops is one :class:`Stop` value, decided by :meth:`StopPolicy.check` and nowhere else.
+Why a sweep stops is one :class:`Stop` value: :class:`StopPolicy` keeps the first one recorded.
 """
 
 from __future__ import annotations
