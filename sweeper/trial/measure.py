@@ -274,6 +274,7 @@ def _time_block(
     """
     waits: list[tuple[Any, Any]] = []  # (before, after) CUDA event pairs around next_batch()
     host_wait = host_step = 0.0
+    loss = tally.loss
     clock.sync()  # the GPU is idle: the block's clock starts with no earlier work queued
     start = time.perf_counter()
     marks = [clock.mark()]  # one per interval end
@@ -285,13 +286,14 @@ def _time_block(
         if device_wait:
             waits.append((before, clock.mark()))
         t = time.perf_counter()
-        tally.loss = work.step(batch)
+        loss = work.step(batch)
         host_step += time.perf_counter() - t
         if i % per_interval == 0 or i == n_block:
             marks.append(clock.mark())
     clock.sync()
     tally.window_s += time.perf_counter() - start
     # Outside the timed block from here: read the intervals.
+    tally.loss = loss
     tally.done += n_block
     tally.host_wait_s += host_wait
     tally.host_step_s += host_step
