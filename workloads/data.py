@@ -71,14 +71,24 @@ class JpegBatches(Dataset):
     first, then GPU ones, the order of the device batch) and ``stats`` (:data:`decode.STATS` per CPU image).
     """
 
-    def __init__(self, root: Path, source: str, image_size: int, share: float, decoder: str, scale: str,
-                 normalize: bool, regions: bool = False) -> None:
+    def __init__(
+        self,
+        root: Path,
+        source: str,
+        image_size: int,
+        share: float,
+        decoder: str,
+        scale: str,
+        normalize: bool,
+        regions: bool = False,
+    ) -> None:
         try:
             folder = DatasetFolder(str(root), loader=read_file, extensions=EXTENSIONS)
         except (FileNotFoundError, OSError) as e:
-            raise ValueError(f"{source}={str(root)!r} is no JPEG ImageFolder ({e}); point it at a folder with one "
-                             "subfolder per class holding .jpg files, or set it null to use the generated corpus"
-                             ) from None
+            raise ValueError(
+                f"{source}={str(root)!r} is no JPEG ImageFolder ({e}); point it at a folder with one "
+                "subfolder per class holding .jpg files, or set it null to use the generated corpus"
+            ) from None
         self.samples, self.classes = folder.samples, folder.classes
         self.size, self.share, self.normalize, self.regions = image_size, share, normalize and not regions, regions
         self.cpu = decode.CpuDecode(image_size, decoder, scale)
@@ -101,14 +111,14 @@ class JpegBatches(Dataset):
         size = self.size
         empty = torch.empty(0, 3, size, size, dtype=torch.float32 if self.normalize else torch.uint8)
         crops = torch.stack([c for c, _ in decoded]) if decoded else empty
-        stats = torch.stack([s for _, s in decoded]) if decoded else torch.empty(0, len(decode.STATS),
-                                                                                  dtype=torch.float64)
+        stats = (
+            torch.stack([s for _, s in decoded]) if decoded else torch.empty(0, len(decode.STATS), dtype=torch.float64)
+        )
         if self.normalize and n_cpu:
             t0 = time.perf_counter()
             crops = _CPU_NORMALIZE(crops.float())
             stats[:, 1] += (time.perf_counter() - t0) / n_cpu
         return {"crops": crops, "packed": packed, "n_gpu": torch.tensor(n_gpu), "labels": labels, "stats": stats}
-
 
     def _regions(self, files: list[torch.Tensor]) -> dict[str, torch.Tensor]:
         cut = [self.cpu.region(f) for f in files]
@@ -117,8 +127,9 @@ class JpegBatches(Dataset):
             "regions": torch.cat([r.reshape(-1) for r, _, _ in cut]) if cut else torch.empty(0, dtype=torch.uint8),
             "region_shapes": torch.tensor([r.shape[1:] for r, _, _ in cut], dtype=torch.int64).view(-1, 2),
             "region_windows": torch.stack([w for _, w, _ in cut]) if cut else torch.empty(0, 4, dtype=torch.int64),
-            "stats": torch.stack([st for _, _, st in cut]) if cut else torch.empty(0, len(decode.STATS),
-                                                                                   dtype=torch.float64),
+            "stats": torch.stack([st for _, _, st in cut])
+            if cut
+            else torch.empty(0, len(decode.STATS), dtype=torch.float64),
         }
 
 
@@ -128,6 +139,97 @@ def _lower_priority(nice: int, worker_id: int) -> None:
 
 def _pass_through(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return batch  # __getitems__ already built the batch
+
+
+def _corpus(p: dict[str, Any], cache_root: str | os.PathLike[str]) -> tuple[Path, str, str]:
+    """(the JPEG folder, its state, the key that named it): ``workload.root`` as given, or the generated corpus
+    (made or checked here) under ``cache_root``."""
+    if p.get("root"):
+        return Path(p["root"]).expanduser().resolve(), "user", "workload.root"
+    root = corpus_path(p, cache_root)
+    state = ensure_corpus(
+        root,
+        int(p.get("corpus_images", 2048)),
+        int(p.get("corpus_width", 500)),
+        int(p.get("corpus_height", 375)),
+        corpus_sizes(p),
+    )
+    return root, state, "corpus"
+
+
+def _epoch(p: dict[str, Any], dataset: Any, source: str, batch_size: int, num_classes: int | None) -> int:
+    """Images per epoch (``workload.epoch_images``; null: one pass), checked to hold a full batch, and the
+    dataset's classes checked against ``workload.num_classes``."""
+    epoch = int(p.get("epoch_images") or len(dataset))
+    if epoch < batch_size:
+        raise ValueError(
+            f"an epoch of {epoch} images ({source}: {len(dataset)}) holds no full batch of "
+            f"knobs.batch_size={batch_size}; raise workload.epoch_images or lower the batch size"
+        )
+    if num_classes is not None and len(dataset.classes) > num_classes:
+        n = len(dataset.classes)
+        raise ValueError(
+            f"{source} has {n} classes but workload.num_classes={num_classes}; set workload.num_classes >= {n}"
+        )
+    return epoch
+
+
+def _worker_options(knobs: dict[str, Any]) -> dict[str, Any]:
+    """The DataLoader's options for worker processes (``knobs.num_workers > 0``)."""
+    # Fork the workers from this process, as a training script on Linux does. A trial process comes from
+    # the sweeper's forkserver, so multiprocessing's default there is "forkserver": each trial would start
+    # a fresh server that imports torch again before its first worker runs (first batch 140 s on the H200
+    # with 14 workers, 3 s on the CI machine with 2). Workers never touch CUDA.
+    per_worker: dict[str, Any] = {"multiprocessing_context": "fork"}
+    per_worker["persistent_workers"] = bool(knobs.get("persistent_workers", False))
+    if knobs.get("prefetch_factor") is not None:
+        per_worker["prefetch_factor"] = int(knobs["prefetch_factor"])
+    if knobs.get("worker_nice"):
+        # Workers below the trial process's priority: when they fill every core, the threads that feed the
+        # GPU (the training step's launches, the GPU decode and copy threads) still get a core at once.
+        per_worker["worker_init_fn"] = functools.partial(_lower_priority, int(knobs["worker_nice"]))
+    return per_worker
+
+
+def _loader(
+    dataset: Any, epoch: int, batch_size: int, workers: int, pin_memory: bool, per_worker: dict[str, Any]
+) -> DataLoader:
+    """The DataLoader of ``epoch`` images a pass, drawn in a seeded random order, whole batches only."""
+    sampler = RandomSampler(dataset, num_samples=epoch, generator=torch.Generator().manual_seed(0))
+    return DataLoader(
+        dataset,
+        batch_size=batch_size,
+        sampler=sampler,
+        drop_last=True,
+        num_workers=workers,
+        pin_memory=pin_memory,
+        collate_fn=_pass_through,
+        **per_worker,
+    )
+
+
+def _buffered_batches(workers: int, per_worker: dict[str, Any], threaded: bool, share: float) -> int:
+    """Batches the loader can hold ready: each worker keeps prefetch_factor (torch's default 2) in flight, plus
+    what the device thread holds."""
+    return (
+        (workers * int(per_worker.get("prefetch_factor", 2)) if workers else 0)
+        + (PREFETCH_DEPTH + 1 if threaded else 0)
+        + (DECODED_DEPTH + 1 if share > 0 else 0)
+    )
+
+
+def _device_side(
+    knobs: dict[str, Any], share: float, image_size: int, device: torch.device, memory_format: torch.memory_format
+) -> DeviceSide:
+    """The device's side of the pipeline: copy, GPU decode of its ``share`` of the images, normalization."""
+    return DeviceSide(
+        image_size,
+        device,
+        memory_format,
+        bool(knobs.get("non_blocking", False)),
+        (knobs.get("gpu_decoder") or "torchvision") if share > 0 else "torchvision",
+        bool(knobs.get("gpu_roi_decode")) and share > 0,
+    )
 
 
 # ---------------------------------------------------------------- the pipeline
@@ -141,9 +243,18 @@ class Pipeline:
     one pass); then the loader is restarted, keeping its workers with ``persistent_workers``.
     """
 
-    def __init__(self, p: dict[str, Any], knobs: dict[str, Any], *, batch_size: int, image_size: int,
-                 device: torch.device, memory_format: torch.memory_format = torch.contiguous_format,
-                 cache_root: str | os.PathLike[str] = "results/data", num_classes: int | None = None) -> None:
+    def __init__(
+        self,
+        p: dict[str, Any],
+        knobs: dict[str, Any],
+        *,
+        batch_size: int,
+        image_size: int,
+        device: torch.device,
+        memory_format: torch.memory_format = torch.contiguous_format,
+        cache_root: str | os.PathLike[str] = "results/data",
+        num_classes: int | None = None,
+    ) -> None:
         reason = knob_conflict(knobs, device.type)
         if reason:
             raise ValueError(reason)
@@ -157,51 +268,27 @@ class Pipeline:
         self.augment_device = str(knobs.get("augment_device") or "cpu")
         regions = self.augment_device == "cuda"
         t0 = time.perf_counter()
-        if p.get("root"):
-            self.root, self.corpus_state, source = Path(p["root"]).expanduser().resolve(), "user", "workload.root"
-        else:
-            self.root, source = corpus_path(p, cache_root), "corpus"
-            self.corpus_state = ensure_corpus(self.root, int(p.get("corpus_images", 2048)),
-                                              int(p.get("corpus_width", 500)), int(p.get("corpus_height", 375)),
-                                              corpus_sizes(p))
+        self.root, self.corpus_state, source = _corpus(p, cache_root)
         self.corpus_s = time.perf_counter() - t0
-        self.dataset = JpegBatches(self.root, source, image_size, self.share, knobs.get("cpu_decoder") or "torchvision",
-                                   knobs.get("decode_scale") or "full", normalize_in_workers, regions)
-        epoch = int(p.get("epoch_images") or len(self.dataset))
-        if epoch < batch_size:
-            raise ValueError(f"an epoch of {epoch} images ({source}: {len(self.dataset)}) holds no full batch of "
-                             f"knobs.batch_size={batch_size}; raise workload.epoch_images or lower the batch size")
-        if num_classes is not None and len(self.dataset.classes) > num_classes:
-            n = len(self.dataset.classes)
-            raise ValueError(f"{source} has {n} classes but workload.num_classes={num_classes}; "
-                             f"set workload.num_classes >= {n}")
+        self.dataset = JpegBatches(
+            self.root,
+            source,
+            image_size,
+            self.share,
+            knobs.get("cpu_decoder") or "torchvision",
+            knobs.get("decode_scale") or "full",
+            normalize_in_workers,
+            regions,
+        )
+        epoch = _epoch(p, self.dataset, source, batch_size, num_classes)
         self.workers = int(knobs.get("num_workers") or 0)
-        per_worker: dict[str, Any] = {}
-        if self.workers > 0:
-            # Fork the workers from this process, as a training script on Linux does. A trial process comes from
-            # the sweeper's forkserver, so multiprocessing's default there is "forkserver": each trial would start
-            # a fresh server that imports torch again before its first worker runs (first batch 140 s on the H200
-            # with 14 workers, 3 s on the CI machine with 2). Workers never touch CUDA.
-            per_worker["multiprocessing_context"] = "fork"
-            per_worker["persistent_workers"] = bool(knobs.get("persistent_workers", False))
-            if knobs.get("prefetch_factor") is not None:
-                per_worker["prefetch_factor"] = int(knobs["prefetch_factor"])
-            if knobs.get("worker_nice"):
-                # Workers below the trial process's priority: when they fill every core, the threads that feed the
-                # GPU (the training step's launches, the GPU decode and copy threads) still get a core at once.
-                per_worker["worker_init_fn"] = functools.partial(_lower_priority, int(knobs["worker_nice"]))
-        sampler = RandomSampler(self.dataset, num_samples=epoch, generator=torch.Generator().manual_seed(0))
-        self.loader = DataLoader(self.dataset, batch_size=batch_size, sampler=sampler, drop_last=True,
-                                 num_workers=self.workers, pin_memory=bool(knobs.get("pin_memory", False)),
-                                 collate_fn=_pass_through, **per_worker)
-        # Batches the loader can hold ready: each worker keeps prefetch_factor (torch's default 2) in flight, plus
-        # what the device thread holds.
+        per_worker = _worker_options(knobs) if self.workers > 0 else {}
+        self.loader = _loader(
+            self.dataset, epoch, batch_size, self.workers, bool(knobs.get("pin_memory", False)), per_worker
+        )
         threaded = self.share > 0 or bool(knobs.get("device_prefetch")) or regions
-        self.buffered_batches = (self.workers * int(per_worker.get("prefetch_factor", 2)) if self.workers else 0) + (
-            PREFETCH_DEPTH + 1 if threaded else 0) + (DECODED_DEPTH + 1 if self.share > 0 else 0)
-        self.side = DeviceSide(image_size, device, memory_format, bool(knobs.get("non_blocking", False)),
-                               (knobs.get("gpu_decoder") or "torchvision") if self.share > 0 else "torchvision",
-                               bool(knobs.get("gpu_roi_decode")) and self.share > 0)
+        self.buffered_batches = _buffered_batches(self.workers, per_worker, threaded, self.share)
+        self.side = _device_side(knobs, self.share, image_size, device, memory_format)
         self.epochs = 0  # loader restarts so far
         self.stats = torch.zeros(len(decode.STATS), dtype=torch.float64)
         self.cpu_images = 0
@@ -316,7 +403,8 @@ class Pipeline:
             "data_gpu_decoder": self.side.gpu.decoder if self.share > 0 else None,
             "data_gpu_roi_decode": self.side.gpu.nvimgcodec.roi if self.side.gpu.nvimgcodec is not None else None,
             "data_gpu_decoded_pixels_frac": (self.side.gpu_pixels[0] / self.side.gpu_pixels[1])
-            if self.side.gpu_pixels[1] else None,
+            if self.side.gpu_pixels[1]
+            else None,
             "data_bytes_decoded_cpu": float(self.stats[4]),
             "data_bytes_decoded_gpu": float(self.side.bytes_gpu),
             "data_decoded_pixels_frac": (float(self.stats[2]) / float(self.stats[3])) if self.cpu_images else None,
@@ -335,31 +423,64 @@ class Pipeline:
 
 RECIPE_LOADER_ARGS = ("num_workers", "prefetch_factor", "pin_memory", "persistent_workers")
 RECIPE = {  # a literal, read from the source by the report (see workloads.common.RECIPE for the spelling)
-    "worker_nice": {"0": [], "*": ["# DataLoader(..., worker_init_fn=lambda _: os.nice({value})): workers yield the "
-                                   "CPU to the training process"]},
-    "switch_interval_ms": {"0": [], "*": ["sys.setswitchinterval({value} / 1000)  # the training thread gets the GIL "
-                                          "back sooner from the input pipeline's threads"]},
+    "worker_nice": {
+        "0": [],
+        "*": [
+            "# DataLoader(..., worker_init_fn=lambda _: os.nice({value})): workers yield the "
+            "CPU to the training process"
+        ],
+    },
+    "switch_interval_ms": {
+        "0": [],
+        "*": [
+            "sys.setswitchinterval({value} / 1000)  # the training thread gets the GIL "
+            "back sooner from the input pipeline's threads"
+        ],
+    },
     "non_blocking": {"true": ["x = x.to('cuda', non_blocking=True); y = y.to('cuda', non_blocking=True)"]},
     "decode_device": {
-        "cuda": ["# DataLoader workers only read file bytes; decode the batch on the GPU (nvJPEG):",
-                 "images = torchvision.io.decode_jpeg(list_of_bytes, device='cuda')"],
-        "hybrid": ["# decode gpu_share of each batch on the GPU (torchvision.io.decode_jpeg(..., device='cuda')),",
-                   "# the rest in the DataLoader workers on the CPU"]},
+        "cuda": [
+            "# DataLoader workers only read file bytes; decode the batch on the GPU (nvJPEG):",
+            "images = torchvision.io.decode_jpeg(list_of_bytes, device='cuda')",
+        ],
+        "hybrid": [
+            "# decode gpu_share of each batch on the GPU (torchvision.io.decode_jpeg(..., device='cuda')),",
+            "# the rest in the DataLoader workers on the CPU",
+        ],
+    },
     "gpu_share": {"*": ["gpu_share = {value}  # share of each batch decoded on the GPU"]},
-    "gpu_decoder": {"nvimgcodec": ["# decode with nvImageCodec (hardware JPEG engines first) instead of torchvision:",
-                                   "decoder = nvidia.nvimgcodec.Decoder(backends=[Backend(BackendKind.HW_GPU_ONLY), "
-                                   "Backend(BackendKind.GPU_ONLY)])",
-                                   "images = decoder.decode([nvidia.nvimgcodec.CodeStream(b) "
-                                   "for b in list_of_bytes])"]},
-    "gpu_roi_decode": {"true": ["# decode only each crop window: CodeStream(b).get_sub_code_stream(region="
-                                "nvidia.nvimgcodec.Region(y0, x0, y1, x1))"]},
+    "gpu_decoder": {
+        "nvimgcodec": [
+            "# decode with nvImageCodec (hardware JPEG engines first) instead of torchvision:",
+            "decoder = nvidia.nvimgcodec.Decoder(backends=[Backend(BackendKind.HW_GPU_ONLY), "
+            "Backend(BackendKind.GPU_ONLY)])",
+            "images = decoder.decode([nvidia.nvimgcodec.CodeStream(b) for b in list_of_bytes])",
+        ]
+    },
+    "gpu_roi_decode": {
+        "true": [
+            "# decode only each crop window: CodeStream(b).get_sub_code_stream(region="
+            "nvidia.nvimgcodec.Region(y0, x0, y1, x1))"
+        ]
+    },
     "cpu_decoder": {"pil": ["img = PIL.Image.open(path).convert('RGB')  # Pillow decodes in the workers"]},
     "decode_scale": {"reduced": ["img.draft('RGB', (size, size))  # libjpeg DCT scaling: decode at a reduced size"]},
-    "augment_device": {"cuda": ["# workers decode and cut out each crop window (uint8, sizes vary); the GPU resizes "
-                                "and flips them:", "x = torchvision.ops.roi_align(windows.float(), boxes, (224, 224), "
-                                "sampling_ratio=0, aligned=True)"]},
-    "device_prefetch": {"true": ["# copy and normalize the next batches on a side CUDA stream, a few batches ahead",
-                                 "with torch.cuda.stream(copy_stream): x_next = x_next.to('cuda', non_blocking=True)"]},
-    "transfer_dtype": {"uint8": ["# workers return uint8 crops; normalize after the copy to the GPU:",
-                                 "x = x.to('cuda', non_blocking=True).float().div_(255).sub_(mean).div_(std)"]},
+    "augment_device": {
+        "cuda": [
+            "# workers decode and cut out each crop window (uint8, sizes vary); the GPU resizes and flips them:",
+            "x = torchvision.ops.roi_align(windows.float(), boxes, (224, 224), sampling_ratio=0, aligned=True)",
+        ]
+    },
+    "device_prefetch": {
+        "true": [
+            "# copy and normalize the next batches on a side CUDA stream, a few batches ahead",
+            "with torch.cuda.stream(copy_stream): x_next = x_next.to('cuda', non_blocking=True)",
+        ]
+    },
+    "transfer_dtype": {
+        "uint8": [
+            "# workers return uint8 crops; normalize after the copy to the GPU:",
+            "x = x.to('cuda', non_blocking=True).float().div_(255).sub_(mean).div_(std)",
+        ]
+    },
 }

@@ -9,6 +9,7 @@ activation_checkpointing (``off``, ``all`` or the first N of the four stages), a
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -46,13 +47,8 @@ def conv_flops_frac(image_size: int, num_classes: int) -> float:
     return sum(n for op, n in counts if "convolution" in op) / sum(n for _, n in counts)
 
 
-def build(cfg: dict[str, Any], device: torch.device) -> Workload:
-    p, knobs = cfg["workload"], cfg["knobs"]
-    k = of(ResNet50Knobs, knobs)
-    common.set_global_flags(knobs)
-    bs, size, classes = int(k.batch_size), int(p.get("image_size", 224)), int(p.get("num_classes", 1000))
-    fmt = common.memory_format(k.memory_format)
-    torch.manual_seed(0)
+def _model(cfg: dict[str, Any], k: ResNet50Knobs, device: torch.device, classes: int, fmt: torch.memory_format) -> Any:
+    """ResNet-50 on ``device`` in ``fmt``, its stages checkpointed as the knob says, wrapped for a distributed trial."""
     # Every residual block starts as the identity (its last BatchNorm's gamma zeroed), as large-batch and fp16
     # ResNet-50 recipes do (Goyal et al. 2017; MLPerf): with torchvision's default init the residual sums grow
     # block by block and fp16 training diverges from the first steps. All precisions use this init, so they
@@ -62,27 +58,21 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
     ac = k.activation_checkpointing
     if ac != "off":
         common.checkpoint_blocks(model, STAGES if ac == "all" else STAGES[: int(ac)])
-    model = parallel.wrap(model, cfg.get("distributed"), device, blocks=[getattr(model, n) for n in STAGES])
-    # Goyal et al.'s linear scaling rule: lr 0.1 per 256 images of effective batch (tiny batches stay finite).
-    lr = 0.1 * bs * int(k.grad_accum_steps) / 256
-    opt = torch.optim.SGD(
-        model.parameters(),
-        lr=lr,
-        momentum=0.9,
-        **common.optimizer_kwargs(k.optimizer_impl, device),
-    )
-    train = common.TrainStep(model, F.cross_entropy, opt, knobs, device)
-    accum = train.accum
+    return parallel.wrap(model, cfg.get("distributed"), device, blocks=[getattr(model, n) for n in STAGES])
 
-    close = lambda: None  # noqa: E731
-    extra = dict
-    buffered, ready = 0, None
+
+def _inputs(
+    cfg: dict[str, Any], device: torch.device, bs: int, size: int, classes: int, fmt: torch.memory_format, accum: int
+) -> tuple[Callable[[], Any], Callable[[], None], Callable[[], dict[str, Any]], int, Callable[[], int | None] | None]:
+    """A step's batches: ``(next_batch, close, extra_metrics, buffered_steps, ready_batches)`` of the synthetic
+    tensors (the same ones every step) or of the JPEG pipeline (``workload.data``)."""
+    p, knobs = cfg["workload"], cfg["knobs"]
     if p.get("data", "synthetic") == "synthetic":
         x = torch.randn(bs, 3, size, size, device=device).contiguous(memory_format=fmt)
         y = torch.randint(0, classes, (bs,), device=device)
         fixed = [(x, y)] * accum
-        next_batch = lambda: fixed  # noqa: E731
-    elif p["data"] == "jpeg":
+        return (lambda: fixed), (lambda: None), dict, 0, None
+    if p["data"] == "jpeg":
         from workloads import data
 
         pipe = data.Pipeline(
@@ -96,11 +86,29 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
             num_classes=classes,
         )
         next_batch = lambda: [pipe.next() for _ in range(accum)]  # noqa: E731
-        close, extra = pipe.close, pipe.metrics
-        buffered, ready = -(-pipe.buffered_batches // accum), pipe.ready_batches
-    else:
-        raise ValueError(f"workload.data must be 'synthetic' or 'jpeg', got {p['data']!r}")
+        return next_batch, pipe.close, pipe.metrics, -(-pipe.buffered_batches // accum), pipe.ready_batches
+    raise ValueError(f"workload.data must be 'synthetic' or 'jpeg', got {p['data']!r}")
 
+
+def build(cfg: dict[str, Any], device: torch.device) -> Workload:
+    p, knobs = cfg["workload"], cfg["knobs"]
+    k = of(ResNet50Knobs, knobs)
+    common.set_global_flags(knobs)
+    bs, size, classes = int(k.batch_size), int(p.get("image_size", 224)), int(p.get("num_classes", 1000))
+    fmt = common.memory_format(k.memory_format)
+    torch.manual_seed(0)
+    model = _model(cfg, k, device, classes, fmt)
+    # Goyal et al.'s linear scaling rule: lr 0.1 per 256 images of effective batch (tiny batches stay finite).
+    lr = 0.1 * bs * int(k.grad_accum_steps) / 256
+    opt = torch.optim.SGD(
+        model.parameters(),
+        lr=lr,
+        momentum=0.9,
+        **common.optimizer_kwargs(k.optimizer_impl, device),
+    )
+    train = common.TrainStep(model, F.cross_entropy, opt, knobs, device)
+    accum = train.accum
+    next_batch, close, extra, buffered, ready = _inputs(cfg, device, bs, size, classes, fmt, accum)
     return Workload(
         step=train,
         next_batch=next_batch,

@@ -70,8 +70,11 @@ class Analysis:
         c = self.configs
         key = c.index[0] if key is None and not c.empty else key
         pairs = [(name, key)] + ([("the baseline", self.baseline.key)] if self.baseline.key != key else [])
-        whose = [f"{who} ({int(c.loc[k, 'n'])})" for who, k in pairs
-                 if k in c.index and c.loc[k, "step_unstable_n"] >= c.loc[k, "n"]]  # fmt: skip
+        whose = [
+            f"{who} ({int(c.loc[k, 'n'])})"
+            for who, k in pairs
+            if k in c.index and c.loc[k, "step_unstable_n"] >= c.loc[k, "n"]
+        ]
         return "step times were unstable in every measurement of " + " and of ".join(whose) if whose else ""
 
     @property
@@ -99,10 +102,19 @@ def analyse(rows: pd.DataFrame, evaluator: str = "auto") -> Analysis:
     ok, normed, keys, swept = configurations(rows)
     objectives = objectives_of(rows)
     base = bl.find_baseline(rows, normed, keys, swept)
-    a = Analysis(workload=str(rows["workload"].iloc[0]), study=str(rows["study"].iloc[0]), unit=unit_of(rows),
-                 objectives=objectives, counts=status_counts(rows), swept=swept, configs=pd.DataFrame(),
-                 baseline=base, failures=_failures(rows), machines=_machines(rows),
-                 single_runs=bool(single_run_rows(rows).all()))
+    a = Analysis(
+        workload=str(rows["workload"].iloc[0]),
+        study=str(rows["study"].iloc[0]),
+        unit=unit_of(rows),
+        objectives=objectives,
+        counts=status_counts(rows),
+        swept=swept,
+        configs=pd.DataFrame(),
+        baseline=base,
+        failures=_failures(rows),
+        machines=_machines(rows),
+        single_runs=bool(single_run_rows(rows).all()),
+    )
     a.not_ranked = _not_ranked(rows, a.unit)
     a.device_mem_bytes = _device_memory(ok)
     a.outside_defaults = _outside_defaults(normed, keys, base)
@@ -112,6 +124,35 @@ def analyse(rows: pd.DataFrame, evaluator: str = "auto") -> Analysis:
     configs = rank_configs(aggregate(ok, keys))
     first = normed.loc[ok.index].groupby(keys.loc[ok.index], sort=False).first()
     values = first.loc[configs.index]
+    _name_configs(configs, values, swept, base)
+    configs["stability"] = [
+        stability_note(u, b, n) for u, b, n in zip(configs["step_unstable_n"], configs["step_bimodal_n"], configs["n"])
+    ]
+    configs["diagnosis"] = _diagnoses(configs, ok, keys)
+    a.profiles = profiles(ok, keys)
+    if not a.profiles.empty:  # the profile names the limit where one exists; the rule is the marked fallback
+        configs["diagnosis"] = [
+            profile_diagnosis(a.profiles.loc[k]) if k in a.profiles.index else f"{d} (rule)"
+            for k, d in zip(configs.index, configs["diagnosis"])
+        ]
+    if "mfu_peak" in ok:
+        a.mfu_peaks = sorted({str(v) for v in ok["mfu_peak"].dropna() if str(v)})
+    configs["pareto"] = _pareto(configs, ok, keys, objectives)
+    a.baseline_note = _speedups(configs, base, rows, keys)
+    if a.outside_defaults:
+        a.baseline_note += (
+            f"; the sweep ran every configuration at {', '.join(a.outside_defaults)}: "
+            '"defaults" names the swept knobs\' defaults'
+        )
+    a.configs = configs
+    a.importance, a.importance_note = _importance(configs, values, objectives, evaluator, recorded_space(rows))
+    a.marginals = marginals(configs, values, swept)
+    a.history = _history(ok, objectives)
+    return a
+
+
+def _name_configs(configs: pd.DataFrame, values: pd.DataFrame, swept: list[str], base: bl.Baseline) -> None:
+    """Each configuration's swept values (``v:<knob>`` columns), its label, short name and brief label."""
     for col in swept:
         configs[f"v:{col}"] = values[col]
     records = values.to_dict("records")
@@ -119,29 +160,22 @@ def analyse(rows: pd.DataFrame, evaluator: str = "auto") -> Analysis:
     configs["name"] = short_names(configs["label"].tolist())
     brief = _brief_labels(configs["label"].tolist(), records, swept)
     configs["label_brief"] = [b if len(b) <= NAME_WIDTH else n for b, n in zip(brief, configs["name"])]
-    configs["stability"] = [stability_note(u, b, n) for u, b, n in
-                            zip(configs["step_unstable_n"], configs["step_bimodal_n"], configs["n"])]  # fmt: skip
-    stages = (ok["data_limit_stage"].groupby(keys.loc[ok.index], sort=False).agg(_most_common)
-              .reindex(configs.index) if "data_limit_stage" in ok else pd.Series(None, index=configs.index))
-    configs["diagnosis"] = [diagnose(w, u, m, s, h) for w, u, m, s, h in
-                            zip(configs["data_wait_frac"], configs["gpu_util_mean"], configs["mfu"], stages,
-                                configs["host_step_frac"])]
-    a.profiles = profiles(ok, keys)
-    if not a.profiles.empty:  # the profile names the limit where one exists; the rule is the marked fallback
-        configs["diagnosis"] = [profile_diagnosis(a.profiles.loc[k]) if k in a.profiles.index else f"{d} (rule)"
-                                for k, d in zip(configs.index, configs["diagnosis"])]
-    if "mfu_peak" in ok:
-        a.mfu_peaks = sorted({str(v) for v in ok["mfu_peak"].dropna() if str(v)})
-    configs["pareto"] = _pareto(configs, ok, keys, objectives)
-    a.baseline_note = _speedups(configs, base, rows, keys)
-    if a.outside_defaults:
-        a.baseline_note += (f"; the sweep ran every configuration at {', '.join(a.outside_defaults)}: "
-                            "\"defaults\" names the swept knobs' defaults")
-    a.configs = configs
-    a.importance, a.importance_note = _importance(configs, values, objectives, evaluator, recorded_space(rows))
-    a.marginals = marginals(configs, values, swept)
-    a.history = _history(ok, objectives)
-    return a
+
+
+def _diagnoses(configs: pd.DataFrame, ok: pd.DataFrame, keys: pd.Series) -> list[str]:
+    """What limits each configuration, by the rule (``diagnose``), from its metrics and the data stage its trials
+    named most often."""
+    stages = (
+        ok["data_limit_stage"].groupby(keys.loc[ok.index], sort=False).agg(_most_common).reindex(configs.index)
+        if "data_limit_stage" in ok
+        else pd.Series(None, index=configs.index)
+    )
+    return [
+        diagnose(w, u, m, s, h)
+        for w, u, m, s, h in zip(
+            configs["data_wait_frac"], configs["gpu_util_mean"], configs["mfu"], stages, configs["host_step_frac"]
+        )
+    ]
 
 
 def _outside_defaults(normed: pd.DataFrame, keys: pd.Series, base: bl.Baseline) -> list[str]:
@@ -150,8 +184,11 @@ def _outside_defaults(normed: pd.DataFrame, keys: pd.Series, base: bl.Baseline) 
     if base.key is None or not base.defaults or not (keys == base.key).any():
         return []
     values = normed[keys == base.key].iloc[0]
-    return [f"{short_name(c)}={values[c]} (default: {d})" for c, d in sorted(base.defaults.items())
-            if c in values.index and values[c] != "null" and d != "null" and values[c] != d]
+    return [
+        f"{short_name(c)}={values[c]} (default: {d})"
+        for c, d in sorted(base.defaults.items())
+        if c in values.index and values[c] != "null" and d != "null" and values[c] != d
+    ]
 
 
 def _device_memory(ok: pd.DataFrame) -> float | None:
@@ -168,8 +205,10 @@ def _not_ranked(rows: pd.DataFrame, unit: str) -> list[str]:
     for _, r in implausible_rows(rows).iterrows():
         trial = r.get("trial")
         who = f"trial {int(trial)}" if pd.notna(trial) else "a single run"
-        out.append(f"{who}: a throughput of {num(r['throughput'])} {unit} is not a measurement (over {num(ABSURD)} "
-                   f"a second, or {num(ABSURD_VS_MEDIAN)} times this study's median): not ranked; check that row")
+        out.append(
+            f"{who}: a throughput of {num(r['throughput'])} {unit} is not a measurement (over {num(ABSURD)} "
+            f"a second, or {num(ABSURD_VS_MEDIAN)} times this study's median): not ranked; check that row"
+        )
     return out
 
 
@@ -231,8 +270,11 @@ def _pareto(configs: pd.DataFrame, ok: pd.DataFrame, keys: pd.Series, objectives
         if metric == "throughput":
             values = configs["value"].to_numpy(float)
         else:
-            means = pd.to_numeric(ok[metric], errors="coerce").groupby(keys.loc[ok.index]).mean() \
-                if metric in ok else pd.Series(dtype=float)
+            means = (
+                pd.to_numeric(ok[metric], errors="coerce").groupby(keys.loc[ok.index]).mean()
+                if metric in ok
+                else pd.Series(dtype=float)
+            )
             values = means.reindex(configs.index).to_numpy(float)
         if np.isfinite(values).any():  # a metric nobody measured (no memory counter) leaves the front
             cols.append(values)
@@ -250,19 +292,25 @@ def _speedups(configs: pd.DataFrame, base: bl.Baseline, rows: pd.DataFrame, keys
         return base.how
     if base.key not in configs.index:
         failed = rows[keys == base.key]
-        why = ", ".join(f"trial {t}: {s} {r}".strip() for t, s, r in
-                        zip(failed.get("trial", []), failed["status"], failed.get("reason", [""] * len(failed))))
+        why = ", ".join(
+            f"trial {t}: {s} {r}".strip()
+            for t, s, r in zip(failed.get("trial", []), failed["status"], failed.get("reason", [""] * len(failed)))
+        )
         return f"the baseline configuration has no usable measurement ({why}); speed-ups are not shown"
     cols = [c for c in ("value", "rel_se", "df", "noise_of") if c in configs]
     b = configs.loc[base.key, cols].to_dict()
-    r, lo, hi = (pd.Series(v, index=configs.index, dtype=float) for v in
-                 zip(*(ratio_interval(row, b) for row in configs[cols].to_dict("records"))))  # fmt: skip
+    r, lo, hi = (
+        pd.Series(v, index=configs.index, dtype=float)
+        for v in zip(*(ratio_interval(row, b) for row in configs[cols].to_dict("records")))
+    )
     configs["speedup"] = r
     if configs.attrs.get("repeats_df"):  # an interval only where trial-to-trial noise was measured
         configs["speedup_lo"], configs["speedup_hi"] = lo, hi
         return f"baseline: {base.how}"
-    return (f"baseline: {base.how}. Each configuration was measured once: no noise estimate, so speed-ups have no "
-            "interval (the sweep re-measures the baseline and the best to measure it)")
+    return (
+        f"baseline: {base.how}. Each configuration was measured once: no noise estimate, so speed-ups have no "
+        "interval (the sweep re-measures the baseline and the best to measure it)"
+    )
 
 
 def _importance(configs: pd.DataFrame, values: pd.DataFrame, objectives, evaluator: str, space: dict):

@@ -39,37 +39,38 @@ def _layout(title: str, x: str, y: str, **extra: Any) -> dict[str, Any]:
     }
 
 
+def _points(name: str, sub: pd.DataFrame, mem: Any, hover: list[str], color: str) -> dict[str, Any]:
+    """A scatter trace of configurations: throughput over peak memory (MiB), 95 % intervals as error bars."""
+    return {
+        "type": "scatter",
+        "mode": "markers",
+        "name": name,
+        "x": _floats(mem),
+        "y": _floats(sub["value"]),
+        "text": hover,
+        "hoverinfo": "text+x+y",
+        "marker": {"color": color, "size": 9},
+        "error_y": {
+            "type": "data",
+            "array": _floats(sub["hi"] - sub["value"]),
+            "arrayminus": _floats(sub["value"] - sub["lo"]),
+            "thickness": 1,
+            "width": 0,
+            "color": color,
+        },
+    }
+
+
 def throughput_vs_memory(a: Analysis) -> dict[str, Any]:
     """Scatter of configurations (error bars: 95 % intervals) with the Pareto front drawn through its points."""
     c = a.configs
     mem = c["peak_mem_bytes"].to_numpy(float) / _MIB
     hover = [esc(f"#{r} {lab}") for r, lab in zip(c["rank"], c["label"])]
-    data = []
-    for name, mask, color in (
-        ("configuration", ~c["pareto"].to_numpy(bool), _GREY),
-        ("Pareto front", c["pareto"].to_numpy(bool), _BLUE),
-    ):
-        sub = c[mask]
-        data.append(
-            {
-                "type": "scatter",
-                "mode": "markers",
-                "name": name,
-                "x": _floats(mem[mask]),
-                "y": _floats(sub["value"]),
-                "text": [h for h, m in zip(hover, mask) if m],
-                "hoverinfo": "text+x+y",
-                "marker": {"color": color, "size": 9},
-                "error_y": {
-                    "type": "data",
-                    "array": _floats(sub["hi"] - sub["value"]),
-                    "arrayminus": _floats(sub["value"] - sub["lo"]),
-                    "thickness": 1,
-                    "width": 0,
-                    "color": color,
-                },
-            }
-        )
+    pareto = c["pareto"].to_numpy(bool)
+    data = [
+        _points("configuration", c[~pareto], mem[~pareto], [h for h, m in zip(hover, pareto) if not m], _GREY),
+        _points("Pareto front", c[pareto], mem[pareto], [h for h, m in zip(hover, pareto) if m], _BLUE),
+    ]
     front = c[c["pareto"]].assign(_mem=mem[c["pareto"].to_numpy(bool)]).sort_values("_mem")
     data.append(
         {

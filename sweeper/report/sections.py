@@ -144,34 +144,54 @@ def ranking(a: Analysis, limit: int) -> Table:
         "step cv",
         "trials",
     ] + [short_name(k) for k in knobs]
-    rows, marks = [], []
-    for key, r in c.head(limit).iterrows():
-        rank = str(int(r["rank"]))
-        vs = "baseline" if r["is_baseline"] else times(r["speedup"], r["speedup_lo"], r["speedup_hi"])
-        rows.append(
-            [
-                rank,
-                "tied" if r["tied"] else "",
-                r["name"] + _mark(r),
-                num(r["value"]),
-                interval(r["lo"], r["hi"]),
-                str(int(r["n"])),
-                vs,
-                mib(r["peak_mem_bytes"]),
-                _rank(r["rank_memory"]),
-                "*" if r["pareto"] else "",
-                r["diagnosis"],
-                pct(r["data_wait_frac"]),
-                num(r["gpu_util_mean"], 3),
-                num(r["mfu"], 3),
-                num(r["step_ms_p50"]),
-                num(r["step_cv"], 3),
-                r["trials"],
-            ]
-            + [_shown(r[f"v:{k}"]) for k in knobs]
-        )
-        marks.append("baseline" if r["is_baseline"] else ("best" if r["rank"] == 1 else ""))
-    note = (
+    rows = [_ranking_row(r, knobs) for _, r in c.head(limit).iterrows()]
+    marks = [
+        "baseline" if r["is_baseline"] else ("best" if r["rank"] == 1 else "") for _, r in c.head(limit).iterrows()
+    ]
+    return Table(
+        "Ranking by throughput",
+        header,
+        rows,
+        align="rllrrrrrrllrrrrrl" + "l" * len(knobs),
+        note=_ranking_note(a, limit),
+        marks=marks,
+        more=max(0, len(c) - limit),
+        brief=[0, 2, 3, 6, 4, 7, 10, 1, 9, 5],
+        page=list(range(len(header) - len(knobs))),
+        brief_cells={2: [b + _mark(r) for b, (_, r) in zip(c["label_brief"], c.head(limit).iterrows())]}
+        if "label_brief" in c
+        else {},
+    )  # the label names the configuration; .md has a column per knob
+
+
+def _ranking_row(r: pd.Series, knobs: list[str]) -> list[str]:
+    """One configuration's row of the ranking, its swept knobs' values last."""
+    vs = "baseline" if r["is_baseline"] else times(r["speedup"], r["speedup_lo"], r["speedup_hi"])
+    return [
+        str(int(r["rank"])),
+        "tied" if r["tied"] else "",
+        r["name"] + _mark(r),
+        num(r["value"]),
+        interval(r["lo"], r["hi"]),
+        str(int(r["n"])),
+        vs,
+        mib(r["peak_mem_bytes"]),
+        _rank(r["rank_memory"]),
+        "*" if r["pareto"] else "",
+        r["diagnosis"],
+        pct(r["data_wait_frac"]),
+        num(r["gpu_util_mean"], 3),
+        num(r["mfu"], 3),
+        num(r["step_ms_p50"]),
+        num(r["step_cv"], 3),
+        r["trials"],
+    ] + [_shown(r[f"v:{k}"]) for k in knobs]
+
+
+def _ranking_note(a: Analysis, limit: int) -> str:
+    """What the ranking's ranks, noise, Pareto front, diagnosis and marks mean for this study."""
+    c = a.configs
+    return (
         f"Listed by throughput; configurations within noise of the best of their group (95% intervals "
         f"overlapping its interval) share its rank, marked `tied`. Noise: "
         f"{noise_text(a)}. Pareto: {' / '.join(f'{m} ({d})' for m, d in pareto_objectives(a))}. "
@@ -192,20 +212,6 @@ def ranking(a: Analysis, limit: int) -> Table:
             else ""
         )
     )
-    return Table(
-        "Ranking by throughput",
-        header,
-        rows,
-        align="rllrrrrrrllrrrrrl" + "l" * len(knobs),
-        note=note,
-        marks=marks,
-        more=max(0, len(c) - limit),
-        brief=[0, 2, 3, 6, 4, 7, 10, 1, 9, 5],
-        page=list(range(len(header) - len(knobs))),
-        brief_cells={2: [b + _mark(r) for b, (_, r) in zip(c["label_brief"], c.head(limit).iterrows())]}
-        if "label_brief" in c
-        else {},
-    )  # the label names the configuration; .md has a column per knob
 
 
 MAX_LEGEND = 50  # configurations a legend spells out (the Markdown ranking's rows)
@@ -225,11 +231,16 @@ def _mark(r: pd.Series) -> str:
 def stability_notes(a: Analysis, limit: int) -> list[Block]:
     """One line per configuration of the ranking marked unstable (the first ``MAX_UNSTABLE_NOTES``)."""
     flagged = [r for _, r in a.configs.head(limit).iterrows() if r.get("stability")]
-    out: list[Block] = [Para(f"{UNSTABLE} {r['label']}: {r['stability']}.", "note") for r in
-                        flagged[:MAX_UNSTABLE_NOTES]]  # fmt: skip
+    out: list[Block] = [
+        Para(f"{UNSTABLE} {r['label']}: {r['stability']}.", "note") for r in flagged[:MAX_UNSTABLE_NOTES]
+    ]
     if len(flagged) > MAX_UNSTABLE_NOTES:
-        out.append(Para(f"{UNSTABLE} ... and {len(flagged) - MAX_UNSTABLE_NOTES} more configurations of the ranking "
-                        "(marked).", "note"))  # fmt: skip
+        out.append(
+            Para(
+                f"{UNSTABLE} ... and {len(flagged) - MAX_UNSTABLE_NOTES} more configurations of the ranking (marked).",
+                "note",
+            )
+        )
     return out
 
 

@@ -15,25 +15,23 @@ from typing import Any
 from sweeper.results.keys import flatten
 from sweeper.results.outcome import TrialOutcome
 
-
 # The row's identity and the columns the sweeper writes itself (here, in the Hydra job, and in the trial's
 # fingerprint): a workload's own metric (``extra_metrics()``) may not take one of these names, or start with one of
 # ``RESERVED_PREFIXES``.
 IDENTITY = ("study", "study_id", "trial")
-SWEEPER_COLUMNS = frozenset({
-    *IDENTITY, "status", "reason", "message", "workload", "workload_module", "preset", "objectives", "started_at",
-    "ended_at", "wall_s", "hostname", "baseline", "confirm_of", "node_shared", "node_shared_with", "space",
-    "knob_defaults", "setup_s", "cpu_threads", "compile_s", "graph_breaks",
+SWEEPER_COLUMNS = frozenset(
+    [*IDENTITY]
+    + """status reason message workload workload_module preset objectives started_at ended_at wall_s hostname baseline
+    confirm_of node_shared node_shared_with space knob_defaults setup_s cpu_threads compile_s graph_breaks""".split()
     # the fingerprint (sweeper.trial.fingerprint)
-    "cpu_model", "cpu_cores", "cpu_affinity", "torch_version", "cuda_version", "python_version", "device",
-    "gpu_name", "gpu_count", "gpu_cc", "gpu_mem_bytes", "driver_version", "gpu_indices",
-})  # fmt: skip
+    + """cpu_model cpu_cores cpu_affinity torch_version cuda_version python_version device gpu_name gpu_count gpu_cc
+    gpu_mem_bytes driver_version gpu_indices""".split()
+)
 # The Optuna trial attributes the sweeper reads back (whose trial it is, whether it counts, what it cost): every
 # metric of an outcome is also a user attribute (``sweeper.sweep.study.trials.tell``).
-SWEEPER_ATTRIBUTES = frozenset({
-    "owner", "status", "reason", "confirm_of", "wall_s", "spent_s", "warm_start_from", "waits_for", "remeasure_for",
-    "profile",
-})  # fmt: skip
+SWEEPER_ATTRIBUTES = frozenset(
+    "owner status reason confirm_of wall_s spent_s warm_start_from waits_for remeasure_for profile".split()
+)
 RESERVED_PREFIXES = ("knob.", "param.", "prof_", "knob_sweeper:")
 
 
@@ -46,8 +44,15 @@ def _timestamp(seconds: float | None) -> dt.datetime | None:
     return None if seconds is None else dt.datetime.fromtimestamp(seconds, dt.timezone.utc)
 
 
-def make_row(outcome: TrialOutcome, *, study: str, trial: int | None, cfg: dict[str, Any],
-             objectives: list[tuple[str, str]], study_id: str | None = "") -> dict[str, Any]:
+def make_row(
+    outcome: TrialOutcome,
+    *,
+    study: str,
+    trial: int | None,
+    cfg: dict[str, Any],
+    objectives: list[tuple[str, str]],
+    study_id: str | None = "",
+) -> dict[str, Any]:
     """The Parquet row of one trial: identity, status, knobs, workload parameters, metrics, fingerprint."""
     row: dict[str, Any] = {
         "study": study,

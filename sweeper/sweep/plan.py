@@ -94,21 +94,7 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
     Hydra's ``config`` and the command's ``arguments`` say; ``budget``: the sweep's ``Budget`` (the staged sampler's
     clock)."""
     c = dataclasses.asdict(settings)  # the rule checks and the space read keys by name
-    if settings.n_trials is not None and settings.n_trials < 1:
-        raise ConfigError(
-            "hydra.sweeper.n_trials",
-            f"must be >= 1, got {settings.n_trials}",
-            "give the number of trials this command should add",
-        )
-    if settings.timeout_s is not None and float(settings.timeout_s) <= 0:
-        raise ConfigError(
-            "hydra.sweeper.timeout_s",
-            f"must be > 0 seconds, got {settings.timeout_s}",
-            "give the command's wall-clock budget in seconds, or null for no limit",
-        )
-    if settings.grace_s < 0:
-        raise ConfigError("hydra.sweeper.grace_s", f"must be >= 0 seconds, got {settings.grace_s}",
-                          "give the seconds a running trial may overrun the budget, e.g. 5")  # fmt: skip
+    _check_budget(settings)
     check_sweeper(c)
     cfg, space, defaults, fixed_args = launch.resolve_space(config, c, arguments)
     check_results_dir(cfg["results_dir"])
@@ -119,61 +105,22 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
     launch.check_concurrent(launcher, config, len(slots))
     node = NodeSlots(node_lock_dir(cfg), slots, gpu.device_info().count)
     objectives = [(str(o["metric"]), str(o.get("direction", "maximize"))) for o in settings.objectives]
-    _check_objectives(objectives, workload, cfg["workload"].get("module"))
-    check_enumerations(
-        {k: list(getattr(d, "choices", ())) for k, d in space.params.items()}, workload, cfg["workload"].get("module")
-    )
-    _check_fixed(cfg, fixed_args)
+    _check_workload(cfg, space, objectives, fixed_args)
     results_dir = Path(cfg["results_dir"])
-    data = cfg["workload"].get("data")  # resnet50-jpeg(-tiny): synthetic and JPEG trials never share a study
-    workload_key = (
-        workload
-        + (f"-{data}" if data not in (None, "synthetic") else "")
-        + (f"-{cfg['preset']}" if cfg["preset"] else "")
-    )
+    workload_key = _workload_key(cfg)
     study_name = settings.study_name or workload_key
-    storage_url = studies.storage_url(settings.storage, results_dir)
+    storage_url, storage = _open_storage(settings, results_dir)
     fixed_args = fixed_args + secrets.hide_config_password(settings.storage)  # a password from a YAML file
-    deadline = None if settings.timeout_s is None else process_start() + float(settings.timeout_s)  # the budget's
-    storage = studies.make_storage(storage_url, settings.heartbeat_interval, settings.grace_period, deadline)
     expensive = dict(plain(settings.expensive) or {})
     _check_cost_prior(plain(settings.cost_prior) or {}, expensive)
-    seed = samplers.resumed_seed(storage, study_name, settings.seed, str(settings.sampler))
-    sampler = samplers.make_sampler(str(settings.sampler), seed, space, expensive, defaults, settings.timeout_s,
-                                   budget)  # fmt: skip
+    sampler = _make_sampler(settings, storage, study_name, space, expensive, defaults, budget)
     # resolved before the study exists: a bad name creates nothing
     warm_sources = warm.resolve(storage, plain(settings.warm_start), study_name, workload_key)
-    try:
-        created = studies.create_if_missing(storage, study_name, [d for _m, d in objectives])
-        study = optuna.load_study(study_name=study_name, storage=storage, sampler=sampler)  # no second notice
-    except ValueError as e:
-        raise ConfigError(
-            "hydra.sweeper.objectives",
-            str(e).splitlines()[0],
-            "use the study's original objectives or a new hydra.sweeper.study_name",
-        ) from None
-    except Exception as e:  # noqa: BLE001 - the database refused (sqlalchemy.exc.*): a line, no password
-        from sweeper.results.store import disk_full_in
-
-        if disk_full_in(e) is not None:
-            raise  # a full disk, however wrapped: recovery.guarded says it in one line, exit 1
-        first = secrets.scrub((str(e).strip().splitlines() or [type(e).__name__])[0][:200], storage_url, withhold=True)
-        raise ConfigError("hydra.sweeper.storage", f"the study could not be opened ({first})",
-                          "check the storage and the study name") from None  # fmt: skip
-    with warnings.catch_warnings():  # optuna-dashboard shows "throughput", not "Objective 0"
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        study.set_metric_names([m for m, _d in objectives])
+    study, created = _open_study(storage, storage_url, study_name, objectives, sampler)
     if not study.trials:
         study.set_user_attr(warm.WORKLOAD_KEY, workload_key)
     study_id = studies.study_id(study, created)
-    pruner_conf = dataclasses.asdict(settings.pruner)
-    make_pruner(pruner_conf)  # validates
-    if pruner_conf.get("type", "none") != "none" and objectives != [("throughput", "maximize")]:
-        raise ConfigError(
-            "hydra.sweeper.pruner.type",
-            "pruning needs the single objective throughput:maximize",
-            "set hydra.sweeper.pruner.type=none for this study",
-        )
+    pruner_conf = _checked_pruner(settings, objectives)
     baseline = warm.baseline_params(space, defaults, say=False) if settings.baseline_first else None
     handbook = start_params(space, defaults, baseline, gpu.device_info()) if settings.handbook_start else None
     return SweepPlan(
@@ -201,6 +148,115 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
         created=created,
         expensive=expensive,
     )
+
+
+def _check_workload(
+    cfg: dict[str, Any], space: SearchSpace, objectives: list[tuple[str, str]], fixed_args: list[str]
+) -> None:
+    """The objectives are metrics the workload produces, the space's choices values it accepts, and the command's
+    fixed values a configuration it does not refuse."""
+    workload, module = cfg["workload"]["name"], cfg["workload"].get("module")
+    _check_objectives(objectives, workload, module)
+    check_enumerations({k: list(getattr(d, "choices", ())) for k, d in space.params.items()}, workload, module)
+    _check_fixed(cfg, fixed_args)
+
+
+def _make_sampler(
+    settings: Any,
+    storage: Any,
+    study_name: str,
+    space: SearchSpace,
+    expensive: dict[str, Any],
+    defaults: dict[str, Any],
+    budget: Any,
+) -> Any:
+    """The sampler ``hydra.sweeper.sampler`` names, with this command's seed (``samplers.resumed_seed``)."""
+    seed = samplers.resumed_seed(storage, study_name, settings.seed, str(settings.sampler))
+    return samplers.make_sampler(str(settings.sampler), seed, space, expensive, defaults, settings.timeout_s, budget)
+
+
+def _open_storage(settings: Any, results_dir: Path) -> tuple[str, Any]:
+    """The Optuna storage's URL (default: SQLite in ``results_dir``) and the storage, whose waits to open end
+    with the sweep's budget too."""
+    storage_url = studies.storage_url(settings.storage, results_dir)
+    deadline = None if settings.timeout_s is None else process_start() + float(settings.timeout_s)  # the budget's
+    storage = studies.make_storage(storage_url, settings.heartbeat_interval, settings.grace_period, deadline)
+    return storage_url, storage
+
+
+def _check_budget(settings: Any) -> None:
+    """``hydra.sweeper.n_trials``, ``timeout_s`` and ``grace_s``: a count >= 1, seconds > 0, seconds >= 0."""
+    if settings.n_trials is not None and settings.n_trials < 1:
+        raise ConfigError(
+            "hydra.sweeper.n_trials",
+            f"must be >= 1, got {settings.n_trials}",
+            "give the number of trials this command should add",
+        )
+    if settings.timeout_s is not None and float(settings.timeout_s) <= 0:
+        raise ConfigError(
+            "hydra.sweeper.timeout_s",
+            f"must be > 0 seconds, got {settings.timeout_s}",
+            "give the command's wall-clock budget in seconds, or null for no limit",
+        )
+    if settings.grace_s < 0:
+        raise ConfigError(
+            "hydra.sweeper.grace_s",
+            f"must be >= 0 seconds, got {settings.grace_s}",
+            "give the seconds a running trial may overrun the budget, e.g. 5",
+        )
+
+
+def _workload_key(cfg: dict[str, Any]) -> str:
+    """<workload>[-<data>][-<preset>]: which earlier studies a warm start may read, and the default study name."""
+    data = cfg["workload"].get("data")  # resnet50-jpeg(-tiny): synthetic and JPEG trials never share a study
+    return (
+        cfg["workload"]["name"]
+        + (f"-{data}" if data not in (None, "synthetic") else "")
+        + (f"-{cfg['preset']}" if cfg["preset"] else "")
+    )
+
+
+def _open_study(
+    storage: Any, storage_url: str, study_name: str, objectives: list[tuple[str, str]], sampler: Any
+) -> tuple[optuna.Study, bool]:
+    """The study (created if missing, its metrics named) and whether this command created it; a study of other
+    objectives, or a storage that refuses, is bad input."""
+    try:
+        created = studies.create_if_missing(storage, study_name, [d for _m, d in objectives])
+        study = optuna.load_study(study_name=study_name, storage=storage, sampler=sampler)  # no second notice
+    except ValueError as e:
+        raise ConfigError(
+            "hydra.sweeper.objectives",
+            str(e).splitlines()[0],
+            "use the study's original objectives or a new hydra.sweeper.study_name",
+        ) from None
+    except Exception as e:  # noqa: BLE001 - the database refused (sqlalchemy.exc.*): a line, no password
+        from sweeper.results.store import disk_full_in
+
+        if disk_full_in(e) is not None:
+            raise  # a full disk, however wrapped: recovery.guarded says it in one line, exit 1
+        first = secrets.scrub((str(e).strip().splitlines() or [type(e).__name__])[0][:200], storage_url, withhold=True)
+        raise ConfigError(
+            "hydra.sweeper.storage", f"the study could not be opened ({first})", "check the storage and the study name"
+        ) from None
+    with warnings.catch_warnings():  # optuna-dashboard shows "throughput", not "Objective 0"
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        study.set_metric_names([m for m, _d in objectives])
+    return study, created
+
+
+def _checked_pruner(settings: Any, objectives: list[tuple[str, str]]) -> dict[str, Any]:
+    """``hydra.sweeper.pruner`` as a plain dict (sent to each trial), validated; pruning needs one objective,
+    throughput:maximize."""
+    pruner_conf = dataclasses.asdict(settings.pruner)
+    make_pruner(pruner_conf)  # validates
+    if pruner_conf.get("type", "none") != "none" and objectives != [("throughput", "maximize")]:
+        raise ConfigError(
+            "hydra.sweeper.pruner.type",
+            "pruning needs the single objective throughput:maximize",
+            "set hydra.sweeper.pruner.type=none for this study",
+        )
+    return pruner_conf
 
 
 def _check_fixed(cfg: dict[str, Any], fixed_args: list[str]) -> None:
@@ -253,8 +309,11 @@ def _parse_starts(starts: Any, space: SearchSpace, defaults: dict[str, Any], cfg
             try:
                 keep = evaluate(when, {**defaults, **space.fixed})
             except ExpressionError as e:
-                raise ConfigError(f"hydra.sweeper.starts[{i}].when", str(e), "write an expression over config keys, "
-                                  "e.g. \"workload.data == 'jpeg'\"") from None  # fmt: skip
+                raise ConfigError(
+                    f"hydra.sweeper.starts[{i}].when",
+                    str(e),
+                    "write an expression over config keys, e.g. \"workload.data == 'jpeg'\"",
+                ) from None
             if not keep:
                 continue
         out.append(_start_params(i, start, space, defaults))
@@ -266,15 +325,22 @@ def _check_cost_prior(prior: Mapping[str, Any], expensive: Mapping[str, Any]) ->
     for key, values in prior.items():
         where = f"hydra.sweeper.cost_prior.{key}"
         if key not in expensive and not (key == "knobs.compile" and values == COMPILE_PRIOR):  # the default: unused
-            raise ConfigError(where, "is not a knob of hydra.sweeper.expensive",
-                              "give priors for the expensive knobs only, e.g. knobs.compile")  # fmt: skip
+            raise ConfigError(
+                where,
+                "is not a knob of hydra.sweeper.expensive",
+                "give priors for the expensive knobs only, e.g. knobs.compile",
+            )
         if not isinstance(values, Mapping):
-            raise ConfigError(where, f"must map values to factors, got {values!r}",
-                              "e.g. {default: 4, max-autotune: 40}")  # fmt: skip
+            raise ConfigError(
+                where, f"must map values to factors, got {values!r}", "e.g. {default: 4, max-autotune: 40}"
+            )
         for value, factor in values.items():
             if not isinstance(factor, (int, float)) or isinstance(factor, bool) or not 0 < factor < math.inf:
-                raise ConfigError(f"{where}.{value}", f"must be a number > 0, got {factor!r}",
-                                  "give how many times a cheap trial this value costs, e.g. 4")  # fmt: skip
+                raise ConfigError(
+                    f"{where}.{value}",
+                    f"must be a number > 0, got {factor!r}",
+                    "give how many times a cheap trial this value costs, e.g. 4",
+                )
 
 
 def _start_params(index: int, start: Any, space: SearchSpace, defaults: dict[str, Any]) -> Start:

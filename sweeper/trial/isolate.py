@@ -142,15 +142,9 @@ def _log_tail(path: Path, n: int = 12) -> str:
     return "\n".join(text.splitlines()[-n:])
 
 
-def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
-                 on_report: Callable[[int, float], bool] | None = None, stop_at: float | None = None) -> TrialOutcome:
-    """Run ``cfg``'s trial in a child; never raises for anything the trial does.
-
-    ``on_report(step, value) -> prune?`` answers the child's intermediate reports (for pruning). ``stop_at``
-    (unix seconds): the sweep's budget ends then; a trial still running is stopped and ends ``interrupted``
-    (reason ``budget``), so that the same command measures it again.
-    """
-    mp_context = _context()
+def _ready_forkserver(mp_context: Any) -> int | None:
+    """Start the forkserver (again, if it was killed from outside) and wait for its imports, which are not the
+    trial's time; its pid."""
     lost = _forkserver_pid()
     _ensure_forkserver()  # restarts it if it was killed from outside
     if _READY is not None:
@@ -159,11 +153,13 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
         probe = mp_context.Process(target=os.getpid)
         probe.start()
         probe.join()
-    server = _forkserver_pid()
+    return _forkserver_pid()
+
+
+def _start_child(mp_context: Any, cfg: dict[str, Any], log_path: Path, token: str) -> tuple[Any, Any]:
+    """Start the trial's process: (the process, the parent's end of its pipe)."""
     parent, child = mp_context.Pipe(duplex=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    started = time.time()
-    token = f"{os.getpid()}-{uuid.uuid4().hex}"  # marks the trial's every descendant (``kill_marked``)
     proc = mp_context.Process(target=_child_entry, args=(cfg, child, str(log_path), token), daemon=False)
     proc.start()
     child.close()
@@ -171,39 +167,126 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
         _LIVE[proc.pid] = None
     if INTERRUPTED.is_set():  # the sweep was interrupted while this trial was being launched
         kill_group(proc.pid)
+    return proc, parent
+
+
+def _await_result(
+    proc: Any, parent: Any, deadline: float, on_report: Callable[[int, float], bool] | None
+) -> tuple[Any, bool]:
+    """The child's result message (None if it died without one), its reports answered meanwhile; and whether the
+    deadline came first."""
+    while True:
+        remaining = deadline - time.time()
+        if remaining <= 0:
+            return None, True
+        if not parent.poll(min(remaining, 0.5)):
+            if proc.is_alive():
+                continue
+            if not parent.poll(0):  # it may have sent its result and ended after the wait above
+                return None, False
+        try:
+            msg = parent.recv()
+        except (EOFError, OSError):
+            return None, False  # the child died without a result
+        if msg[0] != "report":
+            return msg, False
+        try:
+            parent.send("prune" if on_report and on_report(msg[1], msg[2]) else "continue")
+        except OSError:  # the child ended after reporting: its result follows, or none
+            pass
+
+
+def _late(budget_cut: bool, timeout_s: float, started: float) -> TrialOutcome:
+    """The outcome of a trial stopped at its deadline: the sweep's budget, or its own timeout."""
+    if budget_cut:
+        return TrialOutcome(
+            Status.INTERRUPTED,
+            "budget",
+            "the sweep's time budget (hydra.sweeper.timeout_s + grace_s) ended while this trial ran; the same command "
+            "runs it again",
+            started_at=started,
+            ended_at=time.time(),
+        )
+    return TrialOutcome(
+        Status.FAILED,
+        "timeout",
+        f"no result after {timeout_s:g} s (trial.timeout_s); process group killed",
+        started_at=started,
+        ended_at=time.time(),
+    )
+
+
+def _no_result(proc: Any, server: int | None, log_path: Path, started: float) -> TrialOutcome:
+    """The outcome of a trial process that ended without a result: interrupted, or failed with its exit's reason."""
+    if INTERRUPTED.is_set():
+        return TrialOutcome(
+            Status.INTERRUPTED,
+            "interrupted",
+            "the sweep was interrupted (Ctrl-C or SIGTERM) while this trial ran; the same command runs it again",
+            started_at=started,
+            ended_at=time.time(),
+        )
+    if server is not None and not pid_alive(server):  # its trials die with it (PR_SET_PDEATHSIG), "exit:255"
+        return TrialOutcome(
+            Status.INTERRUPTED,
+            "forkserver",
+            "the forkserver that starts trials was killed from outside (the kernel's OOM killer?) while this trial "
+            "ran: not the workload's failure, not counted; the next trial restarts it, and the same command runs "
+            "this one again",
+            started_at=started,
+            ended_at=time.time(),
+        )
+    code = proc.exitcode
+    tail = _log_tail(log_path)
+    if code is not None and code < 0:
+        reason = f"signal:{signal.Signals(-code).name}"
+    elif code == 1 and _stalled(log_path):
+        return TrialOutcome(
+            Status.FAILED,
+            "stalled",
+            f"no progress for measure.stall_s (or 20x the expected time); every thread's stack is in {log_path}\n"
+            f"{tail}".strip(),
+            started_at=started,
+            ended_at=time.time(),
+        )
+    else:
+        reason = f"exit:{code}"
+    return TrialOutcome(
+        Status.FAILED,
+        reason,
+        f"trial process ended ({reason}) without a result\n{tail}".strip(),
+        started_at=started,
+        ended_at=time.time(),
+    )
+
+
+def run_isolated(
+    cfg: dict[str, Any],
+    timeout_s: float,
+    log_path: Path,
+    on_report: Callable[[int, float], bool] | None = None,
+    stop_at: float | None = None,
+) -> TrialOutcome:
+    """Run ``cfg``'s trial in a child; never raises for anything the trial does.
+
+    ``on_report(step, value) -> prune?`` answers the child's intermediate reports (for pruning). ``stop_at``
+    (unix seconds): the sweep's budget ends then; a trial still running is stopped and ends ``interrupted``
+    (reason ``budget``), so that the same command measures it again.
+    """
+    mp_context = _context()
+    server = _ready_forkserver(mp_context)
+    started = time.time()
+    token = f"{os.getpid()}-{uuid.uuid4().hex}"  # marks the trial's every descendant (``kill_marked``)
+    proc, parent = _start_child(mp_context, cfg, log_path, token)
     deadline = started + timeout_s
     budget_cut = stop_at is not None and stop_at < deadline
     deadline = min(deadline, stop_at) if stop_at is not None else deadline
-    message = None
     try:
-        while message is None:
-            remaining = deadline - time.time()
-            if remaining <= 0:
-                kill_group(proc.pid)
-                proc.join()
-                if budget_cut:
-                    return TrialOutcome(Status.INTERRUPTED, "budget", "the sweep's time budget (hydra.sweeper."
-                                        "timeout_s + grace_s) ended while this trial ran; the same command runs it "
-                                        "again", started_at=started, ended_at=time.time())
-                return TrialOutcome(Status.FAILED, "timeout",
-                                    f"no result after {timeout_s:g} s (trial.timeout_s); process group killed",
-                                    started_at=started, ended_at=time.time())
-            if not parent.poll(min(remaining, 0.5)):
-                if proc.is_alive():
-                    continue
-                if not parent.poll(0):  # it may have sent its result and ended after the wait above
-                    break
-            try:
-                msg = parent.recv()
-            except (EOFError, OSError):
-                break  # the child died without a result
-            if msg[0] == "report":
-                try:
-                    parent.send("prune" if on_report and on_report(msg[1], msg[2]) else "continue")
-                except OSError:  # the child ended after reporting: its result follows, or none
-                    pass
-            else:
-                message = msg
+        message, late = _await_result(proc, parent, deadline, on_report)
+        if late:
+            kill_group(proc.pid)
+            proc.join()
+            return _late(budget_cut, timeout_s, started)
         proc.join(timeout=30)
     finally:
         kill_group(proc.pid)  # reap stragglers (DataLoader workers) in the trial's group
@@ -213,26 +296,7 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
             _LIVE.pop(proc.pid, None)
     if message is not None:
         return TrialOutcome.from_dict(message[1])
-    if INTERRUPTED.is_set():
-        return TrialOutcome(Status.INTERRUPTED, "interrupted", "the sweep was interrupted (Ctrl-C or SIGTERM) while "
-                            "this trial ran; the same command runs it again", started_at=started, ended_at=time.time())
-    if server is not None and not pid_alive(server):  # its trials die with it (PR_SET_PDEATHSIG), "exit:255"
-        return TrialOutcome(Status.INTERRUPTED, "forkserver", "the forkserver that starts trials was killed from "
-                            "outside (the kernel's OOM killer?) while this trial ran: not the workload's failure, not "
-                            "counted; the next trial restarts it, and the same command runs this one again",
-                            started_at=started, ended_at=time.time())  # fmt: skip
-    code = proc.exitcode
-    tail = _log_tail(log_path)
-    if code is not None and code < 0:
-        reason = f"signal:{signal.Signals(-code).name}"
-    elif code == 1 and _stalled(log_path):
-        return TrialOutcome(Status.FAILED, "stalled", f"no progress for measure.stall_s (or 20x the expected time); "
-                            f"every thread's stack is in {log_path}\n{tail}".strip(), started_at=started,
-                            ended_at=time.time())  # fmt: skip
-    else:
-        reason = f"exit:{code}"
-    return TrialOutcome(Status.FAILED, reason, f"trial process ended ({reason}) without a result\n{tail}".strip(),
-                        started_at=started, ended_at=time.time())
+    return _no_result(proc, server, log_path, started)
 
 
 def _stalled(log_path: Path) -> bool:

@@ -130,10 +130,18 @@ class Window:
     host_step_s: float = 0.0  # the host's time inside step(): on a GPU, launching the step (it does not wait for it)
 
 
-def measure(work: Workload, device: torch.device, warmup_steps: int, steps: int, min_time_s: float = 0.0,
-            max_steps: int | None = None, rel_precision: float | None = None,
-            report: Callable[[int, float], None] | None = None, gpu_name: str | None = None,
-            stall_s: float | None = None) -> dict[str, Any]:
+def measure(
+    work: Workload,
+    device: torch.device,
+    warmup_steps: int,
+    steps: int,
+    min_time_s: float = 0.0,
+    max_steps: int | None = None,
+    rel_precision: float | None = None,
+    report: Callable[[int, float], None] | None = None,
+    gpu_name: str | None = None,
+    stall_s: float | None = None,
+) -> dict[str, Any]:
     """Run and time ``work`` (:func:`run_window`), then its metrics (:func:`window_metrics`, units in the names).
 
     Raises :class:`NonFiniteLoss` (with the metrics) when the last loss is not finite.
@@ -168,28 +176,45 @@ class Watchdog:
             faulthandler.cancel_dump_traceback_later()
 
 
-def run_window(work: Workload, device: torch.device, warmup_steps: int, steps: int, min_time_s: float = 0.0,
-               max_steps: int | None = None, rel_precision: float | None = None,
-               report: Callable[[int, float], None] | None = None, watch: Watchdog | None = None) -> Window:
-    """The first step, the warm-up, then the measured window.
+class _Clock:
+    """Interval ends: CUDA events recorded on the current stream on a GPU, host clock readings on the CPU."""
 
-    Measures at least ``steps`` steps (the floor), then, checked between timed blocks (``plan``), keeps going
-    until the window lasts ``min_time_s`` and the 95% confidence half-width of the mean step time is within
-    ``rel_precision`` of it (like ``torch.utils.benchmark``'s blocked_autorange), up to ``max_steps`` (the
-    ceiling; default 100 x steps when adaptive). ``report(step, throughput_so_far)`` is called between blocks,
-    at most every REPORT_EVERY_S of measured time, with the measured time in those ticks as its step (pruning);
-    it may raise to stop the trial. Its time is not in the window.
-    """
-    cuda = device.type == "cuda"
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    def __init__(self, cuda: bool) -> None:
+        self.cuda = cuda
+        self.sync = torch.cuda.synchronize if cuda else (lambda: None)
 
-    watch = watch or Watchdog(None)
+    def mark(self) -> Any:
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
+
+    def seconds(self, start: Any, end: Any) -> float:
+        """Seconds between two marks (on a GPU, once both events have completed)."""
+        return start.elapsed_time(end) / 1e3 if self.cuda else end - start
+
+
+@dataclasses.dataclass
+class _WarmUp:
+    """The first step and the warm-up before the window."""
+
+    first_step_s: float  # the first step alone (compilation, autotuning, lazy init)
+    warmup_steps: int  # steps run before the window, the drain excluded
+    est_step_s: float  # one step's time (agreed over ranks): sizes intervals and blocks
+    drain_steps: int  # warm-up steps run until the input pipeline's buffer was used up
+    drained: bool  # whether that buffer ran dry
+    loss: Any  # the last warm-up step's loss
+
+
+def _warm_up(work: Workload, warmup_steps: int, clock: _Clock, watch: Watchdog) -> _WarmUp:
+    """The first step alone, the warm-up steps, then the drain of what the input pipeline prepared meanwhile."""
     t0 = time.perf_counter()
     watch.arm()  # the first batch (the input pipeline's start); not the first step, which compiles
     batch = work.next_batch()
     watch.stop()
     loss = work.step(batch)
-    sync()
+    clock.sync()
     first_step_s = time.perf_counter() - t0
     # Drain what the input pipeline prepared while the model started, or the window times a full buffer.
     warmup_steps = max(warmup_steps, work.buffered_steps + 2 if work.buffered_steps else 0)
@@ -197,133 +222,232 @@ def run_window(work: Workload, device: torch.device, warmup_steps: int, steps: i
     for _ in range(max(0, warmup_steps - 1)):
         watch.arm(STALL_FACTOR * first_step_s)  # a recompilation in the warm-up is no stall
         loss = work.step(work.next_batch())
-    sync()
+    clock.sync()
     # One step's time, from the warm-up (the first step includes compilation): sizes intervals and blocks.
     est_step_s = (time.perf_counter() - t0) / (warmup_steps - 1) if warmup_steps > 1 else first_step_s
-    est_step_s, = _agree([max(est_step_s, 1e-7)])
+    (est_step_s,) = _agree([max(est_step_s, 1e-7)])
     watch.arm(STALL_FACTOR * est_step_s * (work.buffered_steps + 2))
     drain_steps, drained = _drain(work) if work.buffered_steps else (0, False)
-    sync()
+    clock.sync()
+    return _WarmUp(first_step_s, warmup_steps, est_step_s, drain_steps, drained, loss)
 
-    adaptive = bool(min_time_s) or rel_precision is not None
-    limit = max(steps, max_steps or (100 * steps if adaptive else steps))
-    per_interval, block = plan(est_step_s, steps, cuda)
-    intervals: list[float] = []  # seconds per interval of ``per_interval`` steps (a block's last may be shorter)
-    counts: list[int] = []  # steps in each interval
 
-    def precise_enough() -> bool:
+@dataclasses.dataclass
+class _Tally:
+    """What the timed blocks measured so far."""
+
+    loss: Any  # the last step's loss
+    intervals: list[float] = dataclasses.field(default_factory=list)  # seconds per interval (a block's last: shorter)
+    counts: list[int] = dataclasses.field(default_factory=list)  # steps in each interval
+    done: int = 0  # steps measured
+    window_s: float = 0.0  # seconds inside timed blocks
+    data_wait_s: float = 0.0  # the training stream idle across next_batch() (CUDA events; see run_window)
+    host_wait_s: float = 0.0  # the host's time inside next_batch()
+    host_step_s: float = 0.0  # the host's time inside step()
+
+    def step_s(self) -> list[float]:
+        """Each interval's mean step."""
+        return [t / n for t, n in zip(self.intervals, self.counts)]
+
+    def precise_enough(self, rel_precision: float | None) -> bool:
+        """Whether the 95% confidence half-width of the mean step is within ``rel_precision`` of it."""
         if rel_precision is None:
             return True
-        per_step = [t / n for t, n in zip(intervals, counts)]
+        per_step = self.step_s()
         if len(per_step) < 3:
             return False
         mean = statistics.fmean(per_step)
         return 1.96 * statistics.stdev(per_step) / math.sqrt(len(per_step)) <= rel_precision * mean
 
+
+def _time_block(
+    work: Workload, clock: _Clock, n_block: int, per_interval: int, device_wait: bool, tally: _Tally
+) -> None:
+    """Run ``n_block`` steps as one timed block (nothing waits for the GPU inside it) and add them to ``tally``.
+
+    Waiting for data: on a GPU, for a workload with an input pipeline, the time the training stream is idle
+    across next_batch(), from CUDA events recorded on it just before and just after the call: the later one
+    completes when the GPU has finished the earlier steps AND the host has the batch AND (a prefetcher's
+    stream event) the batch is on the device, so it counts no time in which the GPU still ran earlier steps.
+    The host's time in next_batch() overstates an asynchronous pipeline's wait: the host runs ahead of the
+    GPU and blocks wherever its input queue is, while the GPU computes. It is kept as data_wait_host_frac.
+    """
+    waits: list[tuple[Any, Any]] = []  # (before, after) CUDA event pairs around next_batch()
+    host_wait = host_step = 0.0
+    loss = tally.loss
+    clock.sync()  # the GPU is idle: the block's clock starts with no earlier work queued
+    start = time.perf_counter()
+    marks = [clock.mark()]  # one per interval end
+    for i in range(1, n_block + 1):
+        t = time.perf_counter()
+        before = clock.mark() if device_wait else None
+        batch = work.next_batch()
+        host_wait += time.perf_counter() - t
+        if device_wait:
+            waits.append((before, clock.mark()))
+        t = time.perf_counter()
+        loss = work.step(batch)
+        host_step += time.perf_counter() - t
+        if i % per_interval == 0 or i == n_block:
+            marks.append(clock.mark())
+    clock.sync()
+    tally.window_s += time.perf_counter() - start
+    # Outside the timed block from here: read the intervals.
+    tally.loss = loss
+    tally.done += n_block
+    tally.host_wait_s += host_wait
+    tally.host_step_s += host_step
+    tally.data_wait_s += sum(clock.seconds(a, b) for a, b in waits)
+    for i in range(1, len(marks)):
+        tally.counts.append(min(per_interval, n_block - (i - 1) * per_interval))
+        tally.intervals.append(clock.seconds(marks[i - 1], marks[i]))
+
+
+def _report_progress(report: Callable[[int, float], None] | None, work: Workload, tally: _Tally, last_tick: int) -> int:
+    """Report the throughput so far when a REPORT_EVERY_S tick of measured time has passed; the last tick reported.
+
+    Reported "step" = measured time in REPORT_EVERY_S ticks, so trials of different speeds compare at the same
+    point; a report is a storage round trip, so a few per second at most."""
+    tick = int(tally.window_s / REPORT_EVERY_S)
+    if report is None or tick <= last_tick:
+        return last_tick
+    report(tick, tally.done * work.samples_per_step / tally.window_s)
+    return tick
+
+
+def _warn_if_capped(min_time_s: float, limit: int, tally: _Tally) -> bool:
+    """Whether measure.max_steps ended the window before measure.min_time_s (said in the trial's log too)."""
+    capped = bool(min_time_s) and tally.window_s < min_time_s and tally.done >= limit
+    if capped:  # the window asked for was not measured: say so in the row (window_capped) and the trial's log
+        warnings.warn(
+            f"measure.max_steps={limit} stopped the window at {tally.window_s:.3g} s, before measure.min_time_s="
+            f"{min_time_s:g} s; raise measure.max_steps",
+            stacklevel=3,
+        )
+    return capped
+
+
+def _start_sampler(cuda: bool) -> UtilizationSampler | None:
+    """GPU utilization sampled during the window (NVML); none on the CPU."""
     sampler = UtilizationSampler() if cuda else None
     if sampler:
         sampler.start()
-    # Waiting for data: on a GPU, for a workload with an input pipeline, the time the training stream is idle
-    # across next_batch(), from CUDA events recorded on it just before and just after the call: the later one
-    # completes when the GPU has finished the earlier steps AND the host has the batch AND (a prefetcher's
-    # stream event) the batch is on the device, so it counts no time in which the GPU still ran earlier steps.
-    # The host's time in next_batch() overstates an asynchronous pipeline's wait: the host runs ahead of the
-    # GPU and blocks wherever its input queue is, while the GPU computes. It is kept as data_wait_host_frac.
-    device_wait = cuda and work.input_pipeline
-    data_wait = host_wait = host_step = 0.0
-    window = 0.0  # seconds inside timed blocks
+    return sampler
+
+
+def run_window(
+    work: Workload,
+    device: torch.device,
+    warmup_steps: int,
+    steps: int,
+    min_time_s: float = 0.0,
+    max_steps: int | None = None,
+    rel_precision: float | None = None,
+    report: Callable[[int, float], None] | None = None,
+    watch: Watchdog | None = None,
+) -> Window:
+    """The first step, the warm-up, then the measured window.
+
+    Measures at least ``steps`` steps (the floor), then, checked between timed blocks (``plan``), keeps going
+    until the window lasts ``min_time_s`` and the 95% confidence half-width of the mean step time is within
+    ``rel_precision`` of it (like ``torch.utils.benchmark``'s blocked_autorange), up to ``max_steps`` (the
+    ceiling; default 100 x steps when adaptive). ``report(step, throughput_so_far)`` is called between blocks,
+    at most every REPORT_EVERY_S of measured time, with the measured time in those ticks as its step (pruning);
+    it may raise to stop the trial. Its time is not in the window. Waiting for data: see ``_time_block``.
+    """
+    clock = _Clock(device.type == "cuda")
+    watch = watch or Watchdog(None)
+    warm = _warm_up(work, warmup_steps, clock, watch)
+    adaptive = bool(min_time_s) or rel_precision is not None
+    limit = max(steps, max_steps or (100 * steps if adaptive else steps))
+    per_interval, block = plan(warm.est_step_s, steps, clock.cuda)
+    device_wait = clock.cuda and work.input_pipeline
+    sampler = _start_sampler(clock.cuda)
+    tally = _Tally(loss=warm.loss)
     outer_start = time.perf_counter()
-    done = 0
     last_tick = 0
-    while done < limit:
-        n_block = min(block, limit - done)
-        watch.arm(STALL_FACTOR * est_step_s * n_block)
-        marks: list[Any] = []  # CUDA events on the GPU, host clock readings on the CPU; one per interval end
-        sync()  # the GPU is idle: the block's clock starts with no earlier work queued
-        start = time.perf_counter()
-        if cuda:
-            marks.append(torch.cuda.Event(enable_timing=True))
-            marks[0].record()
-        else:
-            marks.append(start)
-        waits: list[tuple[Any, Any]] = []  # (before, after) CUDA event pairs around next_batch()
-        for i in range(1, n_block + 1):
-            t = time.perf_counter()
-            if device_wait:
-                before = torch.cuda.Event(enable_timing=True)
-                before.record()
-            batch = work.next_batch()
-            host_wait += time.perf_counter() - t
-            if device_wait:
-                after = torch.cuda.Event(enable_timing=True)
-                after.record()
-                waits.append((before, after))
-            t = time.perf_counter()
-            loss = work.step(batch)
-            host_step += time.perf_counter() - t
-            if i % per_interval == 0 or i == n_block:
-                if cuda:
-                    event = torch.cuda.Event(enable_timing=True)
-                    event.record()
-                    marks.append(event)
-                else:
-                    marks.append(time.perf_counter())
-        sync()
-        window += time.perf_counter() - start
-        done += n_block
-        if device_wait:
-            data_wait += sum(a.elapsed_time(b) for a, b in waits) / 1e3
-        # Outside the timed block from here: read the intervals, decide, report.
-        for i in range(1, len(marks)):
-            counts.append(min(per_interval, n_block - (i - 1) * per_interval))
-            intervals.append(marks[i - 1].elapsed_time(marks[i]) / 1e3 if cuda else marks[i] - marks[i - 1])
-        stop, = _agree([float(done >= steps and window >= min_time_s and precise_enough())], "min")
+    while tally.done < limit:
+        n_block = min(block, limit - tally.done)
+        watch.arm(STALL_FACTOR * warm.est_step_s * n_block)
+        _time_block(work, clock, n_block, per_interval, device_wait, tally)
+        enough = tally.done >= steps and tally.window_s >= min_time_s and tally.precise_enough(rel_precision)
+        (stop,) = _agree([float(enough)], "min")
         if stop:
             break
-        tick = int(window / REPORT_EVERY_S)
-        if report is not None and tick > last_tick:
-            # Reported "step" = measured time in REPORT_EVERY_S ticks, so trials of different speeds compare at
-            # the same point; a report is a storage round trip, so a few per second at most.
-            last_tick = tick
-            report(tick, done * work.samples_per_step / window)
-    wall = window
-    between = time.perf_counter() - outer_start - window  # syncs, decisions and pruning reports between blocks
-    capped = bool(min_time_s) and wall < min_time_s and done >= limit
-    if capped:  # the window asked for was not measured: say so in the row (window_capped) and the trial's log
-        warnings.warn(f"measure.max_steps={limit} stopped the window at {wall:.3g} s, before measure.min_time_s="
-                      f"{min_time_s:g} s; raise measure.max_steps", stacklevel=2)
-    util = sampler.stop() if sampler else {}
-    return Window(first_step_s=first_step_s, warmup_steps=warmup_steps, steps=done, wall_s=wall,
-                  step_s=[t / n for t, n in zip(intervals, counts)],
-                  data_wait_s=data_wait if device_wait else host_wait, loss=loss, util=util,
-                  drain_steps=drain_steps, drained=drained, capped=capped, per_interval=per_interval,
-                  between_s=between, data_wait_host_s=host_wait, host_step_s=host_step)
+        last_tick = _report_progress(report, work, tally, last_tick)
+    between = time.perf_counter() - outer_start - tally.window_s  # syncs, decisions and reports between blocks
+    capped = _warn_if_capped(min_time_s, limit, tally)
+    return Window(
+        first_step_s=warm.first_step_s,
+        warmup_steps=warm.warmup_steps,
+        steps=tally.done,
+        wall_s=tally.window_s,
+        step_s=tally.step_s(),
+        data_wait_s=tally.data_wait_s if device_wait else tally.host_wait_s,
+        loss=tally.loss,
+        util=sampler.stop() if sampler else {},
+        drain_steps=warm.drain_steps,
+        drained=warm.drained,
+        capped=capped,
+        per_interval=per_interval,
+        between_s=between,
+        data_wait_host_s=tally.host_wait_s,
+        host_step_s=tally.host_step_s,
+    )
 
 
-def window_metrics(window: Window, work: Workload, device: torch.device, gpu_name: str | None = None
-                   ) -> dict[str, Any]:
+def _step_spread(window: Window) -> tuple[list[float], float, float]:
+    """The window's per-step times sorted, their mean, and ``step_cv``.
+
+    Per-step times are each interval's mean step. A full interval's spread is that of a mean of
+    ``per_interval`` steps, so ``step_cv`` scales it by sqrt(per_interval): step_cv / sqrt(steps) stays the
+    relative standard error of the mean step (what the report's intervals use)."""
+    step_s = window.step_s
+    mean = statistics.fmean(step_s)
+    cv = statistics.pstdev(step_s) / mean * math.sqrt(window.per_interval) if len(step_s) > 1 and mean > 0 else math.nan
+    return sorted(step_s), mean, cv
+
+
+def _finite(loss: Any) -> bool:
+    """Whether the last loss is finite (anything but a tensor counts as finite)."""
+    if isinstance(loss, torch.Tensor):
+        return bool(torch.isfinite(loss).all().item())
+    return True
+
+
+def _mfu_peak(work: Workload, gpu_name: str | None) -> tuple[float, str]:
+    """The peak of the math that ran: TF32 tensor cores where PyTorch's flags allowed them (gpu.mfu_peak)."""
+    return mfu_peak(
+        gpu_name,
+        work.precision,
+        tf32_matmul=torch.backends.cuda.matmul.allow_tf32,
+        tf32_conv=torch.backends.cudnn.allow_tf32,
+        conv_flops_frac=work.conv_flops_frac,
+    )
+
+
+def _peak_memory(device: torch.device) -> dict[str, Any]:
+    """Peak memory: the CUDA caching allocator's on a GPU, the process's maximum resident set on the CPU."""
+    if device.type == "cuda":
+        return {
+            "peak_mem_bytes": torch.cuda.max_memory_allocated(device),
+            "peak_mem_reserved_bytes": torch.cuda.max_memory_reserved(device),
+        }
+    return {
+        "peak_mem_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "peak_mem_reserved_bytes": math.nan,
+    }
+
+
+def window_metrics(window: Window, work: Workload, device: torch.device, gpu_name: str | None = None) -> dict[str, Any]:
     """The flat metrics of a measured window (units in the names), the workload's extra metrics last."""
     cuda = device.type == "cuda"
     done, wall, step_s = window.steps, window.wall_s, window.step_s
-    # Per-step times are each interval's mean step. A full interval's spread is that of a mean of
-    # ``per_interval`` steps, so ``step_cv`` scales it by sqrt(per_interval): step_cv / sqrt(steps) stays the
-    # relative standard error of the mean step (what the report's intervals use).
-    step_sorted = sorted(step_s)
-    mean = statistics.fmean(step_s)
-    cv = (statistics.pstdev(step_s) / mean * math.sqrt(window.per_interval)
-          if len(step_s) > 1 and mean > 0 else math.nan)
-
-    loss_finite = True
-    if isinstance(window.loss, torch.Tensor):
-        loss_finite = bool(torch.isfinite(window.loss).all().item())
-
+    step_sorted, mean, cv = _step_spread(window)
     throughput = done * work.samples_per_step / wall
     flops = work.flops_per_step
     achieved = flops * done / wall / 1e12 if flops else math.nan
-    # the peak of the math that ran: TF32 tensor cores where PyTorch's flags allowed them (gpu.mfu_peak)
-    peak, peak_name = (mfu_peak(gpu_name, work.precision, tf32_matmul=torch.backends.cuda.matmul.allow_tf32,
-                                tf32_conv=torch.backends.cudnn.allow_tf32, conv_flops_frac=work.conv_flops_frac)
-                       if cuda else (math.nan, ""))
+    peak, peak_name = _mfu_peak(work, gpu_name) if cuda else (math.nan, "")
     metrics: dict[str, Any] = {
         "throughput": throughput,
         "throughput_unit": work.throughput_unit,
@@ -351,15 +475,10 @@ def window_metrics(window: Window, work: Workload, device: torch.device, gpu_nam
         "mfu_peak_tflops": peak,  # the peak the MFU divides by, named in mfu_peak
         "mfu_peak": peak_name,
         "mfu": achieved / peak if peak and not math.isnan(peak) else math.nan,
-        "loss_finite": loss_finite,
+        "loss_finite": _finite(window.loss),
         "window_capped": window.capped,
     }
-    if cuda:
-        metrics["peak_mem_bytes"] = torch.cuda.max_memory_allocated(device)
-        metrics["peak_mem_reserved_bytes"] = torch.cuda.max_memory_reserved(device)
-    else:
-        metrics["peak_mem_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        metrics["peak_mem_reserved_bytes"] = math.nan
+    metrics.update(_peak_memory(device))
     metrics.update(stability(step_s))  # steps switching between two speeds (a shared CPU): flagged
     metrics.update(window.util)
     metrics.update(checked_extra(work.extra_metrics(), metrics))

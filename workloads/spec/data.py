@@ -79,6 +79,15 @@ def nvimgcodec_missing() -> str | None:
 
 def knob_conflict(knobs: dict[str, Any], device_kind: str) -> str | None:
     """Why these data knobs cannot run on a ``device_kind`` ("cpu"/"cuda") device, or None."""
+    for conflict in (_decode_conflict, _transfer_conflict, _cpu_decode_conflict, _worker_conflict):
+        problem = conflict(knobs, device_kind)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _decode_conflict(knobs: dict[str, Any], device_kind: str) -> str | None:
+    """Where JPEGs are decoded: decode_device, and the GPU decoder's knobs where a GPU decodes."""
     where = knobs.get("decode_device", "cpu")
     if where not in DECODE_DEVICES:
         return f"knobs.decode_device must be one of {DECODE_DEVICES}, got {where!r}"
@@ -103,6 +112,12 @@ def knob_conflict(knobs: dict[str, Any], device_kind: str) -> str | None:
         share = knobs.get("gpu_share")
         if share is None or not 0.0 < float(share) < 1.0:
             return f"knobs.gpu_share must lie in (0, 1) with decode_device=hybrid, got {share!r}"
+    return None
+
+
+def _transfer_conflict(knobs: dict[str, Any], device_kind: str) -> str | None:
+    """How batches reach the device: device_prefetch, transfer_dtype and augment_device."""
+    where = knobs.get("decode_device", "cpu")
     if knobs.get("device_prefetch") and device_kind != "cuda":
         return "knobs.device_prefetch=true copies batches on a side CUDA stream; it needs a GPU"
     transfer = knobs.get("transfer_dtype") or "float32"
@@ -127,6 +142,11 @@ def knob_conflict(knobs: dict[str, Any], device_kind: str) -> str | None:
                 "knobs.augment_device=cuda copies the decoded crop windows as uint8 and normalizes them on the "
                 "GPU; set knobs.transfer_dtype=uint8 (or null)"
             )
+    return None
+
+
+def _cpu_decode_conflict(knobs: dict[str, Any], device_kind: str) -> str | None:
+    """How the CPU decodes: cpu_decoder and decode_scale."""
     decoder, scale = knobs.get("cpu_decoder") or "torchvision", knobs.get("decode_scale") or "full"
     if decoder not in CPU_DECODERS:
         return f"knobs.cpu_decoder must be one of {CPU_DECODERS}, got {decoder!r}"
@@ -137,6 +157,12 @@ def knob_conflict(knobs: dict[str, Any], device_kind: str) -> str | None:
             "knobs.decode_scale=reduced needs knobs.cpu_decoder=pil (DCT scaling through Image.draft); "
             "set cpu_decoder=pil or decode_scale=full"
         )
+    return None
+
+
+def _worker_conflict(knobs: dict[str, Any], device_kind: str) -> str | None:
+    """The input pipeline's worker processes: num_workers and the knobs that need them, worker_nice and
+    switch_interval_ms."""
     workers = knobs.get("num_workers") or 0
     if int(workers) < 0:
         return f"knobs.num_workers must be >= 0, got {workers}"

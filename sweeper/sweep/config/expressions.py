@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ast
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sweeper.errors import ConfigError
@@ -69,7 +69,52 @@ def _depth(node: ast.AST) -> int:
     return 1 + max((_depth(c) for c in ast.iter_child_nodes(node)), default=0)
 
 
+# The syntax an expression may use (besides names and dotted names): comparisons, and/or/not, arithmetic, constants.
+_ALLOWED_NODES = (
+    ast.Expression,
+    ast.BoolOp,
+    ast.And,
+    ast.Or,
+    ast.UnaryOp,
+    ast.Not,
+    ast.USub,
+    ast.Compare,
+    ast.Constant,
+    ast.Tuple,
+    ast.List,
+    ast.BinOp,
+    ast.Load,
+    *_BINOPS,
+    *_CMPOPS,
+)
+
+
 def _check_expression(key: str, expr: str, defaults: Mapping[str, Any]) -> None:
+    """``expr`` (at config key ``key``) is a small expression of allowed syntax over known config keys, with small
+    constants, that evaluates with ``defaults`` where they give every value it reads."""
+    tree = _parse(key, expr)
+    _check_syntax(key, expr, tree)
+    top_level = _check_names(key, tree, defaults)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and not _small(node.value):
+            raise ConfigError(
+                key,
+                f"the constant {str(node.value)[:40]!r} is too large",
+                f"use numbers below {MAX_INT:.0e} and strings under {MAX_LEN} characters",
+            )
+    if all(defaults.get(n) is not None for n in top_level):  # every value known now: it must evaluate
+        try:
+            evaluate(expr, defaults)
+        except ExpressionError as e:
+            raise ConfigError(
+                key,
+                f"{str(expr)[:80]!r} cannot be evaluated with the defaults ({e})",
+                "fix the expression (e.g. no division by zero, compare numbers with numbers)",
+            ) from None
+
+
+def _parse(key: str, expr: str) -> ast.Expression:
+    """The syntax tree of ``expr``, within the bounds on its text, terms and nesting."""
     if len(str(expr)) > MAX_EXPR_CHARS:
         raise ConfigError(
             key,
@@ -92,36 +137,26 @@ def _check_expression(key: str, expr: str, defaults: Mapping[str, Any]) -> None:
             f"{MAX_EXPR_NODES} and {MAX_EXPR_DEPTH})",
             "split it into several constraints",
         )
+    return tree
+
+
+def _check_syntax(key: str, expr: str, tree: ast.Expression) -> None:
+    """Every node of ``tree`` is a name, a dotted name or of ``_ALLOWED_NODES``."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and isinstance(node.value, (ast.Name, ast.Attribute)):
             continue
         if isinstance(node, ast.Name):
             continue
-        if not isinstance(
-            node,
-            (
-                ast.Expression,
-                ast.BoolOp,
-                ast.And,
-                ast.Or,
-                ast.UnaryOp,
-                ast.Not,
-                ast.USub,
-                ast.Compare,
-                ast.Constant,
-                ast.Tuple,
-                ast.List,
-                ast.BinOp,
-                ast.Load,
-                *_BINOPS,
-                *_CMPOPS,
-            ),
-        ):
+        if not isinstance(node, _ALLOWED_NODES):
             raise ConfigError(
                 key,
                 f"{expr!r} uses {type(node).__name__}, which is not allowed",
                 "use comparisons, and/or/not, arithmetic, constants and dotted knob names",
             )
+
+
+def _check_names(key: str, tree: ast.Expression, defaults: Mapping[str, Any]) -> set[str]:
+    """The config keys ``tree`` reads (the longest dotted names), each known to the defaults."""
     leaf_names = {d for n in ast.walk(tree) if isinstance(n, (ast.Name, ast.Attribute)) and (d := _dotted(n))}
     top_level = {d for d in leaf_names if not any(o != d and o.startswith(d + ".") for o in leaf_names)}
     for name in top_level:
@@ -130,22 +165,7 @@ def _check_expression(key: str, expr: str, defaults: Mapping[str, Any]) -> None:
                 check_known(name, defaults)
             except ConfigError as e:
                 raise ConfigError(key, f"refers to `{name}`, which {e.problem}", e.fix) from None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and not _small(node.value):
-            raise ConfigError(
-                key,
-                f"the constant {str(node.value)[:40]!r} is too large",
-                f"use numbers below {MAX_INT:.0e} and strings under {MAX_LEN} characters",
-            )
-    if all(defaults.get(n) is not None for n in top_level):  # every value known now: it must evaluate
-        try:
-            evaluate(expr, defaults)
-        except ExpressionError as e:
-            raise ConfigError(
-                key,
-                f"{str(expr)[:80]!r} cannot be evaluated with the defaults ({e})",
-                "fix the expression (e.g. no division by zero, compare numbers with numbers)",
-            ) from None
+    return top_level
 
 
 def _small(value: Any) -> bool:
@@ -171,6 +191,36 @@ def evaluate(expr: str, values: Mapping[str, Any]) -> Any:
         raise ExpressionError(f"{type(e).__name__}: {e}"[:200]) from None
 
 
+def _binop(op: ast.operator, left: Any, right: Any) -> Any:
+    """``left <op> right``, refused where it would build text or a sequence past the size limits."""
+    if isinstance(op, ast.Mod) and isinstance(left, (str, bytes)):
+        # '%0999999999d' % 1 would build a gigabyte before any size check: text formatting is refused
+        raise ExpressionError("% formats text here, which expressions do not allow (use it on numbers)")
+    if isinstance(op, ast.Mult) and any(isinstance(v, (str, tuple)) for v in (left, right)):
+        n = right if isinstance(left, (str, tuple)) else left
+        size = len(left if isinstance(left, (str, tuple)) else right)
+        if isinstance(n, int) and n * size > MAX_LEN:
+            raise ExpressionError(f"a repetition of {n} x {size} items is past the limit of {MAX_LEN}")
+    result = _BINOPS[type(op)](left, right)
+    if not _small(result):
+        raise ExpressionError(f"a value past the limits ({MAX_INT:.0e}, {MAX_LEN} characters)")
+    return result
+
+
+def _compare(left: Any, ops: list[ast.cmpop], comparators: list[ast.expr], ev: Callable[[ast.AST], Any]) -> bool:
+    """A chained comparison, each operand evaluated (``ev``) only when reached; false where two values do not
+    compare."""
+    for op, comp in zip(ops, comparators):
+        right = ev(comp)
+        try:
+            if not _CMPOPS[type(op)](left, right):
+                return False
+        except TypeError:  # e.g. None > 0 for an inactive knob
+            return False
+        left = right
+    return True
+
+
 def _evaluate(expr: str, values: Mapping[str, Any]) -> Any:
 
     def ev(node: ast.AST) -> Any:
@@ -189,30 +239,9 @@ def _evaluate(expr: str, values: Mapping[str, Any]) -> Any:
             v = ev(node.operand)
             return (not v) if isinstance(node.op, ast.Not) else -v
         if isinstance(node, ast.BinOp):
-            left, right = ev(node.left), ev(node.right)
-            if isinstance(node.op, ast.Mod) and isinstance(left, (str, bytes)):
-                # '%0999999999d' % 1 would build a gigabyte before any size check: text formatting is refused
-                raise ExpressionError("% formats text here, which expressions do not allow (use it on numbers)")
-            if isinstance(node.op, ast.Mult) and any(isinstance(v, (str, tuple)) for v in (left, right)):
-                n = right if isinstance(left, (str, tuple)) else left
-                size = len(left if isinstance(left, (str, tuple)) else right)
-                if isinstance(n, int) and n * size > MAX_LEN:
-                    raise ExpressionError(f"a repetition of {n} x {size} items is past the limit of {MAX_LEN}")
-            result = _BINOPS[type(node.op)](left, right)
-            if not _small(result):
-                raise ExpressionError(f"a value past the limits ({MAX_INT:.0e}, {MAX_LEN} characters)")
-            return result
+            return _binop(node.op, ev(node.left), ev(node.right))
         if isinstance(node, ast.Compare):
-            left = ev(node.left)
-            for op, comp in zip(node.ops, node.comparators):
-                right = ev(comp)
-                try:
-                    if not _CMPOPS[type(op)](left, right):
-                        return False
-                except TypeError:  # e.g. None > 0 for an inactive knob
-                    return False
-                left = right
-            return True
+            return _compare(ev(node.left), node.ops, node.comparators, ev)
         raise ValueError(f"unsupported expression node {type(node).__name__}")
 
     return ev(ast.parse(str(expr), mode="eval"))

@@ -28,8 +28,14 @@ def overrides(plan: Any, settings: Any, run: Any, sweep_dir: Path, stop_at: floa
 
         cpus = os.sched_getaffinity(0)
         out.append(f"cpu_threads={default_threads(len(cpus), physical_cores(cpus), len(plan.slots))}")
-    cap = derived_timeout(plan.study, values, plan.expensive, float(plan.cfg["trial"]["timeout_s"]),
-                          settings.timeout_factor, settings.timeout_floor_s)  # fmt: skip
+    cap = derived_timeout(
+        plan.study,
+        values,
+        plan.expensive,
+        float(plan.cfg["trial"]["timeout_s"]),
+        settings.timeout_factor,
+        settings.timeout_floor_s,
+    )
     if cap is not None:
         out.append(f"trial.timeout_s={cap}")
     if run.extra.get("profile"):

@@ -175,8 +175,11 @@ def requeue_interrupted(study: optuna.Study) -> list[dict[str, Any]]:
             too_slow.append(params)
             queued.add(key)
             continue
-        attrs = {k: t.user_attrs[k] for k in (studies.CONFIRM_KEY, remeasure.FOR_KEY, remeasure.PROFILE_KEY)
-                 if k in t.user_attrs}  # fmt: skip
+        attrs = {
+            k: t.user_attrs[k]
+            for k in (studies.CONFIRM_KEY, remeasure.FOR_KEY, remeasure.PROFILE_KEY)
+            if k in t.user_attrs
+        }
         study.enqueue_trial(params, user_attrs=attrs)
         waiting = study._storage.get_all_trials(study._study_id, deepcopy=False, states=(TrialState.WAITING,))
         newest = max(waiting, key=lambda w: w.number)  # (the storage's own list: the study's may be cached)

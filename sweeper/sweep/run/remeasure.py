@@ -68,8 +68,11 @@ def plan(
         out.append(Remeasure(dict(t.params), t.number, i < profile_k))
     if unstable:
         queued = {r.of for r in out}
-        out += [Remeasure(dict(t.params), t.number, False, True) for t in ranked
-                if t.user_attrs.get(UNSTABLE_KEY) and t.number not in queued]  # fmt: skip
+        out += [
+            Remeasure(dict(t.params), t.number, False, True)
+            for t in ranked
+            if t.user_attrs.get(UNSTABLE_KEY) and t.number not in queued
+        ]
     return out
 
 

@@ -162,13 +162,19 @@ class Settler:
         if outcome is not None and outcome.status is not Status.INTERRUPTED:
             self.tell(t._trial_id, outcome)
             fault_point("orphan-told")
-            log.warning("trial %d: its sweeper died after writing its row; the study is told %s", t.number,
-                        outcome.status.value)  # fmt: skip
+            log.warning(
+                "trial %d: its sweeper died after writing its row; the study is told %s", t.number, outcome.status.value
+            )
             return
         now = time.time()
         started = t.datetime_start.timestamp() if t.datetime_start else now
-        outcome = TrialOutcome(Status.INTERRUPTED, "interrupted", "the sweeper running this trial died; it runs "
-                               "again", started_at=started, ended_at=now)  # fmt: skip
+        outcome = TrialOutcome(
+            Status.INTERRUPTED,
+            "interrupted",
+            "the sweeper running this trial died; it runs again",
+            started_at=started,
+            ended_at=now,
+        )
         try:
             self.record(t.number, dict(t.params), outcome, only_if_missing=True)
         except OSError as e:

@@ -173,8 +173,16 @@ class CostModel:
         window, warmup = self._window(step, near)
         compile_s, basis = self._compile(phased, seen, params, mine, repeat)
         total = start + setup + compile_s + warmup + window
-        return {"total": total, "start": start, "setup": setup, "compile": compile_s, "warmup": warmup,
-                "window": window, "step": step, "basis": basis}  # fmt: skip
+        return {
+            "total": total,
+            "start": start,
+            "setup": setup,
+            "compile": compile_s,
+            "warmup": warmup,
+            "window": window,
+            "step": step,
+            "basis": basis,
+        }
 
     def _by_wall(self, seen: list[Seen], mine: tuple, repeat: bool) -> dict[str, Any]:
         """Only walls known: the class's slowest (a repeat: its fastest, the caches warm), else the cheap class's

@@ -108,9 +108,11 @@ def await_lower_keys(
         undecided = [
             t
             for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-            if t.number < number and KEY not in t.user_attrs and t._trial_id not in stale
+            if t.number < number
+            and KEY not in t.user_attrs
+            and t._trial_id not in stale
             and _sweeper_alive(t, now, recent_s)
-        ]  # fmt: skip
+        ]
         if not undecided or time.monotonic() >= deadline:
             return
         time.sleep(poll)

@@ -73,8 +73,12 @@ def resolve(storage: Any, spec: Any, current: str, workload: str) -> list[str]:
         else:
             other = summaries[name].user_attrs.get(WORKLOAD_KEY)
             if other and other != workload:
-                log.warning("warm start: study %s swept %s, not %s; only the knobs both spaces share are used",
-                            name, other, workload)  # fmt: skip
+                log.warning(
+                    "warm start: study %s swept %s, not %s; only the knobs both spaces share are used",
+                    name,
+                    other,
+                    workload,
+                )
             out.append(name)
     return list(dict.fromkeys(out))
 
