@@ -18,7 +18,7 @@ Its trials share one inductor cache (the sweep's ``compile_cache_dir``, under OU
 The summary row says the command's wall time against the budget, the best found against the reference, when the
 sweep's best-so-far first reached 0.99 of the reference (and of its own final best), the share of the budget used,
 how many trials' predicted wall times (``predicted_wall_s``, at launch) were within 30 % of their ``wall_s``, and
-the sweep's own "sweep ended: ..." line.
+the sweep's own "sweep ended: ..." and "cost model: ..." lines.
 
 ``--smoke`` (a CPU check of the script): the sweep at ``preset=tiny``; the zoo's hand loops run too, on the CPU at
 the tiny sizes, eager (``--device cpu --tiny --compile off``), so their ratios mean nothing.
@@ -26,7 +26,10 @@ the tiny sizes, eager (``--device cpu --tiny --compile off``), so their ratios m
 ``--table DIR ...`` reads the last summary of every budget-<case>.jsonl under the folders (one per device call) and
 writes ONE markdown table (to TABLE.md when given, and to stdout): case, model, hand loop, best found, best / hand,
 time to 0.99 of the sweep's own final best and of the hand loop, ended at against the budget, budget used, the share
-of trials whose predicted wall was within ±30 % of the actual (median error), trials; then each sweep's end line.
+of trials whose predicted wall was within ±30 % of the actual (the sweep's own "cost model:" count, whose actual is
+a trial's cost from launch to end as the sweeper saw it; the rows' ``wall_s`` starts later, after the trial
+process did, so the share over the rows is shown, marked "rows", only where that line is missing), the median
+error, trials; then each sweep's end and cost lines.
 
 On the H200 (one ``run`` call per case, ~30 s of installs + a hand loop of at most 150 s + the 300 s sweep + the
 report, inside the call's 600 s; the image lacks Hydra and Optuna). Once, here, from the project root:
@@ -178,13 +181,13 @@ def first_at(points: list[tuple[float, float]], level: float) -> float | None:
     return next((t for t, v in points if v >= level), None)
 
 
-def ended_line(logfile: Path) -> str | None:
-    """The sweep's own "sweep ended: ..." line (why it ended, the budget it used), from its stamped console log,
-    with the lines a narrow console wrapped it onto."""
+def sweep_lines(logfile: Path, prefix: str) -> str | None:
+    """The sweep's own last line starting with ``prefix`` ("sweep ended:", "cost model:"), from its stamped
+    console log, with the lines a narrow console wrapped it onto."""
     if not logfile.exists():
         return None
     text = [re.sub(r"^\s*[\d.]+ ", "", ln) for ln in logfile.read_text(errors="replace").splitlines()]
-    starts = [i for i, ln in enumerate(text) if ln.startswith("sweep ended:")]
+    starts = [i for i, ln in enumerate(text) if ln.startswith(prefix)]
     if not starts:
         return None
     words = [text[starts[-1]]]
@@ -212,11 +215,21 @@ def zoo_table(dirs: list[Path]) -> str:
             notes.append(f"{path}: no summary row (the call did not finish)")
             continue
         s, case = summaries[-1], summaries[-1].get("case", path.stem.removeprefix("budget-"))
+        console = path.parent / f"sweep-{case}.log"  # beside it (bench/budget_call.sh copies both): a summary
+        for key, prefix in (("ended", "sweep ended:"), ("cost_line", "cost model:")):  # written without the lines
+            if not s.get(key) and console.exists():
+                s = {**s, key: sweep_lines(console, prefix)}
         unit = s.get("unit") or CASES.get(case, {}).get("unit") or ""
         model = s.get("model") or CASES.get(case, {}).get("kind") or ""
-        within = s.get("cost_within_30")
-        error = s.get("cost_error_median")
-        cost = "–" if within is None else f"{within:.0%}" + ("" if error is None else f" ({error:+.0%})")
+        # The sweep's own count (its prediction against the trial's cost as the sweeper saw it, launch to end); the
+        # rows' wall_s starts after the trial process did, so the rows' figure is the fallback only.
+        own = re.search(r"cost model: (\d+) of (\d+) .*?median error ([+-]?\d+)%", s.get("cost_line") or "")
+        within, error = s.get("cost_within_30"), s.get("cost_error_median")
+        if own:
+            k, n = int(own.group(1)), int(own.group(2))
+            cost = f"{k}/{n} = {k / n:.0%} ({int(own.group(3)):+d} %)"
+        else:
+            cost = "–" if within is None else f"{within:.0%}" + ("" if error is None else f" ({error:+.0%}, rows)")
         used = s.get("budget_used")
         statuses = s.get("statuses") or {}
         trials = f"{s.get('trials', 0)}" + (f" ({statuses.get('complete', 0)} complete)" if statuses else "")
@@ -226,7 +239,7 @@ def zoo_table(dirs: list[Path]) -> str:
                  "best": None if s.get("best") is None else round(100 * s["best"], 1)}  # fmt: skip
             unit = "% MFU"
         lines.append(" | ".join([
-            f"| {case}" + (" (smoke)" if s.get("smoke") else ""), model,
+            f"| {case}" + (" (smoke)" if s.get("smoke") else ""), model + (", tiny preset" if s.get("smoke") else ""),
             f"{_num(s.get('reference'))} {unit}" if s.get("reference") else "–",
             f"{_num(s.get('best'))} {unit}" if s.get("best") is not None else "–",
             _num(ratio, "{:.3f}"), _num(s.get("t_99_of_final"), "{:.0f} s"),
@@ -234,8 +247,7 @@ def zoo_table(dirs: list[Path]) -> str:
             f"{_num(s.get('wall_s'), '{:.0f}')} s / {_num(s.get('budget_s'), '{:.0f}')} s",
             "–" if used is None else f"{used:.0%}", cost, trials + " |",
         ]))  # fmt: skip
-        if s.get("ended"):
-            notes.append(f"{case}: {s['ended']}")
+        notes += [f"{case}: {s[k]}" for k in ("ended", "cost_line") if s.get(k)]
     body = "\n".join(lines) + "\n"
     return body + ("\n" + "\n".join(f"- {n}" for n in notes) + "\n" if notes else "")
 
@@ -294,7 +306,8 @@ def main() -> None:
     summary: dict[str, Any] = {"kind": "summary", "exit": code, "wall_s": round(wall, 1), "budget_s": args.budget,
                                "reference": reference, "trials": len(rows), "smoke": args.smoke,
                                "unit": case.get("unit"), "model": case.get("kind"),
-                               "ended": ended_line(out / f"sweep-{name}.log")}  # fmt: skip
+                               "ended": sweep_lines(out / f"sweep-{name}.log", "sweep ended:"),
+                               "cost_line": sweep_lines(out / f"sweep-{name}.log", "cost model:")}  # fmt: skip
     if len(rows):
         metric = case["metric"]
         summary["statuses"] = rows["status"].value_counts().to_dict()

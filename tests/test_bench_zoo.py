@@ -66,7 +66,9 @@ def test_hand_written_language_models_have_the_workloads_parameters() -> None:
     assert count(lstm.LSTMLanguageModel(*sizes)) == count(hand.LSTMLM(*sizes))
 
 
-@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize(
+    "model", [pytest.param(m, marks=pytest.mark.slow) if m in ("convnext", "seg") else m for m in MODELS]
+)  # the two torchvision models: 5-15 s each on a 2-core CPU
 def test_zoo_workload_trains_at_its_tiny_sizes(model: str) -> None:
     sys.path.insert(0, str(ZOO))
     try:
@@ -95,7 +97,9 @@ def test_budget_table_reads_each_calls_summary(tmp_path: Path) -> None:
                "best": 396000.0, "over_reference": 0.99, "t_99_of_final": 88.4, "t_99_of_reference": None,
                "budget_used": 1.017, "cost_within_30": 0.8, "cost_error_median": -0.05, "trials": 14,
                "statuses": {"complete": 12, "skipped": 2}, "unit": "tokens/s", "model": "decoder LM",
-               "ended": "sweep ended: budget: hydra.sweeper.timeout_s=300 s reached"}  # fmt: skip
+               "ended": "sweep ended: budget: hydra.sweeper.timeout_s=300 s reached",
+               "cost_line": "cost model: 9 of 12 trials' predicted wall times within ±30% of the actual "
+                            "(median error -4%, worst +85%)"}  # fmt: skip
     earlier = {**summary, "best": 1.0}
     lines = [{"case": "gpt", "kind": "hand", "rows": []}, earlier, summary]
     (one / "budget-gpt.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
@@ -104,6 +108,27 @@ def test_budget_table_reads_each_calls_summary(tmp_path: Path) -> None:
     row = next(ln for ln in table.splitlines() if ln.startswith("| gpt "))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells == ["gpt", "decoder LM", "400,000 tokens/s", "396,000 tokens/s", "0.990", "88 s", "never",
-                     "305 s / 300 s", "102%", "80% (-5%)", "14 (12 complete)"]  # fmt: skip
+                     "305 s / 300 s", "102%", "9/12 = 75% (-4 %)", "14 (12 complete)"]  # fmt: skip
     assert "- gpt: sweep ended: budget: hydra.sweeper.timeout_s=300 s reached" in table
     assert "budget-seg.jsonl: no summary row" in table
+    (one / "budget-gpt.jsonl").write_text(json.dumps({**summary, "cost_line": None}) + "\n")  # no line: the rows'
+    assert "| 80% (-5%, rows) |" in bench.zoo_table([one])
+
+
+def test_sweep_end_line_is_read_with_its_wrapped_lines(tmp_path: Path) -> None:
+    bench = _load("budget_sweep", ROOT / "bench" / "budget_sweep.py")
+    log = tmp_path / "sweep-gpt.log"
+    log.write_text(
+        "   29.9 budget: no trial fits in the 15 s left\n"
+        "   37.7 sweep ended: budget: hydra.sweeper.timeout_s=45 s: no trial fits in the 7 s left\n"
+        "   37.7     (nor a promotion); 38 s of the 45 s budget used (85%)\n"
+        "   37.7 cost model: 0 of 1 trials' predicted wall times within ±30% of the actual\n"
+        "   37.7     (median error +114%, worst +114%)\n"
+        "   37.7 zoo_gpt-tiny ━━━━ 3/? study best 6.84 ktokens/s (trial 0) 0:38/0:45\n"
+    )
+    assert bench.sweep_lines(log, "sweep ended:") == (
+        "sweep ended: budget: hydra.sweeper.timeout_s=45 s: no trial fits in the 7 s left "
+        "(nor a promotion); 38 s of the 45 s budget used (85%)"
+    )
+    assert bench.sweep_lines(log, "cost model:").endswith("of the actual (median error +114%, worst +114%)")
+    assert bench.sweep_lines(tmp_path / "missing.log", "sweep ended:") is None
