@@ -134,6 +134,7 @@ def reduced_precision(dev: torch.device, asked: str) -> str:
 def run(name: str, batch: int, dev: torch.device, tiny: bool, compile_mode: str, precision: str, seconds: float):
     torch._dynamo.reset()
     torch.manual_seed(0)
+    torch.backends.cudnn.benchmark = True  # cuDNN autotunes the convolutions and the LSTM's kernels
     s = SIZES[name]["tiny" if tiny else "full"]
     model, loss_fn, next_batch, per_step = setup(name, s, batch, dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
