@@ -17,6 +17,7 @@ loop unless ``--all`` is given.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import time
@@ -39,6 +40,9 @@ SIZES: dict[str, dict[str, dict[str, int]]] = {
     "seg": {"full": {"image_size": 512, "num_classes": 21, "batch": 128, "workers": 12},
             "tiny": {"image_size": 64, "num_classes": 4, "batch": 4, "workers": 1}},
 }  # fmt: skip
+
+
+OOM_WORDS = ("out of memory", "can't allocate memory")  # CUDA's, and the CPU allocator's
 
 
 class GPT(nn.Module):
@@ -207,27 +211,40 @@ def main() -> None:
     dev = torch.device(args.device)
     precision = reduced_precision(dev, args.precision)
     sizes = SIZES[args.model]["tiny" if args.tiny else "full"]
-    for batch in args.batch or [sizes["batch"]]:
-        try:
-            row = run(args.model, batch, dev, args.tiny, args.compile, precision, args.seconds)
-        except torch.OutOfMemoryError as e:  # the largest batch that fits is the handbook's
-            row = {"kind": "hand", "model": args.model, "batch": batch, "error": f"out of memory: {str(e)[:120]}"}
-            torch.cuda.empty_cache()
-        except Exception as e:  # noqa: BLE001 (recorded: e.g. an op without a bf16 kernel on this device)
-            row = {"kind": "hand", "model": args.model, "batch": batch, "precision": precision,
-                   "error": f"{type(e).__name__}: {str(e)[:200]}"}  # fmt: skip
-            if args.precision == "auto" and precision == "bf16" and dev.type == "cuda":
-                precision = "fp16"  # the next reduced precision, for this batch again and the rest
-                print(json.dumps(row), flush=True)
-                row = run(args.model, batch, dev, args.tiny, args.compile, precision, args.seconds)
+
+    def emit(row: dict) -> None:
         row["threads"] = torch.get_num_threads() if dev.type == "cpu" else None
         row["inductor_cache"] = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
         print(json.dumps(row), flush=True)
         if args.json:
             with open(args.json, "a") as f:
                 f.write(json.dumps(row) + "\n")
-        if "error" not in row and not args.all:
-            break
+
+    for batch in args.batch or [sizes["batch"]]:
+        row: dict | None = None
+        while row is None:
+            try:
+                row = run(args.model, batch, dev, args.tiny, args.compile, precision, args.seconds)
+            except Exception as e:  # noqa: BLE001 (recorded: e.g. an op without a bf16 kernel on this device)
+                oom = isinstance(e, torch.OutOfMemoryError) or any(w in str(e).lower() for w in OOM_WORDS)
+                error = {"kind": "hand", "model": args.model, "batch": batch, "precision": precision,
+                         "error": f"{'out of memory' if oom else type(e).__name__}: {str(e)[:200]}"}  # fmt: skip
+            if row is not None:
+                break
+            emit(error)
+            gc.collect()
+            if dev.type == "cuda":
+                torch.cuda.empty_cache()
+            if oom:  # the largest batch that fits is the handbook's (an OOM in a compiled step may come wrapped)
+                break
+            if args.precision == "auto" and precision == "bf16" and dev.type == "cuda":
+                precision = "fp16"  # the next reduced precision, for this batch again and the rest
+                continue
+            raise SystemExit(1)
+        if row is not None:
+            emit(row)
+            if not args.all:
+                break
 
 
 if __name__ == "__main__":
