@@ -1,4 +1,4 @@
-"""Does a default sweep keep its wall-clock budget and still reach the ceiling? One case per GPU call.
+"""Does a default sweep keep its wall-clock budget and still reach the ceiling? One case per GPU run.
 
     python bench/budget_sweep.py OUT --case CASE [--budget 300] [--safety 120] [--smoke] [Hydra overrides ...]
     python bench/budget_sweep.py [TABLE.md] --table DIR [DIR ...]
@@ -23,7 +23,7 @@ the sweep's own "sweep ended: ..." and "cost model: ..." lines.
 ``--smoke`` (a CPU check of the script): the sweep at ``preset=tiny``; the zoo's hand loops run too, on the CPU at
 the tiny sizes, eager (``--device cpu --tiny --compile off``), so their ratios mean nothing.
 
-``--table DIR ...`` reads the last summary of every budget-<case>.jsonl under the folders (one per device call) and
+``--table DIR ...`` reads the last summary of every budget-<case>.jsonl under the folders (one per GPU run) and
 writes ONE markdown table (to TABLE.md when given, and to stdout): case, model, hand loop, best found, best / hand,
 time to 0.99 of the sweep's own final best and of the hand loop, ended at against the budget, budget used, the share
 of trials whose predicted wall was within ±30 % of the actual (the sweep's own "cost model:" count, whose actual is
@@ -31,22 +31,22 @@ a trial's cost from launch to end as the sweeper saw it; the rows' ``wall_s`` st
 process did, so the share over the rows is shown, marked "rows", only where that line is missing), the median
 error, trials; then each sweep's end and cost lines.
 
-On the H200 (one ``run`` call per case, ~30 s of installs + a hand loop of at most 150 s + the 300 s sweep + the
-report, inside the call's 600 s; the image lacks Hydra and Optuna). Once, here, from the project root:
-
-    ../shared/tools/gpu-wheels.sh          # the wheels into .whl/ (git-ignored)
-
-then for each CASE in convnext gpt lstm seg vit (and resnet50, jpeg), one call of the device tool's ``run`` with
-``carry: [".whl"]``, ``timeout_s: 600`` and the command
+On the H200 (one run of the GPU machine per case: ~30 s of installs + a hand loop of at most 150 s + the 300 s
+sweep + the report, inside 600 s; the machine's image has PyTorch but not Hydra and Optuna, which travel as wheels).
+Once, in the checkout: the wheels of hydra-core 1.3.8, omegaconf 2.3.1, antlr4-python3-runtime 4.9.3 (built
+with ``pip wheel``: it has no wheel), optuna 5.0.0, alembic, sqlalchemy, colorlog, mako and plotly for the image's
+Python (``pip download --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 ...``)
+in .whl/, kept out of git. Then, on the GPU machine, in a copy of the checkout that holds .whl/, for each CASE
+in convnext gpt lstm seg vit (and resnet50, jpeg), one run (600 s at most) of
 
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
       .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 && \
-      bash bench/budget_call.sh CASE --budget 300 --safety 60
+      OUT=<a folder that comes back> bash bench/budget_call.sh CASE --budget 300 --safety 60
 
-(do not export TORCHINDUCTOR_CACHE_DIR: the hand loop and the sweep keep their own caches). Then, here, over the
-folders the calls' files came back to:
+(do not export TORCHINDUCTOR_CACHE_DIR: the hand loop and the sweep keep their own caches). Then, over the folders
+the runs' files came back to:
 
-    python bench/budget_sweep.py zoo-table.md --table /work/.device/<call 1> /work/.device/<call 2> ...
+    python bench/budget_sweep.py zoo-table.md --table OUT_CONVNEXT OUT_GPT OUT_LSTM OUT_SEG OUT_VIT
 
 Files in OUT: budget-<case>.jsonl (hand loop, sweep, summary), hand-<case>.jsonl, sweep-<case>.log,
 report-<case>.md/.txt, rows-<case>.parquet (every trial row, bench/pack.py), results/ (the sweep's folder).
@@ -99,7 +99,7 @@ ZOO = ("convnext", "gpt", "lstm", "seg")
 for _name in ZOO:  # --smoke: the hand loop too, on the CPU at the tiny preset's sizes, eager (a CPU compile: minutes)
     CASES[_name]["smoke_hand"] = [*CASES[_name]["hand"][:3], "--device", "cpu", "--tiny", "--compile", "off",
                                   "--seconds", "1"]  # fmt: skip
-    CASES[_name]["hand_timeout_s"] = 150.0  # one device call: the hand loop, then the sweep, inside 600 s
+    CASES[_name]["hand_timeout_s"] = 150.0  # one GPU run: the hand loop, then the sweep, in 600 s
 SAFETY_S = 120.0
 
 
@@ -203,7 +203,7 @@ def _num(x: Any, fmt: str = "{:,.0f}") -> str:
 
 
 def zoo_table(dirs: list[Path]) -> str:
-    """One markdown table from the last summary of each budget-<case>.jsonl under ``dirs`` (one device call each)."""
+    """One markdown table from the last summary of each budget-<case>.jsonl under ``dirs`` (one GPU run each)."""
     head = ("| case | model | hand loop | best found | best / hand | ≥ 0.99 of own best at | ≥ 0.99 of hand at "
             "| ended at / budget | budget used | predicted wall within ±30 % (median error) | trials |")  # fmt: skip
     lines = [head, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -212,7 +212,7 @@ def zoo_table(dirs: list[Path]) -> str:
         rows = [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip().startswith("{")]
         summaries = [r for r in rows if r.get("kind") == "summary"]
         if not summaries:
-            notes.append(f"{path}: no summary row (the call did not finish)")
+            notes.append(f"{path}: no summary row (the run did not finish)")
             continue
         s, case = summaries[-1], summaries[-1].get("case", path.stem.removeprefix("budget-"))
         console = path.parent / f"sweep-{case}.log"  # beside it (bench/budget_call.sh copies both): a summary

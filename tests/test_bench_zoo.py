@@ -1,5 +1,5 @@
 """The zoo of own workloads (bench/zoo): each model's workload and its independent hand loop agree on sizes and
-parameters, each workload trains at its tiny sizes, and the budget bench's table reads the calls' summaries."""
+parameters, each workload trains at its tiny sizes, and the budget bench's table reads the runs' summaries."""
 
 from __future__ import annotations
 
@@ -88,9 +88,9 @@ def test_zoo_workload_trains_at_its_tiny_sizes(model: str) -> None:
     assert work.samples_per_step == knobs["batch_size"] * cfg["workload"].get("seq_len", 1)
 
 
-def test_budget_table_reads_each_calls_summary(tmp_path: Path) -> None:
+def test_budget_table_reads_each_runs_summary(tmp_path: Path) -> None:
     bench = _load("budget_sweep", ROOT / "bench" / "budget_sweep.py")
-    one, two = tmp_path / "call1", tmp_path / "call2"
+    one, two = tmp_path / "run1", tmp_path / "run2"
     one.mkdir()
     two.mkdir()
     summary = {"case": "gpt", "kind": "summary", "wall_s": 305.2, "budget_s": 300.0, "reference": 400000.0,
