@@ -79,7 +79,7 @@ CASES: dict[str, dict[str, Any]] = {
     "vit": {"args": ["-cd", "bench/own_model/conf", "+workload=vit"], "metric": "throughput", "unit": "img/s",
             "kind": "vision transformer (ViT-B/16)",
             "hand": ["bench/own_model/hand_vit.py", "--batch", "256", "--precision", "bf16"],
-            "pythonpath": "bench/own_model"},
+            "pythonpath": "bench/own_model", "hand_timeout_s": 150.0},
     # The zoo: models the project does not ship, each an own workload (bench/zoo/conf, bench/zoo/zoo_*.py) written
     # from the README, beside its independent hand loop (bench/zoo/hand_zoo.py: the handbook applied by hand).
     "convnext": {"args": ["-cd", "bench/zoo/conf", "+workload=zoo_convnext"], "metric": "throughput",
