@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.results.outcome import Reason, Status, TrialOutcome
 from sweeper.results.procs import pid_alive
 from sweeper.trial.proc import TRIAL_ENV, kill_group, kill_marked
 
@@ -182,10 +182,10 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
                 kill_group(proc.pid)
                 proc.join()
                 if budget_cut:
-                    return TrialOutcome(Status.INTERRUPTED, "budget", "the sweep's time budget (hydra.sweeper."
-                                        "timeout_s + grace_s) ended while this trial ran; the same command runs it "
-                                        "again", started_at=started, ended_at=time.time())
-                return TrialOutcome(Status.FAILED, "timeout",
+                    return TrialOutcome(Status.INTERRUPTED, Reason.BUDGET.tag(), "the sweep's time budget (hydra."
+                                        "sweeper.timeout_s + grace_s) ended while this trial ran; the same command "
+                                        "runs it again", started_at=started, ended_at=time.time())
+                return TrialOutcome(Status.FAILED, Reason.TIMEOUT.tag(),
                                     f"no result after {timeout_s:g} s (trial.timeout_s); process group killed",
                                     started_at=started, ended_at=time.time())
             if not parent.poll(min(remaining, 0.5)):
@@ -214,23 +214,27 @@ def run_isolated(cfg: dict[str, Any], timeout_s: float, log_path: Path,
     if message is not None:
         return TrialOutcome.from_dict(message[1])
     if INTERRUPTED.is_set():
-        return TrialOutcome(Status.INTERRUPTED, "interrupted", "the sweep was interrupted (Ctrl-C or SIGTERM) while "
-                            "this trial ran; the same command runs it again", started_at=started, ended_at=time.time())
+        why = "the sweep was interrupted (Ctrl-C or SIGTERM) while this trial ran; the same command runs it again"
+        return TrialOutcome(Status.INTERRUPTED, Reason.INTERRUPTED.tag(), why, started_at=started, ended_at=time.time())
     if server is not None and not pid_alive(server):  # its trials die with it (PR_SET_PDEATHSIG), "exit:255"
-        return TrialOutcome(Status.INTERRUPTED, "forkserver", "the forkserver that starts trials was killed from "
-                            "outside (the kernel's OOM killer?) while this trial ran: not the workload's failure, not "
-                            "counted; the next trial restarts it, and the same command runs this one again",
-                            started_at=started, ended_at=time.time())  # fmt: skip
+        why = (
+            "the forkserver that starts trials was killed from outside (the kernel's OOM killer?) while this trial "
+            "ran: not the workload's failure, not counted; the next trial restarts it, and the same command runs this "
+            "one again"
+        )
+        return TrialOutcome(Status.INTERRUPTED, Reason.FORKSERVER.tag(), why, started_at=started, ended_at=time.time())
     code = proc.exitcode
     tail = _log_tail(log_path)
     if code is not None and code < 0:
-        reason = f"signal:{signal.Signals(-code).name}"
+        reason = Reason.SIGNAL.tag(signal.Signals(-code).name)
     elif code == 1 and _stalled(log_path):
-        return TrialOutcome(Status.FAILED, "stalled", f"no progress for measure.stall_s (or 20x the expected time); "
-                            f"every thread's stack is in {log_path}\n{tail}".strip(), started_at=started,
-                            ended_at=time.time())  # fmt: skip
+        why = (
+            f"no progress for measure.stall_s (or 20x the expected time); every thread's stack is in {log_path}"
+            f"\n{tail}"
+        ).strip()
+        return TrialOutcome(Status.FAILED, Reason.STALLED.tag(), why, started_at=started, ended_at=time.time())
     else:
-        reason = f"exit:{code}"
+        reason = Reason.EXIT.tag(str(code))  # "exit:None" too
     return TrialOutcome(Status.FAILED, reason, f"trial process ended ({reason}) without a result\n{tail}".strip(),
                         started_at=started, ended_at=time.time())
 
