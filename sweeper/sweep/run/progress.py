@@ -234,6 +234,8 @@ class SweepProgress:
             detail = f"same as trial {outcome.detail} (not measured again)"
         elif outcome.kind is Reason.INTERRUPTED:  # "interrupted interrupted": say by what
             detail = "(Ctrl-C, SIGTERM or its sweeper's end)"
+        elif outcome.kind is Reason.PRUNED:  # "pruned pruned": by what
+            detail = "(stopped early by the pruner)"
         elif outcome.reason in self.reasons and len(outcome.reason) > 40:  # a long reason is printed once
             detail = f"(as trial {self.reasons[outcome.reason]})"
         else:
