@@ -139,6 +139,12 @@ def _literal_attribute_names(path: Path, root: Path = ROOT) -> list[str]:
                 name = node.left
         if isinstance(name, ast.Constant) and isinstance(name.value, str):
             out.append(f"{path.relative_to(root)}:{node.lineno}: {name.value!r}")
+        if isinstance(node, ast.Call):  # enqueue_trial(..., user_attrs={"name": ...}), FrozenTrial(system_attrs=...)
+            for kw in node.keywords:
+                if kw.arg in _ATTR_DICTS and isinstance(kw.value, ast.Dict):
+                    for key in kw.value.keys:
+                        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                            out.append(f"{path.relative_to(root)}:{node.lineno}: {key.value!r}")
     return out
 
 
@@ -154,10 +160,11 @@ def test_the_scan_finds_a_literal_attribute_name(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text(
         "def f(t, s):\n    t.set_user_attr('status', 1)\n    s.set_trial_system_attr(1, 'x', 2)\n"
+        "    s.enqueue_trial({}, user_attrs={'confirm_of': 1})\n"
         "    return t.user_attrs.get('owner'), t.system_attrs['fixed_params'], 'reason' in t.user_attrs\n"
     )
     hits = [h.split(": ", 1)[1] for h in _literal_attribute_names(bad, tmp_path)]
-    assert sorted(hits) == sorted(["'status'", "'x'", "'owner'", "'fixed_params'", "'reason'"])
+    assert sorted(hits) == sorted(["'status'", "'x'", "'confirm_of'", "'owner'", "'fixed_params'", "'reason'"])
 
 
 def test_status_and_owner_are_read_as_types(tmp_path: Path) -> None:
