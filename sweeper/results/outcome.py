@@ -86,6 +86,11 @@ class TrialOutcome:
         return Reason.of(self.reason)
 
     @property
+    def detail(self) -> str:
+        """What ``reason`` says after its kind (``duplicate:3`` -> ``3``); empty when nothing."""
+        return str(self.reason or "").partition(":")[2]
+
+    @property
     def wall_s(self) -> float:
         if self.started_at is None or self.ended_at is None:
             return 0.0
@@ -112,9 +117,9 @@ class TrialOutcome:
         for metric, _direction in objectives:
             v = self.metrics.get(metric)
             if isinstance(v, bool) or not isinstance(v, (int, float)):
-                reason = f"objective-missing:{metric}"
+                reason = Reason.OBJECTIVE_MISSING.tag(metric)
             elif not math.isfinite(v):
-                reason = f"non-finite:{metric}"
+                reason = Reason.NON_FINITE.tag(metric)
             else:
                 continue
             message = f"objective {metric} is {v!r}, not a finite number: the trial cannot be ranked"

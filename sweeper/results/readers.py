@@ -22,6 +22,8 @@ from typing import TypeVar
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from sweeper.results.poll import poll
+
 log = logging.getLogger("sweeper.store")
 _T = TypeVar("_T")
 
@@ -197,14 +199,26 @@ def read_once(table: pa.Table, files: Sequence[str]) -> pa.Table:
     return table if keep.all() else table.filter(pa.array(keep))
 
 
-def retry_vanished(read: Callable[[], _T], patience_s: float = 30.0) -> _T:
+def retry_vanished(
+    read: Callable[[], _T],
+    patience_s: float = 30.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> _T:
     """``read()``, again while files vanish under it: a file listed by one attempt can be gone before it is read
-    (a compaction folded it into a new file, which the next attempt lists). Gives up after ``patience_s``."""
-    deadline = time.monotonic() + patience_s
-    while True:
+    (a compaction folded it into a new file, which the next attempt lists). Gives up after ``patience_s``, raising
+    the last attempt's ``FileNotFoundError``."""
+    done: list[_T] = []
+    vanished: list[FileNotFoundError] = []
+
+    def attempt() -> bool:
         try:
-            return read()
-        except FileNotFoundError:
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(0.01)
+            done.append(read())
+        except FileNotFoundError as e:
+            vanished[:] = [e]
+            return False
+        return True
+
+    if not poll(attempt, patience_s, 0.01, clock=clock, sleep=sleep):
+        raise vanished[0]
+    return done[0]

@@ -27,10 +27,12 @@ SWEEPER_COLUMNS = frozenset(
     + """cpu_model cpu_cores cpu_affinity torch_version cuda_version python_version device gpu_name gpu_count gpu_cc
     gpu_mem_bytes driver_version gpu_indices""".split()
 )
-# The Optuna trial attributes the sweeper reads back (whose trial it is, whether it counts, what it cost): every
-# metric of an outcome is also a user attribute (``sweeper.sweep.study.trials.tell``).
+# The Optuna trial attributes the sweeper writes and reads back (whose trial it is, whether it counts, what it cost,
+# its configuration; named in ``sweeper.sweep.study.attrs.BOOKKEEPING``): every metric of an outcome is also a user
+# attribute (``sweeper.sweep.study.trials.tell``), so none may take one of these names.
 SWEEPER_ATTRIBUTES = frozenset(
-    "owner status reason confirm_of wall_s spent_s warm_start_from waits_for remeasure_for profile".split()
+    """owner status reason confirm_of wall_s spent_s warm_start_from waits_for remeasure_for profile config_key
+    predicted_wall_s""".split()
 )
 RESERVED_PREFIXES = ("knob.", "param.", "prof_", "knob_sweeper:")
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.results.outcome import Reason, Status, TrialOutcome
 from sweeper.trial import local
 from sweeper.trial.measure import NonFiniteLoss
 from sweeper.trial.proc import become_subreaper, die_with_parent, end_descendants
@@ -66,14 +66,14 @@ def classify(exc: BaseException) -> TrialOutcome:
     """An exception raised by a trial -> its outcome (status, reason, message)."""
     first = (str(exc).strip().splitlines() or [""])[0][:500]
     if _is_oom(exc):
-        return TrialOutcome(Status.INFEASIBLE, "oom", first)
+        return TrialOutcome(Status.INFEASIBLE, Reason.OOM.tag(), first)
     if isinstance(exc, NonFiniteLoss):
-        return TrialOutcome(Status.FAILED, "nonfinite", first, metrics=dict(exc.metrics))
+        return TrialOutcome(Status.FAILED, Reason.NONFINITE.tag(), first, metrics=dict(exc.metrics))
     if isinstance(exc, PruneRequested):
-        return TrialOutcome(Status.PRUNED, "pruned", first, metrics={"throughput": exc.value,
+        return TrialOutcome(Status.PRUNED, Reason.PRUNED.tag(), first, metrics={"throughput": exc.value,
                                                                      "steps_measured": exc.step})
     tail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-3:])[-2000:]
-    return TrialOutcome(Status.FAILED, f"exception:{type(exc).__name__}", f"{first}\n{tail}".strip())
+    return TrialOutcome(Status.FAILED, Reason.EXCEPTION.tag(type(exc).__name__), f"{first}\n{tail}".strip())
 
 
 # The variables CUDA reads once, when it starts: which GPUs it sees, and those the knobs set (ENV_KNOBS)

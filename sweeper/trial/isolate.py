@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.results.outcome import Reason, Status, TrialOutcome
 from sweeper.results.procs import pid_alive
 from sweeper.trial.proc import TRIAL_ENV, kill_group, kill_marked
 
@@ -201,7 +201,7 @@ def _late(budget_cut: bool, timeout_s: float, started: float) -> TrialOutcome:
     if budget_cut:
         return TrialOutcome(
             Status.INTERRUPTED,
-            "budget",
+            Reason.BUDGET.tag(),
             "the sweep's time budget (hydra.sweeper.timeout_s + grace_s) ended while this trial ran; the same command "
             "runs it again",
             started_at=started,
@@ -209,7 +209,7 @@ def _late(budget_cut: bool, timeout_s: float, started: float) -> TrialOutcome:
         )
     return TrialOutcome(
         Status.FAILED,
-        "timeout",
+        Reason.TIMEOUT.tag(),
         f"no result after {timeout_s:g} s (trial.timeout_s); process group killed",
         started_at=started,
         ended_at=time.time(),
@@ -221,7 +221,7 @@ def _no_result(proc: Any, server: int | None, log_path: Path, started: float) ->
     if INTERRUPTED.is_set():
         return TrialOutcome(
             Status.INTERRUPTED,
-            "interrupted",
+            Reason.INTERRUPTED.tag(),
             "the sweep was interrupted (Ctrl-C or SIGTERM) while this trial ran; the same command runs it again",
             started_at=started,
             ended_at=time.time(),
@@ -229,7 +229,7 @@ def _no_result(proc: Any, server: int | None, log_path: Path, started: float) ->
     if server is not None and not pid_alive(server):  # its trials die with it (PR_SET_PDEATHSIG), "exit:255"
         return TrialOutcome(
             Status.INTERRUPTED,
-            "forkserver",
+            Reason.FORKSERVER.tag(),
             "the forkserver that starts trials was killed from outside (the kernel's OOM killer?) while this trial "
             "ran: not the workload's failure, not counted; the next trial restarts it, and the same command runs "
             "this one again",
@@ -239,18 +239,18 @@ def _no_result(proc: Any, server: int | None, log_path: Path, started: float) ->
     code = proc.exitcode
     tail = _log_tail(log_path)
     if code is not None and code < 0:
-        reason = f"signal:{signal.Signals(-code).name}"
+        reason = Reason.SIGNAL.tag(signal.Signals(-code).name)
     elif code == 1 and _stalled(log_path):
         return TrialOutcome(
             Status.FAILED,
-            "stalled",
+            Reason.STALLED.tag(),
             f"no progress for measure.stall_s (or 20x the expected time); every thread's stack is in {log_path}\n"
             f"{tail}".strip(),
             started_at=started,
             ended_at=time.time(),
         )
     else:
-        reason = f"exit:{code}"
+        reason = Reason.EXIT.tag(str(code))  # "exit:None" too
     return TrialOutcome(
         Status.FAILED,
         reason,

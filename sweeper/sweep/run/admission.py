@@ -25,7 +25,7 @@ from sweeper.sweep.run import remeasure
 from sweeper.sweep.search import warm
 from sweeper.sweep.search.budget import Budget
 from sweeper.sweep.search.costs import CostModel
-from sweeper.sweep.study.trials import CONFIRM_KEY
+from sweeper.sweep.study.attrs import CONFIRM_KEY
 
 SPARE_TOP = 2  # the best configurations a spare repeat may measure again
 SPARE_REPEATS = 2  # repeats of each, at most, beyond the re-measurements after the search

@@ -7,18 +7,19 @@ from typing import Any
 
 import optuna
 
-from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.results.outcome import Reason, Status, TrialOutcome
 from sweeper.sweep.config.space import ExpressionError, evaluate
 from sweeper.sweep.config.trial_config import with_values
 from sweeper.sweep.run.job import CheckFailed, device_check
 from sweeper.sweep.search import dedup
 from sweeper.sweep.study import trials as studies
+from sweeper.sweep.study.attrs import BOOKKEEPING, CONFIG_KEY, WAITS_KEY
 
 WAIT: Any = object()  # another trial measures this configuration now: wait for its result
 
 
 def sample(
-    plan: Any, trial: optuna.Trial, device: Any, repeat: bool, bookkeeping: tuple[str, ...]
+    plan: Any, trial: optuna.Trial, device: Any, repeat: bool, bookkeeping: tuple[str, ...] = BOOKKEEPING
 ) -> tuple[dict[str, Any], Any]:
     """Define-by-run sampling of ``plan.space`` for ``trial``; returns (values, None) to launch, (values, WAIT), or
     (values, an outcome to settle without launching). ``repeat``: measure even a configuration already measured."""
@@ -27,26 +28,27 @@ def sample(
         ns = {**plan.defaults, **plan.space.fixed, **values}
         for expr in plan.space.constraints:
             if not evaluate(expr, ns):
-                return values, TrialOutcome(Status.SKIPPED, f"invalid:{expr}", f"constraint does not hold: {expr}")
+                why = f"constraint does not hold: {expr}"
+                return values, TrialOutcome(Status.SKIPPED, Reason.INVALID.tag(expr), why)
     except ExpressionError as e:  # e.g. a division by a sampled zero: this configuration is not launched
-        return dict(trial.params), TrialOutcome(Status.SKIPPED, f"invalid:{e}", f"an expression failed: {e}")
+        return dict(trial.params), TrialOutcome(Status.SKIPPED, Reason.INVALID.tag(e), f"an expression failed: {e}")
     # The device check runs here, before any launcher job (a SLURM job is never submitted only to be skipped).
     try:
         reason = device_check(with_values(plan.cfg, {**plan.space.fixed, **values}), device)
     except CheckFailed as e:  # the workload's check() raised: this trial's failure
         return values, e.outcome()
     if reason:
-        return values, TrialOutcome(Status.SKIPPED, f"invalid:{reason}", reason)
+        return values, TrialOutcome(Status.SKIPPED, Reason.INVALID.tag(reason), reason)
     key = dedup.config_key(values)
-    trial.set_user_attr(dedup.KEY, key)
+    trial.set_user_attr(CONFIG_KEY, key)
     if repeat:
         return values, None
     dedup.await_lower_keys(plan.study, trial.number)
     found = dedup.find(plan.study, key, trial.number)
     if found is None:
-        trial.set_user_attr(dedup.WAITS_KEY, -1)  # it measures: twins asked later wait for it
+        trial.set_user_attr(WAITS_KEY, -1)  # it measures: twins asked later wait for it
         return values, None
     if found[0] == "running":  # another slot or sweeper measures it now: wait for its result
-        trial.set_user_attr(dedup.WAITS_KEY, found[1].number)
+        trial.set_user_attr(WAITS_KEY, found[1].number)
         return values, WAIT
     return values, dedup.reuse(found[1], bookkeeping)

@@ -22,7 +22,7 @@ from optuna.distributions import BaseDistribution
 from sweeper.errors import ConfigError
 from sweeper.results import lookup, rows, store
 from sweeper.results.keys import flatten
-from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.results.outcome import Reason, Status, TrialOutcome
 from sweeper.sweep.config import schema
 from sweeper.sweep.config.space import parse_param, sweep_facts, value_types
 from sweeper.sweep.config.trial_config import as_dict, load_workload, preset_params, trial_config
@@ -133,7 +133,7 @@ class CheckFailed(Exception):
 
     def outcome(self) -> TrialOutcome:
         now = time.time()
-        return TrialOutcome(Status.FAILED, "check", str(self), started_at=now, ended_at=now)
+        return TrialOutcome(Status.FAILED, Reason.CHECK.tag(), str(self), started_at=now, ended_at=now)
 
 
 def device_check(tcfg: dict[str, Any], info: DeviceInfo) -> str | None:
@@ -199,7 +199,7 @@ def run_trial(cfg: DictConfig) -> dict[str, Any]:
             raise refusal(reason, list(HydraConfig.get().overrides.task), tcfg["device"])
         if reason:
             now = time.time()
-            outcome = TrialOutcome(Status.SKIPPED, f"invalid:{reason}", reason, started_at=now, ended_at=now)
+            outcome = TrialOutcome(Status.SKIPPED, Reason.INVALID.tag(reason), reason, started_at=now, ended_at=now)
     if not reason:
         outcome, shared = _run_recorded(tcfg, context)
     if outcome.metrics.get("window_capped") and _first(context, "window_capped"):

@@ -13,8 +13,8 @@ from sweeper.sweep.config.space import value_types
 from sweeper.sweep.run.job import encode_context
 from sweeper.sweep.run.settle import facts, is_baseline
 from sweeper.sweep.run.slots import slot_overrides
-from sweeper.sweep.search.costs import PREDICTED_KEY, derived_timeout
-from sweeper.sweep.study.trials import CONFIRM_KEY
+from sweeper.sweep.search.costs import derived_timeout
+from sweeper.sweep.study.attrs import CONFIRM_KEY, PREDICTED_KEY
 
 
 def overrides(plan: Any, settings: Any, run: Any, sweep_dir: Path, stop_at: float | None) -> list[str]:

@@ -14,7 +14,7 @@ from omegaconf import DictConfig
 
 from sweeper.errors import ConfigError
 from sweeper.results.keys import flatten
-from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.results.outcome import Reason, Status, TrialOutcome
 from sweeper.sweep.config.space import SearchSpace, build_space
 from sweeper.sweep.config.trial_config import as_dict, preset_params, trial_config
 from sweeper.trial import gpu
@@ -182,10 +182,10 @@ def outcome_of(ret: Any) -> TrialOutcome:
     now = time.time()
     if isinstance(ret, BaseException):
         return TrialOutcome(
-            Status.FAILED, f"launcher:{type(ret).__name__}", str(ret)[:2000], started_at=now, ended_at=now
+            Status.FAILED, Reason.LAUNCHER.tag(type(ret).__name__), str(ret)[:2000], started_at=now, ended_at=now
         )
     if ret.status == JobStatus.COMPLETED and isinstance(ret.return_value, dict):
         return TrialOutcome.from_dict(ret.return_value)
     exc = getattr(ret, "_return_value", None)
     name = type(exc).__name__ if isinstance(exc, BaseException) else "unknown"
-    return TrialOutcome(Status.FAILED, f"exception:{name}", str(exc)[:2000], started_at=now, ended_at=now)
+    return TrialOutcome(Status.FAILED, Reason.EXCEPTION.tag(name), str(exc)[:2000], started_at=now, ended_at=now)

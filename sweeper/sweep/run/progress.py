@@ -15,6 +15,7 @@ from rich.progress_bar import ProgressBar
 from rich.text import Text
 
 from sweeper.results.outcome import Reason, Status, TrialOutcome
+from sweeper.sweep.study.attrs import UNIT_KEY, status_of
 
 _STYLE = {Status.COMPLETE: "green", Status.FAILED: "red", Status.INFEASIBLE: "yellow", Status.PRUNED: "cyan",
           Status.SKIPPED: "dim", Status.INTERRUPTED: "magenta"}
@@ -151,7 +152,7 @@ def study_best(study: Any, objective: tuple[str, str]) -> tuple[float, int] | No
     best: tuple[float, int] | None = None
     for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
         value = t.user_attrs.get(metric)
-        if t.user_attrs.get("status") != "complete" or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if status_of(t) is not Status.COMPLETE or not isinstance(value, (int, float)) or not math.isfinite(value):
             continue
         if best is None or (value > best[0] if direction == "maximize" else value < best[0]):
             best = (float(value), t.number)
@@ -226,13 +227,15 @@ class SweepProgress:
         metric = self.objectives[0][0]
         value = outcome.metrics.get(metric)
         if outcome.status is Status.COMPLETE:
-            unit = outcome.metrics.get("throughput_unit", "")
+            unit = outcome.metrics.get(UNIT_KEY, "")
             shown = si(value, unit) if metric == "throughput" else f"{metric}={metric_text(metric, value, unit)}"
             detail = shown + f"  {outcome.wall_s:.1f} s"
         elif outcome.kind is Reason.DUPLICATE:
-            detail = f"same as trial {outcome.reason.split(':', 1)[1]} (not measured again)"
-        elif outcome.reason == outcome.status.value:  # "interrupted interrupted": say by what
+            detail = f"same as trial {outcome.detail} (not measured again)"
+        elif outcome.kind is Reason.INTERRUPTED:  # "interrupted interrupted": say by what
             detail = "(Ctrl-C, SIGTERM or its sweeper's end)"
+        elif outcome.kind is Reason.PRUNED:  # "pruned pruned": by what
+            detail = "(stopped early by the pruner)"
         elif outcome.reason in self.reasons and len(outcome.reason) > 40:  # a long reason is printed once
             detail = f"(as trial {self.reasons[outcome.reason]})"
         else:
@@ -268,7 +271,7 @@ class SweepProgress:
             metric = self.objectives[0][0]
             if metric == "throughput":  # in the trial lines' units
                 trials = study.get_trials(deepcopy=False)
-                unit = trials[best[1]].user_attrs.get("throughput_unit") if best[1] < len(trials) else None
+                unit = trials[best[1]].user_attrs.get(UNIT_KEY) if best[1] < len(trials) else None
                 shown = si(best[0], str(unit or "")).strip()
             else:
                 shown = f"{metric}={metric_text(metric, best[0])}"

@@ -25,10 +25,20 @@ import optuna
 from optuna.trial import TrialState
 
 from sweeper.results import store
+from sweeper.results.outcome import Reason, Status
 from sweeper.sweep.config.secrets import mask
-from sweeper.sweep.run import remeasure
 from sweeper.sweep.search import dedup
+from sweeper.sweep.study import optuna_private as private
 from sweeper.sweep.study import trials as studies
+from sweeper.sweep.study.attrs import (
+    CONFIG_KEY,
+    CONFIRM_KEY,
+    PROFILE_KEY,
+    REMEASURE_FOR_KEY,
+    REQUEUED_KEY,
+    reason_of,
+    status_of,
+)
 from sweeper.sweep.study.faults import fault_point
 from sweeper.trial import isolate as runner
 
@@ -153,37 +163,34 @@ def requeue_interrupted(study: optuna.Study) -> list[dict[str, Any]]:
     trials = study.get_trials(deepcopy=False)
     cuts: dict[str, int] = {}
     for t in trials:
-        if t.user_attrs.get(studies.REASON_KEY) == "budget" and studies.is_interrupted(t) and _params(t):
-            key = t.user_attrs.get(dedup.KEY) or dedup.config_key(_params(t))
+        if reason_of(t) is Reason.BUDGET and studies.is_interrupted(t) and _params(t):
+            key = t.user_attrs.get(CONFIG_KEY) or dedup.config_key(_params(t))
             cuts[key] = cuts.get(key, 0) + 1
     too_slow: list[dict[str, Any]] = []
     taken = {
-        t.user_attrs.get(dedup.KEY)
+        t.user_attrs.get(CONFIG_KEY)
         for t in trials
         if t.state in (TrialState.RUNNING, TrialState.WAITING)
-        or (t.state == TrialState.COMPLETE and t.user_attrs.get("status") in ("complete", "infeasible"))
+        or (t.state == TrialState.COMPLETE and status_of(t) in (Status.COMPLETE, Status.INFEASIBLE))
     }
     queued = {dedup.config_key(_params(t)) for t in trials if t.state == TrialState.WAITING}
     for t in trials:
         params = _params(t)
         if not studies.is_interrupted(t) or not params:
             continue
-        key = t.user_attrs.get(dedup.KEY) or dedup.config_key(params)
+        key = t.user_attrs.get(CONFIG_KEY) or dedup.config_key(params)
         if key in taken or key in queued:
             continue
         if cuts.get(key, 0) >= MAX_BUDGET_CUTS:
             too_slow.append(params)
             queued.add(key)
             continue
-        attrs = {
-            k: t.user_attrs[k]
-            for k in (studies.CONFIRM_KEY, remeasure.FOR_KEY, remeasure.PROFILE_KEY)
-            if k in t.user_attrs
-        }
+        attrs = {k: t.user_attrs[k] for k in (CONFIRM_KEY, REMEASURE_FOR_KEY, PROFILE_KEY) if k in t.user_attrs}
         study.enqueue_trial(params, user_attrs=attrs)
-        waiting = study._storage.get_all_trials(study._study_id, deepcopy=False, states=(TrialState.WAITING,))
-        newest = max(waiting, key=lambda w: w.number)  # (the storage's own list: the study's may be cached)
-        study._storage.set_trial_system_attr(newest._trial_id, studies.REQUEUED_KEY, True)  # measured first
+        storage = private.storage_of(study)  # (the storage's own list: the study's may be cached)
+        waiting = storage.get_all_trials(private.study_id(study), deepcopy=False, states=(TrialState.WAITING,))
+        newest = max(waiting, key=lambda w: w.number)
+        storage.set_trial_system_attr(private.trial_id(newest), REQUEUED_KEY, True)  # measured first
         fault_point("requeued")
         queued.add(key)
     return too_slow
@@ -191,4 +198,4 @@ def requeue_interrupted(study: optuna.Study) -> list[dict[str, Any]]:
 
 def _params(t: optuna.trial.FrozenTrial) -> dict[str, Any]:
     """A trial's configuration: its sampled params, else what it was queued with (Optuna's ``fixed_params``)."""
-    return dict(t.params) or dict(t.system_attrs.get("fixed_params") or {})
+    return dict(t.params) or dict(t.system_attrs.get(private.FIXED_PARAMS_KEY) or {})

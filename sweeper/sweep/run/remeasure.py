@@ -23,17 +23,16 @@ from optuna.trial import FrozenTrial, TrialState
 
 from sweeper.sweep.search import dedup
 from sweeper.sweep.search.costs import CostModel
+from sweeper.sweep.study.attrs import CONFIRM_KEY, PROFILE_KEY, PROFILE_S_KEY, UNSTABLE_KEY
+from sweeper.sweep.study.attrs import REMEASURE_FOR_KEY as FOR_KEY
 from sweeper.sweep.study.faults import fault_point
-from sweeper.sweep.study.trials import CONFIRM_KEY, is_interrupted, is_remeasure
+from sweeper.sweep.study.trials import is_interrupted, is_remeasure
 
-FOR_KEY = "remeasure_for"  # trial user attr: the sweep target whose re-measurements it is
-PROFILE_KEY = "profile"  # trial user attr: run under torch.profiler after its measured window
 PROFILE_PRIOR_S = 15.0  # what profiling adds to a trial before one was profiled (steps, trace export)
 # The trace's export and analysis, beside the profiled steps, before one was profiled: on the H200 a ResNet-50's 5
 # profiled steps and their trace took 1.6 s in all (docs/measurements/budget.md); kept conservative.
 PROFILE_EXPORT_S = 5.0
 PROFILE_STEPS = 5  # hydra.sweeper.profile_steps's default
-UNSTABLE_KEY = "step_unstable"  # trial user attr (a metric of the row): its step times were not one steady value
 
 
 @dataclass
@@ -124,9 +123,9 @@ def profile_cost(study: optuna.Study, step_s: float | None = None, steps: int = 
     """Seconds profiling added to a trial: the slowest measured (``prof_s``), else ``steps`` of the trial's
     predicted step time ``step_s`` and ``PROFILE_EXPORT_S`` for the trace, else ``PROFILE_PRIOR_S``."""
     seen = [
-        float(t.user_attrs["prof_s"])
+        float(t.user_attrs[PROFILE_S_KEY])
         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-        if isinstance(t.user_attrs.get("prof_s"), (int, float))
+        if isinstance(t.user_attrs.get(PROFILE_S_KEY), (int, float))
     ]
     if seen:
         return max(seen)

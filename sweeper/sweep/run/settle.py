@@ -27,6 +27,7 @@ from sweeper.results.keys import set_dotted
 from sweeper.results.outcome import Reason, Status, TrialOutcome
 from sweeper.sweep.config.space import value_types
 from sweeper.sweep.search.handbook import smaller_batch
+from sweeper.sweep.study import optuna_private as private
 from sweeper.sweep.study import trials as studies
 from sweeper.sweep.study.faults import fault_point
 
@@ -100,13 +101,17 @@ class Settler:
     def row_outcome(self, number: int) -> TrialOutcome | None:
         return lookup.read_trial_outcome(self.plan.trials_dir, self.plan.study_name, number, self.plan.study_id)
 
-    def interrupted(self, trial_id: int, number: int, values: dict[str, Any], reason: str, message: str) -> None:
-        """A trial stopped before its end (Ctrl-C, SIGTERM, the budget): what its row says if it wrote one, else
-        interrupted. Errors are logged, never raised: the next command settles what could not be written."""
+    def interrupted(
+        self, trial_id: int, number: int, values: dict[str, Any], reason: Reason | str, message: str
+    ) -> None:
+        """A trial stopped before its end (Ctrl-C, SIGTERM, the budget: ``reason``, ``Reason.INTERRUPTED`` or
+        ``Reason.BUDGET``): what its row says if it wrote one, else interrupted. Errors are logged, never raised: the
+        next command settles what could not be written."""
         now = time.time()
         outcome = self.row_outcome(number)
         if outcome is None or outcome.status is Status.INTERRUPTED or outcome.kind is Reason.INTERRUPTED:
-            outcome = TrialOutcome(Status.INTERRUPTED, reason, message, started_at=now, ended_at=now)
+            text = reason.tag() if isinstance(reason, Reason) else str(reason)
+            outcome = TrialOutcome(Status.INTERRUPTED, text, message, started_at=now, ended_at=now)
         try:
             self.settle(trial_id, number, values, outcome, launched=True, path="interrupted-")
         except OSError as e:  # a full disk: the study is told; the next command writes the row (recover)
@@ -135,7 +140,7 @@ class Settler:
             now = time.time()
             outcome = TrialOutcome(
                 Status.INTERRUPTED,
-                "interrupted",
+                Reason.INTERRUPTED.tag(),
                 "the sweeper running this trial died"
                 + (f" after the trial ended {row.status.value} (kept below); it runs again" if row else ""),
                 metrics=row.metrics if row else {},
@@ -160,7 +165,7 @@ class Settler:
         tell), else interrupted with a row."""
         outcome = self.row_outcome(t.number)
         if outcome is not None and outcome.status is not Status.INTERRUPTED:
-            self.tell(t._trial_id, outcome)
+            self.tell(private.trial_id(t), outcome)
             fault_point("orphan-told")
             log.warning(
                 "trial %d: its sweeper died after writing its row; the study is told %s", t.number, outcome.status.value
@@ -170,7 +175,7 @@ class Settler:
         started = t.datetime_start.timestamp() if t.datetime_start else now
         outcome = TrialOutcome(
             Status.INTERRUPTED,
-            "interrupted",
+            Reason.INTERRUPTED.tag(),
             "the sweeper running this trial died; it runs again",
             started_at=started,
             ended_at=now,
@@ -180,7 +185,7 @@ class Settler:
         except OSError as e:
             log.warning("trial %d not recorded: %s", t.number, e)
         fault_point("orphan-row")
-        self.tell(t._trial_id, outcome)
+        self.tell(private.trial_id(t), outcome)
         fault_point("orphan-told")
 
 

@@ -9,9 +9,9 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
+from sweeper.results.outcome import Status
 from sweeper.sweep.run.scheduler import Stop
-from sweeper.sweep.search.costs import PREDICTED_KEY
-from sweeper.sweep.study.attrs import SPENT_KEY, WARM_KEY
+from sweeper.sweep.study.attrs import PREDICTED_KEY, SPENT_KEY, WARM_KEY, status_of
 
 DEFAULT_N_TRIALS = 10  # counted trials of a command that gives neither n_trials nor timeout_s
 WITHIN = 0.3  # a prediction within this fraction of the actual wall counts as right in the summary
@@ -52,7 +52,7 @@ def costs_error(study: optuna.Study) -> str | None:
         predicted, actual = t.user_attrs.get(PREDICTED_KEY), t.user_attrs.get(SPENT_KEY)
         if WARM_KEY in t.user_attrs or not isinstance(predicted, (int, float)) or not isinstance(actual, (int, float)):
             continue
-        if t.user_attrs.get("status") == "interrupted" or actual <= 0 or predicted <= 0 or not math.isfinite(predicted):
+        if status_of(t) is Status.INTERRUPTED or actual <= 0 or predicted <= 0 or not math.isfinite(predicted):
             continue  # a cut trial's wall is a lower bound, not its cost; 0: predicted before anything was measured
         errors.append((predicted - actual) / actual)
     if not errors:

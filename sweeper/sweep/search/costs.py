@@ -43,7 +43,15 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from sweeper.sweep.study.attrs import COST_KEY, REASON_KEY, SPENT_KEY, WARM_KEY
+from sweeper.results.outcome import Reason, Status
+from sweeper.sweep.study.attrs import (
+    COST_KEY,
+    PREDICTED_KEY,  # noqa: F401 (re-exported)
+    SPENT_KEY,
+    WARM_KEY,
+    reason_of,
+    status_of,
+)
 
 MIN_MEASURED = 3  # trials of a cost class measured before its timeout is derived
 FIRST_TRIAL_S = 30.0  # the cheap class's cost before any trial was measured (a process start, a few steps)
@@ -51,7 +59,6 @@ FIRST_TRIAL_S = 30.0  # the cheap class's cost before any trial was measured (a 
 # of the H200's measurements (ResNet-50 42 s -> 7-8 s in DESIGN.md's facts, 45.3 s -> 5.7 s on 2026-12-04; ViT-B/16
 # 29.3 s -> 2.8 s, bench/results/h200-2026-12-04T*-budget-*); the study's own repeats replace it.
 WARM_COMPILE_SHARE = 0.13
-PREDICTED_KEY = "predicted_wall_s"  # trial user attr and row column: the wall seconds predicted at its launch
 
 
 @dataclass
@@ -107,7 +114,7 @@ class CostModel:
         trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
         for t in sorted(trials, key=lambda t: t.number):
             total = _cost(t)
-            if total is None or WARM_KEY in t.user_attrs or t.user_attrs.get("status") not in _MEASURED:
+            if total is None or WARM_KEY in t.user_attrs or status_of(t) not in _MEASURED:
                 continue
             key = config_key(t.params)
             s = Seen(t.number, dict(t.params), self.cost_class(t.params), key, total, repeat=key in keys)
@@ -127,7 +134,7 @@ class CostModel:
         """Lower bounds by configuration: the longest run of each configuration the budget cut before its end."""
         out: dict[tuple, float] = {}
         for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,)):
-            if t.user_attrs.get("status") != "interrupted" or t.user_attrs.get(REASON_KEY) != "budget":
+            if status_of(t) is not Status.INTERRUPTED or reason_of(t) is not Reason.BUDGET:
                 continue
             ran = _cost(t)
             if ran is not None and WARM_KEY not in t.user_attrs:
@@ -300,7 +307,8 @@ class CostModel:
         return f"{out['total']:.0f} s ({basis})"
 
 
-_MEASURED = ("complete", "infeasible", "failed")  # a failed trial's time was spent too (timeouts above all)
+# a failed trial's time was spent too (timeouts above all)
+_MEASURED = (Status.COMPLETE, Status.INFEASIBLE, Status.FAILED)
 
 
 def config_key(params: Mapping[str, Any]) -> tuple:
@@ -371,7 +379,7 @@ def derived_timeout(
     costs = [
         float(t.user_attrs[COST_KEY])
         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-        if t.user_attrs.get("status") == "complete"
+        if status_of(t) is Status.COMPLETE
         and WARM_KEY not in t.user_attrs
         and isinstance(t.user_attrs.get(COST_KEY), (int, float))
         and model.cost_class(t.params) == mine

@@ -12,18 +12,28 @@ from __future__ import annotations
 
 import datetime
 import json
-import time
 from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from sweeper.results.outcome import Reason, Status, TrialOutcome
+from sweeper.results.poll import poll
 from sweeper.sweep.config.space import SearchSpace, evaluate
-from sweeper.sweep.study.attrs import OWNER_KEY, REASON_KEY, UNOWNED_S, owner_state, reason_of
+from sweeper.sweep.study import optuna_private as private
+from sweeper.sweep.study.attrs import (
+    BOOKKEEPING,
+    OWNER_KEY,
+    REASON_KEY,
+    UNOWNED_S,
+    WAITS_KEY,
+    Owner,
+    owner_state,
+    reason_of,
+    status_of,
+)
+from sweeper.sweep.study.attrs import CONFIG_KEY as KEY
 
-KEY = "config_key"  # trial user attr: the sampled values, canonical JSON
-WAITS_KEY = "waits_for"  # trial user attr: the running trial this one waits for (-1: it measures, waits for nobody)
 UNDECIDED_S = 120.0  # the longest a trial waits for lower-numbered ones of live sweepers to record their configuration
 RECENT_S = 60.0  # a trial of another host without a configuration older than this is taken for dead, not undecided
 MAX_ENUMERATED = 5_000  # spaces larger than this are not enumerated (~1 s on a 2-core machine; never exhausted)
@@ -39,7 +49,7 @@ def is_duplicate(t: FrozenTrial) -> bool:
 
 def measured(t: FrozenTrial) -> bool:
     """A COMPLETE trial that measured its configuration (not one that reused another's result)."""
-    return t.state == TrialState.COMPLETE and t.user_attrs.get("status") == "complete"
+    return t.state == TrialState.COMPLETE and status_of(t) is Status.COMPLETE
 
 
 def measuring(t: FrozenTrial) -> bool:
@@ -80,10 +90,10 @@ def _sweeper_alive(t: FrozenTrial, now: datetime.datetime, recent_s: float) -> b
     if OWNER_KEY not in t.user_attrs:  # asked by a sweeper killed before it wrote its owner (milliseconds)
         limit = min(UNOWNED_S, recent_s)
         return t.datetime_start is not None and (now - t.datetime_start).total_seconds() < limit
-    state = owner_state(t) if t.datetime_start is not None else "elsewhere"
-    if state == "elsewhere":
+    state = owner_state(t) if t.datetime_start is not None else Owner.UNKNOWN
+    if state is Owner.UNKNOWN:
         return t.datetime_start is not None and (now - t.datetime_start).total_seconds() < recent_s
-    return state == "alive"
+    return state is Owner.ALIVE
 
 
 def await_lower_keys(
@@ -100,34 +110,19 @@ def await_lower_keys(
     its heartbeat is stale; at most ``timeout`` seconds in all (a live sweeper stuck before its key; the loop does
     nothing else meanwhile). Lower numbers never wait for higher ones here, so this cannot deadlock.
     """
-    deadline = time.monotonic() + timeout
-    poll = 0.05
-    while True:
+
+    def all_decided() -> bool:
         now = datetime.datetime.now()
-        stale = _stale_ids(study)
-        undecided = [
-            t
-            for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-            if t.number < number
+        stale = private.stale_trial_ids(study)  # their sweeper is gone, wherever it ran: nobody waits for them
+        return not any(
+            t.number < number
             and KEY not in t.user_attrs
-            and t._trial_id not in stale
+            and private.trial_id(t) not in stale
             and _sweeper_alive(t, now, recent_s)
-        ]
-        if not undecided or time.monotonic() >= deadline:
-            return
-        time.sleep(poll)
-        poll = min(2 * poll, 1.0)
+            for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+        )
 
-
-def _stale_ids(study: optuna.Study) -> set[int]:
-    """Trials whose heartbeat is older than the storage's grace period (heartbeats on): their sweeper is gone,
-    wherever it ran, so nobody waits ``recent_s`` for them (the settler fails them, as ``fail_stale_trials``)."""
-    from optuna.storages._heartbeat import BaseHeartbeat, is_heartbeat_enabled
-
-    storage = study._storage
-    if not isinstance(storage, BaseHeartbeat) or not is_heartbeat_enabled(storage):
-        return set()
-    return set(storage._get_stale_trial_ids(study._study_id))
+    poll(all_decided, timeout, 0.05, max_interval_s=1.0)
 
 
 def valid_keys(space: SearchSpace, defaults: dict[str, Any]) -> set[str] | None:
@@ -157,9 +152,10 @@ def valid_keys(space: SearchSpace, defaults: dict[str, Any]) -> set[str] | None:
 def settled(t: FrozenTrial) -> bool:
     """The configuration's answer is known: measured, out of memory, or not runnable on this device (a failed
     trial is not: its configuration may be asked again)."""
-    status = t.user_attrs.get("status")
+    status = status_of(t)
     over_budget = reason_of(t) is Reason.OVER_BUDGET  # it may fit another night
-    return measured(t) or status == "infeasible" or (status == "skipped" and not is_duplicate(t) and not over_budget)
+    skipped = status is Status.SKIPPED and not is_duplicate(t) and not over_budget
+    return measured(t) or status is Status.INFEASIBLE or skipped
 
 
 def exhausted(study: optuna.Study, keys: set[str] | None) -> bool:
@@ -187,15 +183,13 @@ def untried(study: optuna.Study, keys: set[str] | None) -> list[dict[str, Any]]:
     return [{k: v for k, v in json.loads(key).items() if v is not None} for key in sorted(keys - seen)]
 
 
-def reuse(
-    t: FrozenTrial, bookkeeping: tuple[str, ...] = (OWNER_KEY, REASON_KEY, "status", "confirm_of")
-) -> TrialOutcome:
+def reuse(t: FrozenTrial, bookkeeping: tuple[str, ...] = BOOKKEEPING) -> TrialOutcome:
     """The outcome of a trial whose configuration ``t`` measured: skipped, with ``t``'s metrics (its user
     attributes but the ``bookkeeping`` ones)."""
     metrics = {k: v for k, v in t.user_attrs.items() if k not in (KEY, WAITS_KEY, *bookkeeping)}
     return TrialOutcome(
         Status.SKIPPED,
-        f"duplicate:{t.number}",
+        Reason.DUPLICATE.tag(t.number),
         f"same configuration as trial {t.number}; its result is reused",
         metrics=metrics,
     )
@@ -220,11 +214,11 @@ class Waiting:
     def add(self, trial: Any, values: dict[str, Any]) -> None:
         self.waiting.append((trial, values))
         if self.heartbeat is not None:
-            self.heartbeat.add(trial._trial_id)
+            self.heartbeat.add(private.trial_id(trial))
 
     def _beat_off(self, trial: Any) -> None:
         if self.heartbeat is not None:
-            self.heartbeat.discard(trial._trial_id)
+            self.heartbeat.discard(private.trial_id(trial))
 
     def poll(self, study: optuna.Study) -> list[tuple[Any, dict[str, Any], FrozenTrial]]:
         """Trials whose awaited one ended: (trial, values, measured trial) to settle as duplicates; those whose
@@ -246,11 +240,11 @@ class Waiting:
         self.waiting = still
         return settled
 
-    def give_up(self, study: optuna.Study, reason_key: str) -> None:
+    def give_up(self, study: optuna.Study, reason_key: str = REASON_KEY) -> None:
         """The sweep stops with trials still waiting: they never ran and do not count (``surplus``)."""
         for trial, _values in self.waiting + self.ready:
             self._beat_off(trial)
-            trial.set_user_attr(reason_key, "surplus")
+            trial.set_user_attr(reason_key, Reason.SURPLUS.tag())
             study.tell(trial, state=TrialState.FAIL)
         self.waiting, self.ready = [], []
 

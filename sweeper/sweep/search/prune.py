@@ -41,11 +41,12 @@ def reporter(context: dict[str, Any]) -> Callable[[int, float], bool] | None:
     if (pruner_conf.get("type") or "none") == "none" or context.get("number") is None:
         return None
     from sweeper.sweep.config.secrets import reveal
+    from sweeper.sweep.study.optuna_private import study_id
     from sweeper.sweep.study.trials import make_storage
 
     storage = make_storage(reveal(context["storage"]))
     study = optuna.load_study(study_name=context["study"], storage=storage, pruner=make_pruner(pruner_conf))
-    trial_id = storage.get_trial_id_from_study_id_trial_number(study._study_id, int(context["number"]))
+    trial_id = storage.get_trial_id_from_study_id_trial_number(study_id(study), int(context["number"]))
     trial = optuna.trial.Trial(study, trial_id)
 
     def report(step: int, value: float) -> bool:

@@ -47,9 +47,8 @@ from optuna.trial import FrozenTrial, TrialState
 
 from sweeper.sweep.config.space import SearchSpace, evaluate
 from sweeper.sweep.search.budget import Budget
-from sweeper.sweep.study.attrs import COST_KEY, WARM_KEY
-
-STAGE_KEY = "knob_sweeper:stage"  # trial system attr: screen | promote (search trials carry none)
+from sweeper.sweep.study import optuna_private as private
+from sweeper.sweep.study.attrs import COST_KEY, STAGE_KEY, WARM_KEY
 
 
 class StagedSampler(BaseSampler):
@@ -118,7 +117,7 @@ class StagedSampler(BaseSampler):
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
         self.base.before_trial(study, trial)
-        if trial.system_attrs.get("fixed_params"):
+        if trial.system_attrs.get(private.FIXED_PARAMS_KEY):
             return  # the sweep loop queued this configuration
         if not self.expensive:
             plan = self._polish(study)
@@ -132,7 +131,7 @@ class StagedSampler(BaseSampler):
             plan = self._polish(study)
         if plan:
             self._plans[trial.number] = plan
-        study._storage.set_trial_system_attr(trial._trial_id, STAGE_KEY, stage)  # the screen never comes back
+        private.storage_of(study).set_trial_system_attr(private.trial_id(trial), STAGE_KEY, stage)  # for good
 
     def after_trial(self, study: Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None) -> None:
         self._plans.pop(trial.number, None)

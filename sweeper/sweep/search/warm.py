@@ -22,17 +22,14 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from sweeper.errors import ConfigError
+from sweeper.results.outcome import Status
 from sweeper.sweep.config.space import SearchSpace
-from sweeper.sweep.search.staged import STAGE_KEY
-from sweeper.sweep.study.attrs import (  # FROM_KEY: "<study>#<trial>" a seeded trial was measured as
-    COST_KEY,
-)
-from sweeper.sweep.study.attrs import WARM_KEY as FROM_KEY
+from sweeper.sweep.study.attrs import COST_KEY, QUEUED_KEY, STAGE_KEY, WORKLOAD_KEY, status_of
+from sweeper.sweep.study.attrs import WARM_KEY as FROM_KEY  # "<study>#<trial>" a seeded trial was measured as
 from sweeper.sweep.study.faults import fault_point
+from sweeper.sweep.study.optuna_private import CONSTRAINTS_KEY
 
 log = logging.getLogger(__name__)
-WORKLOAD_KEY = "knob_sweeper:workload"  # study user attr: the workload (data source, preset) it sweeps
-QUEUED_KEY = "knob_sweeper:queued"  # study user attr: its first trials (warm start, baseline, starts) are queued
 
 
 def _asked(study: optuna.Study) -> bool:
@@ -87,7 +84,7 @@ def _measured(t: FrozenTrial) -> bool:
     """Measured in its study: complete or out of memory (not a duplicate answered from another, not seeded)."""
     return (
         t.state == TrialState.COMPLETE
-        and t.user_attrs.get("status") in ("complete", "infeasible")
+        and status_of(t) in (Status.COMPLETE, Status.INFEASIBLE)
         and FROM_KEY not in t.user_attrs
         and bool(t.values)
         and all(math.isfinite(v) for v in t.values)
@@ -129,10 +126,12 @@ def gather(
                 params=params,
                 distributions={n: space.params[n] for n in params},
                 user_attrs={FROM_KEY: origin, **{a: v for a, v in t.user_attrs.items() if a == COST_KEY}},
-                system_attrs={a: v for a, v in t.system_attrs.items() if a.startswith("constraints") or a == STAGE_KEY},
+                system_attrs={
+                    a: v for a, v in t.system_attrs.items() if a.startswith(CONSTRAINTS_KEY) or a == STAGE_KEY
+                },
             )
             feasible = all(c <= 0 for c in t.constraints.values())
-            if t.user_attrs.get("status") == "complete" and feasible and FROM_KEY not in t.user_attrs:
+            if status_of(t) is Status.COMPLETE and feasible and FROM_KEY not in t.user_attrs:
                 ranked.append((sign * t.values[0], params))
     best: list[dict[str, Any]] = []
     for _v, params in sorted(ranked, key=lambda r: -r[0]):

@@ -28,7 +28,9 @@ import time
 import uuid
 from collections.abc import Callable
 
-from optuna.storages.journal._file import BaseJournalFileLock
+from sweeper.results.poll import poll
+from sweeper.sweep.study.attrs import Owner
+from sweeper.sweep.study.optuna_private import JournalFileLock
 
 log = logging.getLogger(__name__)
 
@@ -46,25 +48,25 @@ def _start_time(pid: int) -> float | None:
         return None
 
 
-def holder_state(target: str) -> tuple[str, str]:
-    """(``"dead"`` | ``"alive"`` | ``"unknown"``, who) for the link target ``target`` of a lock file."""
+def holder_state(target: str) -> tuple[Owner, str]:
+    """(``Owner.DEAD`` | ``ALIVE`` | ``UNKNOWN``, who) for the link target ``target`` of a lock file."""
     if not target.startswith(TAG):
-        return "unknown", "a process that named no holder (Optuna's own lock class)"
+        return Owner.UNKNOWN, "a process that named no holder (Optuna's own lock class)"
     host, _, rest = target[len(TAG) :].partition(":")
     pid, _, started = rest.partition(":")
     who = f"{host}:{pid}"
     if host != socket.gethostname() or not pid.isdigit():
-        return "unknown", f"{who} (another host)"
+        return Owner.UNKNOWN, f"{who} (another host)"
     now = _start_time(int(pid))
     if now is None:
-        return "dead", who
+        return Owner.DEAD, who
     with contextlib.suppress(ValueError):
         if abs(now - float(started)) > 1.0:  # the pid is another process's now
-            return "dead", who
-    return "alive", who
+            return Owner.DEAD, who
+    return Owner.ALIVE, who
 
 
-class OwnedLock(BaseJournalFileLock):
+class OwnedLock(JournalFileLock):
     """``<journal>.lock`` as a symbolic link naming its holder; see the module's docstring."""
 
     def __init__(
@@ -83,41 +85,50 @@ class OwnedLock(BaseJournalFileLock):
     def acquire(self) -> bool:
         began = self.clock()
         said = False
-        pause = 0.001
-        while True:
-            try:
-                os.symlink(self.tag, self.path)
-                return True
-            except FileExistsError:
-                pass
-            try:
-                made = os.lstat(self.path).st_mtime
-                target = os.readlink(self.path) if os.path.islink(self.path) else ""  # a file: Optuna's open lock
-            except FileNotFoundError:
-                continue  # released meanwhile: try again at once
-            except OSError:
-                target = ""
-            state, who = holder_state(target)
-            now = self.clock()
-            if state == "dead":
-                self._break(target)
-                continue
-            breaks_at = made + GRACE_S if self.deadline is None else min(made + GRACE_S, self.deadline)
-            if now >= breaks_at:
-                why = "at the budget's end" if self.deadline is not None and now >= self.deadline else "30 s old"
-                log.warning("journal lock %s held by %s: broken (%s)", self.path, who, why)
-                self._break(target)
-                continue
-            if not said and now - began >= SAY_AFTER_S:
-                said = True
-                log.warning(
-                    "waiting for the journal lock %s held by %s; broken when its holder is gone or in %.0f s at most",
-                    self.path,
-                    who,
-                    breaks_at - now,
-                )
-            self.sleep(min(pause, max(0.0, breaks_at - now)))
-            pause = min(pause * 2, 0.25)
+        breaks_at = began
+
+        def attempt() -> bool:
+            """Take the lock, breaking a dead holder's or an expired one at once; False: wait, then try again."""
+            nonlocal said, breaks_at
+            while True:
+                try:
+                    os.symlink(self.tag, self.path)
+                    return True
+                except FileExistsError:
+                    pass
+                try:
+                    made = os.lstat(self.path).st_mtime
+                    target = os.readlink(self.path) if os.path.islink(self.path) else ""  # a file: Optuna's open lock
+                except FileNotFoundError:
+                    continue  # released meanwhile: try again at once
+                except OSError:
+                    target = ""
+                state, who = holder_state(target)
+                now = self.clock()
+                if state is Owner.DEAD:
+                    self._break(target)
+                    continue
+                breaks_at = made + GRACE_S if self.deadline is None else min(made + GRACE_S, self.deadline)
+                if now >= breaks_at:
+                    why = "at the budget's end" if self.deadline is not None and now >= self.deadline else "30 s old"
+                    log.warning("journal lock %s held by %s: broken (%s)", self.path, who, why)
+                    self._break(target)
+                    continue
+                if not said and now - began >= SAY_AFTER_S:
+                    said = True
+                    log.warning(
+                        "waiting for the journal lock %s held by %s; broken when its holder is gone or in %.0f s at "
+                        "most",
+                        self.path,
+                        who,
+                        breaks_at - now,
+                    )
+                return False
+
+        def sleep(seconds: float) -> None:  # never past the moment the lock is broken
+            self.sleep(min(seconds, max(0.0, breaks_at - self.clock())))
+
+        return poll(attempt, None, 0.001, max_interval_s=0.25, clock=self.clock, sleep=sleep)
 
     def _break(self, target: str) -> None:
         """Remove the lock ``target`` names, not one another process made since it was read."""

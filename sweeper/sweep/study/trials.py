@@ -7,7 +7,6 @@ import math
 import os
 import socket
 import threading
-import time
 from typing import Any
 
 import optuna
@@ -21,27 +20,30 @@ from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from sweeper.results.outcome import Reason, Status, TrialOutcome
+from sweeper.results.poll import poll
 from sweeper.sweep.config.space import SearchSpace
-from sweeper.sweep.study.attrs import (  # noqa: F401 (re-exported)
+from sweeper.sweep.study import optuna_private as private
+from sweeper.sweep.study.attrs import (  # noqa: F401 (the attributes' names, re-exported)
+    CONFIRM_KEY,
+    CONSTRAINT_KEY,
     COST_KEY,
+    FINISHED_KEY,
     OWNER_KEY,
     REASON_KEY,
+    REQUEUED_KEY,
+    SEARCHED_KEY,
+    STATUS_KEY,
+    STUDY_ID_KEY,
+    TARGET_KEY,
     UNOWNED_S,
     WARM_KEY,
+    Owner,
     owner_state,
     reason_of,
+    status_of,
 )
 from sweeper.sweep.study.faults import fault_point
 from sweeper.sweep.study.storage import make_storage, storage_url  # noqa: F401 (re-exported)
-
-STUDY_ID_KEY = "knob_sweeper:study_id"  # study user attr: a random id, telling apart studies of one name
-TARGET_KEY = "knob_sweeper:target"  # study user attr: how many counted trials the current sweep aims for
-FINISHED_KEY = "knob_sweeper:finished"  # study user attr: the target of the last sweep that ran to its end
-SEARCHED_KEY = "knob_sweeper:searched"  # study user attr: the target whose search ended (re-measurements next)
-REQUEUED_KEY = "knob_sweeper:requeued"  # trial system attr: queued again after a cut run (measured first)
-CONFIRM_KEY = "confirm_of"  # trial user attr: the trial whose configuration this one measures again
-
-CONSTRAINT_KEY = "fits_in_memory"  # Optuna constraint: <= 0 feasible, > 0 violated (OOM)
 
 
 def suggest(trial: optuna.Trial, name: str, dist: BaseDistribution) -> Any:
@@ -91,14 +93,15 @@ def study_id(study: optuna.Study, created: bool, wait_s: float = 10.0) -> str:
     each would find only its own rows). A study made elsewhere without one gets one from whoever opens it."""
     import uuid
 
+    def stored() -> Any:
+        return private.storage_of(study).get_study_user_attrs(private.study_id(study)).get(STUDY_ID_KEY)
+
     sid = study.user_attrs.get(STUDY_ID_KEY)
-    deadline = time.monotonic() + (0.0 if created or study.trials else wait_s)
-    while not sid and time.monotonic() < deadline:
-        time.sleep(0.05)
-        sid = study._storage.get_study_user_attrs(study._study_id).get(STUDY_ID_KEY)
+    if not sid and not created and not study.trials:
+        sid = poll(stored, wait_s, 0.05)
     if not sid:
         study.set_user_attr(STUDY_ID_KEY, uuid.uuid4().hex[:12])
-        sid = study._storage.get_study_user_attrs(study._study_id)[STUDY_ID_KEY]
+        sid = stored()
     return str(sid)
 
 
@@ -109,9 +112,9 @@ def owner_id() -> str:
 def is_interrupted(t: FrozenTrial) -> bool:
     """Stopped before its end (Ctrl-C, SIGTERM, the budget, its sweeper's death), or failed by Optuna's
     stale-heartbeat check (never told): its configuration is measured again."""
-    if t.user_attrs.get("status") == "interrupted" or t.user_attrs.get(REASON_KEY) in ("interrupted", "budget"):
+    if status_of(t) is Status.INTERRUPTED or reason_of(t) in (Reason.INTERRUPTED, Reason.BUDGET):
         return True
-    return t.state == TrialState.FAIL and "status" not in t.user_attrs and t.user_attrs.get(REASON_KEY) != "surplus"
+    return t.state == TrialState.FAIL and STATUS_KEY not in t.user_attrs and reason_of(t) is not Reason.SURPLUS
 
 
 def is_remeasure(t: FrozenTrial) -> bool:
@@ -174,7 +177,7 @@ def orphaned_running(study: optuna.Study) -> list[FrozenTrial]:
         if OWNER_KEY not in t.user_attrs:
             if t.datetime_start is not None and (now - t.datetime_start).total_seconds() > UNOWNED_S:
                 out.append(t)
-        elif owner_state(t) == "dead":
+        elif owner_state(t) is Owner.DEAD:
             out.append(t)
     return out
 
@@ -265,15 +268,16 @@ def ask(study: optuna.Study) -> optuna.Trial:
     the pop; :func:`orphaned_running` takes an unowned one older than ``UNOWNED_S`` for dead."""
     import datetime
 
-    study._thread_local.cached_all_trials = None
+    private.forget_cached_trials(study)
+    storage = private.storage_of(study)
     trial_id = None  # queued trials in order; first those a cut run left (REQUEUED_KEY), then re-measurements
-    waiting = study._storage.get_all_trials(study._study_id, deepcopy=False, states=(TrialState.WAITING,))
+    waiting = storage.get_all_trials(private.study_id(study), deepcopy=False, states=(TrialState.WAITING,))
     for t in sorted(waiting, key=lambda t: (not t.system_attrs.get(REQUEUED_KEY), not is_remeasure(t), t.number)):
         with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError, RuntimeError):
-            study._storage.set_trial_user_attr(t._trial_id, OWNER_KEY, owner_id())  # before the pop: no gap
+            storage.set_trial_user_attr(private.trial_id(t), OWNER_KEY, owner_id())  # before the pop: no gap
         with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
-            if study._storage.set_trial_state_values(t._trial_id, state=TrialState.RUNNING):
-                trial_id = t._trial_id
+            if storage.set_trial_state_values(private.trial_id(t), state=TrialState.RUNNING):
+                trial_id = private.trial_id(t)
                 break
     if trial_id is None:
         template = FrozenTrial(
@@ -289,7 +293,7 @@ def ask(study: optuna.Study) -> optuna.Trial:
             intermediate_values={},
             trial_id=-1,
         )
-        trial_id = study._storage.create_new_trial(study._study_id, template_trial=template)
+        trial_id = storage.create_new_trial(private.study_id(study), template_trial=template)
         fault_point("asked")
         return optuna.Trial(study, trial_id)
     fault_point("asked")
@@ -307,7 +311,7 @@ def tell(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome, object
             continue  # the sweeper's own attributes (owner, confirm_of, ...): never a metric's (the trial refuses it)
         if isinstance(value, (bool, int, str)) or (isinstance(value, float) and math.isfinite(value)):
             trial.set_user_attr(key, value)
-    trial.set_user_attr("status", outcome.status.value)
+    trial.set_user_attr(STATUS_KEY, outcome.status.value)
     trial.set_user_attr(COST_KEY, outcome.wall_s)  # what the trial cost: the staged sampler weighs gains by it
     if outcome.reason:
         trial.set_user_attr(REASON_KEY, outcome.reason)
@@ -317,7 +321,7 @@ def tell(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome, object
             trial.set_constraint(CONSTRAINT_KEY, 0.0)
             study.tell(trial, values)
             return
-        trial.set_user_attr(REASON_KEY, "objective-missing")
+        trial.set_user_attr(REASON_KEY, Reason.OBJECTIVE_MISSING.tag())
         study.tell(trial, state=TrialState.FAIL)
     elif outcome.status is Status.INFEASIBLE:
         # Penalty values with a violated constraint: constraint-aware samplers rank it below every feasible trial.
