@@ -9,7 +9,7 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from sweeper.sweep.run.scheduler import Stop
+from sweeper.sweep.run.stop import Stop
 from sweeper.sweep.search.costs import PREDICTED_KEY
 from sweeper.sweep.study.attrs import SPENT_KEY, WARM_KEY
 
@@ -28,10 +28,14 @@ def why_ended(reason: Stop | None, settings: Any, scheduler: Any, n_trials: int)
     if reason is Stop.BUDGET:
         budget = f"budget: hydra.sweeper.timeout_s={settings.timeout_s:g} s"
         if scheduler.expired():
-            return (f"sweep ended: {budget} reached; trials cut by it are recorded as interrupted and the same "
-                    f"command measures them again{used}")  # fmt: skip
-        return (f"sweep ended: {budget}: no trial fits in the {max(0.0, left or 0.0):.0f} s left (nor a promotion, "
-                f"an untried neighbour or a repeat of the best); the same command goes on{used}")  # fmt: skip
+            return (
+                f"sweep ended: {budget} reached; trials cut by it are recorded as interrupted and the same "
+                f"command measures them again{used}"
+            )
+        return (
+            f"sweep ended: {budget}: no trial fits in the {max(0.0, left or 0.0):.0f} s left (nor a promotion, "
+            f"an untried neighbour or a repeat of the best); the same command goes on{used}"
+        )
     if reason is Stop.N_TRIALS or reason is None:
         return f"sweep ended: n_trials={n_trials} trials measured{used}"
     if reason is Stop.EXHAUSTED:
@@ -54,8 +58,10 @@ def costs_error(study: optuna.Study) -> str | None:
     if not errors:
         return None
     within = sum(1 for e in errors if abs(e) <= WITHIN)
-    return (f"cost model: {within} of {len(errors)} trials' predicted wall times within ±{WITHIN:.0%} of the actual "
-            f"(median error {statistics.median(errors):+.0%}, worst {max(errors, key=abs):+.0%})")  # fmt: skip
+    return (
+        f"cost model: {within} of {len(errors)} trials' predicted wall times within ±{WITHIN:.0%} of the actual "
+        f"(median error {statistics.median(errors):+.0%}, worst {max(errors, key=abs):+.0%})"
+    )
 
 
 def failure_text(plan: Any) -> str:
