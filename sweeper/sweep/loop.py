@@ -160,8 +160,8 @@ class Sweep:
         return results
 
     def _queue_first(self) -> None:
-        """Earlier studies' best and the handbook's start first (a grid holds them all); the trials interrupted
-        before are queued again, but those the budget cut too often."""
+        """Earlier studies' best and the handbook's start first (a grid holds them all); trials interrupted before
+        are queued again, except those the budget cut too often (said here)."""
         plan, s = self.plan, self.settings
         if not isinstance(plan.study.sampler, optuna.samplers.GridSampler):
             warm.queue_first(plan, s.warm_start_k, s.baseline_first)
