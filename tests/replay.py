@@ -24,13 +24,13 @@ from sweeper.sweep.config.settings import KnobSweeperConf
 from sweeper.sweep.config.space import build_space
 from sweeper.sweep.run import remeasure
 from sweeper.sweep.run.scheduler import Scheduler
+from sweeper.sweep.run.stop import MAX_OVER_BUDGET_IN_A_ROW  # the loop's rule, replayed
 from sweeper.sweep.search import samplers, warm
 from sweeper.sweep.search.costs import CostModel
 from sweeper.sweep.study import trials as st
 from sweeper.sweep.study.attrs import COST_KEY, REASON_KEY, SPENT_KEY
 from workloads.base import DeviceInfo
 
-MAX_OVER_BUDGET_IN_A_ROW = 10  # as sweeper.sweep.loop
 H200 = DeviceInfo(kind="cuda", name="NVIDIA H200", count=1, compute_capability=(9, 0))
 
 

@@ -18,7 +18,8 @@ import pytest
 from optuna.trial import TrialState
 
 from sweeper.results import store
-from sweeper.sweep.run.scheduler import Scheduler, Stop, StopPolicy
+from sweeper.sweep.run.scheduler import Scheduler
+from sweeper.sweep.run.stop import Stop, StopPolicy
 from sweeper.sweep.search.costs import CostModel
 
 from conftest import NO_REMEASURE, ROOT, run_cli
@@ -167,11 +168,11 @@ def test_the_scheduler_fits_and_stops_by_its_clock() -> None:
 def test_the_stop_policy_keeps_the_first_reason_and_maps_exit_codes() -> None:
     p = StopPolicy()
     assert p.exit_code() == 0 and not p.stopped
-    assert p.stop(Stop.FAILURES) and not p.stop(Stop.BUDGET)
+    assert p.failures(3, "max_failures=3") is not None and p.nothing_fits() is None
     assert p.reason is Stop.FAILURES and p.exit_code() == 1
     q = StopPolicy()
-    q.stop(Stop.BUDGET)
-    assert q.exit_code() == 0
+    q.nothing_fits()
+    assert q.reason is Stop.BUDGET and q.exit_code() == 0
 
 
 def _trial(study: optuna.Study, compile: str, wall_s: float) -> None:

@@ -1,14 +1,19 @@
 """The sweep behind the Hydra plugin: ask -> check -> fit the budget -> launch -> settle.
 
-Three collaborators do the work; this module only sequences them:
+:class:`SweepImpl` is what the plugin hands over to; each command is one :class:`Sweep`, which only sequences its
+collaborators:
 
 * :class:`~sweeper.sweep.run.scheduler.Scheduler`: slots, running futures, the wall-clock budget and its deadlines;
-* :class:`~sweeper.sweep.search.costs.CostModel`: a configuration's predicted seconds: nothing starts that cannot end;
-* :class:`~sweeper.sweep.run.settle.Settler`: the one path from an outcome to the row, the study and the console.
+* :class:`~sweeper.sweep.search.costs.CostModel` through :class:`~sweeper.sweep.run.admission.Admission`: a
+  configuration's predicted seconds: nothing starts that cannot end;
+* :class:`~sweeper.sweep.run.settle.Settler`: the one path from an outcome to the row, the study and the console;
+* :class:`~sweeper.sweep.run.stop.StopPolicy`: every stop rule and streak; the loop reports events and does what it
+  decides (:meth:`Sweep._obey`).
 
 A sweep has two phases: the search (until ``n_trials`` counted trials, the budget, the failure budget or an
 exhausted space) and the re-measurements (the baseline and the best again on every device, profiled on a GPU, whose
-cost the search keeps in reserve; then unstable ones: ``sweeper.sweep.run.remeasure``). Why it stopped is one ``Stop``.
+cost the search keeps in reserve; then unstable ones: ``sweeper.sweep.run.remeasure``), each with its own policy.
+Why the sweep stopped is one ``Stop``: the re-measurements', else the search's.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import contextlib
 import functools
 import time
 import warnings
-from concurrent.futures import wait
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,165 +35,207 @@ from sweeper.results import store
 from sweeper.results.outcome import Reason, Status, TrialOutcome
 from sweeper.sweep.config.settings import KnobSweeperConf, settings_of
 from sweeper.sweep.plan import SweepPlan, prepare
-from sweeper.sweep.run import checks, jobs, launch, recovery, remeasure
+from sweeper.sweep.run import checks, cut, jobs, launch, recovery, remeasure
 from sweeper.sweep.run.admission import UNLIMITED, Admission
 from sweeper.sweep.run.progress import SweepProgress, log_launches_to
-from sweeper.sweep.run.scheduler import Running, Scheduler, Stop, StopPolicy, process_start
+from sweeper.sweep.run.scheduler import Running, Scheduler, process_start
 from sweeper.sweep.run.settle import Settler
+from sweeper.sweep.run.stop import Act, Action, Configurations, Decision, Ended, Stop, StopPolicy, left_text
 from sweeper.sweep.run.words import DEFAULT_N_TRIALS, costs_error, failure_text, why_ended
 from sweeper.sweep.search import dedup, warm
 from sweeper.sweep.search.budget import Budget
-from sweeper.sweep.search.costs import PREDICTED_KEY, CostModel
+from sweeper.sweep.search.costs import CostModel
+from sweeper.sweep.study import optuna_private as private
 from sweeper.sweep.study import trials as studies
-from sweeper.sweep.study.attrs import SPENT_KEY
+from sweeper.sweep.study.attrs import (
+    CONFIRM_KEY,
+    PREDICTED_KEY,
+    PROFILE_KEY,
+    REASON_KEY,
+    SPENT_KEY,
+    TARGET_KEY,
+    WAITS_KEY,
+)
 from sweeper.sweep.study.faults import fault_point
 from sweeper.trial import gpu
-from sweeper.trial import isolate as runner
 
 RECOVER_EVERY_S = 1.0  # how often other processes' dead trials and duplicate waits are looked at
-MAX_DUPLICATES_IN_A_ROW = 100  # a space too large to enumerate: the sampler is taken to be stuck
-STUCK_AFTER = 5  # an enumerable space: after this many duplicates in a row, an unmeasured configuration is queued
-MAX_OVER_BUDGET_IN_A_ROW = 10  # proposals that cannot end within the budget, nothing else fitting: the search ends
-NOT_METRICS = (studies.OWNER_KEY, "status", "confirm_of", studies.REASON_KEY, studies.COST_KEY, warm.FROM_KEY,
-               remeasure.FOR_KEY, remeasure.PROFILE_KEY, SPENT_KEY, PREDICTED_KEY)  # fmt: skip
 Launch = tuple[Any, dict[str, Any], dict[str, Any]]  # (trial, values, launch extras): what _start submits
+LaunchOne = Callable[[list[str], int], Any]  # (overrides, trial number) -> the job's return
 
 
 class SweepImpl:
+    """What the Hydra plugin hands over to: the sweeper's settings and Hydra's launcher; a command is a
+    :class:`Sweep`."""
+
     def __init__(self, **conf: Any) -> None:
         self.settings: KnobSweeperConf = settings_of(conf)
         self.config: DictConfig | None = None
         self.launcher: Any = None
         self.started_at = process_start()
+        self.plan: SweepPlan | None = None  # the command's plan, once prepared
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
         self.config = config
         self.launcher = launch.thread_safe_launcher(hydra_context, task_function, config)
 
-    # ------------------------------------------------------------------ one command
-
     def sweep(self, arguments: list[str]) -> list[Any]:
-        return recovery.guarded(lambda: self._sweep(arguments), lambda: getattr(getattr(self, "plan", None),
-                                                                                 "storage_url", ""))  # fmt: skip
+        return recovery.guarded(lambda: self._sweep(arguments), lambda: self.plan.storage_url if self.plan else "")
 
     def _sweep(self, arguments: list[str]) -> list[Any]:
+        assert self.config is not None, "setup() comes first"
         recovery.start_forkserver_here(self.config, launch.may_run_here(self.launcher))  # imports while we start
+        budget = Budget(self.settings.timeout_s, self.started_at)  # the one clock of the sweep's budget
         try:
-            self.budget = Budget(self.settings.timeout_s, self.started_at)  # the one clock of the sweep's budget
-            self.plan: SweepPlan = prepare(self.settings, self.config, self.launcher, arguments, self.budget)
+            self.plan = prepare(self.settings, self.config, self.launcher, arguments, budget)
         except ConfigError as e:
             from sweeper.sweep.cli import fail
 
             fail(e)
-        s, plan = self.settings, self.plan
-        self.policy = StopPolicy()
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        one = functools.partial(launch.launch_one, self.launcher)
+        sweep = Sweep(self.plan, self.settings, budget, self._n_trials(), one, sweep_dir)
+        log_launches_to(sweep_dir / "sweep.log")
+        return sweep.run()
+
+    def _n_trials(self) -> int:
+        """``n_trials``; unset: the budget is the only limit where ``timeout_s`` is given, else ``DEFAULT_N_TRIALS``."""
+        if self.settings.n_trials is not None:
+            return int(self.settings.n_trials)
+        return UNLIMITED if self.settings.timeout_s else DEFAULT_N_TRIALS
+
+
+class Sweep:
+    """One command's sweep of ``plan``: opened here (dead sweepers' trials recovered, the target set, the study's
+    opening said); :meth:`run` searches, then re-measures. ``launch_one(overrides, number)`` runs one trial's job
+    (in a slot's thread) and returns its return; ``sweep_dir``: Hydra's folder of the jobs."""
+
+    def __init__(
+        self,
+        plan: SweepPlan,
+        settings: KnobSweeperConf,
+        budget: Budget,
+        n_trials: int,
+        launch_one: LaunchOne,
+        sweep_dir: Path,
+    ) -> None:
+        s = settings
+        self.plan, self.settings, self.budget, self.n_trials = plan, settings, budget, n_trials
+        self.launch_one, self.sweep_dir = launch_one, sweep_dir
         self.costs = CostModel(plan.expensive, s.cost_prior, measure=plan.cfg.get("measure"))
-        self.scheduler = Scheduler(plan.slots, plan.node, grace_s=s.grace_s, budget=self.budget)
-        self.admission = Admission(plan, s, self.costs, self.budget)
+        self.scheduler = Scheduler(plan.slots, plan.node, grace_s=s.grace_s, budget=budget)
+        self.admission = Admission(plan, s, self.costs, budget)
+        self.configurations = Configurations(plan.study, plan.space, plan.defaults)  # enumerated at a duplicate
+        self.policy = StopPolicy(budget, self.configurations)  # the search's; the re-measurements get their own
+        self.heartbeat = studies.Heartbeat(plan.storage)
         self.waits = dedup.Waiting()  # trials whose configuration another trial is measuring right now
-        self.valid_keys, self.enumerated = None, False  # the space's configurations, enumerated at the first duplicate
-        self.duplicates_in_a_row = self.over_budget_in_a_row = 0
-        self.reserve_s = 0.0
+        self.waits.heartbeat = self.heartbeat  # waiting trials beat too: other trials may wait for them
+        self.device = gpu.device_info()  # the same description the plan built the defaults with
         self.settler = Settler(plan)
         self.settler.recover()
-        target = studies.update_target(plan.study, self._n_trials())
+        self.target = studies.update_target(plan.study, n_trials)
         done = sum(1 for t in plan.study.get_trials(deepcopy=False) if studies.is_counted(t) and t.state.is_finished())
-        shown = target if target < UNLIMITED else None  # None: the budget is the only limit
-        progress = SweepProgress.of(plan, shown, done, s.timeout_s, self.scheduler.time_left)  # says it opened
-        self.settler.progress = progress
-        if isinstance(plan.study.sampler, optuna.samplers.BaseSampler) and hasattr(plan.study.sampler, "fits"):
-            plan.study.sampler.fits = self._fits  # the staged sampler promotes only what fits
-        log_launches_to(Path(str(self.config.hydra.sweep.dir)) / "sweep.log")
+        shown = self.target if self.target < UNLIMITED else None  # None: the budget is the only limit
+        self.progress = SweepProgress.of(plan, shown, done, s.timeout_s, self.scheduler.time_left)  # says it opened
+        self.settler.progress = self.progress
+        sampler = plan.study.sampler
+        if isinstance(sampler, optuna.samplers.BaseSampler) and hasattr(sampler, "fits"):
+            sampler.fits = self.admission.fits  # the staged sampler promotes only what fits
+
+    # ------------------------------------------------------------------ the command: two phases
+
+    def run(self) -> list[Any]:
+        """The search, then the re-measurements (unless the search spent the failure budget or was interrupted);
+        why it ended said; the study's rows compacted; exit 1 on the failure budget."""
         results: list[Any] = []
         try:
-            with progress, studies.Heartbeat(plan.storage) as heartbeat:
-                if not isinstance(plan.study.sampler, optuna.samplers.GridSampler):  # the grid holds them all
-                    warm.queue_first(plan, s.warm_start_k, s.baseline_first)
-                for params in recovery.requeue_interrupted(plan.study):  # cut by the budget too often
-                    progress.note(f"too slow for the budget: cut by it {recovery.MAX_BUDGET_CUTS} times, not "
-                                  "measured again: " + " ".join(f"{k}={v}" for k, v in params.items()))  # fmt: skip
-                self.waits.heartbeat = heartbeat  # waiting trials beat too: other trials may wait for them
-                self.heartbeat = heartbeat
-                results += self._run(lambda: studies.counted(plan.study) < target)
-                searched = self.policy.reason or Stop.N_TRIALS
-                if searched not in (Stop.FAILURES, Stop.INTERRUPTED):
-                    self.policy.reason = None  # the re-measurements run on what the search left of the budget
-                    results += self._remeasure(target, progress, searched)
-                    self.policy.reason = self.policy.reason or searched
-                self._say_why(progress)
-            progress.summary(plan.study)
+            with self.progress, self.heartbeat:
+                self._queue_first()
+                results += self._phase(lambda: studies.counted(self.plan.study) < self.target)
+                searched, remeasuring = self.policy.ended(), self.policy.remeasure()
+                if remeasuring is not None:  # on what the search left of the budget
+                    self.policy = remeasuring
+                    results += self._remeasure(searched)
+                self._say_why()
+            self.progress.summary(self.plan.study)
         finally:
             self.scheduler.close()
-        launch.compact_and_refresh(plan.trials_dir.parent, plan.study_name, plan.study_id)  # nothing of ours runs
+        launch.compact_and_refresh(self.plan.trials_dir.parent, self.plan.study_name, self.plan.study_id)
         code = self.policy.exit_code()
         if code:
             raise SystemExit(code)
         return results
 
-    def _remeasure(self, target: int, progress: SweepProgress, searched: Stop) -> list[Any]:
+    def _queue_first(self) -> None:
+        """Earlier studies' best and the handbook's start first (a grid holds them all); trials interrupted before
+        are queued again, except those the budget cut too often (said here)."""
+        plan, s = self.plan, self.settings
+        if not isinstance(plan.study.sampler, optuna.samplers.GridSampler):
+            warm.queue_first(plan, s.warm_start_k, s.baseline_first)
+        for params in recovery.requeue_interrupted(plan.study):  # cut by the budget too often
+            said = " ".join(f"{k}={v}" for k, v in params.items())
+            self.progress.note(
+                f"too slow for the budget: cut by it {recovery.MAX_BUDGET_CUTS} times, not measured again: {said}"
+            )
+
+    def _remeasure(self, searched: Stop) -> list[Any]:
         """The baseline and the best again (profiled where asked), each only if it fits what is left; a sweep whose
         search reached its end and whose re-measurements all ran is finished (the next command starts anew)."""
-        s, plan = self.settings, self.plan
-        if searched in (Stop.N_TRIALS, Stop.EXHAUSTED):
+        s, plan, target = self.settings, self.plan, self.target
+        if searched.searched:
             studies.mark_searched(plan.study, target)
-        wanted = remeasure.plan(plan.study, plan.objectives, self.admission.baseline(), s.confirm_top_k,
-                                self.admission.profile_k(), s.confirm_unstable)  # fmt: skip
+        baseline, profile_k = self.admission.baseline(), self.admission.profile_k()
+        wanted = remeasure.plan(plan.study, plan.objectives, baseline, s.confirm_top_k, profile_k, s.confirm_unstable)
         todo = remeasure.pending(plan.study, wanted, target)
         cost = functools.partial(remeasure.cost_s, plan.study, self.costs, profile_steps=int(s.profile_steps))
         fits = remeasure.that_fit(todo, cost, self.scheduler.fits, len(self.scheduler.slots))
-        if len(fits) < len(todo):
-            self.policy.stop(Stop.BUDGET)
-            self.plan_note(f"budget: {len(todo) - len(fits)} of {len(todo)} re-measurements do not fit the "
-                           f"{self._left_text()} left")  # fmt: skip
+        self._obey(self.policy.remeasures_fit(len(fits), len(todo)))
         remeasure.enqueue(plan.study, fits, target)
-        progress.extend(len(fits))
-        results = self._run(lambda: remeasure.queued(plan.study))
-        if searched in (Stop.N_TRIALS, Stop.EXHAUSTED) and self.policy.reason is None:
-            if not remeasure.pending(plan.study, wanted, target):
-                studies.mark_finished(plan.study, target)
+        self.progress.extend(len(fits))
+        results = self._phase(lambda: remeasure.queued(plan.study))
+        if searched.searched and not self.policy.stopped and not remeasure.pending(plan.study, wanted, target):
+            studies.mark_finished(plan.study, target)
         return results
 
-    # ------------------------------------------------------------------ the loop of one phase
+    # ------------------------------------------------------------------ one phase
 
-    def _run(self, more: Any) -> list[Any]:
-        """Keep every slot busy while ``more()`` holds and nothing stops the sweep; returns the jobs' returns."""
+    def _phase(self, more: Callable[[], bool]) -> list[Any]:
+        """Keep every slot busy while ``more()`` holds and the policy has not stopped the phase; the jobs' returns."""
         results: list[Any] = []
         last_recovery = 0.0
+        study = self.plan.study
         with self._interruptible() as interrupts:
             while True:
                 interrupts.check()
                 if time.time() - last_recovery >= RECOVER_EVERY_S:
                     self.settler.recover()  # trials of another process that died (dead pid, stale heartbeat)
                     last_recovery = time.time()
-                for trial, values, earlier in self.waits.poll(self.plan.study):
-                    self._settle_unlaunched(trial, values, dedup.reuse(earlier, NOT_METRICS))
+                for trial, values, earlier in self.waits.poll(study):
+                    self._settle_unlaunched(trial, values, dedup.reuse(earlier))
                 blocked = self._start(more)
-                if self.scheduler.overdue():
-                    self._give_up_running()
+                if self.scheduler.overdue():  # past budget + grace + backstop: trials that did not stop
+                    cut.give_up_running(self.scheduler, self.settler, self.budget)
+                    self._obey(self.policy.deadline())
+                period = 0.2 if blocked else RECOVER_EVERY_S
                 if not self.scheduler.running:
                     if self.policy.stopped or self.scheduler.expired():
-                        self.waits.give_up(self.plan.study, studies.REASON_KEY)
+                        self.waits.give_up(study)
                         return results
-                    if not more() and not self.waits and not studies.others_running(self.plan.study, self.plan.storage):
+                    if not more() and not self.waits and not studies.others_running(study, self.plan.storage):
                         return results
-                    self.scheduler.idle(0.2 if blocked else RECOVER_EVERY_S)
+                    self.scheduler.idle(period)
                     continue
-                for run, ret in self.scheduler.finished(0.2 if blocked else RECOVER_EVERY_S, interrupts.check):
+                for run, ret in self.scheduler.finished(period, interrupts.check):
                     results.append(ret)
                     self._finish(run, ret)
-                if studies.failure_budget_spent(self.plan.study, self.plan.max_failures, self.plan.max_failure_rate):
-                    if self.policy.stop(Stop.FAILURES):
-                        self.plan_note(
-                            f"stopping: {studies.failures(self.plan.study)} failed trials reach the failure budget "
-                            f"({failure_text(self.plan)}); the workload itself looks broken"
-                        )
+                if studies.failure_budget_spent(study, self.plan.max_failures, self.plan.max_failure_rate):
+                    self._obey(self.policy.failures(studies.failures(study), failure_text(self.plan)))
 
-    def _start(self, more: Any) -> bool:
+    def _start(self, more: Callable[[], bool]) -> bool:
         """Start trials while a slot is free and something may start; True when a slot is held by another
         sweeper on this node (the caller polls sooner)."""
         while self.scheduler.free and not self.policy.stopped and (self.waits.ready or more()):
-            if self.scheduler.expired():
-                self.policy.stop(Stop.BUDGET)
+            if self._obey(self.policy.deadline()):
                 return False
             slot = self.scheduler.take_slot()
             if slot is None:
@@ -198,96 +245,102 @@ class SweepImpl:
                 self.scheduler.give_back(slot)
                 continue
             trial, values, extra = item
-            self.heartbeat.add(trial._trial_id)
+            self.heartbeat.add(private.trial_id(trial))
             run = Running(trial, values, slot, self.budget.now(), extra=extra)
             self.scheduler.submit(lambda r=run: self._launch(r), run)
         return False
 
+    # ------------------------------------------------------------------ ask -> check -> fit the budget
+
     def _next(self) -> Launch | None:
-        """Ask one trial: a Launch, or None (settled without launching, waiting for a twin, or the sweep stops)."""
-        study = self.plan.study
-        waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
-        sampler = study.sampler
-        if not waiting and isinstance(sampler, optuna.samplers.GridSampler) and sampler.is_exhausted(study):
-            if self.policy.stop(Stop.EXHAUSTED):
-                self.plan_note("space exhausted: every configuration of the grid has been tried")
+        """Ask one trial, check it, fit it to the budget: a Launch, or None (settled without launching, waiting
+        for a twin, or the phase stops)."""
+        if not self._may_ask():
             return None
-        if not waiting and not self.admission.any_fits():
-            if self.policy.stop(Stop.BUDGET):
-                self.plan_note(f"budget: no trial fits in the {self._left_text()} left")
+        trial = self._ask()
+        if trial is None:
             return None
-        with warnings.catch_warnings():  # the heartbeat of ask/tell trials is recorded by studies.Heartbeat
-            warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
-            trial = studies.ask(study)
-        repeat = studies.CONFIRM_KEY in trial.user_attrs
-        if not repeat and self._is_surplus(trial):
-            trial.set_user_attr(studies.REASON_KEY, Reason.SURPLUS.tag())
-            study.tell(trial, state=TrialState.FAIL)
-            return None
-        values, outcome = checks.sample(self.plan, trial, self._device(), repeat or self.settings.repeat, NOT_METRICS)
+        repeat = CONFIRM_KEY in trial.user_attrs or self.settings.repeat
+        values, outcome = checks.sample(self.plan, trial, self.device, repeat)
         fault_point("sampled")
         if outcome is checks.WAIT:
             self.waits.add(trial, values)
-            self.plan_note(f"trial {trial.number} waits: trial {trial.user_attrs.get(dedup.WAITS_KEY)} is measuring "
-                           "the same configuration")  # fmt: skip
+            twin = trial.user_attrs.get(WAITS_KEY)
+            self.progress.note(f"trial {trial.number} waits: trial {twin} is measuring the same configuration")
             return None
         return self._admit(trial, values, outcome)
+
+    def _may_ask(self) -> bool:
+        """Something is queued, or the sampler may propose something new that fits; else the policy says why not."""
+        study = self.plan.study
+        if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+            return True
+        sampler = study.sampler
+        if isinstance(sampler, optuna.samplers.GridSampler) and sampler.is_exhausted(study):
+            self._obey(self.policy.grid_exhausted())
+            return False
+        if not self.admission.any_fits():
+            self._obey(self.policy.nothing_fits())
+            return False
+        return True
+
+    def _ask(self) -> Any:
+        """A new trial of the study (its owner in the same write), or None when another process on the study
+        reached the target first (this one is failed as surplus: it never ran)."""
+        study = self.plan.study
+        with warnings.catch_warnings():  # the heartbeat of ask/tell trials is recorded by studies.Heartbeat
+            warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
+            trial = studies.ask(study)
+        if CONFIRM_KEY not in trial.user_attrs and self._is_surplus(trial):
+            trial.set_user_attr(REASON_KEY, Reason.SURPLUS.tag())
+            study.tell(trial, state=TrialState.FAIL)
+            return None
+        return trial
+
+    def _is_surplus(self, trial: optuna.Trial) -> bool:
+        """Another process on the same study got there first: this ask would exceed the target (queued: once asked)."""
+        study = self.plan.study
+        target, trials = study.user_attrs.get(TARGET_KEY), study.get_trials(deepcopy=False)
+        earlier = [
+            t for t in trials if t.number < trial.number and t.state != TrialState.WAITING and studies.is_counted(t)
+        ]
+        return target is not None and len(earlier) >= int(target)
 
     def _admit(self, trial: Any, values: dict[str, Any], outcome: TrialOutcome | None) -> Launch | None:
         """The one way to a launch, for a trial just sampled and for a waiter whose twin ended without a result:
         (trial, values, launch extras) when nothing decided it (``outcome`` None) and it is predicted to end in the
         budget; else settled without launching (over budget, or ``outcome``), and None."""
-        study, repeat = self.plan.study, studies.CONFIRM_KEY in trial.user_attrs
-        profile = bool(trial.user_attrs.get(remeasure.PROFILE_KEY))
-        if outcome is None and not self._fits(values, profile, reserve=not repeat, repeat=repeat):
-            why, left = self.costs.explain(study, values), self._left_text()
-            outcome = TrialOutcome(Status.SKIPPED, Reason.OVER_BUDGET.tag(why),
-                                   f"predicted {why} does not end in the {left} left")  # fmt: skip
+        study, repeat = self.plan.study, CONFIRM_KEY in trial.user_attrs
+        profile = bool(trial.user_attrs.get(PROFILE_KEY))
+        if outcome is None and not self.admission.fits(values, profile, reserve=not repeat, repeat=repeat):
+            why, left = self.costs.explain(study, values), left_text(self.budget)
+            message = f"predicted {why} does not end in the {left} left"
+            outcome = TrialOutcome(Status.SKIPPED, Reason.OVER_BUDGET.tag(why), message)
         if outcome is None:
-            self.over_budget_in_a_row = 0
+            self.policy.fitted()
             predicted = round(self.admission.predict(values, profile, repeat), 2)
             with contextlib.suppress(Exception):
                 trial.set_user_attr(PREDICTED_KEY, predicted)  # beside its wall time in the row and the summary
             return trial, values, {"profile": profile, PREDICTED_KEY: predicted}
-        self.heartbeat.discard(trial._trial_id)  # a waiter beat while it waited
+        self.heartbeat.discard(private.trial_id(trial))  # a waiter beat while it waited
         self._settle_unlaunched(trial, values, outcome)
         return None
 
+    # ------------------------------------------------------------------ launch -> settle
+
+    def _launch(self, run: Running) -> Any:
+        """One trial through Hydra's launcher (in a worker thread; returns the JobReturn or the error)."""
+        overrides = jobs.overrides(self.plan, self.settings, run, self.sweep_dir, self.scheduler.stop_at())
+        try:
+            return self.launch_one(overrides, run.trial.number)  # job folder = trial number
+        except Exception as e:  # noqa: BLE001 - a launcher error fails this trial, not the sweep
+            return e
+
     def _settle_unlaunched(self, trial: Any, values: dict[str, Any], outcome: TrialOutcome) -> None:
-        """A trial decided without launching (constraint, duplicate, over budget): settled; an exhausted space or a
-        sampler that only proposes what cannot end in time stops the search."""
-        self.settler.settle(trial._trial_id, trial.number, values, outcome, launched=False)
-        if outcome.kind is Reason.OVER_BUDGET:
-            self.over_budget_in_a_row += 1
-            spare = None if self.policy.stopped else self.admission.queue_spare()
-            if spare is not None:  # the rest of the budget goes where it pays
-                self.plan_note(f"trial {trial.number} does not fit the {self._left_text()} left; queued {spare}")
-                return
-            if self.over_budget_in_a_row >= MAX_OVER_BUDGET_IN_A_ROW and self.policy.stop(Stop.BUDGET):
-                self.plan_note(f"budget: the last {self.over_budget_in_a_row} proposals cannot end in the "
-                               f"{self._left_text()} left")  # fmt: skip
-            return
-        if outcome.kind is not Reason.DUPLICATE:
-            return
-        self.duplicates_in_a_row += 1
-        if self.policy.stopped:
-            return
-        if not self.enumerated:
-            self.valid_keys, self.enumerated = dedup.valid_keys(self.plan.space, self.plan.defaults), True
-        if dedup.exhausted(self.plan.study, self.valid_keys):
-            self.policy.stop(Stop.EXHAUSTED)
-            self.plan_note(f"space exhausted: all {len(self.valid_keys)} configurations of the search space are "
-                           "measured (or cannot run here); widen the space (or hydra.sweeper.repeat=true to measure "
-                           "again)")  # fmt: skip
-        elif self.duplicates_in_a_row >= MAX_DUPLICATES_IN_A_ROW:
-            self.policy.stop(Stop.EXHAUSTED)
-            self.plan_note(f"space exhausted: the sampler proposed {self.duplicates_in_a_row} measured "
-                           "configurations in a row (widen the space, or try another sampler)")  # fmt: skip
-        elif self.valid_keys and self.duplicates_in_a_row % STUCK_AFTER == 0:
-            queued = dedup.enqueue_untried(self.plan.study, self.valid_keys)
-            if queued:
-                self.plan_note(f"the sampler proposed {self.duplicates_in_a_row} measured configurations in a row; "
-                               f"queued one of the {queued} not yet measured")  # fmt: skip
+        """A trial decided without launching (constraint, duplicate, over budget): settled, and told to the policy
+        (an exhausted space, or proposals that only repeat or cannot end in time, stop the phase)."""
+        self.settler.settle(private.trial_id(trial), trial.number, values, outcome, launched=False)
+        self._obey(self.policy.settled(outcome, launched=False, trial=trial.number))
 
     def _finish(self, run: Running, ret: Any) -> None:
         """A launched trial ended: settled from its job's return (or its row, when the job failed around it)."""
@@ -297,24 +350,26 @@ class SweepImpl:
             outcome = self.settler.row_outcome(run.trial.number) or outcome  # it wrote its row: it ran
         with contextlib.suppress(Exception):  # what it cost the budget, for the cost model
             run.trial.set_user_attr(SPENT_KEY, round(self.budget.now() - run.started, 2))
-        self.settler.settle(run.trial._trial_id, run.trial.number, run.values, outcome, launched=True)
-        self.heartbeat.discard(run.trial._trial_id)
-        if outcome.status is not Status.SKIPPED:
-            self.duplicates_in_a_row = 0
+        self.settler.settle(private.trial_id(run.trial), run.trial.number, run.values, outcome, launched=True)
+        self.heartbeat.discard(private.trial_id(run.trial))
+        self._obey(self.policy.settled(outcome, launched=True, trial=run.trial.number))
         self.scheduler.give_back(run.slot)
 
-    def _give_up_running(self) -> None:
-        """Past budget + grace + backstop: trials that did not stop themselves are killed and recorded."""
-        runner.interrupt_all()
-        wait(list(self.scheduler.running), timeout=30)
-        for fut, run in list(self.scheduler.running.items()):
-            self.scheduler.running.pop(fut)
-            with contextlib.suppress(Exception):  # what it ran before the cut: a lower bound for the cost model
-                run.trial.set_user_attr(SPENT_KEY, round(self.budget.now() - run.started, 2))
-            self.settler.interrupted(run.trial._trial_id, run.trial.number, run.values, "budget",
-                                     "the sweep's time budget ended while this trial ran; it runs again")  # fmt: skip
-            self.scheduler.give_back(run.slot)
-        self.policy.stop(Stop.BUDGET)
+    def _obey(self, decision: Decision) -> bool:
+        """Do what the policy decided: queue what it asks for (handing back what was queued), print its note.
+        True when the phase stops."""
+        while isinstance(decision, Action):
+            decision = self.policy.done(decision, self._queue(decision.act))
+        if decision is not None and decision.note:
+            self.progress.note(decision.note)
+        return isinstance(decision, Ended)
+
+    def _queue(self, act: Act) -> Any:
+        if act is Act.QUEUE_SPARE:
+            return self.admission.queue_spare()  # the rest of the budget goes where it pays
+        return self.configurations.queue_untried()
+
+    # ------------------------------------------------------------------ Ctrl-C, SIGTERM, a full disk
 
     @contextlib.contextmanager
     def _interruptible(self) -> Any:
@@ -326,75 +381,15 @@ class SweepImpl:
                 yield interrupts
                 interrupts.check()  # noted as the phase ended: the sweep stops here, not after the next phase
             except (KeyboardInterrupt, store.DiskFull):
-                self._settle_interrupted()
+                self._obey(self.policy.interrupted())
+                cut.settle_interrupted(self.scheduler, self.settler, self.waits, self.plan.study)
                 raise
-
-    def _settle_interrupted(self) -> None:
-        self.policy.stop(Stop.INTERRUPTED)
-        runner.interrupt_all()
-        wait(list(self.scheduler.running), timeout=30)
-        for run in list(self.scheduler.running.values()):
-            self.settler.interrupted(run.trial._trial_id, run.trial.number, run.values, "interrupted",
-                                     "the sweep was interrupted while this trial ran; the same command runs it "
-                                     "again")  # fmt: skip
-        with contextlib.suppress(Exception):
-            self.waits.give_up(self.plan.study, studies.REASON_KEY)
-        me = studies.owner_id()  # asked but not yet launched (sampling, the device check): never ran
-        for t in self.plan.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            if t.user_attrs.get(studies.OWNER_KEY) == me:
-                self.settler.interrupted(t._trial_id, t.number, dict(t.params), "interrupted",
-                                         "the sweep was interrupted before this trial started; the same command "
-                                         "runs it")  # fmt: skip
-
-    # ------------------------------------------------------------------ sampling and checks
-
-    def _fits(self, params: dict[str, Any], profile: bool = False, reserve: bool = True, repeat: bool = False) -> bool:
-        """A trial of ``params`` is predicted to end within the budget (``sweeper.sweep.run.admission``)."""
-        return self.admission.fits(params, profile, reserve, repeat)
-
-    def _n_trials(self) -> int:
-        """``n_trials``; unset: the budget is the only limit where ``timeout_s`` is given, else ``DEFAULT_N_TRIALS``."""
-        if self.settings.n_trials is not None:
-            return int(self.settings.n_trials)
-        return UNLIMITED if self.settings.timeout_s else DEFAULT_N_TRIALS
-
-    def _is_surplus(self, trial: optuna.Trial) -> bool:
-        """Another process on the same study got there first: this ask would exceed the target (queued: once asked)."""
-        target, trials = self.plan.study.user_attrs.get(studies.TARGET_KEY), self.plan.study.get_trials(deepcopy=False)
-        earlier = [
-            t for t in trials if t.number < trial.number and t.state != TrialState.WAITING and studies.is_counted(t)
-        ]
-        return target is not None and len(earlier) >= int(target)
-
-    # ------------------------------------------------------------------ launching
-
-    def _launch(self, run: Running) -> Any:
-        """One trial through Hydra's launcher (in a worker thread; returns the JobReturn or the error)."""
-        sweep_dir = Path(str(self.config.hydra.sweep.dir))
-        overrides = jobs.overrides(self.plan, self.settings, run, sweep_dir, self.scheduler.stop_at())
-        try:
-            return launch.launch_one(self.launcher, overrides, run.trial.number)  # job folder = trial number
-        except Exception as e:  # noqa: BLE001 - a launcher error fails this trial, not the sweep
-            return e
-
-    def _device(self) -> Any:
-        if getattr(self, "_device_info", None) is None:
-            self._device_info = gpu.device_info()  # the same description the plan built the defaults with
-        return self._device_info
 
     # ------------------------------------------------------------------ words
 
-    def plan_note(self, text: str) -> None:
-        if self.settler.progress is not None:
-            self.settler.progress.note(text)
-
-    def _say_why(self, progress: SweepProgress) -> None:
+    def _say_why(self) -> None:
         """Why the sweep ended, the budget it used, and how far the cost model's predictions were from the walls."""
-        for line in (why_ended(self.policy.reason, self.settings, self.scheduler, self._n_trials()),
-                     costs_error(self.plan.study)):  # fmt: skip
+        why = why_ended(self.policy.ended(), self.settings, self.scheduler, self.n_trials)
+        for line in (why, costs_error(self.plan.study)):
             if line:
-                progress.note(line)
-
-    def _left_text(self) -> str:
-        left = self.scheduler.time_left()
-        return "no limit" if left is None else f"{max(0.0, left):.0f} s"
+                self.progress.note(line)

@@ -11,12 +11,12 @@ from the process's start:
 * a trial that cannot be stopped that way (run in the sweeper's process, or by a remote launcher) is given up on
   ``BACKSTOP_S`` later: its process group is killed and it is recorded as interrupted by the budget.
 
-Why a sweep stops is one :class:`Stop` value: :class:`StopPolicy` keeps the first one recorded.
+Why a sweep stops is not decided here: the loop reports the budget's end to
+:meth:`sweeper.sweep.run.stop.StopPolicy.deadline`, which records the one :class:`~sweeper.sweep.run.stop.Stop`.
 """
 
 from __future__ import annotations
 
-import enum
 import threading
 import time
 from collections.abc import Callable
@@ -27,19 +27,6 @@ from typing import Any
 from sweeper.sweep.search.budget import Budget
 
 BACKSTOP_S = 10.0  # past budget + grace, a trial that did not stop itself is killed and given up
-
-
-class Stop(str, enum.Enum):
-    """Why the sweep stops (the value is what the summary line says)."""
-
-    BUDGET = "budget"  # hydra.sweeper.timeout_s: nothing that fits is left to start
-    N_TRIALS = "n_trials"  # the study holds its target of counted trials
-    FAILURES = "failures"  # max_failures / max_failure_rate reached: the workload looks broken (exit 1)
-    EXHAUSTED = "exhausted"  # every configuration of the space is measured, or the sampler only repeats them
-    INTERRUPTED = "interrupted"  # Ctrl-C or SIGTERM (exit 130 / 143)
-
-
-EXIT_CODES = {Stop.FAILURES: 1, Stop.INTERRUPTED: 130}  # every other stop exits 0
 
 
 @dataclass
@@ -138,27 +125,6 @@ class Scheduler:
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)
-
-
-class StopPolicy:
-    """Decides, before each start, whether the sweep goes on; the first reason found is kept."""
-
-    def __init__(self) -> None:
-        self.reason: Stop | None = None
-
-    def stop(self, reason: Stop) -> bool:
-        """Record ``reason`` unless one is recorded; True when it is the first."""
-        if self.reason is None:
-            self.reason = reason
-            return True
-        return False
-
-    @property
-    def stopped(self) -> bool:
-        return self.reason is not None
-
-    def exit_code(self) -> int:
-        return EXIT_CODES.get(self.reason, 0) if self.reason is not None else 0
 
 
 _GIVEN_START: list[float] = []  # set by ``command_started_at``: a command run in a process that runs several

@@ -10,7 +10,7 @@ import optuna
 from optuna.trial import TrialState
 
 from sweeper.results.outcome import Status
-from sweeper.sweep.run.scheduler import Stop
+from sweeper.sweep.run.stop import Stop
 from sweeper.sweep.study.attrs import PREDICTED_KEY, SPENT_KEY, WARM_KEY, status_of
 
 DEFAULT_N_TRIALS = 10  # counted trials of a command that gives neither n_trials nor timeout_s

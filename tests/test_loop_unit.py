@@ -1,0 +1,175 @@
+"""The sweep loop itself (``sweeper.sweep.loop.Sweep``), in this process, on a fake clock: a real plan (composed by
+Hydra, a SQLite study in a temporary folder), real admission, scheduler, settler and stop policy; only the job is
+a stand-in that returns its outcome at once and moves the fake clock by the trial's wall time. Each trial goes
+ask -> check -> fit the budget -> launch -> settle, and the sweep stops for the reason its policy recorded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.utils import JobReturn, JobStatus
+
+from sweeper.results.outcome import Status, TrialOutcome
+from sweeper.sweep.config.settings import settings_of
+from sweeper.sweep.loop import Sweep
+from sweeper.sweep.plan import prepare
+from sweeper.sweep.run import checks
+from sweeper.sweep.run.stop import Stop
+from sweeper.sweep.search.budget import Budget
+from sweeper.sweep.study import trials as studies
+
+QUIET = [  # no queued starts, no re-measurements: every trial is the sampler's
+    "hydra.sweeper.baseline_first=false",
+    "hydra.sweeper.handbook_start=false",
+    "hydra.sweeper.confirm_top_k=0",
+    "hydra.sweeper.confirm_unstable=false",
+    "hydra.sweeper.sampler=random",
+    "hydra.sweeper.seed=1",
+]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _sweep(
+    tmp_path: Path, overrides: list[str], clock: Clock, job: Any, seen: list[tuple], arguments: tuple = ()
+) -> Sweep:
+    """A Sweep of the matmul workload (its tiny preset on the CPU) with ``overrides``, its budget on ``clock``."""
+    from sweeper.__main__ import _conf_dir, register_plugin
+
+    register_plugin()
+    with initialize_config_dir(_conf_dir(), version_base=None):
+        config = compose(
+            "config",
+            overrides=["+workload=matmul", f"results_dir={tmp_path / 'results'}", *overrides],
+            return_hydra_config=True,
+        )
+    settings = settings_of(config.hydra.sweeper)
+    budget = Budget(settings.timeout_s, started_at=0.0, clock=clock)
+    plan = prepare(settings, config, None, list(arguments), budget)
+    sweep = Sweep(plan, settings, budget, int(settings.n_trials or 10), job, tmp_path / "jobs")
+    fits, settle = sweep.admission.fits, sweep.settler.settle
+
+    def fit(values: dict[str, Any], *args: Any, **kwargs: Any) -> bool:
+        seen.append(("fit",))
+        return fits(values, *args, **kwargs)
+
+    def settled(trial_id: int, number: int, values: dict[str, Any], outcome: TrialOutcome, **kw: Any) -> None:
+        seen.append(("settle", number, outcome.status.value))
+        settle(trial_id, number, values, outcome, **kw)
+
+    sweep.admission.fits, sweep.settler.settle = fit, settled  # type: ignore[method-assign]
+    return sweep
+
+
+@pytest.fixture
+def seen(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
+    """What the loop did, in order: the real ask and check, recorded on their way through."""
+    out: list[tuple] = []
+    ask, sample = studies.ask, checks.sample
+
+    def asked(study: Any) -> Any:
+        trial = ask(study)
+        out.append(("ask", trial.number))
+        return trial
+
+    def checked(plan: Any, trial: Any, *args: Any) -> Any:
+        out.append(("check", trial.number))
+        return sample(plan, trial, *args)
+
+    monkeypatch.setattr(studies, "ask", asked)
+    monkeypatch.setattr(checks, "sample", checked)
+    return out
+
+
+def _job(clock: Clock, seen: list[tuple], wall_s: float) -> Any:
+    """The stand-in for Hydra's launcher: the trial 'runs' ``wall_s`` on the fake clock and completes."""
+
+    def job(overrides: list[str], number: int) -> JobReturn:
+        seen.append(("launch", number, clock.t))
+        clock.t += wall_s
+        outcome = TrialOutcome(Status.COMPLETE, metrics={"throughput": 100.0 + number}, started_at=0.0, ended_at=1.0)
+        ret = JobReturn(overrides=overrides, status=JobStatus.COMPLETED)
+        ret.return_value = outcome.to_dict()
+        return ret
+
+    return job
+
+
+def _per_trial(seen: list[tuple]) -> list[list[str]]:
+    """What the loop did, one list per asked trial."""
+    out: list[list[str]] = []
+    for step in seen:
+        if step[0] == "ask":
+            out.append([])
+        out[-1].append(step[0])
+    return out
+
+
+def test_each_trial_goes_ask_check_fit_launch_settle_until_n_trials(
+    tmp_path: Path, seen: list[tuple], capsys: pytest.CaptureFixture[str]
+) -> None:
+    clock = Clock()
+    sweep = _sweep(tmp_path, ["hydra.sweeper.n_trials=3", *QUIET], clock, _job(clock, seen, 2.0), seen)
+    sweep.run()
+    trials = _per_trial(seen)
+    measured = [t for t in trials if t == ["ask", "check", "fit", "launch", "settle"]]
+    duplicates = [t for t in trials if t == ["ask", "check", "settle"]]  # the random sampler may repeat itself
+    assert len(measured) == 3 and len(measured) + len(duplicates) == len(trials), seen
+    assert sweep.policy.ended() is Stop.N_TRIALS and sweep.policy.exit_code() == 0
+    assert studies.counted(sweep.plan.study) == 3 and clock.t == 6.0
+    assert "sweep ended: n_trials=3 trials measured" in capsys.readouterr().err
+
+
+def test_the_budget_s_end_stops_the_search_before_the_next_launch(tmp_path: Path, seen: list[tuple]) -> None:
+    """Trials of 40 s on a 100 s budget: the cost model learns their walls; nothing launches past the budget, and
+    the search stops on it (the policy's ``Stop.BUDGET``), however many trials ``n_trials`` asks for."""
+    clock = Clock()
+    overrides = ["hydra.sweeper.n_trials=50", "hydra.sweeper.timeout_s=100", *QUIET]
+    sweep = _sweep(tmp_path, overrides, clock, _job(clock, seen, 40.0), seen)
+    sweep.run()
+    launches = [s[2] for s in seen if s[0] == "launch"]
+    assert launches and all(t < 100.0 for t in launches), seen
+    assert sweep.policy.ended() is Stop.BUDGET and sweep.policy.exit_code() == 0
+    assert studies.counted(sweep.plan.study) == len(launches) < 50
+
+
+def test_duplicates_of_a_small_space_end_the_search_as_exhausted(
+    tmp_path: Path, seen: list[tuple], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two configurations, ten trials asked for: once both are measured, a proposal is a duplicate (asked,
+    checked, settled: never fitted nor launched), and the enumerated space ends the search."""
+    clock = Clock()
+    fixed = ("knobs.dtype=choice(fp32)", "knobs.transpose_b=choice(false)")  # transpose_a left: false or true
+    sweep = _sweep(tmp_path, ["hydra.sweeper.n_trials=10", *QUIET], clock, _job(clock, seen, 1.0), seen, fixed)
+    sweep.run()
+    assert len([s for s in seen if s[0] == "launch"]) == 2, seen
+    duplicates = [s for s in seen if s[0] == "settle" and s[2] == "skipped"]
+    assert duplicates, seen
+    first = seen.index(("settle", duplicates[0][1], "skipped"))
+    assert [s[0] for s in seen[first - 2 : first + 1]] == ["ask", "check", "settle"]
+    assert sweep.policy.ended() is Stop.EXHAUSTED
+    assert "space exhausted: all 2 configurations of the search space are measured" in capsys.readouterr().err
+
+
+def test_a_trial_that_overran_the_budget_meets_the_deadline_before_the_next_ask(
+    tmp_path: Path, seen: list[tuple], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The first trial, predicted cheap, takes 110 s of a 100 s budget: the next start meets the budget's end
+    (``StopPolicy.deadline``): nothing is asked again, and the summary says the budget was reached."""
+    clock = Clock()
+    overrides = ["hydra.sweeper.n_trials=5", "hydra.sweeper.timeout_s=100", *QUIET]
+    sweep = _sweep(tmp_path, overrides, clock, _job(clock, seen, 110.0), seen)  # not past grace + backstop
+    sweep.run()
+    assert [s[0] for s in seen] == ["ask", "check", "fit", "launch", "settle"], seen
+    assert sweep.policy.ended() is Stop.BUDGET
+    err = capsys.readouterr().err
+    assert "budget: hydra.sweeper.timeout_s=100 s reached" in err and "no trial fits" not in err, err
