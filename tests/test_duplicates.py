@@ -231,7 +231,11 @@ def test_waiting_for_lower_keys_follows_the_other_sweepers_life(tmp_path: Path) 
         gone, mine, reused = study.ask(), study.ask(), study.ask()
         gone.set_user_attr(studies.OWNER_KEY, owner(dead.pid))
         mine.set_user_attr(studies.OWNER_KEY, studies.owner_id())
-        time.sleep(3.5)  # (start times from psutil are coarse: a process counts as newer 2 s after the trial)
+        _age(
+            tmp_path / "s.db",
+            "UPDATE trials SET datetime_start = datetime(datetime_start, '-1 hour') WHERE number = ?",
+            reused.number,
+        )  # started an hour before the process that took its pid (no sleep)
         newer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # started after `reused`
         try:
             reused.set_user_attr(studies.OWNER_KEY, owner(newer.pid))
@@ -335,7 +339,12 @@ def test_a_waiting_trial_of_a_dead_sweeper_goes_stale_and_holds_nobody(tmp_path:
     late = study.ask()
     late.set_user_attr(dedup.KEY, key)
     assert dedup.find(study, key, late.number)[1].number == waiter.number, "a live-looking waiter is waited for"
-    time.sleep(2.5)
+    # its last beat an hour ago: the database's clock, moved without a sleep
+    _age(
+        tmp_path / "s.db",
+        "UPDATE trial_heartbeats SET heartbeat = datetime('now', '-1 hour') WHERE trial_id = ?",
+        waiter._trial_id,
+    )
     optuna.storages.fail_stale_trials(study)
     assert study.get_trials(deepcopy=False)[waiter.number].state == TrialState.FAIL
     assert dedup.find(study, key, late.number) is None, "the dead waiter holds nobody: the late trial measures"
@@ -354,3 +363,11 @@ def test_a_settled_waiter_stops_beating(tmp_path: Path) -> None:
         study.tell(first, 1.0)
         (settled,) = waits.poll(study)
         assert settled[0] is waiter and waiter._trial_id not in heartbeat.ids
+
+
+def _age(db: Path, statement: str, key: int) -> None:
+    """Moves a trial's recorded time back in the study's SQLite database (what a sleep would do, at once)."""
+    import sqlite3
+
+    with sqlite3.connect(db) as con:
+        assert con.execute(statement, (key,)).rowcount == 1
