@@ -49,7 +49,7 @@ def test_the_yamls_were_read() -> None:
 
 def test_no_sweeper_module_keeps_a_default_of_its_own() -> None:
     offenders = []
-    for path in sorted((ROOT / "sweeper" / "sweep").glob("*.py")):
+    for path in sorted((ROOT / "sweeper" / "sweep").rglob("*.py")):  # the sub-packages too
         for node in ast.walk(ast.parse(path.read_text())):
             if (
                 isinstance(node, ast.Call)
@@ -60,7 +60,7 @@ def test_no_sweeper_module_keeps_a_default_of_its_own() -> None:
                 and node.args[0].value in FIELDS
                 and node.args[0].value not in ("params", "conditions", "constraints", "starts", "objectives")
             ):
-                offenders.append(f"{path.name}:{node.lineno} .get({node.args[0].value!r}, ...)")
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} .get({node.args[0].value!r}, ...)")
     assert not offenders, offenders
 
 
@@ -83,10 +83,32 @@ def test_the_composed_config_carries_the_dataclass_defaults() -> None:
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=["+workload=matmul"], return_hydra_config=True)
     composed = OmegaConf.to_container(cfg.hydra.sweeper, resolve=False)
-    defaults = OmegaConf.to_container(OmegaConf.structured(KnobSweeperConf), resolve=False)
+    defaults = dataclasses.asdict(KnobSweeperConf())
     for key in ("params", "conditions", "constraints"):  # the search space is the workload's
         composed.pop(key, None)
         defaults.pop(key, None)
     assert composed == defaults
     assert (composed["confirm_top_k"], composed["confirm_unstable"]) == (1, True)
     assert composed["cost_prior"] == {"knobs.compile": COMPILE_PRIOR}  # torch.compile's modes, for every workload
+
+
+def test_the_composed_config_composes_the_typed_nodes_from_their_dataclasses() -> None:
+    """conf/config.yaml writes no default of ``measure``, ``trial`` or ``distributed``: its defaults list composes
+    them from the dataclasses (``typed@<node>``), so every key can be set without ``+`` and holds its one default;
+    a workload's YAML still changes them (matmul measures 50 steps)."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    import hydra_plugins.knob_sweeper.knob_sweeper  # noqa: F401 - registers typed/<node>
+    from sweeper.trial.conf import NODES
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(
+            "config", overrides=["+workload=transformer_block", "trial.resources.gpus=1", "distributed.strategy=ddp"]
+        )
+    composed = OmegaConf.to_container(cfg, resolve=False)
+    for node, cls in NODES.items():
+        assert set(composed[node]) == {f.name for f in dataclasses.fields(cls)}, node
+    assert composed["distributed"] == {**dataclasses.asdict(NODES["distributed"]()), "strategy": "ddp"}
+    assert composed["trial"]["resources"] == {"gpus": 1, "cpus": None}
+    assert composed["measure"]["steps"] == 10 and composed["measure"]["stall_s"] == NODES["measure"].stall_s

@@ -47,12 +47,15 @@ from workloads.spec.data import (  # noqa: F401 (re-exported: the workload check
     AUGMENT_DEVICES,
     DECODE_DEVICES,
     TRANSFER_DTYPES,
+    DataKnobs,
     check,
     gpu_share,
     knob_conflict,
 )
+from workloads.spec.typed import of
 
 EXTENSIONS = (".jpg", ".jpeg")
+TORCH_PREFETCH_FACTOR = 2  # batches each DataLoader worker keeps in flight when knobs.prefetch_factor is null
 
 
 # ---------------------------------------------------------------- host side (runs in the DataLoader workers)
@@ -148,7 +151,7 @@ class Pipeline:
         if reason:
             raise ValueError(reason)
         self.knobs = knobs
-        self.decode_device = str(knobs.get("decode_device", "cpu"))
+        self.decode_device = str(of(DataKnobs, knobs).decode_device)
         self.share = gpu_share(knobs)
         # uint8: workers hand over the uint8 crops (a quarter of the bytes to copy), normalized on the device after
         # the copy; float32: workers normalize, the float32 batch crosses to the device.
@@ -183,7 +186,7 @@ class Pipeline:
             # a fresh server that imports torch again before its first worker runs (first batch 140 s on the H200
             # with 14 workers, 3 s on the CI machine with 2). Workers never touch CUDA.
             per_worker["multiprocessing_context"] = "fork"
-            per_worker["persistent_workers"] = bool(knobs.get("persistent_workers", False))
+            per_worker["persistent_workers"] = of(DataKnobs, knobs).persistent_workers
             if knobs.get("prefetch_factor") is not None:
                 per_worker["prefetch_factor"] = int(knobs["prefetch_factor"])
             if knobs.get("worker_nice"):
@@ -192,14 +195,15 @@ class Pipeline:
                 per_worker["worker_init_fn"] = functools.partial(_lower_priority, int(knobs["worker_nice"]))
         sampler = RandomSampler(self.dataset, num_samples=epoch, generator=torch.Generator().manual_seed(0))
         self.loader = DataLoader(self.dataset, batch_size=batch_size, sampler=sampler, drop_last=True,
-                                 num_workers=self.workers, pin_memory=bool(knobs.get("pin_memory", False)),
+                                 num_workers=self.workers, pin_memory=of(DataKnobs, knobs).pin_memory,
                                  collate_fn=_pass_through, **per_worker)
         # Batches the loader can hold ready: each worker keeps prefetch_factor (torch's default 2) in flight, plus
         # what the device thread holds.
         threaded = self.share > 0 or bool(knobs.get("device_prefetch")) or regions
-        self.buffered_batches = (self.workers * int(per_worker.get("prefetch_factor", 2)) if self.workers else 0) + (
+        in_flight = int(per_worker.get("prefetch_factor") or TORCH_PREFETCH_FACTOR)
+        self.buffered_batches = (self.workers * in_flight if self.workers else 0) + (
             PREFETCH_DEPTH + 1 if threaded else 0) + (DECODED_DEPTH + 1 if self.share > 0 else 0)
-        self.side = DeviceSide(image_size, device, memory_format, bool(knobs.get("non_blocking", False)),
+        self.side = DeviceSide(image_size, device, memory_format, of(DataKnobs, knobs).non_blocking,
                                (knobs.get("gpu_decoder") or "torchvision") if self.share > 0 else "torchvision",
                                bool(knobs.get("gpu_roi_decode")) and self.share > 0)
         self.epochs = 0  # loader restarts so far

@@ -1,7 +1,8 @@
 """The Hydra Sweeper plugin that Hydra discovers (it must be defined in the ``hydra_plugins`` namespace).
 
 A thin wrapper: the config dataclass (``sweeper.sweep.config.settings.KnobSweeperConf``, one comment per field, every
-default written there) registered in Hydra's ConfigStore as ``hydra/sweeper=knob``, and a class that hands
+default written there) registered in Hydra's ConfigStore as ``hydra/sweeper=knob`` (its OmegaConf twin: ``Literal``
+choices erased), the trial config's typed nodes' defaults (``sweeper.sweep.config.schema``), and a class that hands
 ``setup``/``sweep`` to ``sweeper.sweep.loop.SweepImpl`` (imported lazily, so plugin discovery stays cheap).
 """
 
@@ -10,11 +11,15 @@ from typing import Any, List
 from hydra.core.config_store import ConfigStore
 from hydra.plugins.sweeper import Sweeper
 
+import sweeper.sweep.config.schema  # noqa: F401 - registers typed/measure, typed/trial, typed/distributed
 from sweeper.sweep.config.settings import KnobSweeperConf, PrunerConf
+from sweeper.sweep.config.structured import omegaconf_schema
 
 __all__ = ["KnobSweeper", "KnobSweeperConf", "PrunerConf"]
 
-ConfigStore.instance().store(group="hydra/sweeper", name="knob", node=KnobSweeperConf, provider="knob_sweeper")
+ConfigStore.instance().store(
+    group="hydra/sweeper", name="knob", node=omegaconf_schema(KnobSweeperConf), provider="knob_sweeper"
+)
 
 
 class KnobSweeper(Sweeper):

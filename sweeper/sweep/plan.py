@@ -115,7 +115,7 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
     schema.validate(cfg)  # measure, trial, distributed: once, before the first trial
     workload = cfg["workload"]["name"]
     starts = _parse_starts(plain(settings.starts), space, defaults, cfg)
-    slots = make_slots(cfg["trial"].get("resources"), int(settings.n_jobs or 1), gpu.device_info().count)
+    slots = make_slots(cfg["trial"]["resources"], int(settings.n_jobs or 1), gpu.device_info().count)
     launch.check_concurrent(launcher, config, len(slots))
     node = NodeSlots(node_lock_dir(cfg), slots, gpu.device_info().count)
     objectives = [(str(o["metric"]), str(o.get("direction", "maximize"))) for o in settings.objectives]
@@ -166,9 +166,8 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
     if not study.trials:
         study.set_user_attr(warm.WORKLOAD_KEY, workload_key)
     study_id = studies.study_id(study, created)
-    pruner_conf = dataclasses.asdict(settings.pruner)
-    make_pruner(pruner_conf)  # validates
-    if pruner_conf.get("type", "none") != "none" and objectives != [("throughput", "maximize")]:
+    make_pruner(settings.pruner)  # validates
+    if settings.pruner.type != "none" and objectives != [("throughput", "maximize")]:
         raise ConfigError(
             "hydra.sweeper.pruner.type",
             "pruning needs the single objective throughput:maximize",
@@ -194,7 +193,7 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
         study=study,
         max_failures=settings.max_failures,
         max_failure_rate=settings.max_failure_rate,
-        pruner_conf=pruner_conf,
+        pruner_conf=dataclasses.asdict(settings.pruner),
         workload_key=workload_key,
         warm_sources=warm_sources,
         study_id=study_id,

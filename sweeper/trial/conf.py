@@ -3,13 +3,16 @@
 
 Plain dataclasses with a docstring per field, importing nothing heavy: the sweep registers them in Hydra's
 ConfigStore and checks a command's config against them before any trial starts (``sweeper.sweep.config.schema``).
-Defaults here equal ``conf/config.yaml``'s.
+Each default is written here and nowhere else: ``conf/config.yaml`` composes these nodes from them
+(``typed@measure: measure``, ...) and a trial config holds every key (``sweeper.sweep.config.trial_config``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+
+from workloads.spec.distributed import DistributedConf
 
 
 @dataclasses.dataclass
@@ -88,7 +91,8 @@ class TrialConf:
     """What one trial needs of the node (see :class:`ResourcesConf`)."""
     lock_dir: str | None = None
     """Where sweepers on one node lock each core and GPU of a slot (``sweeper.sweep.run.slots``), one folder per host;
-    null: ``<results_dir>/.locks``. Sweepers coordinate when they share it."""
+    null: the node-wide ``$KNOB_SWEEPER_LOCK_DIR``, else ``<temp dir>/knob-sweeper-<user>/locks``
+    (``slots.default_lock_dir``), whatever ``results_dir`` is. Sweepers coordinate when they share it."""
     context: str | None = None
     """Set by the sweeper for each trial (study, trial number, storage, ...) as JSON; never by hand."""
     trace: str | None = None
@@ -112,3 +116,8 @@ def _infinite(node: object, names: tuple[str, ...]) -> list[tuple[str, str, str]
             fix = "give a finite number" + (", or null" if name in ("rel_precision", "stall_s") else "")
             out.append((name, f"must be a finite number, got {value}", fix))
     return out
+
+
+NODES: dict[str, type] = {"measure": MeasureConf, "trial": TrialConf, "distributed": DistributedConf}
+"""The typed nodes of a trial's config: node -> its dataclass (``distributed`` is
+:class:`workloads.spec.distributed.DistributedConf`, torch-free beside the knob classes)."""

@@ -1,7 +1,9 @@
 """The typed config schemas, registered in Hydra's ConfigStore and checked once before any trial starts.
 
 ``measure`` and ``trial`` (:mod:`sweeper.trial.conf`) and ``distributed``
-(:class:`workloads.spec.distributed.DistributedConf`) are stored as ``schema/<node>``. :func:`validate` checks a
+(:class:`workloads.spec.distributed.DistributedConf`) are stored as ``schema/<node>`` (their OmegaConf twins:
+``Literal`` choices erased, ``sweeper.sweep.config.structured``) and their defaults as ``typed/<node>``, which
+``conf/config.yaml`` composes. :func:`validate` checks a
 trial config's nodes against them: an unknown key, a value of the wrong type or out of range is a
 :class:`ConfigError` (one line naming the key and the fix, exit 2), raised by the sweep before its first trial and
 by a single run before it starts. The config itself is left as
@@ -19,13 +21,17 @@ from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
 from sweeper.errors import ConfigError
-from sweeper.trial.conf import MeasureConf, TrialConf
-from workloads.spec.distributed import DistributedConf
+from sweeper.sweep.config.structured import build, defaults, omegaconf_schema
+from sweeper.trial.conf import NODES
+from workloads.spec import typed as typed_fields
 
-SCHEMAS: dict[str, type] = {"measure": MeasureConf, "trial": TrialConf, "distributed": DistributedConf}
+SCHEMAS: dict[str, type] = NODES
 
 for _name, _schema in SCHEMAS.items():
-    ConfigStore.instance().store(group="schema", name=_name, node=_schema, provider="knob_sweeper")
+    ConfigStore.instance().store(group="schema", name=_name, node=omegaconf_schema(_schema), provider="knob_sweeper")
+    # conf/config.yaml composes each node from its defaults (``typed@measure: measure``): written once, in the
+    # dataclass. A plain node, not the typed schema, so that a bad value reaches validate()'s one line.
+    ConfigStore.instance().store(group="typed", name=_name, node=defaults(_schema), provider="knob_sweeper")
 
 
 def validate(cfg: dict[str, Any]) -> None:
@@ -39,7 +45,7 @@ def check(node: str, schema: type, value: Any) -> Any:
     """``value`` (the config node ``node``) as an instance of ``schema``, or a :class:`ConfigError`."""
     if not isinstance(value, dict):
         raise ConfigError(node, f"must be a mapping, got {value!r}", f"write it as {node}: {{key: value, ...}}")
-    typed = OmegaConf.structured(schema)
+    typed = OmegaConf.structured(omegaconf_schema(schema))
     OmegaConf.set_readonly(typed, False)  # frozen dataclasses make a read-only node
     try:
         merged = OmegaConf.merge(typed, value)
@@ -58,8 +64,8 @@ def check(node: str, schema: type, value: Any) -> Any:
         ) from None
     except OmegaConfBaseException as e:
         raise ConfigError(node, str(e).splitlines()[0], f"fix the {node} node") from None
-    obj = OmegaConf.to_object(merged)
-    for key, problem, fix in obj.problems():
+    obj = build(schema, OmegaConf.to_container(merged))
+    for key, problem, fix in [*typed_fields.field_problems(obj), *obj.problems()]:
         raise ConfigError(f"{node}.{key}", problem, fix)
     return obj
 

@@ -127,7 +127,7 @@ def default_lock_dir() -> Path:
 
 def node_lock_dir(cfg: dict[str, Any]) -> Path:
     """``trial.lock_dir``, else the node-wide ``default_lock_dir()``."""
-    return Path(cfg["trial"].get("lock_dir") or default_lock_dir())
+    return Path(cfg["trial"]["lock_dir"] or default_lock_dir())
 
 
 def node_dir(lock_dir: str | os.PathLike) -> Path:
