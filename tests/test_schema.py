@@ -35,16 +35,18 @@ def test_every_field_has_a_docstring(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(schema.SCHEMAS))
 def test_schema_and_defaults_are_registered_and_config_yaml_composes_them(name: str) -> None:
-    """``schema/<name>`` is the typed schema (its OmegaConf twin), ``typed/<name>`` its defaults, which
+    """``schema/<name>`` is the typed schema (its OmegaConf twin), ``<name>_defaults`` its defaults, which
     conf/config.yaml's defaults list composes at ``<name>`` instead of restating them."""
     from hydra.core.config_store import ConfigStore
+
+    import hydra_plugins.knob_sweeper.knob_sweeper  # noqa: F401 - registers <name>_defaults
 
     defaults = dataclasses.asdict(schema.SCHEMAS[name]())
     stored = ConfigStore.instance().load(f"schema/{name}.yaml").node
     assert OmegaConf.to_container(stored) == defaults
-    assert OmegaConf.to_container(ConfigStore.instance().load(f"typed/{name}.yaml").node) == defaults
+    assert OmegaConf.to_container(ConfigStore.instance().load(f"{name}_defaults.yaml").node) == defaults
     config = OmegaConf.load(ROOT / "conf" / "config.yaml")
-    assert {f"typed@{name}": name} in OmegaConf.to_container(config.defaults)
+    assert f"{name}_defaults@{name}" in OmegaConf.to_container(config.defaults)
     assert name not in config, f"conf/config.yaml restates the {name} node: its defaults live in the dataclass"
 
 

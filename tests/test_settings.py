@@ -94,12 +94,12 @@ def test_the_composed_config_carries_the_dataclass_defaults() -> None:
 
 def test_the_composed_config_composes_the_typed_nodes_from_their_dataclasses() -> None:
     """conf/config.yaml writes no default of ``measure``, ``trial`` or ``distributed``: its defaults list composes
-    them from the dataclasses (``typed@<node>``), so every key can be set without ``+`` and holds its one default;
+    them from the dataclasses (``<node>_defaults``), so every key can be set without ``+`` and holds its one default;
     a workload's YAML still changes them (matmul measures 50 steps)."""
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    import hydra_plugins.knob_sweeper.knob_sweeper  # noqa: F401 - registers typed/<node>
+    import hydra_plugins.knob_sweeper.knob_sweeper  # noqa: F401 - registers <node>_defaults
     from sweeper.trial.conf import NODES
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):

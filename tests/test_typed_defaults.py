@@ -156,3 +156,19 @@ def test_the_scan_finds_a_get_with_a_default() -> None:
         fields,
     )
     assert [line for line, _call in found] == [1, 2]
+
+
+def test_the_lock_dir_default_is_the_same_wherever_it_is_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``trial.lock_dir: null`` means the node-wide folder (``slots.default_lock_dir``), whatever ``results_dir``
+    is: the code does so, and no doc, YAML or docstring says it is under the results folder."""
+    import inspect
+
+    from sweeper.sweep.run.slots import LOCK_DIR_ENV, default_lock_dir, node_lock_dir
+
+    monkeypatch.delenv(LOCK_DIR_ENV, raising=False)
+    trial = dataclasses.asdict(NODES["trial"]())
+    assert node_lock_dir({"trial": trial, "results_dir": "elsewhere"}) == default_lock_dir()
+    assert "knob-sweeper-<user>/locks" in inspect.getsource(NODES["trial"])
+    texts = [ROOT / "README.md", *ROOT.glob("docs/*.md"), *YAMLS, *ROOT.glob("sweeper/**/*.py")]
+    stale = [str(p.relative_to(ROOT)) for p in texts if "results_dir>/.locks" in p.read_text()]
+    assert not stale, f"a lock folder under results_dir is documented in {stale}"

@@ -2,8 +2,9 @@
 
 A thin wrapper: the config dataclass (``sweeper.sweep.config.settings.KnobSweeperConf``, one comment per field, every
 default written there) registered in Hydra's ConfigStore as ``hydra/sweeper=knob`` (its OmegaConf twin: ``Literal``
-choices erased), the trial config's typed nodes' defaults (``sweeper.sweep.config.schema``), and a class that hands
-``setup``/``sweep`` to ``sweeper.sweep.loop.SweepImpl`` (imported lazily, so plugin discovery stays cheap).
+choices erased), the trial config's typed nodes' defaults (``<node>_defaults``, composed by conf/config.yaml), and
+a class that hands ``setup``/``sweep`` to ``sweeper.sweep.loop.SweepImpl`` (imported lazily, so plugin discovery
+stays cheap).
 """
 
 from typing import Any, List
@@ -11,15 +12,20 @@ from typing import Any, List
 from hydra.core.config_store import ConfigStore
 from hydra.plugins.sweeper import Sweeper
 
-import sweeper.sweep.config.schema  # noqa: F401 - registers typed/measure, typed/trial, typed/distributed
 from sweeper.sweep.config.settings import KnobSweeperConf, PrunerConf
-from sweeper.sweep.config.structured import omegaconf_schema
+from sweeper.sweep.config.structured import defaults, omegaconf_schema
+from sweeper.trial.conf import NODES
 
 __all__ = ["KnobSweeper", "KnobSweeperConf", "PrunerConf"]
 
 ConfigStore.instance().store(
     group="hydra/sweeper", name="knob", node=omegaconf_schema(KnobSweeperConf), provider="knob_sweeper"
 )
+# The trial config's typed nodes, each default written once in its dataclass: conf/config.yaml composes them
+# (``measure_defaults@measure``, ...). Plain nodes, not the typed schema, so that a bad value reaches the
+# validation's one line (``sweeper.sweep.config.schema``); configs, not a group, so --help lists no such group.
+for _node, _cls in NODES.items():
+    ConfigStore.instance().store(name=f"{_node}_defaults", node=defaults(_cls), provider="knob_sweeper")
 
 
 class KnobSweeper(Sweeper):

@@ -4,7 +4,7 @@
 Plain dataclasses with a docstring per field, importing nothing heavy: the sweep registers them in Hydra's
 ConfigStore and checks a command's config against them before any trial starts (``sweeper.sweep.config.schema``).
 Each default is written here and nowhere else: ``conf/config.yaml`` composes these nodes from them
-(``typed@measure: measure``, ...) and a trial config holds every key (``sweeper.sweep.config.trial_config``).
+(``measure_defaults@measure``, ...) and a trial config holds every key (``sweeper.sweep.config.trial_config``).
 """
 
 from __future__ import annotations

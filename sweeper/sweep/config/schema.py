@@ -2,9 +2,9 @@
 
 ``measure`` and ``trial`` (:mod:`sweeper.trial.conf`) and ``distributed``
 (:class:`workloads.spec.distributed.DistributedConf`) are stored as ``schema/<node>`` (their OmegaConf twins:
-``Literal`` choices erased, ``sweeper.sweep.config.structured``) and their defaults as ``typed/<node>``, which
-``conf/config.yaml`` composes. :func:`validate` checks a
-trial config's nodes against them: an unknown key, a value of the wrong type or out of range is a
+``Literal`` choices erased, ``sweeper.sweep.config.structured``); their defaults, which ``conf/config.yaml``
+composes, are registered by the plugin (``hydra_plugins.knob_sweeper``) as ``<node>_defaults``. :func:`validate`
+checks a trial config's nodes against them: an unknown key, a value of the wrong type or out of range is a
 :class:`ConfigError` (one line naming the key and the fix, exit 2), raised by the sweep before its first trial and
 by a single run before it starts. The config itself is left as
 composed (a row records the values as the YAML wrote them).
@@ -21,7 +21,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
 from sweeper.errors import ConfigError
-from sweeper.sweep.config.structured import build, defaults, omegaconf_schema
+from sweeper.sweep.config.structured import build, omegaconf_schema
 from sweeper.trial.conf import NODES
 from workloads.spec import typed as typed_fields
 
@@ -29,9 +29,6 @@ SCHEMAS: dict[str, type] = NODES
 
 for _name, _schema in SCHEMAS.items():
     ConfigStore.instance().store(group="schema", name=_name, node=omegaconf_schema(_schema), provider="knob_sweeper")
-    # conf/config.yaml composes each node from its defaults (``typed@measure: measure``): written once, in the
-    # dataclass. A plain node, not the typed schema, so that a bad value reaches validate()'s one line.
-    ConfigStore.instance().store(group="typed", name=_name, node=defaults(_schema), provider="knob_sweeper")
 
 
 def validate(cfg: dict[str, Any]) -> None:
