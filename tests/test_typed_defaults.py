@@ -19,10 +19,12 @@ import pytest
 import yaml
 
 from sweeper.sweep.config.settings import KnobSweeperConf, PrunerConf
-from sweeper.trial.conf import NODES
+from sweeper.trial.conf import MeasureConf, TrialConf
 from workloads.spec import DataKnobs, MatmulKnobs, ResNet50Knobs, TrainingKnobs, TransformerBlockKnobs
+from workloads.spec.distributed import DistributedConf
 
 ROOT = Path(__file__).resolve().parent.parent
+NODES: dict[str, type] = {"measure": MeasureConf, "trial": TrialConf, "distributed": DistributedConf}
 YAMLS = sorted(
     [
         *ROOT.glob("conf/**/*.yaml"),
