@@ -69,7 +69,34 @@ def _depth(node: ast.AST) -> int:
     return 1 + max((_depth(c) for c in ast.iter_child_nodes(node)), default=0)
 
 
+_ALLOWED_NODES = (
+    ast.Expression,
+    ast.BoolOp,
+    ast.And,
+    ast.Or,
+    ast.UnaryOp,
+    ast.Not,
+    ast.USub,
+    ast.Compare,
+    ast.Constant,
+    ast.Tuple,
+    ast.List,
+    ast.BinOp,
+    ast.Load,
+    *_BINOPS,
+    *_CMPOPS,
+)
+"""What a condition or constraint may be made of, besides (dotted) names."""
+
+
 def _check_expression(key: str, expr: str, defaults: Mapping[str, Any]) -> None:
+    tree = _parse_bounded(key, expr)
+    _check_nodes(key, expr, tree)
+    _check_names_and_value(key, expr, tree, defaults)
+
+
+def _parse_bounded(key: str, expr: str) -> ast.Expression:
+    """``expr`` parsed, within the bounds on its length, terms and nesting."""
     if len(str(expr)) > MAX_EXPR_CHARS:
         raise ConfigError(
             key,
@@ -92,36 +119,26 @@ def _check_expression(key: str, expr: str, defaults: Mapping[str, Any]) -> None:
             f"{MAX_EXPR_NODES} and {MAX_EXPR_DEPTH})",
             "split it into several constraints",
         )
+    return tree
+
+
+def _check_nodes(key: str, expr: str, tree: ast.Expression) -> None:
+    """Only whitelisted operators, dotted names and small constants."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and isinstance(node.value, (ast.Name, ast.Attribute)):
             continue
         if isinstance(node, ast.Name):
             continue
-        if not isinstance(
-            node,
-            (
-                ast.Expression,
-                ast.BoolOp,
-                ast.And,
-                ast.Or,
-                ast.UnaryOp,
-                ast.Not,
-                ast.USub,
-                ast.Compare,
-                ast.Constant,
-                ast.Tuple,
-                ast.List,
-                ast.BinOp,
-                ast.Load,
-                *_BINOPS,
-                *_CMPOPS,
-            ),
-        ):
+        if not isinstance(node, _ALLOWED_NODES):
             raise ConfigError(
                 key,
                 f"{expr!r} uses {type(node).__name__}, which is not allowed",
                 "use comparisons, and/or/not, arithmetic, constants and dotted knob names",
             )
+
+
+def _check_names_and_value(key: str, expr: str, tree: ast.Expression, defaults: Mapping[str, Any]) -> None:
+    """Every name is a config key; constants are small; with every value known, the expression evaluates."""
     leaf_names = {d for n in ast.walk(tree) if isinstance(n, (ast.Name, ast.Attribute)) and (d := _dotted(n))}
     top_level = {d for d in leaf_names if not any(o != d and o.startswith(d + ".") for o in leaf_names)}
     for name in top_level:
