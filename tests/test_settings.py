@@ -100,7 +100,7 @@ def test_the_composed_config_composes_the_typed_nodes_from_their_dataclasses() -
     from omegaconf import OmegaConf
 
     import hydra_plugins.knob_sweeper.knob_sweeper  # noqa: F401 - registers <node>_defaults
-    from sweeper.trial.conf import NODES
+    from sweeper.trial.conf import NODES, RunConf
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose(
@@ -112,3 +112,5 @@ def test_the_composed_config_composes_the_typed_nodes_from_their_dataclasses() -
     assert composed["distributed"] == {**dataclasses.asdict(NODES["distributed"]()), "strategy": "ddp"}
     assert composed["trial"]["resources"] == {"gpus": 1, "cpus": None}
     assert composed["measure"]["steps"] == 10 and composed["measure"]["stall_s"] == NODES["measure"].stall_s
+    run = dataclasses.asdict(RunConf())
+    assert {k: composed[k] for k in run} == run  # the top-level keys, from RunConf (compile_cache_dir unresolved)

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from sweeper.sweep.config.settings import KnobSweeperConf, PrunerConf
-from sweeper.trial.conf import MeasureConf, TrialConf
+from sweeper.trial.conf import MeasureConf, RunConf, TrialConf
 from workloads.spec import DataKnobs, MatmulKnobs, ResNet50Knobs, TrainingKnobs, TransformerBlockKnobs
 from workloads.spec.distributed import DistributedConf
 
@@ -37,12 +37,13 @@ YAMLS = sorted(
 TYPED_NODES: dict[tuple[str, ...], type] = {
     ("hydra", "sweeper"): KnobSweeperConf,
     **{(n,): c for n, c in NODES.items()},
+    (): RunConf,  # the top-level keys (device, preset, results_dir, ...)
 }
 SEARCH_SPACE = ("params", "conditions", "constraints")  # the workload's own, not settings with a default
 # The report reads rows, which may predate a column: there the fallback is what the row's writer did then.
 READS_OF_OLD_ROWS = {"sweeper/report/recipe_dist.py:d.get('wrap_blocks', True)"}
 KNOB_CLASSES = (DataKnobs, MatmulKnobs, ResNet50Knobs, TrainingKnobs, TransformerBlockKnobs)
-SETTINGS_CLASSES = (KnobSweeperConf, PrunerConf, *NODES.values())
+SETTINGS_CLASSES = (KnobSweeperConf, PrunerConf, RunConf, *NODES.values())
 
 
 def _default(f: dataclasses.Field) -> Any:
@@ -66,15 +67,32 @@ def restated(cls: type, values: dict[str, Any], where: str) -> list[str]:
     return out
 
 
+def placed(path: Path) -> dict[str, Any]:
+    """The YAML's content where Hydra puts it: at its ``# @package`` (``_global_``: the root), else at its group's
+    folder (a primary config: the root)."""
+    text = path.read_text()
+    data = yaml.safe_load(text) or {}
+    first = text.splitlines()[0] if text else ""
+    if first.startswith("# @package"):
+        package = first.split("@package", 1)[1].strip()
+        parts = [] if package == "_global_" else package.split(".")
+    else:
+        conf_dir = next((q for q in path.parents if (q / "config.yaml").exists() or q.name == "conf"), path.parent)
+        parts = list(path.parent.relative_to(conf_dir).parts)
+    for part in reversed(parts):
+        data = {part: data}
+    return data if isinstance(data, dict) else {}
+
+
 def restated_in(path: Path) -> list[str]:
-    data = yaml.safe_load(path.read_text()) or {}
+    data = placed(path)
     out = []
     for at, cls in TYPED_NODES.items():
         node: Any = data
         for part in at:
             node = node.get(part) if isinstance(node, dict) else None
         if isinstance(node, dict):
-            out += restated(cls, node, ".".join(at))
+            out += [r.lstrip(".") for r in restated(cls, node, ".".join(at))]
     return out
 
 
@@ -94,7 +112,8 @@ def test_the_walk_sees_nested_fields_and_the_yamls() -> None:
     pruner = {"pruner": {"type": "none", "reduction_factor": 2}}
     assert restated(KnobSweeperConf, pruner, "hydra.sweeper") == ["hydra.sweeper.pruner.type='none'"]
     assert restated(NODES["measure"], {"steps": 50, "stall_s": 30}, "measure") == []
-    assert sum(1 for p in YAMLS if any(n in (yaml.safe_load(p.read_text()) or {}) for n in NODES)) >= 4
+    assert sum(1 for p in YAMLS if any(n in placed(p) for n in NODES)) >= 4
+    assert placed(ROOT / "conf" / "storage" / "journal.yaml")["hydra"]["sweeper"]["storage"].startswith("journal:")
 
 
 def _typed_fields() -> dict[str, list[str]]:

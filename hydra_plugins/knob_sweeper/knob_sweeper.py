@@ -14,7 +14,7 @@ from hydra.plugins.sweeper import Sweeper
 
 from sweeper.sweep.config.settings import KnobSweeperConf, PrunerConf
 from sweeper.sweep.config.structured import defaults, omegaconf_schema
-from sweeper.trial.conf import NODES
+from sweeper.trial.conf import NODES, RunConf
 
 __all__ = ["KnobSweeper", "KnobSweeperConf", "PrunerConf"]
 
@@ -26,6 +26,7 @@ ConfigStore.instance().store(
 # validation's one line (``sweeper.sweep.config.schema``); configs, not a group, so --help lists no such group.
 for _node, _cls in NODES.items():
     ConfigStore.instance().store(name=f"{_node}_defaults", node=defaults(_cls), provider="knob_sweeper")
+ConfigStore.instance().store(name="run_defaults", node=defaults(RunConf), provider="knob_sweeper")  # top-level keys
 
 
 class KnobSweeper(Sweeper):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 from workloads.spec.distributed import DistributedConf
 
@@ -118,6 +119,32 @@ def _infinite(node: object, names: tuple[str, ...]) -> list[tuple[str, str, str]
     return out
 
 
+@dataclasses.dataclass
+class RunConf:
+    """The top-level keys of the config a trial runs on (``device``, ``preset``, ...); see
+    ``sweeper.sweep.config.trial_config`` (device and preset resolved, the environment built)."""
+
+    device: str = "auto"
+    """auto: the first visible GPU, else the CPU. Or cpu, cuda, cuda:N."""
+    preset: str | None = "auto"
+    """auto: the workload's ``tiny`` preset on the CPU, none on a GPU. Or none, or a preset name."""
+    results_dir: str = "results"
+    """Parquet rows go to ``<results_dir>/trials/``, the default Optuna storage to ``<results_dir>/optuna.db``."""
+    compile_cache_dir: str | None = "${results_dir}/inductor_cache"
+    """Shared by every trial of a sweep, so a compiled graph is compiled once (``TORCHINDUCTOR_CACHE_DIR``)."""
+    env: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Extra environment variables for the trial process."""
+    cpus: list[int] | None = None
+    """CPU cores the trial process is pinned to (null: all the process may use). Set per trial by the sweeper
+    when ``trial.resources`` cuts the node into slots."""
+    gpus: list[Any] | None = None
+    """GPUs the trial may see (``CUDA_VISIBLE_DEVICES`` tokens; null: all). Set per trial like ``cpus``."""
+    cpu_threads: int | None = None
+    """torch intra-op threads in the trial (null: one per core it may use)."""
+
+
 NODES: dict[str, type] = {"measure": MeasureConf, "trial": TrialConf, "distributed": DistributedConf}
+"""The typed nodes of a trial's config: node -> its dataclass (``distributed`` is
+:class:`workloads.spec.distributed.DistributedConf`, torch-free beside the knob classes)."""
 """The typed nodes of a trial's config: node -> its dataclass (``distributed`` is
 :class:`workloads.spec.distributed.DistributedConf`, torch-free beside the knob classes)."""

@@ -137,7 +137,7 @@ def check(cfg: Mapping[str, Any], device: DeviceInfo) -> str | None:
         return str(e)
     if s.strategy == "none":
         return None
-    kind = "cuda" if str(cfg.get("device", "cpu")).startswith("cuda") else "cpu"
+    kind = "cuda" if str(cfg["device"]).startswith("cuda") else "cpu"
     n = resolve_nproc(s, kind, device.count)
     if kind == "cuda" and n > device.count:
         return f"distributed.nproc={n} needs {n} GPUs, {device.count} visible"

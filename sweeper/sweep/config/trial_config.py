@@ -105,7 +105,7 @@ def trial_config(composed: dict[str, Any], info: DeviceInfo, overrides: list[str
             f"add +workload=<name> to the command; known workloads: {', '.join(available())}",
         )
     cfg = copy.deepcopy(composed)
-    cfg["device"] = resolve_device(cfg.get("device", "auto"), info)
+    cfg["device"] = resolve_device(cfg.get("device"), info)  # missing or null: auto
     preset = resolve_preset(cfg, "cuda" if cfg["device"].startswith("cuda") else "cpu")
     cfg["preset"] = preset
     if preset:

@@ -293,7 +293,7 @@ def trial_units(cfg: dict[str, Any]) -> list[str]:
     """The cores and GPUs a trial config runs on (its pinned ones, else all this process may use / sees)."""
     cores = cfg.get("cpus") or sorted(os.sched_getaffinity(0))
     units = [f"cpu-{c}" for c in cores]
-    if str(cfg.get("device", "cpu")).startswith("cuda"):
+    if str(cfg["device"]).startswith("cuda"):
         gpus = cfg.get("gpus") or visible_gpu_tokens(_gpu_count())
         units += [f"gpu-{t}" for t in gpus]
     return units
