@@ -114,3 +114,50 @@ def test_the_composed_config_composes_the_typed_nodes_from_their_dataclasses() -
     assert composed["measure"]["steps"] == 10 and composed["measure"]["stall_s"] == NODES["measure"].stall_s
     run = dataclasses.asdict(RunConf())
     assert {k: composed[k] for k in run} == run  # the top-level keys, from RunConf (compile_cache_dir unresolved)
+
+
+def test_the_choices_are_literals_checked_in_one_line() -> None:
+    """The sampler and the pruner's type are ``Literal`` choices of the dataclass (the plan's sampler and pruner
+    lists are theirs); a value outside them, or a pruner setting of the wrong type, is one line naming the key."""
+    import typing
+
+    from sweeper.errors import ConfigError
+    from sweeper.sweep.config.settings import PrunerConf, check_sweeper
+    from sweeper.sweep.search.prune import PRUNERS
+    from sweeper.sweep.search.samplers import SAMPLERS
+
+    hints = typing.get_type_hints(KnobSweeperConf)
+    assert typing.get_args(hints["sampler"]) == SAMPLERS and "staged" in SAMPLERS
+    assert typing.get_args(typing.get_type_hints(PrunerConf)["type"]) == PRUNERS
+    check_sweeper(
+        dataclasses.asdict(settings_of({"sampler": "tpe", "pruner": {"type": "hyperband", "min_resource": 2}}))
+    )
+    for given, message in (
+        ({"sampler": "bayes"}, "`hydra.sweeper.sampler`: 'bayes' is not a sampler; use one of: staged, tpe,"),
+        (
+            {"pruner": {"type": "asha"}},
+            "`hydra.sweeper.pruner.type`: 'asha' is not a pruner; use one of: none, median,",
+        ),
+        ({"pruner": {"min_resource": "x"}}, "`hydra.sweeper.pruner.min_resource`: 'x' is not an integer or auto"),
+    ):
+        with pytest.raises(ConfigError) as bad:
+            check_sweeper(dataclasses.asdict(settings_of(given)))
+        assert str(bad.value).startswith(message), str(bad.value)
+
+
+def test_the_pruner_reads_its_typed_settings() -> None:
+    """``make_pruner`` builds from :class:`PrunerConf` (or the mapping a trial's context carries): the
+    dataclass's defaults, not defaults of its own."""
+    import optuna
+
+    from sweeper.sweep.config.settings import PrunerConf
+    from sweeper.sweep.search.prune import make_pruner, pruner_conf
+
+    assert pruner_conf(None) == PrunerConf() and pruner_conf({"type": "median"}).n_startup_trials == 3
+    median = make_pruner({"type": "median", "n_warmup_steps": 2})
+    assert isinstance(median, optuna.pruners.MedianPruner)
+    assert (median._n_startup_trials, median._n_warmup_steps) == (PrunerConf.n_startup_trials, 2)
+    halving = make_pruner(PrunerConf(type="successive_halving"))
+    assert isinstance(halving, optuna.pruners.SuccessiveHalvingPruner) and halving._min_resource is None
+    assert isinstance(make_pruner(PrunerConf(type="hyperband")), optuna.pruners.HyperbandPruner)  # auto: 1 step
+    assert isinstance(make_pruner(None), optuna.pruners.NopPruner)
