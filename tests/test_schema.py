@@ -68,6 +68,8 @@ def test_a_choice_is_one_of_its_literal_values() -> None:
         ConfigError, match=r"^`distributed.param_dtype`: must be one of \(None, 'fp32', 'bf16', 'fp16'\)"
     ):
         schema.validate({"distributed": {"param_dtype": "fp8"}})
+    with pytest.raises(ConfigError, match=r"^`distributed.strategy`: \[1\] is not one of none, ddp, fsdp; give one of"):
+        schema.validate({"distributed": {"strategy": [1]}})  # refused by OmegaConf's type check: the choices named
     typed = schema.check("distributed", schema.SCHEMAS["distributed"], {"strategy": "fsdp", "param_dtype": "bf16"})
     assert isinstance(typed, parallel.DistributedConf) and (typed.strategy, typed.sharding) == ("fsdp", "FULL_SHARD")
     trial = schema.check("trial", schema.SCHEMAS["trial"], {"resources": {"gpus": 1}})

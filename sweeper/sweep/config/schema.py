@@ -13,6 +13,7 @@ composed (a row records the values as the YAML wrote them).
 from __future__ import annotations
 
 import difflib
+import types
 import typing
 from typing import Any
 
@@ -78,8 +79,10 @@ def _type_name(schema: type, dotted: str) -> str:
     hint: Any = schema
     for part in dotted.split("."):
         hint = typing.get_type_hints(hint).get(part, Any) if isinstance(hint, type) else Any
-    args = typing.get_args(hint)
+    args = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else ()
     optional = type(None) in args
     base = next((a for a in args if a is not type(None)), hint) if args else hint
     names = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+    if typing.get_origin(base) is typing.Literal:  # a choice: its values
+        return "one of " + ", ".join(map(str, typing.get_args(base))) + (" or null" if optional else "")
     return names.get(base, "a value of the right type") + (" or null" if optional else "")
