@@ -70,7 +70,7 @@ class KnobSweeperConf:
     timeout_floor_s: float = 60.0
     # staged (default: cost-aware, see `expensive`), tpe, random, grid, gp, nsgaii, qmc.
     sampler: SamplerName = "staged"
-    # The sampler's seed (null: a fresh one, kept in the study so a resumed sweep samples on from it).
+    # The sampler's seed (null: random). Re-run on a study with trials, it is derived from (seed, trial count).
     seed: Optional[int] = None
     # Knobs that make a trial expensive, each with its cheap value ({knobs.compile: "off"}): the staged sampler
     # screens the other knobs with these cheap, then measures the best few screened configurations with each

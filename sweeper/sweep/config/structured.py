@@ -33,7 +33,7 @@ def _erase(hint: Any) -> Any:
         if len(erased) != 1 or Any in erased:
             return Any
         (base,) = erased
-        return Optional[base] if type(None) in args else base  # noqa: UP007 - OmegaConf reads typing.Optional
+        return Optional[base] if type(None) in args else base  # typing.Optional: what OmegaConf reads
     return hint
 
 
