@@ -32,7 +32,7 @@ class MeasureConf:
     precision target."""
     max_steps: int | None = None
     """...but no more steps than this; null: 100 x ``steps`` when adaptive, else ``steps``."""
-    stall_s: float | None = 120.0
+    stall_s: float | None = 120
     """Once the first step is done (with its compilation): a step or a first batch that takes this long and 20x
     the warm-up's step time ends the trial as ``failed (stalled)``, every thread's stack in its log
     (``faulthandler``), instead of holding the sweep's budget until ``trial.timeout_s``; null: off. Off with
@@ -83,7 +83,7 @@ class ResourcesConf:
 class TrialConf:
     """How a trial runs (``trial:``); see ``sweeper.trial.isolate``."""
 
-    timeout_s: float = 900.0
+    timeout_s: float = 900
     """A trial still running after this many seconds is killed (status failed, reason timeout)."""
     isolate: bool = True
     """Run each trial in its own child process (false: in the Hydra job's process, for debugging; there nothing

@@ -40,13 +40,13 @@ class DistributedConf:
     """Ranks of one trial; null: one per GPU visible to the trial (1 on the CPU)."""
     backend: Backend = "auto"
     """auto (nccl on GPU, gloo on CPU) | nccl | gloo."""
-    timeout_s: float = 300.0
+    timeout_s: float = 300  # 300, not 300.0: a row's knob.distributed.* columns keep the type earlier rows have
     """Process-group timeout in seconds: a rank waiting in a collective longer than this fails."""
     start_method: StartMethod = "fork"
     """How the launcher starts ranks: fork (torch already imported: fast) | spawn | forkserver."""
     comm_profile_steps: int = 3
     """Steps profiled after the measured window to measure ``comm_frac`` (0: off)."""
-    bucket_cap_mb: float = 25.0
+    bucket_cap_mb: float = 25  # an int likewise
     """DDP: gradient bucket size of the all-reduce, in MiB."""
     gradient_as_bucket_view: bool = False
     """DDP: gradients are views into the all-reduce buckets (saves a copy)."""
