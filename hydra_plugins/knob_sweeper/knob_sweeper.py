@@ -12,21 +12,11 @@ from typing import Any, List
 from hydra.core.config_store import ConfigStore
 from hydra.plugins.sweeper import Sweeper
 
-from sweeper.sweep.config.settings import KnobSweeperConf, PrunerConf
-from sweeper.sweep.config.structured import defaults, omegaconf_schema
-from sweeper.trial.conf import NODES, RunConf
+from sweeper.sweep.config.settings import KnobSweeperConf, PrunerConf, register_configs
 
 __all__ = ["KnobSweeper", "KnobSweeperConf", "PrunerConf"]
 
-ConfigStore.instance().store(
-    group="hydra/sweeper", name="knob", node=omegaconf_schema(KnobSweeperConf), provider="knob_sweeper"
-)
-# The trial config's typed nodes, each default written once in its dataclass: conf/config.yaml composes them
-# (``measure_defaults@measure``, ...). Plain nodes, not the typed schema, so that a bad value reaches the
-# validation's one line (``sweeper.sweep.config.schema``); configs, not a group, so --help lists no such group.
-for _node, _cls in NODES.items():
-    ConfigStore.instance().store(name=f"{_node}_defaults", node=defaults(_cls), provider="knob_sweeper")
-ConfigStore.instance().store(name="run_defaults", node=defaults(RunConf), provider="knob_sweeper")  # top-level keys
+register_configs(ConfigStore.instance())  # hydra/sweeper=knob, and the defaults conf/config.yaml composes
 
 
 class KnobSweeper(Sweeper):

@@ -14,7 +14,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Literal, Optional, Union
 
-from sweeper.sweep.config.structured import build, omegaconf_schema
+from sweeper.sweep.config.structured import build, defaults, omegaconf_schema
 
 # torch.compile's modes as multiples of an eager trial's cost, before a study has measured them (``cost_prior``).
 COMPILE_PRIOR = {"default": 4, "reduce-overhead": 5, "max-autotune-no-cudagraphs": 30, "max-autotune": 35}
@@ -147,6 +147,19 @@ def settings_of(conf: Any) -> KnobSweeperConf:
 
     node = OmegaConf.merge(OmegaConf.structured(omegaconf_schema(KnobSweeperConf)), OmegaConf.create(dict(conf)))
     return build(KnobSweeperConf, OmegaConf.to_container(node, resolve=True))
+
+
+def register_configs(store: Any) -> None:
+    """What Hydra composes from the typed dataclasses, stored in its ConfigStore ``store`` (by the plugin, at
+    discovery): ``hydra/sweeper=knob`` (:class:`KnobSweeperConf`'s OmegaConf twin), and the defaults of the trial
+    config's typed nodes and top-level keys (``measure_defaults``, ..., ``run_defaults``), which conf/config.yaml's
+    defaults list composes. Those are plain nodes, not typed schemas, so that a bad value reaches the validation's
+    one line (``sweeper.sweep.config.schema``); configs, not a group, so that --help lists no such group."""
+    from sweeper.trial.conf import NODES, RunConf
+
+    store.store(group="hydra/sweeper", name="knob", node=omegaconf_schema(KnobSweeperConf), provider="knob_sweeper")
+    for node, cls in {**NODES, "run": RunConf}.items():
+        store.store(name=f"{node}_defaults", node=defaults(cls), provider="knob_sweeper")
 
 
 def plain(value: Any) -> Any:
