@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from sweeper.sweep.config.settings import KnobSweeperConf, PrunerConf
+from sweeper.sweep.config.settings import KnobSweeperConf, ObjectiveConf, PrunerConf
 from sweeper.trial.conf import MeasureConf, RunConf, TrialConf
 from workloads.spec import DataKnobs, MatmulKnobs, ResNet50Knobs, TrainingKnobs, TransformerBlockKnobs
 from workloads.spec.distributed import DistributedConf
@@ -43,7 +43,7 @@ SEARCH_SPACE = ("params", "conditions", "constraints")  # the workload's own, no
 # The report reads rows, which may predate a column: there the fallback is what the row's writer did then.
 READS_OF_OLD_ROWS = {"sweeper/report/recipe_dist.py:d.get('wrap_blocks', True)"}
 KNOB_CLASSES = (DataKnobs, MatmulKnobs, ResNet50Knobs, TrainingKnobs, TransformerBlockKnobs)
-SETTINGS_CLASSES = (KnobSweeperConf, PrunerConf, RunConf, *NODES.values())
+SETTINGS_CLASSES = (KnobSweeperConf, PrunerConf, ObjectiveConf, RunConf, *NODES.values())
 
 
 def _default(f: dataclasses.Field) -> Any:
@@ -58,8 +58,14 @@ def restated(cls: type, values: dict[str, Any], where: str) -> list[str]:
         if f.name not in values or f.name in SEARCH_SPACE:
             continue
         value = values[f.name]
+        item = typing.get_args(hints[f.name])[0] if typing.get_origin(hints[f.name]) is list else None
         if dataclasses.is_dataclass(hints[f.name]) and isinstance(value, dict):
             out += restated(hints[f.name], value, f"{where}.{f.name}")
+        elif dataclasses.is_dataclass(item) and isinstance(value, list):  # a list of them (objectives)
+            if value == [dataclasses.asdict(v) for v in _default(f)]:
+                out.append(f"{where}.{f.name}={value!r}")
+            for i, element in enumerate(value):
+                out += restated(item, element, f"{where}.{f.name}[{i}]") if isinstance(element, dict) else []
         elif value == _default(f) and type(value) is type(_default(f)) or value is None is _default(f):
             out.append(f"{where}.{f.name}={value!r}")
         elif isinstance(value, (int, float)) and not isinstance(value, bool) and value == _default(f):
@@ -112,6 +118,12 @@ def test_the_walk_sees_nested_fields_and_the_yamls() -> None:
     pruner = {"pruner": {"type": "none", "reduction_factor": 2}}
     assert restated(KnobSweeperConf, pruner, "hydra.sweeper") == ["hydra.sweeper.pruner.type='none'"]
     assert restated(NODES["measure"], {"steps": 50, "stall_s": 30}, "measure") == []
+    objectives = {"objectives": [{"metric": "throughput", "direction": "maximize"}]}
+    assert restated(KnobSweeperConf, objectives, "s") == [
+        "s.objectives=[{'metric': 'throughput', 'direction': 'maximize'}]",
+        "s.objectives[0].metric='throughput'",
+        "s.objectives[0].direction='maximize'",
+    ]
     assert sum(1 for p in YAMLS if any(n in placed(p) for n in NODES)) >= 4
     assert placed(ROOT / "conf" / "storage" / "journal.yaml")["hydra"]["sweeper"]["storage"].startswith("journal:")
 

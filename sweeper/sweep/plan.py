@@ -118,7 +118,7 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
     slots = make_slots(cfg["trial"]["resources"], int(settings.n_jobs or 1), gpu.device_info().count)
     launch.check_concurrent(launcher, config, len(slots))
     node = NodeSlots(node_lock_dir(cfg), slots, gpu.device_info().count)
-    objectives = [(str(o["metric"]), str(o.get("direction", "maximize"))) for o in settings.objectives]
+    objectives = [(str(o.metric), str(o.direction)) for o in settings.objectives]
     _check_objectives(objectives, workload, cfg["workload"].get("module"))
     check_enumerations(
         {k: list(getattr(d, "choices", ())) for k, d in space.params.items()}, workload, cfg["workload"].get("module")

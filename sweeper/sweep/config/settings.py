@@ -22,6 +22,18 @@ COMPILE_PRIOR = {"default": 4, "reduce-overhead": 5, "max-autotune-no-cudagraphs
 
 SamplerName = Literal["staged", "tpe", "random", "grid", "gp", "nsgaii", "qmc"]
 PrunerType = Literal["none", "median", "successive_halving", "hyperband"]
+Direction = Literal["maximize", "minimize"]
+
+
+@dataclass
+class ObjectiveConf:
+    """One of ``hydra.sweeper.objectives``: a metric and the way it should go."""
+
+    # A metric of the trial's row: throughput, peak_mem_bytes, step_ms_p50, ..., or one the workload's METRICS names
+    # (no default: an objective names its metric).
+    metric: str
+    # maximize | minimize.
+    direction: Direction = "maximize"
 
 
 @dataclass
@@ -91,8 +103,8 @@ class KnobSweeperConf:
     warm_start: Any = None
     # How many of the earlier studies' best configurations are measured again first.
     warm_start_k: int = 3
-    # [{metric, direction}]; two or more make a multi-objective study (Pareto front in the report).
-    objectives: List[Any] = field(default_factory=lambda: [{"metric": "throughput", "direction": "maximize"}])
+    # [{metric, direction}] (ObjectiveConf); two or more make a multi-objective study (Pareto front in the report).
+    objectives: List[ObjectiveConf] = field(default_factory=lambda: [ObjectiveConf("throughput")])
     # Search space: dotted config key -> choice(...) | range(...) | interval(...) | tag(log, ...) | fixed value.
     params: Dict[str, Any] = field(default_factory=dict)
     # Conditional knobs: key -> expression; the knob is sampled only when it holds, else set to null.

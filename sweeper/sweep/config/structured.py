@@ -14,7 +14,7 @@ import functools
 import types
 import typing
 from collections.abc import Mapping
-from typing import Any, Literal, Optional, TypeVar
+from typing import Any, List, Literal, Optional, TypeVar
 
 T = TypeVar("T")
 
@@ -27,6 +27,8 @@ def _erase(hint: Any) -> Any:
     if origin is Literal:
         kinds = {type(v) for v in typing.get_args(hint)}
         return kinds.pop() if len(kinds) == 1 else Any
+    if origin is list and dataclasses.is_dataclass(typing.get_args(hint)[0]):
+        return List[omegaconf_schema(typing.get_args(hint)[0])]  # noqa: UP006 - what OmegaConf reads
     if origin in (typing.Union, types.UnionType):
         args = typing.get_args(hint)
         erased = {_erase(a) for a in args if a is not type(None)}
@@ -48,7 +50,7 @@ def omegaconf_schema(cls: type) -> type:
         if dataclasses.is_dataclass(hint):
             spec = dataclasses.field(default_factory=omegaconf_schema(hint))
         elif f.default_factory is not dataclasses.MISSING:
-            spec = dataclasses.field(default_factory=f.default_factory)
+            spec = dataclasses.field(default_factory=functools.partial(_plain_default, f.default_factory))
         else:
             spec = dataclasses.field(default=f.default)
         fields.append((f.name, _erase(hint), spec))
@@ -57,19 +59,32 @@ def omegaconf_schema(cls: type) -> type:
     return twin
 
 
+def _plain_default(factory: Any) -> Any:
+    """A default made by ``factory``, each dataclass instance in a list of them as its twin's (OmegaConf takes no
+    other in a list typed by the twin)."""
+    value = factory()
+    if not isinstance(value, list):
+        return value
+    return [
+        build(omegaconf_schema(type(v)), dataclasses.asdict(v)) if dataclasses.is_dataclass(v) else v for v in value
+    ]
+
+
+def _built(hint: Any, value: Any) -> Any:
+    """``value`` of a field typed ``hint``: a mapping for a dataclass built into it, a list of them each."""
+    if dataclasses.is_dataclass(hint) and isinstance(value, Mapping):
+        return build(hint, value)
+    item = typing.get_args(hint)[0] if typing.get_origin(hint) is list else None
+    if isinstance(value, list) and dataclasses.is_dataclass(item):
+        return [_built(item, v) for v in value]
+    return value
+
+
 def build(cls: type[T], data: Mapping[str, Any]) -> T:
     """A plain mapping of ``cls``'s fields (a node typed by its twin, as a container) -> an instance of ``cls``,
     nested dataclasses built too; a missing field takes its default."""
     hints = typing.get_type_hints(cls)
-    given = {}
-    for f in dataclasses.fields(cls):
-        if f.name in data:
-            value = data[f.name]
-            nested = hints[f.name]
-            given[f.name] = (
-                build(nested, value) if dataclasses.is_dataclass(nested) and isinstance(value, Mapping) else value
-            )
-    return cls(**given)
+    return cls(**{f.name: _built(hints[f.name], data[f.name]) for f in dataclasses.fields(cls) if f.name in data})
 
 
 def defaults(cls: type) -> dict[str, Any]:

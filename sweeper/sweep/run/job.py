@@ -38,7 +38,7 @@ def _single_run_context(tcfg: dict[str, Any]) -> dict[str, Any]:
     from hydra.core.hydra_config import HydraConfig
 
     hc = HydraConfig.get()
-    objectives = [f"{o['metric']}:{o.get('direction', 'maximize')}" for o in hc.sweeper.get("objectives") or []]
+    objectives = [f"{o['metric']}:{o['direction']}" for o in hc.sweeper.get("objectives") or []]  # ObjectiveConf
     params = OmegaConf.to_container(hc.sweeper.params, resolve=True) if "params" in hc.sweeper else {}
     dists = {}
     for key, text in {**(params or {}), **preset_params(tcfg)}.items():
