@@ -61,7 +61,7 @@ def profile_trial(work: Any, device: torch.device, cfg: dict[str, Any]) -> dict[
     t0 = time.perf_counter()
     rel = trace_for(cfg, _rank())
     try:
-        out = capture(work, device, steps, Path(cfg.get("results_dir") or ".") / rel)
+        out = capture(work, device, steps, Path(cfg["results_dir"]) / rel)  # a trial config: every key present
         out["prof_trace"] = rel
     except Exception as exc:  # noqa: BLE001 - the measured window is kept; the profile says why it is missing
         out = {"prof_error": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]}
