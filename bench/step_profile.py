@@ -120,7 +120,7 @@ def main() -> None:
     import workloads
 
     args.out.mkdir(parents=True, exist_ok=True)
-    from sweeper.sweep.config import trial_config
+    from sweeper.sweep.config.trial_config import trial_config
     from sweeper.trial.gpu import device_info
     from workloads.base import DeviceInfo
 

@@ -65,6 +65,17 @@ CASES = [
      "world_size"),
     (["+workload=matmul", "-m", "hydra.sweeper.objectives=[{metric:throughput,direction:up}]"],
      "`hydra.sweeper.objectives[0].direction`: 'up' is not a direction; use maximize or minimize"),
+    (["+workload=matmul", "-m", "hydra.sweeper.objectives=[{direction:minimize}]"],
+     "`hydra.sweeper.objectives[0].metric`: is missing; write each objective as {metric: <name>, "
+     "direction: maximize|minimize}"),
+    (["+workload=matmul", "-m", "hydra.sweeper.objectives=[{metric:throughput,dir:maximize}]"],
+     "`hydra.sweeper.objectives`: 'dir' is not a field of ObjectiveConf; write each objective as {metric: <name>, "
+     "direction: maximize|minimize}"),
+    (["+workload=matmul", "-m", "hydra.sweeper.pruner.min_resource=some"],
+     "`hydra.sweeper.pruner.min_resource`: 'some' is not an integer or auto; give an integer or auto"),
+    (["+workload=matmul", "-m", "distributed.sharding=ZERO3"],
+     "`distributed.sharding`: must be one of ('FULL_SHARD', 'SHARD_GRAD_OP', 'NO_SHARD', 'HYBRID_SHARD'), got "
+     "'ZERO3'; use one of: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD"),
     (["+workload=matmul", "-m", "hydra.sweeper.storage=postgresql+psycopg://nobody@127.0.0.1:9/nodb"],
      None),  # message checked by prefix below: it carries the driver's own reason
     (["+workload=matmul", "-m", "++hydra.sweeper.cost_prior={knobs.dtype:{fp16:2}}"],

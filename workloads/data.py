@@ -47,12 +47,15 @@ from workloads.spec.data import (  # noqa: F401 (re-exported: the workload check
     AUGMENT_DEVICES,
     DECODE_DEVICES,
     TRANSFER_DTYPES,
+    DataKnobs,
     check,
     gpu_share,
     knob_conflict,
 )
+from workloads.spec.typed import of
 
 EXTENSIONS = (".jpg", ".jpeg")
+TORCH_PREFETCH_FACTOR = 2  # batches each DataLoader worker keeps in flight when knobs.prefetch_factor is null
 
 
 # ---------------------------------------------------------------- host side (runs in the DataLoader workers)
@@ -181,7 +184,7 @@ def _worker_options(knobs: dict[str, Any]) -> dict[str, Any]:
     # a fresh server that imports torch again before its first worker runs (first batch 140 s on the H200
     # with 14 workers, 3 s on the CI machine with 2). Workers never touch CUDA.
     per_worker: dict[str, Any] = {"multiprocessing_context": "fork"}
-    per_worker["persistent_workers"] = bool(knobs.get("persistent_workers", False))
+    per_worker["persistent_workers"] = of(DataKnobs, knobs).persistent_workers
     if knobs.get("prefetch_factor") is not None:
         per_worker["prefetch_factor"] = int(knobs["prefetch_factor"])
     if knobs.get("worker_nice"):
@@ -212,7 +215,7 @@ def _buffered_batches(workers: int, per_worker: dict[str, Any], threaded: bool, 
     """Batches the loader can hold ready: each worker keeps prefetch_factor (torch's default 2) in flight, plus
     what the device thread holds."""
     return (
-        (workers * int(per_worker.get("prefetch_factor", 2)) if workers else 0)
+        (workers * int(per_worker.get("prefetch_factor") or TORCH_PREFETCH_FACTOR) if workers else 0)
         + (PREFETCH_DEPTH + 1 if threaded else 0)
         + (DECODED_DEPTH + 1 if share > 0 else 0)
     )
@@ -226,7 +229,7 @@ def _device_side(
         image_size,
         device,
         memory_format,
-        bool(knobs.get("non_blocking", False)),
+        of(DataKnobs, knobs).non_blocking,
         (knobs.get("gpu_decoder") or "torchvision") if share > 0 else "torchvision",
         bool(knobs.get("gpu_roi_decode")) and share > 0,
     )
@@ -259,7 +262,7 @@ class Pipeline:
         if reason:
             raise ValueError(reason)
         self.knobs = knobs
-        self.decode_device = str(knobs.get("decode_device", "cpu"))
+        self.decode_device = str(of(DataKnobs, knobs).decode_device)
         self.share = gpu_share(knobs)
         # uint8: workers hand over the uint8 crops (a quarter of the bytes to copy), normalized on the device after
         # the copy; float32: workers normalize, the float32 batch crosses to the device.
@@ -284,7 +287,7 @@ class Pipeline:
         self.workers = int(knobs.get("num_workers") or 0)
         per_worker = _worker_options(knobs) if self.workers > 0 else {}
         self.loader = _loader(
-            self.dataset, epoch, batch_size, self.workers, bool(knobs.get("pin_memory", False)), per_worker
+            self.dataset, epoch, batch_size, self.workers, of(DataKnobs, knobs).pin_memory, per_worker
         )
         threaded = self.share > 0 or bool(knobs.get("device_prefetch")) or regions
         self.buffered_batches = _buffered_batches(self.workers, per_worker, threaded, self.share)

@@ -59,8 +59,10 @@ from workloads.spec.data import (  # noqa: F401 (re-exported)
     CPU_DECODERS,
     DECODE_SCALES,
     GPU_DECODERS,
+    DataKnobs,
     nvimgcodec_missing,
 )
+from workloads.spec.typed import of
 
 
 def crop_windows(heights: torch.Tensor, widths: torch.Tensor, tries: int = 10) -> torch.Tensor:
@@ -295,7 +297,7 @@ def synchronize(device: torch.device) -> None:
 
 def describe(knobs: dict[str, Any]) -> str:
     """A short name for the decode strategy these knobs select (for logs)."""
-    device = knobs.get("decode_device", "cpu")
+    device = of(DataKnobs, knobs).decode_device
     gpu = f"gpu:{knobs.get('gpu_decoder') or 'torchvision'}{'+roi' if knobs.get('gpu_roi_decode') else ''}"
     if device == "cuda":
         return gpu

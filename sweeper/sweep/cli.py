@@ -66,6 +66,9 @@ def _yaml_error(exc: BaseException) -> ConfigError | None:
     return None
 
 
+_TYPED_ITEMS = {"ObjectiveConf": "write each objective as {metric: <name>, direction: maximize|minimize}"}
+
+
 def _translate(exc: Exception, overrides: list[str], known_keys: list[str]) -> ConfigError:
     yaml_error = _yaml_error(exc)
     if yaml_error is not None:
@@ -96,6 +99,11 @@ def _translate(exc: Exception, overrides: list[str], known_keys: list[str]) -> C
             f"`{group}=` can only replace entries the workload already has, not add `{key}`",
             f"add entries with `++{group}={{...}}`, or sweep a knob directly: {key}='choice(...)'",
         )
+    m = re.search(r"Could not override '(hydra\.sweeper\.[^']+)'", text)
+    field = re.search(r"Key '([^']+)' not in '(\w+)'", cause)
+    if m and field and field.group(2) in _TYPED_ITEMS:  # a key an objective does not have: its fields named
+        what = f"{field.group(1)!r} is not a field of {field.group(2)}"
+        return ConfigError(m.group(1), what, _TYPED_ITEMS[field.group(2)])
     m = re.search(r"Could not override '([^']+)'", text) or re.search(r"Key '([^']+)' is not in struct", text)
     if m:
         key = m.group(1)
@@ -210,6 +218,9 @@ def _check_sweeper_keys(cfg: Any) -> None:
     given = [k for k in sweeper if k not in known] + [
         k for k in flatten({"pruner": sweeper.get("pruner") or {}}) if k not in pruner
     ]
+    for i, objective in enumerate(sweeper.get("objectives") or []):  # ObjectiveConf.metric has no default
+        if isinstance(objective, dict) and objective.get("metric") in (None, "???"):
+            raise ConfigError(f"hydra.sweeper.objectives[{i}].metric", "is missing", _TYPED_ITEMS["ObjectiveConf"])
     if given:
         full = [f"hydra.sweeper.{k}" for k in sorted(known | pruner)]
         key = f"hydra.sweeper.{given[0]}"

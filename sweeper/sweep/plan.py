@@ -101,10 +101,10 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
     schema.validate(cfg)  # measure, trial, distributed: once, before the first trial
     workload = cfg["workload"]["name"]
     starts = _parse_starts(plain(settings.starts), space, defaults, cfg)
-    slots = make_slots(cfg["trial"].get("resources"), int(settings.n_jobs or 1), gpu.device_info().count)
+    slots = make_slots(cfg["trial"]["resources"], int(settings.n_jobs or 1), gpu.device_info().count)
     launch.check_concurrent(launcher, config, len(slots))
     node = NodeSlots(node_lock_dir(cfg), slots, gpu.device_info().count)
-    objectives = [(str(o["metric"]), str(o.get("direction", "maximize"))) for o in settings.objectives]
+    objectives = [(str(o.metric), str(o.direction)) for o in settings.objectives]
     _check_workload(cfg, space, objectives, fixed_args)
     results_dir = Path(cfg["results_dir"])
     workload_key = _workload_key(cfg)
@@ -249,8 +249,8 @@ def _checked_pruner(settings: Any, objectives: list[tuple[str, str]]) -> dict[st
     """``hydra.sweeper.pruner`` as a plain dict (sent to each trial), validated; pruning needs one objective,
     throughput:maximize."""
     pruner_conf = dataclasses.asdict(settings.pruner)
-    make_pruner(pruner_conf)  # validates
-    if pruner_conf.get("type", "none") != "none" and objectives != [("throughput", "maximize")]:
+    make_pruner(settings.pruner)  # validates
+    if settings.pruner.type != "none" and objectives != [("throughput", "maximize")]:
         raise ConfigError(
             "hydra.sweeper.pruner.type",
             "pruning needs the single objective throughput:maximize",

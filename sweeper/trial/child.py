@@ -39,7 +39,7 @@ def execute(cfg: dict[str, Any], report=None) -> dict[str, Any]:
     One process (:func:`sweeper.trial.local.execute`), or, when ``distributed.strategy`` is not ``none``,
     ``distributed.nproc`` ranks with this process as their agent (:func:`sweeper.trial.ranks.execute`).
     """
-    if (cfg.get("distributed") or {}).get("strategy", "none") != "none":
+    if cfg["distributed"]["strategy"] != "none":
         from sweeper.trial import ranks  # start N ranks (this process is their agent); each runs local.execute
 
         return ranks.execute(cfg)

@@ -3,13 +3,17 @@
 
 Plain dataclasses with a docstring per field, importing nothing heavy: the sweep registers them in Hydra's
 ConfigStore and checks a command's config against them before any trial starts (``sweeper.sweep.config.schema``).
-Defaults here equal ``conf/config.yaml``'s.
+Each default is written here and nowhere else: ``conf/config.yaml`` composes these nodes from them
+(``measure_defaults@measure``, ...) and a trial config holds every key (``sweeper.sweep.config.trial_config``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
+
+from workloads.spec.distributed import DistributedConf
 
 
 @dataclasses.dataclass
@@ -28,7 +32,7 @@ class MeasureConf:
     precision target."""
     max_steps: int | None = None
     """...but no more steps than this; null: 100 x ``steps`` when adaptive, else ``steps``."""
-    stall_s: float | None = 120.0
+    stall_s: float | None = 120
     """Once the first step is done (with its compilation): a step or a first batch that takes this long and 20x
     the warm-up's step time ends the trial as ``failed (stalled)``, every thread's stack in its log
     (``faulthandler``), instead of holding the sweep's budget until ``trial.timeout_s``; null: off. Off with
@@ -79,7 +83,7 @@ class ResourcesConf:
 class TrialConf:
     """How a trial runs (``trial:``); see ``sweeper.trial.isolate``."""
 
-    timeout_s: float = 900.0
+    timeout_s: float = 900
     """A trial still running after this many seconds is killed (status failed, reason timeout)."""
     isolate: bool = True
     """Run each trial in its own child process (false: in the Hydra job's process, for debugging; there nothing
@@ -88,8 +92,9 @@ class TrialConf:
     """What one trial needs of the node (see :class:`ResourcesConf`)."""
     lock_dir: str | None = None
     """Where sweepers on one node lock each core and GPU of a slot (``sweeper.sweep.run.slots``), one folder per host;
-    null: the node-wide ``sweeper.sweep.run.slots.default_lock_dir`` (``$KNOB_SWEEPER_LOCK_DIR``, else
-    ``<temp dir>/knob-sweeper-<user>/locks``). Sweepers coordinate when they share it."""
+    null: the node-wide ``$KNOB_SWEEPER_LOCK_DIR``, else ``<temp dir>/knob-sweeper-<user>/locks``
+    (``sweeper.sweep.run.slots.default_lock_dir``), whatever ``results_dir`` is. Sweepers coordinate when they share
+    it."""
     context: str | None = None
     """Set by the sweeper for each trial (study, trial number, storage, ...) as JSON; never by hand."""
     trace: str | None = None
@@ -113,3 +118,34 @@ def _infinite(node: object, names: tuple[str, ...]) -> list[tuple[str, str, str]
             fix = "give a finite number" + (", or null" if name in ("rel_precision", "stall_s") else "")
             out.append((name, f"must be a finite number, got {value}", fix))
     return out
+
+
+@dataclasses.dataclass
+class RunConf:
+    """The top-level keys of the config a trial runs on (``device``, ``preset``, ...); see
+    ``sweeper.sweep.config.trial_config`` (device and preset resolved, the environment built)."""
+
+    device: str = "auto"
+    """auto: the first visible GPU, else the CPU. Or cpu, cuda, cuda:N."""
+    preset: str | None = "auto"
+    """auto: the workload's ``tiny`` preset on the CPU, none on a GPU. Or none, or a preset name."""
+    results_dir: str = "results"
+    """Parquet rows go to ``<results_dir>/trials/``, the default Optuna storage to ``<results_dir>/optuna.db``."""
+    compile_cache_dir: str | None = "${results_dir}/inductor_cache"
+    """Shared by every trial of a sweep, so a compiled graph is compiled once (``TORCHINDUCTOR_CACHE_DIR``)."""
+    env: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Extra environment variables for the trial process."""
+    cpus: list[int] | None = None
+    """CPU cores the trial process is pinned to (null: all the process may use). Set per trial by the sweeper
+    when ``trial.resources`` cuts the node into slots."""
+    gpus: list[Any] | None = None
+    """GPUs the trial may see (``CUDA_VISIBLE_DEVICES`` tokens; null: all). Set per trial like ``cpus``."""
+    cpu_threads: int | None = None
+    """torch intra-op threads in the trial (null: one per core it may use)."""
+
+
+NODES: dict[str, type] = {"measure": MeasureConf, "trial": TrialConf, "distributed": DistributedConf}
+"""The typed nodes of a trial's config: node -> its dataclass (``distributed`` is
+:class:`workloads.spec.distributed.DistributedConf`, torch-free beside the knob classes)."""
+"""The typed nodes of a trial's config: node -> its dataclass (``distributed`` is
+:class:`workloads.spec.distributed.DistributedConf`, torch-free beside the knob classes)."""

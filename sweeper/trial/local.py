@@ -40,11 +40,11 @@ def execute(cfg: dict[str, Any], report=None) -> dict[str, Any]:
             device,
             warmup_steps=int(m["warmup_steps"]),
             steps=int(m["steps"]),
-            min_time_s=float(m.get("min_time_s") or 0.0),
-            max_steps=m.get("max_steps"),
-            rel_precision=m.get("rel_precision"),
+            min_time_s=float(m["min_time_s"]),
+            max_steps=m["max_steps"],
+            rel_precision=m["rel_precision"],
             # the watchdog ends its process: only a trial's own one, never a sweeper running it in-process
-            stall_s=m.get("stall_s") if (cfg.get("trial") or {}).get("isolate", True) else None,
+            stall_s=m["stall_s"] if cfg["trial"]["isolate"] else None,
             report=report,
             gpu_name=fp["gpu_name"] or None,
         )
@@ -53,7 +53,7 @@ def execute(cfg: dict[str, Any], report=None) -> dict[str, Any]:
         work.close()
     metrics["setup_s"] = setup_s
     metrics["cpu_threads"] = threads
-    if cfg["knobs"].get("compile", "off") != "off":
+    if cfg["knobs"].get("compile") not in (None, "off"):  # null turns a knob off
         metrics["compile_s"] = max(0.0, metrics["first_step_s"] - metrics["step_ms_p50"] / 1e3)
         metrics["graph_breaks"] = _graph_breaks()
     else:

@@ -34,7 +34,7 @@ from sweeper.trial import trace_analysis as ta
 def trace_for(cfg: dict[str, Any], rank: int | None) -> str:
     """The trace's path relative to ``results_dir``: the one the job chose (``trial.trace``), rank-suffixed in
     a distributed trial, else a single run's (``<workload>-runs``, stamped)."""
-    chosen = (cfg.get("trial") or {}).get("trace")
+    chosen = cfg["trial"]["trace"]
     if not chosen:
         stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}"
         chosen = ta.trace_relpath(f"{cfg['workload']['name']}-runs", None, stamp=stamp)
@@ -55,13 +55,13 @@ def _rank() -> int | None:
 
 def profile_trial(work: Any, device: torch.device, cfg: dict[str, Any]) -> dict[str, Any]:
     """The ``prof_*`` columns of ``measure.profile_steps`` profiled steps (nothing when 0); never raises."""
-    steps = int((cfg.get("measure") or {}).get("profile_steps") or 0)
+    steps = int(cfg["measure"]["profile_steps"])
     if steps <= 0:
         return {}
     t0 = time.perf_counter()
     rel = trace_for(cfg, _rank())
     try:
-        out = capture(work, device, steps, Path(cfg.get("results_dir") or ".") / rel)
+        out = capture(work, device, steps, Path(cfg["results_dir"]) / rel)  # a trial config: every key present
         out["prof_trace"] = rel
     except Exception as exc:  # noqa: BLE001 - the measured window is kept; the profile says why it is missing
         out = {"prof_error": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]}

@@ -14,6 +14,7 @@ import typing
 from typing import Any, Literal
 
 from workloads.base import DeviceInfo
+from workloads.spec import typed
 
 DecodeDevice = Literal["cpu", "cuda", "hybrid"]
 # where the CPU-decoded images are cropped and resized: in the workers, or (uint8 crop windows copied) on the GPU
@@ -88,7 +89,7 @@ def knob_conflict(knobs: dict[str, Any], device_kind: str) -> str | None:
 
 def _decode_conflict(knobs: dict[str, Any], device_kind: str) -> str | None:
     """Where JPEGs are decoded: decode_device, and the GPU decoder's knobs where a GPU decodes."""
-    where = knobs.get("decode_device", "cpu")
+    where = typed.of(DataKnobs, knobs).decode_device
     if where not in DECODE_DEVICES:
         return f"knobs.decode_device must be one of {DECODE_DEVICES}, got {where!r}"
     if where != "cpu" and device_kind != "cuda":
@@ -117,7 +118,7 @@ def _decode_conflict(knobs: dict[str, Any], device_kind: str) -> str | None:
 
 def _transfer_conflict(knobs: dict[str, Any], device_kind: str) -> str | None:
     """How batches reach the device: device_prefetch, transfer_dtype and augment_device."""
-    where = knobs.get("decode_device", "cpu")
+    where = typed.of(DataKnobs, knobs).decode_device
     if knobs.get("device_prefetch") and device_kind != "cuda":
         return "knobs.device_prefetch=true copies batches on a side CUDA stream; it needs a GPU"
     transfer = knobs.get("transfer_dtype") or "float32"
@@ -200,5 +201,5 @@ def check(knobs: dict[str, Any], device: DeviceInfo) -> str | None:
 
 def gpu_share(knobs: dict[str, Any]) -> float:
     """Share of each batch decoded on the GPU: 0 (cpu), 1 (cuda) or ``gpu_share`` (hybrid)."""
-    where = knobs.get("decode_device", "cpu")
+    where = typed.of(DataKnobs, knobs).decode_device
     return {"cpu": 0.0, "cuda": 1.0}.get(where, float(knobs.get("gpu_share") or 0.0))

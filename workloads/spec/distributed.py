@@ -7,16 +7,24 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import typing
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from workloads.base import DeviceInfo
+from workloads.spec import typed
 
-STRATEGIES = ("none", "ddp", "fsdp")
-SHARDINGS = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD")
-COMM_HOOKS = ("none", "fp16", "bf16")
-START_METHODS = ("fork", "spawn", "forkserver")
-DTYPE_NAMES = ("fp32", "bf16", "fp16")
+Strategy = Literal["none", "ddp", "fsdp"]
+Sharding = Literal["FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD"]
+CommHook = Literal["none", "fp16", "bf16"]
+StartMethod = Literal["fork", "spawn", "forkserver"]
+Backend = Literal["auto", "nccl", "gloo"]
+DtypeName = Literal["fp32", "bf16", "fp16"]
+STRATEGIES: tuple[str, ...] = typing.get_args(Strategy)
+SHARDINGS: tuple[str, ...] = typing.get_args(Sharding)
+COMM_HOOKS: tuple[str, ...] = typing.get_args(CommHook)
+START_METHODS: tuple[str, ...] = typing.get_args(StartMethod)
+DTYPE_NAMES: tuple[str, ...] = typing.get_args(DtypeName)
 # Metrics a distributed trial adds to the usual ones (objectives may name them).
 METRICS = ("world_size", "step_ms_p50_rank_min", "comm_frac", "comm_ms_per_step", "launch_s")
 
@@ -26,19 +34,19 @@ class DistributedConf:
     """The ``distributed`` config node: its schema (registered in Hydra's ConfigStore as ``schema/distributed``,
     checked before any trial starts) and, through :func:`settings`, the validated settings a rank wraps with."""
 
-    strategy: str = "none"
+    strategy: Strategy = "none"
     """none (one process) | ddp | fsdp (FSDP2, ``fully_shard``)."""
     nproc: int | None = None
     """Ranks of one trial; null: one per GPU visible to the trial (1 on the CPU)."""
-    backend: str = "auto"
+    backend: Backend = "auto"
     """auto (nccl on GPU, gloo on CPU) | nccl | gloo."""
-    timeout_s: float = 300.0
+    timeout_s: float = 300  # 300, not 300.0: a row's knob.distributed.* columns keep the type earlier rows have
     """Process-group timeout in seconds: a rank waiting in a collective longer than this fails."""
-    start_method: str = "fork"
+    start_method: StartMethod = "fork"
     """How the launcher starts ranks: fork (torch already imported: fast) | spawn | forkserver."""
     comm_profile_steps: int = 3
     """Steps profiled after the measured window to measure ``comm_frac`` (0: off)."""
-    bucket_cap_mb: float = 25.0
+    bucket_cap_mb: float = 25  # an int likewise
     """DDP: gradient bucket size of the all-reduce, in MiB."""
     gradient_as_bucket_view: bool = False
     """DDP: gradients are views into the all-reduce buckets (saves a copy)."""
@@ -46,15 +54,15 @@ class DistributedConf:
     """DDP: the set of used parameters never changes between steps."""
     find_unused_parameters: bool = False
     """DDP: look for parameters without gradients after each forward."""
-    comm_hook: str = "none"
+    comm_hook: CommHook = "none"
     """DDP: none | fp16 | bf16 (gradients compressed for the all-reduce, ``default_hooks``)."""
-    sharding: str = "FULL_SHARD"
+    sharding: Sharding = "FULL_SHARD"
     """FSDP2: FULL_SHARD | SHARD_GRAD_OP | NO_SHARD | HYBRID_SHARD (see the module docstring)."""
     replicate_degree: int | None = None
     """FSDP2 HYBRID_SHARD: replica groups; null: the largest divisor of nproc <= sqrt(nproc)."""
-    param_dtype: str | None = None
+    param_dtype: DtypeName | None = None
     """FSDP2 ``MixedPrecisionPolicy.param_dtype``: null (keep fp32) | fp32 | bf16 | fp16."""
-    reduce_dtype: str | None = None
+    reduce_dtype: DtypeName | None = None
     """FSDP2 ``MixedPrecisionPolicy.reduce_dtype``: null (= param_dtype) | fp32 | bf16 | fp16."""
     cpu_offload: bool = False
     """FSDP2 ``CPUOffloadPolicy`` (GPU only): sharded params, grads and optimizer step on the CPU."""
@@ -63,25 +71,9 @@ class DistributedConf:
 
     def problems(self) -> list[tuple[str, str, str]]:
         """(key, problem, fix) for every setting out of its range; empty when the node is valid."""
-        out = []
-        for key, allowed in (
-            ("strategy", STRATEGIES),
-            ("sharding", SHARDINGS),
-            ("comm_hook", COMM_HOOKS),
-            ("start_method", START_METHODS),
-            ("backend", ("auto", "nccl", "gloo")),
-            ("param_dtype", (None, *DTYPE_NAMES)),
-            ("reduce_dtype", (None, *DTYPE_NAMES)),
-        ):
-            value = getattr(self, key)
-            if value not in allowed:
-                out.append(
-                    (
-                        key,
-                        f"must be one of {allowed}, got {value!r}",
-                        f"use one of: {', '.join('null' if a is None else a for a in allowed)}",
-                    )
-                )
+        out = typed.field_problems(self)  # the choices, and each value of its field's type
+        if out:
+            return out
         if self.nproc is not None and int(self.nproc) < 1:
             out.append(
                 (
@@ -145,7 +137,7 @@ def check(cfg: Mapping[str, Any], device: DeviceInfo) -> str | None:
         return str(e)
     if s.strategy == "none":
         return None
-    kind = "cuda" if str(cfg.get("device", "cpu")).startswith("cuda") else "cpu"
+    kind = "cuda" if str(cfg["device"]).startswith("cuda") else "cpu"
     n = resolve_nproc(s, kind, device.count)
     if kind == "cuda" and n > device.count:
         return f"distributed.nproc={n} needs {n} GPUs, {device.count} visible"

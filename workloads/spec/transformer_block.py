@@ -8,7 +8,7 @@ import typing
 from typing import Any, Literal
 
 from workloads.base import DeviceInfo
-from workloads.spec import distributed
+from workloads.spec import distributed, typed
 from workloads.spec.training import Checkpointing, Precision, TrainingKnobs, check_common
 
 SdpaBackend = Literal["auto", "flash", "efficient", "cudnn", "math"]
@@ -38,7 +38,7 @@ def check(cfg: dict[str, Any], device: DeviceInfo) -> str | None:
     reason = check_common(knobs, device) or distributed.check(cfg, device)
     if reason:
         return reason
-    backend = knobs.get("sdpa_backend", "auto")
+    backend = typed.of(TransformerBlockKnobs, knobs).sdpa_backend
     if device.kind == "cpu" and backend in ("flash", "efficient", "cudnn"):
         return f"sdpa_backend={backend} is a CUDA kernel"
     if backend == "flash" and knobs.get("precision") in ("fp32", "tf32"):

@@ -104,3 +104,28 @@ def of(cls: type[T], knobs: Mapping[str, Any] | None) -> T:
     given = knobs or {}
     names = {f.name for f in dataclasses.fields(cls)}
     return cls(**{k: v for k, v in given.items() if k in names and v is not None})
+
+
+def field_problems(obj: Any, prefix: str = "") -> list[tuple[str, str, str]]:
+    """(key, problem, fix) for each field of the dataclass ``obj`` (nested dataclasses too) whose value its type
+    does not take: a ``Literal`` field one of its choices, null only where the type is optional. Unlike
+    :func:`problem` for knobs, null is a problem where the field's type does not allow it."""
+    out = []
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value):
+            out += field_problems(value, f"{prefix}{f.name}.")
+            continue
+        hint = _hints(type(obj))[f.name]
+        alternatives = _alternatives(hint)
+        optional = typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
+        if value is None and optional or value is not None and problem(type(obj), f.name, value) is None:
+            continue
+        if all(typing.get_origin(alt) is Literal for alt in alternatives):  # a choice: the words of the choices
+            values = (None, *choices(type(obj))[f.name]) if optional else choices(type(obj))[f.name]
+            words = ", ".join("null" if v is None else str(v) for v in values)
+            out.append((prefix + f.name, f"must be one of {values}, got {value!r}", f"use one of: {words}"))
+        else:
+            what = allowed(type(obj), f.name) + (" or null" if optional else "")
+            out.append((prefix + f.name, f"{value!r} is not {what}", f"give {what}"))
+    return out

@@ -10,27 +10,54 @@ This module imports nothing heavy (no torch, no Optuna): plugin discovery stays 
 from __future__ import annotations
 
 import math
+import typing
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Literal, Optional, Union
+
+from sweeper.sweep.config.structured import build, defaults, omegaconf_schema
 
 # torch.compile's modes as multiples of an eager trial's cost, before a study has measured them (``cost_prior``).
 COMPILE_PRIOR = {"default": 4, "reduce-overhead": 5, "max-autotune-no-cudagraphs": 30, "max-autotune": 35}
 
 
+SamplerName = Literal["staged", "tpe", "random", "grid", "gp", "nsgaii", "qmc"]
+PrunerType = Literal["none", "median", "successive_halving", "hyperband"]
+Direction = Literal["maximize", "minimize"]
+
+
+@dataclass
+class ObjectiveConf:
+    """One of ``hydra.sweeper.objectives``: a metric and the way it should go."""
+
+    # A metric of the trial's row: throughput, peak_mem_bytes, step_ms_p50, ..., or one the workload's METRICS names
+    # (no default: an objective names its metric).
+    metric: str
+    # maximize | minimize.
+    direction: Direction = "maximize"
+
+
 @dataclass
 class PrunerConf:
+    """``hydra.sweeper.pruner``: Optuna's pruner, fed by the running trial (``sweeper.sweep.search.prune``)."""
+
     # none | median | successive_halving | hyperband (Optuna's pruners; single objective throughput:maximize).
-    type: str = "none"
-    # median: trials finished before pruning starts, and reports skipped at the start of each trial.
+    type: PrunerType = "none"
+    # median: trials finished before pruning starts...
     n_startup_trials: int = 3
+    # ...and the reports skipped at the start of each trial.
     n_warmup_steps: int = 0
-    # successive_halving / hyperband: the smallest number of measured steps a trial gets, and the cut factor.
-    min_resource: Any = "auto"
+    # successive_halving / hyperband: the smallest number of measured steps a trial gets (auto: Optuna's estimate
+    # for successive_halving, 1 for hyperband)...
+    min_resource: Union[int, Literal["auto"]] = "auto"
+    # ...and the factor each rung cuts the trials by.
     reduction_factor: int = 3
 
 
 @dataclass
 class KnobSweeperConf:
+    """``hydra.sweeper``: the knob sweeper's settings (registered as ``hydra/sweeper=knob``)."""
+
+    # The class Hydra instantiates (``hydra_plugins.knob_sweeper``).
     _target_: str = "hydra_plugins.knob_sweeper.knob_sweeper.KnobSweeper"
     # Optuna study name; null -> "<workload>" (or "<workload>-<preset>" when a preset is active).
     study_name: Optional[str] = None
@@ -51,9 +78,11 @@ class KnobSweeperConf:
     # Cap a trial's timeout (trial.timeout_s) at this multiple of the slowest measured trial of its kind (the same
     # `expensive` values), never below timeout_floor_s, once 3 of its kind were measured; null = off.
     timeout_factor: Optional[float] = None
+    # The least a capped trial timeout may be, in seconds.
     timeout_floor_s: float = 60.0
     # staged (default: cost-aware, see `expensive`), tpe, random, grid, gp, nsgaii, qmc.
-    sampler: str = "staged"
+    sampler: SamplerName = "staged"
+    # The sampler's seed (null: random). Re-run on a study with trials, it is derived from (seed, trial count).
     seed: Optional[int] = None
     # Knobs that make a trial expensive, each with its cheap value ({knobs.compile: "off"}): the staged sampler
     # screens the other knobs with these cheap, then measures the best few screened configurations with each
@@ -72,9 +101,10 @@ class KnobSweeperConf:
     # study name, or a list of names; null = none. Their best `warm_start_k` configurations are measured again
     # first, and their measured trials join the sampler's history. Used only by a new study.
     warm_start: Any = None
+    # How many of the earlier studies' best configurations are measured again first.
     warm_start_k: int = 3
-    # [{metric, direction}]; two or more make a multi-objective study (Pareto front in the report).
-    objectives: List[Any] = field(default_factory=lambda: [{"metric": "throughput", "direction": "maximize"}])
+    # [{metric, direction}] (ObjectiveConf); two or more make a multi-objective study (Pareto front in the report).
+    objectives: List[ObjectiveConf] = field(default_factory=lambda: [ObjectiveConf("throughput")])
     # Search space: dotted config key -> choice(...) | range(...) | interval(...) | tag(log, ...) | fixed value.
     params: Dict[str, Any] = field(default_factory=dict)
     # Conditional knobs: key -> expression; the knob is sampled only when it holds, else set to null.
@@ -101,6 +131,7 @@ class KnobSweeperConf:
     # report); null = auto: 1 on a GPU, 0 on the CPU. These runs are the re-measurements above (profiled), so with
     # confirm_top_k=0 the baseline and the best are still measured again where profile > 0. Inside the budget.
     profile: Optional[int] = None
+    # The steps each of those profiled runs adds under torch.profiler (its ``measure.profile_steps``).
     profile_steps: int = 5
     # A new study measures the workload's default knobs first (the report's baseline for speed-ups).
     baseline_first: bool = True
@@ -117,6 +148,7 @@ class KnobSweeperConf:
     repeat: bool = False
     # RDB heartbeat (seconds) so trials of a dead node are failed; null = off.
     heartbeat_interval: Optional[int] = None
+    # Seconds without a heartbeat before a trial counts as dead (null: Optuna's 2 x heartbeat_interval).
     grace_period: Optional[int] = None
 
 
@@ -125,8 +157,21 @@ def settings_of(conf: Any) -> KnobSweeperConf:
     with) -> the typed settings, defaults filled from the dataclass."""
     from omegaconf import OmegaConf
 
-    node = OmegaConf.merge(OmegaConf.structured(KnobSweeperConf), OmegaConf.create(dict(conf)))
-    return OmegaConf.to_object(node)  # type: ignore[return-value]
+    node = OmegaConf.merge(OmegaConf.structured(omegaconf_schema(KnobSweeperConf)), OmegaConf.create(dict(conf)))
+    return build(KnobSweeperConf, OmegaConf.to_container(node, resolve=True))
+
+
+def register_configs(store: Any) -> None:
+    """What Hydra composes from the typed dataclasses, stored in its ConfigStore ``store`` (by the plugin, at
+    discovery): ``hydra/sweeper=knob`` (:class:`KnobSweeperConf`'s OmegaConf twin), and the defaults of the trial
+    config's typed nodes and top-level keys (``measure_defaults``, ..., ``run_defaults``), which conf/config.yaml's
+    defaults list composes. Those are plain nodes, not typed schemas, so that a bad value reaches the validation's
+    one line (``sweeper.sweep.config.schema``); configs, not a group, so that --help lists no such group."""
+    from sweeper.trial.conf import NODES, RunConf
+
+    store.store(group="hydra/sweeper", name="knob", node=omegaconf_schema(KnobSweeperConf), provider="knob_sweeper")
+    for node, cls in {**NODES, "run": RunConf}.items():
+        store.store(name=f"{node}_defaults", node=defaults(cls), provider="knob_sweeper")
 
 
 def plain(value: Any) -> Any:
@@ -144,66 +189,87 @@ def _number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+_RULES = (
+    (
+        "timeout_s",
+        lambda v: _number(v) and v > 0,
+        "a finite number of seconds > 0 or null",
+        "give the command's wall-clock budget in seconds, e.g. hydra.sweeper.timeout_s=600, or null for no limit",
+    ),
+    (
+        "grace_s",
+        lambda v: _number(v) and v >= 0,
+        "a finite number of seconds >= 0",
+        "give the seconds a running trial may overrun the budget, e.g. hydra.sweeper.grace_s=5",
+    ),
+    ("n_jobs", lambda v: isinstance(v, int) and v >= 1, "a whole number >= 1", "e.g. hydra.sweeper.n_jobs=1"),
+    (
+        "max_failures",
+        lambda v: isinstance(v, int) and v >= 1,
+        "a whole number >= 1 or null",
+        "e.g. hydra.sweeper.max_failures=5, or null for no limit",
+    ),
+    (
+        "max_failure_rate",
+        lambda v: isinstance(v, (int, float)) and 0 <= v <= 1,
+        "a fraction in [0, 1] or null",
+        "e.g. hydra.sweeper.max_failure_rate=0.5, or null for no limit",
+    ),
+    (
+        "confirm_top_k",
+        lambda v: isinstance(v, int) and v >= 0,
+        "a whole number >= 0",
+        "e.g. hydra.sweeper.confirm_top_k=3, or 0 for none",
+    ),
+    (
+        "timeout_factor",
+        lambda v: _number(v) and v > 1,
+        "a finite number > 1 or null",
+        "e.g. hydra.sweeper.timeout_factor=4, or null to keep trial.timeout_s for every trial",
+    ),
+    (
+        "timeout_floor_s",
+        lambda v: _number(v) and v > 0,
+        "a finite number of seconds > 0",
+        "e.g. hydra.sweeper.timeout_floor_s=60",
+    ),
+    (
+        "heartbeat_interval",
+        lambda v: isinstance(v, int) and v >= 1,
+        "a whole number of seconds >= 1 or null",
+        "e.g. hydra.sweeper.heartbeat_interval=10",
+    ),
+)
+"""The numeric settings' rules: (key, holds, what it must be, the fix). Null passes where the field is optional."""
+
+
 def check_sweeper(conf: Any) -> None:
-    """The sweeper's numeric settings (``hydra.sweeper.*``): one line per broken rule. Every number that reaches
-    the budget or a time limit is finite: ``grace_s=nan`` would turn the budget's end off, ``timeout_s=nan`` make
-    every trial look too long for it."""
-    rules = (
-        (
-            "timeout_s",
-            lambda v: _number(v) and v > 0,
-            "a finite number of seconds > 0 or null",
-            "give the command's wall-clock budget in seconds, e.g. hydra.sweeper.timeout_s=600, or null for no limit",
-        ),
-        (
-            "grace_s",
-            lambda v: _number(v) and v >= 0,
-            "a finite number of seconds >= 0",
-            "give the seconds a running trial may overrun the budget, e.g. hydra.sweeper.grace_s=5",
-        ),
-        ("n_jobs", lambda v: isinstance(v, int) and v >= 1, "a whole number >= 1", "e.g. hydra.sweeper.n_jobs=1"),
-        (
-            "max_failures",
-            lambda v: isinstance(v, int) and v >= 1,
-            "a whole number >= 1 or null",
-            "e.g. hydra.sweeper.max_failures=5, or null for no limit",
-        ),
-        (
-            "max_failure_rate",
-            lambda v: isinstance(v, (int, float)) and 0 <= v <= 1,
-            "a fraction in [0, 1] or null",
-            "e.g. hydra.sweeper.max_failure_rate=0.5, or null for no limit",
-        ),
-        (
-            "confirm_top_k",
-            lambda v: isinstance(v, int) and v >= 0,
-            "a whole number >= 0",
-            "e.g. hydra.sweeper.confirm_top_k=3, or 0 for none",
-        ),
-        (
-            "timeout_factor",
-            lambda v: _number(v) and v > 1,
-            "a finite number > 1 or null",
-            "e.g. hydra.sweeper.timeout_factor=4, or null to keep trial.timeout_s for every trial",
-        ),
-        (
-            "timeout_floor_s",
-            lambda v: _number(v) and v > 0,
-            "a finite number of seconds > 0",
-            "e.g. hydra.sweeper.timeout_floor_s=60",
-        ),
-        (
-            "heartbeat_interval",
-            lambda v: isinstance(v, int) and v >= 1,
-            "a whole number of seconds >= 1 or null",
-            "e.g. hydra.sweeper.heartbeat_interval=10",
-        ),
-    )
-    for key, ok, what, fix in rules:
-        value = conf.get(key)
-        if value is None and key not in ("n_jobs", "confirm_top_k", "grace_s", "timeout_floor_s"):
+    """The sweeper's settings (``hydra.sweeper.*``, converted: a mapping of every field): one line per broken rule.
+    Every number that reaches the budget or a time limit is finite: ``grace_s=nan`` would turn the budget's end
+    off, ``timeout_s=nan`` make every trial look too long for it. Then each choice is one of its ``Literal``'s."""
+    from sweeper.errors import ConfigError
+
+    hints = typing.get_type_hints(KnobSweeperConf)
+    for key, ok, what, fix in _RULES:
+        value = conf[key]
+        if value is None and type(None) in typing.get_args(hints[key]):
             continue
         if isinstance(value, bool) or not ok(value):
-            from sweeper.errors import ConfigError
-
             raise ConfigError(f"hydra.sweeper.{key}", f"must be {what}, got {value!r}", fix)
+    _check_choices(conf)
+
+
+def _check_choices(conf: Any) -> None:
+    """The sampler and the pruner's type are among their choices; every pruner setting has its type."""
+    from sweeper.errors import ConfigError
+    from workloads.spec import typed
+
+    if conf["sampler"] not in typing.get_args(SamplerName):
+        choices = ", ".join(typing.get_args(SamplerName))
+        raise ConfigError("hydra.sweeper.sampler", f"{conf['sampler']!r} is not a sampler", f"use one of: {choices}")
+    pruner = conf["pruner"]
+    if pruner["type"] not in typing.get_args(PrunerType):
+        choices = ", ".join(typing.get_args(PrunerType))
+        raise ConfigError("hydra.sweeper.pruner.type", f"{pruner['type']!r} is not a pruner", f"use one of: {choices}")
+    for key, problem, fix in typed.field_problems(build(PrunerConf, pruner)):
+        raise ConfigError(f"hydra.sweeper.pruner.{key}", problem, fix)

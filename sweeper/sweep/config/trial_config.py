@@ -13,6 +13,8 @@ from typing import Any
 
 from sweeper.errors import ConfigError
 from sweeper.results.keys import set_dotted
+from sweeper.sweep.config.structured import defaults
+from sweeper.trial.conf import NODES
 from workloads.base import DeviceInfo
 
 _MERGED_BY_PRESET = ("workload", "knobs", "measure", "trial")
@@ -86,7 +88,8 @@ def _reapply(cfg: dict[str, Any], overrides: list[str]) -> None:
 
 
 def trial_config(composed: dict[str, Any], info: DeviceInfo, overrides: list[str] = ()) -> dict[str, Any]:
-    """The composed config (plain dict, no ``hydra`` node) with device and preset resolved and applied.
+    """The composed config (plain dict, no ``hydra`` node) with device and preset resolved and applied, and every
+    key of the typed nodes (``measure``, ``trial``, ``distributed``) present, missing ones at their dataclass's default.
 
     ``overrides`` are the command line's (or the sweeper's) overrides: they win over the preset."""
     if (
@@ -102,7 +105,7 @@ def trial_config(composed: dict[str, Any], info: DeviceInfo, overrides: list[str
             f"add +workload=<name> to the command; known workloads: {', '.join(available())}",
         )
     cfg = copy.deepcopy(composed)
-    cfg["device"] = resolve_device(cfg.get("device", "auto"), info)
+    cfg["device"] = resolve_device(cfg.get("device"), info)  # missing or null: auto
     preset = resolve_preset(cfg, "cuda" if cfg["device"].startswith("cuda") else "cpu")
     cfg["preset"] = preset
     if preset:
@@ -112,6 +115,9 @@ def trial_config(composed: dict[str, Any], info: DeviceInfo, overrides: list[str
                 if key in over:
                     cfg[key] = _merge(cfg.get(key) or {}, over[key])
         _reapply(cfg, overrides)
+    for node, schema in NODES.items():  # every key present: code reads cfg["trial"]["isolate"], no default of its own
+        if cfg.get(node) is None or isinstance(cfg[node], dict):  # anything else: validate() says what is wrong
+            cfg[node] = _merge(defaults(schema), cfg.get(node) or {})
     env = dict(cfg.get("env") or {})
     cache = cfg.get("compile_cache_dir")
     if cache:
@@ -216,7 +222,7 @@ def check_settings(cfg: dict[str, Any]) -> None:
     other measure and trial settings): one line per broken rule."""
     from sweeper.results.keys import flatten
 
-    flat = flatten({k: cfg.get(k) or {} for k in ("measure", "trial")})  # types and ranges: sweep/schema.py
+    flat = flatten({k: cfg.get(k) or {} for k in ("measure", "trial")})  # types and ranges: config/schema.py
     rel = flat.get("measure.rel_precision")
     if rel is not None and (isinstance(rel, bool) or not isinstance(rel, (int, float)) or not 0 < rel < 1):
         raise ConfigError(

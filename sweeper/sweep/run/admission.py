@@ -74,7 +74,7 @@ class Admission:
     def profile_k(self) -> int:
         if self.settings.profile is not None:
             return int(self.settings.profile)
-        return 1 if str(self.plan.cfg.get("device", "cpu")).startswith("cuda") else 0
+        return 1 if str(self.plan.cfg["device"]).startswith("cuda") else 0
 
     def baseline(self) -> dict[str, Any] | None:
         return warm.baseline_params(self.plan.space, self.plan.defaults) if self.settings.baseline_first else None

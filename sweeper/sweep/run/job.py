@@ -38,7 +38,7 @@ def _single_run_context(tcfg: dict[str, Any]) -> dict[str, Any]:
     from hydra.core.hydra_config import HydraConfig
 
     hc = HydraConfig.get()
-    objectives = [f"{o['metric']}:{o.get('direction', 'maximize')}" for o in hc.sweeper.get("objectives") or []]
+    objectives = [f"{o['metric']}:{o['direction']}" for o in hc.sweeper.get("objectives") or []]  # ObjectiveConf
     params = OmegaConf.to_container(hc.sweeper.params, resolve=True) if "params" in hc.sweeper else {}
     dists = {}
     for key, text in {**(params or {}), **preset_params(tcfg)}.items():
@@ -96,7 +96,7 @@ def _run_recorded(tcfg: dict[str, Any], context: dict[str, Any]) -> tuple[TrialO
     """Run the trial, isolated or here, noting it in the node's occupancy record; returns its outcome and the
     other trials that ran on its cores or GPUs meanwhile (``slots.Occupancy``)."""
     with Occupancy(node_lock_dir(tcfg), trial_units(tcfg), context["study"], context["number"]) as occupancy:
-        if tcfg["trial"].get("isolate", True):
+        if tcfg["trial"]["isolate"]:
             from sweeper.sweep.search.prune import reporter
             from sweeper.trial.isolate import preload_workload, run_isolated
 
@@ -186,7 +186,7 @@ def run_trial(cfg: DictConfig) -> dict[str, Any]:
         schema.validate(tcfg)  # a single run: checked here, before it starts (a sweep checked it before its first)
         _inactive_to_null(tcfg, HydraConfig.get().sweeper.get("conditions") or {})
         context = _single_run_context(tcfg)
-    if int((tcfg.get("measure") or {}).get("profile_steps") or 0) > 0 and context["number"] is not None:
+    if int(tcfg["measure"]["profile_steps"]) > 0 and context["number"] is not None:
         tcfg["trial"]["trace"] = trace_analysis.trace_relpath(context["study"], context["number"])
     try:
         reason = device_check(tcfg, info)  # the sweeper checked before launch; a job on another node checks again
@@ -208,7 +208,7 @@ def run_trial(cfg: DictConfig) -> dict[str, Any]:
             "raise measure.max_steps (preset=nightly does); said once, each row says window_capped",
             context["number"],
             outcome.metrics.get("measured_s", 0.0),
-            tcfg["measure"].get("min_time_s"),
+            tcfg["measure"]["min_time_s"],
         )  # once per study and process: later trials' rows say window_capped
     objectives = [tuple(o.split(":", 1)) for o in context["objectives"]]
     outcome = outcome.checked(objectives)  # an inf or NaN objective: failed in the row and in Optuna alike

@@ -121,7 +121,7 @@ def check_concurrent(launcher: Any, config: DictConfig, slots: int) -> None:
     change those per job (``hydra.job.chdir``, ``hydra.job.env_set``) are bad input there."""
     if slots < 2 or not in_process(launcher):
         return
-    if not config.trial.get("isolate", True):
+    if not config.trial.isolate:
         raise ConfigError("trial.isolate", f"is false, so trials run inside the sweeper's process, and {slots} slots "
                           "would run them at once: their environment, cores and GPUs would mix",
                           "set trial.isolate=true, or run one trial at a time (no trial.resources)")

@@ -331,8 +331,9 @@ def announce_single(cfg: Any) -> None:
     """Before a single run (no ``-m``): what runs, with which knobs, and where its row and log go (stderr)."""
     from hydra.core.hydra_config import HydraConfig
 
-    from sweeper.sweep.config import schema, trial_config
+    from sweeper.sweep.config import schema
     from sweeper.sweep.config.trial_config import as_dict as plain
+    from sweeper.sweep.config.trial_config import trial_config
     from sweeper.sweep.run.job import device_check
     from sweeper.trial import gpu
 

@@ -89,8 +89,7 @@ def start_forkserver_here(config: Any, may_run_here: bool) -> None:
     """Trials run in this process's forkserver: started now, from the main thread so that Ctrl-C does not reach
     it, with the workload's module on its import list; its imports (torch: seconds) overlap the sweep's own start
     (the study opened, the space checked), and the first trial waits for them."""
-    trial = config.get("trial") or {}
-    if may_run_here and trial.get("isolate", True) and threading.current_thread() is threading.main_thread():
+    if may_run_here and config.trial.isolate and threading.current_thread() is threading.main_thread():
         workload = config.get("workload") or {}
         runner.preload_workload({"workload": {"name": workload.get("name"), "module": workload.get("module")}})
         runner.start_forkserver()

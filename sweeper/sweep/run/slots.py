@@ -127,7 +127,7 @@ def default_lock_dir() -> Path:
 
 def node_lock_dir(cfg: dict[str, Any]) -> Path:
     """``trial.lock_dir``, else the node-wide ``default_lock_dir()``."""
-    return Path(cfg["trial"].get("lock_dir") or default_lock_dir())
+    return Path(cfg["trial"]["lock_dir"] or default_lock_dir())
 
 
 def node_dir(lock_dir: str | os.PathLike) -> Path:
@@ -293,7 +293,7 @@ def trial_units(cfg: dict[str, Any]) -> list[str]:
     """The cores and GPUs a trial config runs on (its pinned ones, else all this process may use / sees)."""
     cores = cfg.get("cpus") or sorted(os.sched_getaffinity(0))
     units = [f"cpu-{c}" for c in cores]
-    if str(cfg.get("device", "cpu")).startswith("cuda"):
+    if str(cfg["device"]).startswith("cuda"):
         gpus = cfg.get("gpus") or visible_gpu_tokens(_gpu_count())
         units += [f"gpu-{t}" for t in gpus]
     return units

@@ -3,6 +3,7 @@ resumed seed."""
 
 from __future__ import annotations
 
+import typing
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -12,9 +13,10 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from sweeper.errors import ConfigError
+from sweeper.sweep.config.settings import SamplerName
 from sweeper.sweep.config.space import SearchSpace, contains
 
-SAMPLERS = ("staged", "tpe", "random", "grid", "gp", "nsgaii", "qmc")
+SAMPLERS: tuple[str, ...] = typing.get_args(SamplerName)  # the choices of KnobSweeperConf.sampler
 
 
 class _GridSampler(optuna.samplers.GridSampler):
