@@ -248,7 +248,7 @@ def modules_by_name(root: Path) -> dict[str, list[str]]:
 @functools.lru_cache(maxsize=None)
 def config_groups(root: Path) -> set[str]:
     """The top-level keys of the configs (``trial``, ``measure``, ``knobs``, ...): ``trial.timeout_s`` is a key."""
-    keys = set()
+    keys = {group.split(".")[0] for group in SCHEMAS}  # typed nodes: composed from their dataclasses, not YAML
     for path in (root / "conf").rglob("*.yaml"):
         keys.update(re.findall(r"^([A-Za-z_]\w*):", path.read_text(encoding="utf-8"), re.MULTILINE))
     return keys

@@ -17,7 +17,7 @@ CAPPED = ("sweeper", "workloads")
 MAX_LINES = 60
 
 # "path::name" of functions over the cap that are still to be split; an entry is removed once its function is.
-NOT_YET_SPLIT = {"sweeper/sweep/config/settings.py::check_sweeper"}
+NOT_YET_SPLIT: set[str] = set()
 
 
 def long_functions(root: Path = ROOT, max_lines: int = MAX_LINES) -> dict[str, str]:

@@ -122,7 +122,7 @@ class Sweep:
         s = settings
         self.plan, self.settings, self.budget, self.n_trials = plan, settings, budget, n_trials
         self.launch_one, self.sweep_dir = launch_one, sweep_dir
-        self.costs = CostModel(plan.expensive, s.cost_prior, measure=plan.cfg.get("measure"))
+        self.costs = CostModel(plan.expensive, s.cost_prior, measure=plan.cfg["measure"])
         self.scheduler = Scheduler(plan.slots, plan.node, grace_s=s.grace_s, budget=budget)
         self.admission = Admission(plan, s, self.costs, budget)
         self.configurations = Configurations(plan.study, plan.space, plan.defaults)  # enumerated at a duplicate
