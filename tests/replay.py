@@ -20,15 +20,18 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
+from sweeper.results.outcome import Reason, Status, TrialOutcome
 from sweeper.sweep.config.settings import KnobSweeperConf
 from sweeper.sweep.config.space import build_space
 from sweeper.sweep.run import remeasure
+from sweeper.sweep.run.admission import Admission
 from sweeper.sweep.run.scheduler import Scheduler
-from sweeper.sweep.run.stop import MAX_OVER_BUDGET_IN_A_ROW  # the loop's rule, replayed
+from sweeper.sweep.run.stop import Act, Action, Decision, Ended, StopPolicy  # the loop's rules, replayed
 from sweeper.sweep.search import samplers, warm
 from sweeper.sweep.search.costs import CostModel
+from sweeper.sweep.search.handbook import start_params
 from sweeper.sweep.study import trials as st
-from sweeper.sweep.study.attrs import COST_KEY, REASON_KEY, SPENT_KEY
+from sweeper.sweep.study.attrs import CONFIRM_KEY, COST_KEY, PROFILE_KEY, REASON_KEY, SPENT_KEY, STATUS_KEY
 from workloads.base import DeviceInfo
 
 H200 = DeviceInfo(kind="cuda", name="NVIDIA H200", count=1, compute_capability=(9, 0))
@@ -145,23 +148,72 @@ class Replay:
         return sum(1 for p, a in pairs if abs(p - a) <= tolerance * a) / max(1, len(pairs))
 
 
+@dataclass
+class _Sweep:
+    """What one replayed sweep holds: the study and its decision makers, on one fake clock."""
+
+    land: Landscape
+    clock: Clock
+    t0: float
+    space: Any
+    study: optuna.Study
+    scheduler: Scheduler
+    costs: CostModel
+    admission: Admission
+    policy: StopPolicy
+    out: Replay
+    ran: set = field(default_factory=set)
+
+    def run(self, trial: Any, values: dict[str, Any], repeat: bool, profile: bool = False) -> None:
+        """Launch: the landscape answers, the clock moves by what the trial spent, the study is told."""
+        predicted = self.admission.predict(values, profile, repeat)
+        r = self.land.run(values, self.ran, profile)
+        left = self.scheduler.time_left()
+        self.clock.t += r["spent"]
+        for k, v in {**r["attrs"], SPENT_KEY: r["spent"]}.items():
+            trial.set_user_attr(k, v)
+        self.study.tell(trial, r["throughput"])
+        at = self.clock.t - self.t0 - r["spent"]
+        self.out.events.append(Event(at, values, "run", left, predicted, r["spent"], r["throughput"], repeat))
+
+    def skip(self, trial: Any, outcome: TrialOutcome) -> bool:
+        """Settle without launching, as the sweep does; True when the stop policy ends the search."""
+        trial.set_user_attr(REASON_KEY, outcome.reason)
+        trial.set_user_attr(STATUS_KEY, outcome.status.value)
+        self.study.tell(trial, state=TrialState.PRUNED)
+        return self.obey(self.policy.settled(outcome, launched=False, trial=trial.number))
+
+    def obey(self, decision: Decision) -> bool:
+        """Do what the policy decides (spare-time work is queued by the real admission); True: the phase ends."""
+        if isinstance(decision, Action):
+            result = self.admission.queue_spare() if decision.act is Act.QUEUE_SPARE else 0
+            decision = self.policy.done(decision, result)
+        return isinstance(decision, Ended)
+
+
 def replay(land: Landscape, budget_s: float = 300.0, seed: int = 0, grace_s: float = 5.0) -> Replay:
     """The default sweep of ``land`` under ``budget_s``, as the sweeper decides it, on a fake clock."""
+    sweep, baseline = _open(land, budget_s, seed, grace_s)
+    while not _search_step(sweep):
+        pass
+    sweep.out.reason = sweep.policy.ended().value
+    _remeasure(sweep, baseline)
+    sweep.out.ended_at = sweep.clock.t - sweep.t0
+    return sweep.out
+
+
+def _open(land: Landscape, budget_s: float, seed: int, grace_s: float) -> tuple[_Sweep, dict[str, Any]]:
+    """The study with the real staged sampler, cost model, admission, scheduler and stop policy on one fake clock;
+    the baseline and the handbook's start queued first, as the sweep queues them."""
     clock = Clock()
-    t0 = clock.t
     settings = KnobSweeperConf(timeout_s=budget_s, seed=seed)
     space = build_space(land.params, {}, [], land.defaults)
-    scheduler = Scheduler([0], None, budget_s=budget_s, grace_s=grace_s, started_at=t0, clock=clock)
-    budget = getattr(scheduler, "budget", None)
-    try:
-        sampler = samplers.make_sampler("staged", seed, space, land.expensive, land.defaults, budget_s, budget=budget)
-    except TypeError:  # a sampler without the shared clock
-        sampler = samplers.make_sampler("staged", seed, space, land.expensive, land.defaults, budget_s)
+    scheduler = Scheduler([0], None, budget_s=budget_s, grace_s=grace_s, started_at=clock.t, clock=clock)
+    sampler = samplers.make_sampler(
+        "staged", seed, space, land.expensive, land.defaults, budget_s, budget=scheduler.budget
+    )
     study = optuna.create_study(direction="maximize", sampler=sampler)
-    try:
-        costs = CostModel(land.expensive, settings.cost_prior, measure=land.measure)
-    except TypeError:
-        costs = CostModel(land.expensive, settings.cost_prior)
+    costs = CostModel(land.expensive, settings.cost_prior, measure=land.measure)
     plan = SimpleNamespace(
         study=study,
         space=space,
@@ -169,120 +221,59 @@ def replay(land: Landscape, budget_s: float = 300.0, seed: int = 0, grace_s: flo
         objectives=[("throughput", "maximize")],
         cfg={"device": "cuda" if land.device.kind == "cuda" else "cpu", "measure": land.measure},
     )
-    admission = _admission(plan, settings, costs, scheduler)
+    admission = Admission(plan, settings, costs, scheduler.budget)
     sampler.fits = lambda p: admission.fits(p)
     baseline = warm.baseline_params(space, land.defaults)
     study.enqueue_trial(baseline)
-    try:
-        from sweeper.sweep.search.handbook import start_params
+    start = start_params(space, land.defaults, baseline, land.device)
+    if start:
+        study.enqueue_trial(start)
+    policy = StopPolicy(scheduler.budget)  # a space never enumerated: 100 duplicates in a row end it
+    sweep = _Sweep(
+        land, clock, clock.t, space, study, scheduler, costs, admission, policy, Replay(land, budget_s, study=study)
+    )
+    return sweep, baseline
 
-        start = start_params(space, land.defaults, baseline, land.device)
-        if start:
-            study.enqueue_trial(start)
-    except ImportError:
-        pass
-    n_trials = settings.n_trials if settings.n_trials is not None else 10**9
-    out = Replay(land, budget_s, study=study)
-    ran: set = set()
-    over = dups = 0
 
-    def run(trial: Any, values: dict[str, Any], repeat: bool, profile: bool = False) -> None:
-        predicted = admission.predict(values, profile, repeat)
-        r = land.run(values, ran, profile)
-        left = scheduler.time_left()
-        clock.t += r["spent"]
-        for k, v in {**r["attrs"], SPENT_KEY: r["spent"]}.items():
-            trial.set_user_attr(k, v)
-        study.tell(trial, r["throughput"])
-        out.events.append(
-            Event(clock.t - t0 - r["spent"], values, "run", left, predicted, r["spent"], r["throughput"], repeat)
-        )
+def _search_step(sweep: _Sweep) -> bool:
+    """One ask -> check -> fit -> launch -> settle of the search; True when the search ends."""
+    study, admission, policy = sweep.study, sweep.admission, sweep.policy
+    if policy.stopped or sweep.obey(policy.deadline()):
+        return True
+    if not study.get_trials(deepcopy=False, states=(TrialState.WAITING,)) and not admission.any_fits():
+        return sweep.obey(policy.nothing_fits())
+    trial = study.ask()
+    values = st.sample(trial, sweep.space, sweep.land.defaults)
+    repeat = CONFIRM_KEY in trial.user_attrs
+    key = _key(values)
+    if not repeat and any(e.kind == "run" and not e.repeat and _key(e.params) == key for e in sweep.out.events):
+        return sweep.skip(trial, TrialOutcome(Status.SKIPPED, Reason.DUPLICATE.tag(0)))
+    if not admission.fits(values, reserve=not repeat, repeat=repeat):
+        left = sweep.scheduler.time_left()
+        predicted = admission.predict(values, False, repeat)
+        sweep.out.events.append(Event(sweep.clock.t - sweep.t0, values, "skip", left, predicted))
+        return sweep.skip(trial, TrialOutcome(Status.SKIPPED, Reason.OVER_BUDGET.tag("replay")))
+    policy.fitted()
+    sweep.run(trial, values, repeat)
+    policy.settled(TrialOutcome(Status.COMPLETE), launched=True, trial=trial.number)
+    return False
 
-    while st.counted(study) < n_trials:
-        if scheduler.expired():
-            out.reason = "budget"
-            break
-        waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
-        fits = admission.any_fits() if hasattr(admission, "any_fits") else admission.fits(dict(land.expensive))
-        if not waiting and not fits:
-            out.reason = "budget: nothing fits"
-            break
-        trial = study.ask()
-        values = st.sample(trial, space, land.defaults)
-        repeat = st.CONFIRM_KEY in trial.user_attrs
-        key = tuple(sorted((k, repr(v)) for k, v in values.items() if v is not None))
-        if not repeat and any(e.kind == "run" and not e.repeat and _key(e.params) == key for e in out.events):
-            trial.set_user_attr(REASON_KEY, "duplicate:0")
-            study.tell(trial, state=TrialState.PRUNED)
-            dups += 1
-            if dups >= 100:
-                out.reason = "exhausted"
-                break
-            continue
-        dups = 0
-        if not admission.fits(values, reserve=not repeat, repeat=repeat):
-            left = scheduler.time_left()
-            out.events.append(Event(clock.t - t0, values, "skip", left, admission.predict(values, False, repeat)))
-            trial.set_user_attr(REASON_KEY, "over-budget:replay")
-            trial.set_user_attr("status", "skipped")
-            study.tell(trial, state=TrialState.PRUNED)
-            over += 1
-            if getattr(admission, "queue_spare", None) and admission.queue_spare():
-                continue
-            if over >= MAX_OVER_BUDGET_IN_A_ROW:
-                out.reason = "budget: proposals over budget"
-                break
-            continue
-        over = 0
-        run(trial, values, repeat)
-    else:
-        out.reason = "n_trials"
-    # the re-measurements after the search, each if it fits
-    profile_k = admission.profile_k()
-    wanted = remeasure.plan(study, plan.objectives, baseline, settings.confirm_top_k, profile_k)
+
+def _remeasure(sweep: _Sweep, baseline: dict[str, Any]) -> None:
+    """The re-measurements after the search, each if it fits what is left."""
+    settings = KnobSweeperConf()
+    wanted = remeasure.plan(
+        sweep.study, [("throughput", "maximize")], baseline, settings.confirm_top_k, sweep.admission.profile_k()
+    )
     for r in wanted:
-        if scheduler.fits(remeasure.cost_s(study, costs, r)):
-            study.enqueue_trial(r.params, user_attrs={st.CONFIRM_KEY: r.of, remeasure.PROFILE_KEY: r.profile})
-            trial = study.ask()
-            run(trial, st.sample(trial, space, land.defaults), True, r.profile)
-    out.ended_at = clock.t - t0
-    return out
+        if sweep.scheduler.fits(remeasure.cost_s(sweep.study, sweep.costs, r)):
+            sweep.study.enqueue_trial(r.params, user_attrs={CONFIRM_KEY: r.of, PROFILE_KEY: r.profile})
+            trial = sweep.study.ask()
+            sweep.run(trial, st.sample(trial, sweep.space, sweep.land.defaults), True, r.profile)
 
 
 def _key(params: dict[str, Any]) -> tuple:
     return tuple(sorted((k, repr(v)) for k, v in params.items() if v is not None))
-
-
-def _admission(plan: Any, settings: Any, costs: Any, scheduler: Scheduler) -> Any:
-    try:
-        from sweeper.sweep.run.admission import Admission
-    except ImportError:
-        return _Before(plan, settings, costs, scheduler)
-    return Admission(plan, settings, costs, scheduler.budget)
-
-
-class _Before:
-    """The admission as the sweep loop decided it before ``sweeper.sweep.run.admission`` (no spare spending)."""
-
-    def __init__(self, plan: Any, settings: Any, costs: Any, scheduler: Scheduler) -> None:
-        self.plan, self.settings, self.costs, self.scheduler = plan, settings, costs, scheduler
-
-    def predict(self, params: dict[str, Any], profile: bool = False, repeat: bool = False) -> float:
-        predict = self.costs.predict_repeat if repeat else self.costs.predict
-        return predict(self.plan.study, params) + (remeasure.profile_cost(self.plan.study) if profile else 0.0)
-
-    def fits(self, params: dict[str, Any], profile: bool = False, reserve: bool = True, repeat: bool = False) -> bool:
-        return self.scheduler.fits(self.predict(params, profile, repeat), self.reserve() if reserve else 0.0)
-
-    def reserve(self) -> float:
-        base = warm.baseline_params(self.plan.space, self.plan.defaults)
-        wanted = remeasure.plan(
-            self.plan.study, self.plan.objectives, base, self.settings.confirm_top_k, self.profile_k()
-        )
-        return sum(remeasure.cost_s(self.plan.study, self.costs, r) for r in wanted)
-
-    def profile_k(self) -> int:
-        return 1 if self.plan.cfg["device"] == "cuda" else 0
 
 
 def justified(out: Replay, tolerance: float = 0.3) -> list[Event]:
