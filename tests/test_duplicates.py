@@ -231,11 +231,7 @@ def test_waiting_for_lower_keys_follows_the_other_sweepers_life(tmp_path: Path) 
         gone, mine, reused = study.ask(), study.ask(), study.ask()
         gone.set_user_attr(studies.OWNER_KEY, owner(dead.pid))
         mine.set_user_attr(studies.OWNER_KEY, studies.owner_id())
-        _age(
-            tmp_path / "s.db",
-            "UPDATE trials SET datetime_start = datetime(datetime_start, '-1 hour') WHERE number = ?",
-            reused.number,
-        )  # started an hour before the process that took its pid (no sleep)
+        _age(tmp_path / "s.db", START_AN_HOUR_EARLIER, reused.number)  # before the process now holding its pid
         newer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # started after `reused`
         try:
             reused.set_user_attr(studies.OWNER_KEY, owner(newer.pid))
@@ -339,12 +335,7 @@ def test_a_waiting_trial_of_a_dead_sweeper_goes_stale_and_holds_nobody(tmp_path:
     late = study.ask()
     late.set_user_attr(dedup.KEY, key)
     assert dedup.find(study, key, late.number)[1].number == waiter.number, "a live-looking waiter is waited for"
-    # its last beat an hour ago: the database's clock, moved without a sleep
-    _age(
-        tmp_path / "s.db",
-        "UPDATE trial_heartbeats SET heartbeat = datetime('now', '-1 hour') WHERE trial_id = ?",
-        waiter._trial_id,
-    )
+    _age(tmp_path / "s.db", LAST_BEAT_AN_HOUR_AGO, waiter._trial_id)  # the database's clock moved, no sleep
     optuna.storages.fail_stale_trials(study)
     assert study.get_trials(deepcopy=False)[waiter.number].state == TrialState.FAIL
     assert dedup.find(study, key, late.number) is None, "the dead waiter holds nobody: the late trial measures"
@@ -363,6 +354,10 @@ def test_a_settled_waiter_stops_beating(tmp_path: Path) -> None:
         study.tell(first, 1.0)
         (settled,) = waits.poll(study)
         assert settled[0] is waiter and waiter._trial_id not in heartbeat.ids
+
+
+START_AN_HOUR_EARLIER = "UPDATE trials SET datetime_start = datetime(datetime_start, '-1 hour') WHERE number = ?"
+LAST_BEAT_AN_HOUR_AGO = "UPDATE trial_heartbeats SET heartbeat = datetime('now', '-1 hour') WHERE trial_id = ?"
 
 
 def _age(db: Path, statement: str, key: int) -> None:

@@ -9,15 +9,11 @@ long. A long function is split into named helpers that read as its steps, never 
 from __future__ import annotations
 
 import ast
-import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPPED = ("sweeper", "workloads")
 MAX_LINES = 60
-
-# "path::name" of functions over the cap that are still to be split; an entry is removed once its function is.
-NOT_YET_SPLIT: set[str] = set()
 
 
 def long_functions(root: Path = ROOT, max_lines: int = MAX_LINES) -> dict[str, str]:
@@ -36,20 +32,9 @@ def long_functions(root: Path = ROOT, max_lines: int = MAX_LINES) -> dict[str, s
     return found
 
 
-@functools.cache
-def _repo_long_functions() -> dict[str, str]:
-    return long_functions()  # the tree is parsed once for both tests below
-
-
 def test_no_function_over_the_cap() -> None:
-    over = _repo_long_functions()
-    offenders = [where for key, where in over.items() if key not in NOT_YET_SPLIT]
+    offenders = list(long_functions().values())
     assert not offenders, f"over {MAX_LINES} lines (split into named steps):\n" + "\n".join(offenders)
-
-
-def test_every_function_awaiting_a_split_is_still_over_the_cap() -> None:
-    """An entry of NOT_YET_SPLIT whose function was split (or renamed) is removed, so the list only shrinks."""
-    assert NOT_YET_SPLIT <= set(_repo_long_functions()), NOT_YET_SPLIT - set(_repo_long_functions())
 
 
 def test_a_long_function_is_named_with_its_file_and_line(tmp_path: Path) -> None:
