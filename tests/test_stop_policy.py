@@ -223,8 +223,17 @@ def test_re_measurements_that_do_not_fit_stop_their_phase_on_the_budget() -> Non
     p = policy()
     again = p.remeasure()
     assert again is not None
-    assert again.remeasures_fit(1, 3) == Ended(Stop.BUDGET, "budget: 2 of 3 re-measurements do not fit the 40 s left")
+    assert again.remeasures_fit(0, 2) == Ended(Stop.BUDGET, "budget: 2 of 2 re-measurements do not fit the 40 s left")
     assert again.ended() is Stop.BUDGET and p.ended() is Stop.N_TRIALS  # the sweep's reason is the later phase's
+
+
+def test_re_measurements_that_fit_run_when_others_do_not() -> None:
+    """One of three fits: the phase goes on to measure it (a note, no stop), and ends on the budget once it ran."""
+    again = policy().remeasure()
+    assert again is not None
+    decision = again.remeasures_fit(1, 3)
+    assert decision == Note("budget: 2 of 3 re-measurements do not fit the 40 s left; measuring the 1 that fit")
+    assert not again.stopped and again.ended() is Stop.BUDGET
 
 
 # ------------------------------------------------------------------ the space's questions, answered for real

@@ -215,13 +215,15 @@ class StopPolicy:
         )
 
     def remeasures_fit(self, fit: int, wanted: int) -> Decision:
-        """Of ``wanted`` re-measurements, ``fit`` are predicted to end within the budget: the rest stop the phase."""
+        """Of ``wanted`` re-measurements, ``fit`` are predicted to end within the budget. Those that fit run (the
+        budget is what stops the phase once they have: a note); none fitting stops the phase now."""
         if fit >= wanted:
             return None
-        return self._stop(
-            Stop.BUDGET,
-            f"budget: {wanted - fit} of {wanted} re-measurements do not fit the {left_text(self.budget)} left",
-        )
+        line = f"budget: {wanted - fit} of {wanted} re-measurements do not fit the {left_text(self.budget)} left"
+        if fit == 0:
+            return self._stop(Stop.BUDGET, line)
+        self.after = Stop.BUDGET  # why the phase ends once those that fit have run
+        return Note(f"{line}; measuring the {fit} that fit")
 
     def interrupted(self) -> Decision:
         """Ctrl-C, SIGTERM or a full disk."""
