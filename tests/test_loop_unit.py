@@ -173,3 +173,52 @@ def test_a_trial_that_overran_the_budget_meets_the_deadline_before_the_next_ask(
     assert sweep.policy.ended() is Stop.BUDGET
     err = capsys.readouterr().err
     assert "budget: hydra.sweeper.timeout_s=100 s reached" in err and "no trial fits" not in err, err
+
+
+def test_the_re_measurements_that_fit_run_when_others_do_not(
+    tmp_path: Path, seen: list[tuple], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two trials (the baseline, 5 s; then one of 40 s, the best) on a 65 s budget leave 20 s: the baseline's
+    repeat (about 5 s) fits, the best's (about 40 s) does not. The one that fits is measured; the sweep ends on the
+    budget and says which did not fit."""
+    clock = Clock()
+    baseline: list[list[str]] = []
+
+    def job(overrides: list[str], number: int) -> JobReturn:
+        seen.append(("launch", number, clock.t))
+        knobs = sorted(o for o in overrides if o.startswith("knobs."))
+        baseline.extend([knobs] if number == 0 else [])
+        first = knobs == baseline[0]  # the baseline, or its repeat
+        wall, step_s, setup_s = (5.0, 0.1, 1.0) if first else (40.0, 1.0, 10.0)
+        clock.t += wall
+        metrics = {
+            "throughput": 100.0 if first else 200.0,
+            "setup_s": setup_s,
+            "first_step_s": step_s,
+            "measured_s": 20 * step_s,
+            "steps_measured": 20,
+            "step_ms_mean": step_s * 1e3,
+            "warmup_steps": 5,
+        }
+        outcome = TrialOutcome(Status.COMPLETE, metrics=metrics, started_at=0.0, ended_at=wall)
+        ret = JobReturn(overrides=overrides, status=JobStatus.COMPLETED)
+        ret.return_value = outcome.to_dict()
+        return ret
+
+    overrides = [
+        *QUIET,
+        "hydra.sweeper.n_trials=2",
+        "hydra.sweeper.timeout_s=65",
+        "hydra.sweeper.baseline_first=true",
+        "hydra.sweeper.confirm_top_k=1",
+    ]
+    sweep = _sweep(tmp_path, overrides, clock, job, seen)
+    sweep.run()
+    launched = [s[1] for s in seen if s[0] == "launch"]
+    assert launched == [0, 1, 2], seen
+    repeat = sweep.plan.study.trials[2]
+    assert repeat.user_attrs.get("confirm_of") == 0, repeat.user_attrs
+    assert sweep.policy.ended() is Stop.BUDGET
+    err = " ".join(capsys.readouterr().err.split())
+    assert "budget: 1 of 2 re-measurements do not fit the 20 s left; measuring the 1 that fit" in err, err
+    assert clock.t == 50.0, "within the budget: the best's repeat (40 s) was not started"
