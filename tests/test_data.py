@@ -253,13 +253,81 @@ def test_warmup_drain_runs_until_the_buffer_is_empty() -> None:
     assert _drain(work(6, slow_after=None)) == (32, False), "keeps up: the cap"
     # A pipeline that says what it holds: the count decides, not the waits (a pinning thread can make every call
     # wait while the workers' queue is still full).
-    held = iter([9, 7, 5, 3, 1, 2, 1, 0, 0])
+    held = iter([9, 9, 7, 5, 3, 1, 2, 1, 0, 0])  # the first: read before the drain's first step
     counted = work(6, slow_after=0)
     counted.ready_batches = lambda: next(held)
     assert _drain(counted) == (8, True), "stops at the second count <= 1 in a row, whatever the waits"
     steady = work(6, slow_after=0)
     steady.ready_batches = lambda: 5
     assert _drain(steady) == (6, False), "a count that does not shrink: the pipeline keeps up, no need to wait"
+
+
+def counted_pipeline(buffered: int, ready_after: Any) -> tuple[Any, list[int]]:
+    """A workload whose steps take no time and whose ready count after ``n`` batches taken is ``ready_after(n)``;
+    the counts the drain read, in order."""
+    from workloads.base import Workload
+
+    taken, read = [0], []
+
+    def ready() -> int:
+        read.append(ready_after(taken[0]))
+        return read[-1]
+
+    def next_batch() -> None:
+        taken[0] += 1
+
+    return Workload(lambda b: None, 1, next_batch=next_batch, buffered_steps=buffered, ready_batches=ready), read
+
+
+def test_warmup_drain_stops_once_the_count_stops_shrinking_below_full() -> None:
+    """After a long first step the buffer is full (12 workers x prefetch 2); a pipeline that keeps up then settles
+    below full (batches in the making are not ready): the drain stops min(buffer, 8) steps after the count stopped
+    shrinking, not at the cap (4 x 24 + 8 = 104 steps), although it never returns to its first value."""
+    from sweeper.trial.measure import _drain
+
+    work, read = counted_pipeline(24, lambda n: max(24 - n, 14))  # 24 ready, down to a steady 14 after 10 steps
+    assert _drain(work) == (18, False), "8 steps after the count last shrank"
+    assert read[-1] == read[-9] == 14
+    noisy, _ = counted_pipeline(24, lambda n: max(24 - n, 14 - n % 2))  # steady between 13 and 14
+    assert _drain(noisy) == (18, False), "a count that goes up and down around a level is not shrinking"
+
+
+@pytest.mark.parametrize(("start", "rate", "expected"), [(24, (3, 4), 90), (12, (7, 8), 82), (12, (1, 2), 22)])
+def test_warmup_drain_runs_a_shrinking_count_until_dry(start: int, rate: tuple[int, int], expected: int) -> None:
+    """A pipeline slower than the model (``rate`` of its batches a step, evenly) loses a batch or more every 8
+    steps: it is drained until it holds at most one batch twice in a row, 7/8 of the model's rate included (the
+    bound: a pipeline is said to keep up only above it)."""
+    from sweeper.trial.measure import _drain
+
+    num, den = rate
+    work, read = counted_pipeline(24, lambda n: start - n + num * n // den)
+    assert _drain(work) == (expected, True)
+    assert read[-2:] == [1, 1] and all(a >= b for a, b in zip(read, read[1:])), "shrinking, then dry"
+
+
+def test_loader_ready_counts_a_dataloader_iterators_finished_batches() -> None:
+    """The helper a workload of the user's own gives as ``ready_batches``: idle workers fill every prefetch slot
+    (2 workers x prefetch 2); no workers: none; not a DataLoader iterator: unknown."""
+    import time as clock
+
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from workloads.base import loader_ready
+
+    dataset = TensorDataset(torch.arange(64))
+    loader = DataLoader(dataset, batch_size=2, num_workers=2, prefetch_factor=2)
+    batches = iter(loader)
+    try:
+        next(batches)
+        deadline = clock.time() + 60
+        while loader_ready(batches) < 4 and clock.time() < deadline:
+            clock.sleep(0.1)
+        assert loader_ready(batches) == 4, "every prefetch slot holds a finished batch"
+        assert next(batches)[0].tolist() == [2, 3], "in order"
+    finally:
+        batches._shutdown_workers()
+    assert loader_ready(iter(DataLoader(dataset, batch_size=2))) == 0, "no workers: nothing is prepared ahead"
+    assert loader_ready(iter([1, 2])) is None, "not a DataLoader iterator: unknown"
 
 
 def test_ready_batches_counts_what_the_workers_finished(tmp_path: Path) -> None:

@@ -33,11 +33,32 @@ class Workload:
     # prefetch_factor): warm-up runs at least this many steps more, so the window does not time batches that were
     # prepared while the model started.
     buffered_steps: int = 0
-    # Batches the input pipeline holds ready right now (None: unknown): warm-up runs until it is empty.
+    # Batches the input pipeline holds ready right now (None: unknown): warm-up runs until it is empty, or until
+    # the count stops shrinking (the pipeline keeps up). For a torch DataLoader: ``lambda: loader_ready(batches)``
+    # with ``batches = iter(loader)``. Without it, a pipeline that keeps up is warmed up to a cap (4 x the buffer).
     ready_batches: Callable[[], int | None] | None = None
     # next_batch() fetches real input: on a GPU its waits are timed on the device (two CUDA events per step, so
     # workloads without input, whose steps may be microseconds, do not pay for them).
     input_pipeline: bool = False
+
+
+def loader_ready(iterator: Any) -> int | None:
+    """Batches a torch DataLoader iterator (``iter(loader)``) holds finished and not yet taken: the workers' results
+    before and after the pin-memory thread, plus those that arrived out of order; 0 without workers (nothing is
+    prepared ahead); None where it does not show them (not a DataLoader iterator, a future torch, a platform
+    without ``Queue.qsize``). A workload's ``ready_batches``: ``lambda: loader_ready(batches)``.
+
+    Read from the iterator's private attributes, hence the None fallback.
+    """
+    try:
+        if iterator._num_workers == 0:
+            return 0
+        ready = iterator._worker_result_queue.qsize()
+        if iterator._data_queue is not iterator._worker_result_queue:
+            ready += iterator._data_queue.qsize()
+        return ready + sum(1 for v in list(iterator._task_info.values()) if len(v) == 2)  # arrived out of order
+    except (AttributeError, NotImplementedError):
+        return None
 
 
 @dataclasses.dataclass(frozen=True)

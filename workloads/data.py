@@ -41,6 +41,7 @@ from torchvision.datasets import DatasetFolder
 from torchvision.io import read_file
 
 from workloads import decode
+from workloads.base import loader_ready
 from workloads.corpus import corpus_path, corpus_sizes, ensure_corpus
 from workloads.device_side import DECODED_DEPTH, PREFETCH_DEPTH, DeviceSide, Normalize, Prefetcher, pack_bytes
 from workloads.spec.data import (  # noqa: F401 (re-exported: the workload checks knobs through this module)
@@ -344,23 +345,16 @@ class Pipeline:
         """Batches prepared and not yet taken: the workers' finished batches (before and after pinning) plus the
         decode and device threads' queues; None where the loader does not show them (a future torch).
 
-        Read from the DataLoader iterator's queues (private attributes, hence the fallback): warm-up uses it to run
-        until the buffer filled while the model started is used up.
+        The loader's part is :func:`workloads.base.loader_ready` (its iterator's queues: private attributes, hence
+        the fallback): warm-up uses the count to run until the buffer filled while the model started is used up.
         """
         ready = 0
         if self.prefetcher is not None:
             ready = self.prefetcher.queue.qsize() + (self.prefetcher.decoded.qsize() if self.prefetcher.decoded else 0)
-        it = self._it
-        if it is None or self.workers == 0:
+        if self._it is None:
             return ready
-        try:
-            ready += it._worker_result_queue.qsize()
-            if it._data_queue is not it._worker_result_queue:
-                ready += it._data_queue.qsize()
-            ready += sum(1 for v in list(it._task_info.values()) if len(v) == 2)  # arrived out of order
-        except (AttributeError, NotImplementedError):
-            return None
-        return ready
+        loader = loader_ready(self._it)
+        return None if loader is None else ready + loader
 
     def close(self) -> None:
         """Stop the prefetcher's threads and the worker processes (and the pin-memory thread) now, not at collection."""

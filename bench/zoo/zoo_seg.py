@@ -18,6 +18,7 @@ import torchvision
 from torch.utils.data import DataLoader, Dataset
 
 from workloads import DeviceInfo, Workload, common
+from workloads.base import loader_ready
 
 POOL = 64  # distinct images held in memory; the dataset cycles over them
 
@@ -91,5 +92,6 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
         precision=knobs["precision"],
         close=close,
         buffered_steps=2 * workers,
+        ready_batches=lambda: loader_ready(batches),
         input_pipeline=True,
     )

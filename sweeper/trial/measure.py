@@ -86,11 +86,20 @@ def _drain(work: Workload) -> tuple[int, bool]:
     of 512, ~4 s of a compiled ResNet-50, and a 1 s window read 7,226 img/s from a pipeline that sustains ~4,300).
     Warm-up goes on until, twice in a row, the pipeline holds at most one batch ready (``work.ready_batches``,
     read from its queues) or, where it cannot say, until two ``next_batch()`` calls in a row wait for data. A
-    pipeline that keeps up never runs dry: warm-up stops once its ready count has not shrunk over min(buffer, 8)
-    steps, or (without a count) after four times its buffer.
+    pipeline that keeps up never runs dry: warm-up stops once its ready count has not shrunk over w = min(buffer,
+    8) steps (the count after a step that was not dry is at least the count w steps before), or (without a count)
+    after four times its buffer plus 8 steps. The count is compared with w steps before, not with the first: after
+    a long first step the buffer is full, and a pipeline that keeps up settles below full (the batches being made
+    are not ready yet), so its count need never return to the first value.
+
+    The bound: a count that did not shrink over w steps means the pipeline delivered at least as many batches as
+    the model took in those w steps (w of them, one batch a step), which a pipeline delivering at an even rate
+    does only if that rate is more than (w - 1) / w of the model's (7/8 with w = 8: at most 1/8 slower). A slower
+    pipeline's count shrinks by a batch or more every w steps, and it is drained until dry (or to the cap).
     """
+    window, ready_now = min(work.buffered_steps, 8), work.ready_batches or (lambda: None)
     cap, dry, steps, interval = 4 * work.buffered_steps + 8, 0, 0, 0.0
-    first_ready: int | None = None
+    counts = [ready_now()]  # counts[s]: the ready count after s drain steps
     while steps < cap and dry < 2:
         t0 = time.perf_counter()
         batch = work.next_batch()
@@ -99,13 +108,13 @@ def _drain(work: Workload) -> tuple[int, bool]:
         steps += 1
         took = time.perf_counter() - t0
         interval = took if steps == 1 else 0.8 * interval + 0.2 * took
-        ready = work.ready_batches() if work.ready_batches is not None else None
+        ready = ready_now()
+        counts.append(ready)
         empty = ready <= 1 if ready is not None else waited > max(DRY_WAIT_S, 0.2 * interval)
         dry = dry + 1 if empty else 0
-        if ready is not None:
-            first_ready = ready if first_ready is None else first_ready
-            if steps >= min(work.buffered_steps, 8) and ready >= first_ready and dry == 0:
-                break  # the buffer is not shrinking: the pipeline keeps up, and its buffer cannot inflate the window
+        before = counts[-1 - window] if steps >= window else None
+        if ready is not None and before is not None and ready >= before and dry == 0:
+            break  # the buffer is not shrinking: the pipeline keeps up, and its buffer cannot inflate the window
     return steps, dry >= 2
 
 
