@@ -8,7 +8,8 @@ A trial's wall time (launch to end, as the sweeper saw it: ``spent_s``) is the s
 
 and each is predicted from the study's own measured trials (warm-start history left out: another night's caches):
 
-* start: the median of the trials' start (their wall less the phases they recorded);
+* start: the median of the trials' start (their wall less the phases they recorded, and less a profiled
+  re-measurement's ``prof_s``: the admission prices profiling on its own);
 * setup: the median of the trials of the same cost class (``hydra.sweeper.expensive`` values), else of all;
 * the step time: that of the measured configurations nearest to this one (most knob values in common, the same
   cost class first; the slowest of equals); the window is then ``measure.*`` applied to it (``steps`` steps, at
@@ -400,7 +401,8 @@ def _phases(s: Seen, attrs: Mapping[str, Any]) -> None:
     s.compile_s = max(0.0, compile_s if compile_s is not None else first - step)
     s.setup_s, s.step_s, s.window_s = setup, step, window
     s.steps, s.warmup_steps = int(steps or round(window / step)), warmup_steps
-    s.start_s = max(0.0, s.total - setup - first - max(0, warmup_steps - 1) * step - window)
+    prof = num("prof_s") or 0.0  # a profiled re-measurement's profile: priced apart (remeasure.profile_cost)
+    s.start_s = max(0.0, s.total - setup - first - max(0, warmup_steps - 1) * step - window - prof)
     s.phased = True
 
 
