@@ -26,7 +26,7 @@ and each is predicted from the study's own measured trials (warm-start history l
 * graph-neutral knobs, learned: a compiled trial of a new configuration whose compile took at most
   ``WARM_COMPILE_MAX_SHARE`` of its class's slowest cold compile measured before it found Inductor's cache warm, so
   the knobs in which it differs from the nearest earlier compiled configuration of its class (most knob values in
-  common) do not change the compiled graph (an optimizer's implementation, a DataLoader's workers). A configuration
+  common) do not change the compiled graph (on the H200: the optimizer's implementation). A configuration
   that differs from a measured compiled one of its class only in knobs so learned pays the warm share, as a repeat
   does; a knob never seen to leave the cache warm keeps the cold compile (the conservative side).
 
@@ -67,7 +67,7 @@ MIN_MEASURED = 3  # trials of a cost class measured before its timeout is derive
 FIRST_TRIAL_S = 30.0  # the cheap class's cost before any trial was measured (a process start, a few steps)
 # What a warm re-run of a compiled configuration pays of its cold compile before the study measured one: the median
 # of the H200's measurements (ResNet-50 42 s -> 7-8 s in DESIGN.md's facts, 45.3 s -> 5.7 s on 2026-12-04; ViT-B/16
-# 29.3 s -> 2.8 s, bench/results/h200-2026-12-04T*-budget-*); the study's own repeats replace it.
+# 29.3 s -> 2.8 s, bench/results/h200-2026-12-04T*-budget-*); the study's own warm compiles replace it.
 WARM_COMPILE_SHARE = 0.13
 # A new configuration's compile at most this share of its class's slowest cold compile found the cache warm: warm
 # shares measured 0.09-0.16 (above; ViT-B/16 35.8 s -> 4.3 s, a GPT 27.1 s -> 3.2 s on 2026-12-05), while the cold
