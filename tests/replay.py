@@ -3,7 +3,10 @@ fake clock, against a landscape that answers each configuration with its through
 
 A landscape is built from measured facts (an H200's rows, ``DESIGN.md``'s facts, the numbers of a sweep's rows):
 knob effects on throughput (multiplicative), and the costs of a trial by phase: process start, setup (eager or
-compiled), compile (per mode, cold, or warm when the same configuration ran before: the Inductor cache), warm-up and
+compiled), compile (per mode, cold, or warm when the same configuration ran before, or one that differs from it only
+in knobs measured to leave the compiled graph unchanged: the Inductor cache), warm-up (``measure.warmup_steps``; a
+DataLoader's buffer of ``buffered`` steps makes it ``buffered + 2`` steps, then a drain of ``4 x buffered + 8`` steps,
+the cap of ``sweeper/trial/measure.py``'s ``_drain`` that a pipeline keeping up runs to, as the H200 recorded it) and
 the measured window (``measure.*`` applied to the configuration's step time). ``replay`` drives the sweep's
 decisions over it as ``SweepImpl`` does with one slot (ask, admit against the budget, run, tell; on a proposal that
 does not fit, spend the time where it pays; then the re-measurements that fit) and returns what happened, in
@@ -55,6 +58,8 @@ class Landscape:
     compile_warm: dict[str, float]
     cap: Any = None  # (config) -> a throughput ceiling (the input pipeline), or None
     device: DeviceInfo = H200
+    neutral: frozenset[str] = frozenset()  # knobs measured to leave the compiled graph (and its cache) unchanged
+    buffered: Any = None  # (config) -> the steps a DataLoader prefetches (its workers x prefetch factor), or None
 
     def throughput(self, c: dict[str, Any]) -> float:
         v = self.base
@@ -76,7 +81,8 @@ class Landscape:
         mode = str(c.get("knobs.compile", "off"))
         key = tuple(sorted((k, repr(v)) for k, v in c.items()))
         compiled = mode != "off"
-        compile_s = (self.compile_warm if key in ran else self.compile_cold).get(mode, 0.0) if compiled else 0.0
+        compile_s = (self.compile_warm if self._cached(key, ran) else self.compile_cold).get(mode, 0.0)
+        compile_s = compile_s if compiled else 0.0
         ran.add(key)
         thr = self.throughput(c)
         step = float(c[self.batch_key]) / thr
@@ -84,10 +90,12 @@ class Landscape:
         steps = int(m.get("steps", 20))
         window = max(steps * step, float(m.get("min_time_s") or 0.0))
         measured = max(steps, round(window / step))
-        warmup = int(m.get("warmup_steps", 5))
+        buffered = int(self.buffered(c)) if self.buffered else 0
+        warmup = max(int(m.get("warmup_steps", 5)), buffered + 2 if buffered else 0)
+        drain = 4 * buffered + 8 if buffered else 0
         setup = self.setup_s[1 if compiled else 0]
         prof = 5 * step + 2.0 if profile else 0.0
-        wall = setup + compile_s + step + max(0, warmup - 1) * step + measured * step + prof
+        wall = setup + compile_s + step + max(0, warmup - 1 + drain) * step + measured * step + prof
         attrs = {
             "setup_s": setup,
             "compile_s": compile_s,
@@ -95,6 +103,7 @@ class Landscape:
             "measured_s": measured * step,
             "step_ms_mean": step * 1e3,
             "warmup_steps": warmup,
+            "warmup_drain_steps": drain,
             "steps_measured": measured,
             "status": "complete",
             COST_KEY: wall,
@@ -102,6 +111,11 @@ class Landscape:
         if profile:
             attrs["prof_s"] = prof
         return {"attrs": attrs, "throughput": thr, "spent": self.start_s + wall}
+
+    def _cached(self, key: tuple, ran: set) -> bool:
+        """Whether the compile cache is warm for ``key``: it ran, or one that differs only in neutral knobs."""
+        mine = dict(key)
+        return any({k for k in set(mine) | set(dict(r)) if mine.get(k) != dict(r).get(k)} <= self.neutral for r in ran)
 
 
 class Clock:

@@ -14,7 +14,25 @@ sweeps of 2026-12-04 that these cases replay):
   compile proposal ``over-budget:70`` with 177 s left.
 * A ViT-B/16 the project does not ship: fp32 batch 64 362 img/s, eager bf16 ~2,300, compiled bf16 fused batch 512
   3,451 (by hand); fp32 batch 512 ~400 img/s (1.3 s steps); compile a per-model 28-29 s (a compiled trial 40-57 s),
-  warm 2.9 s; 10 measured steps. That sweep never started a compile: 17 eager trials.
+  warm 2.9 s; 10 measured steps. That sweep never started a compile: 17 eager trials. (On 2026-12-05 its foreach
+  trial compiled in 4.3 s after the fused one's cold 35.8 s: the optimizer's implementation is graph-neutral there
+  too; the GPT's landscape replays that, this one stays as recorded on 2026-12-04.)
+
+The default sweeps of 2026-12-05 (torch 2.11, rows in the sweeps' Parquet):
+
+* bench/zoo's GPT (seq_len 512, in sequences/s): fp32 batch 16 57.0 ktokens/s (143.6 ms steps); eager bf16 x5.39,
+  tf32 x2.48, fp16 x5.27, batch 32/64/128 x1.147/1.221/1.262, fused x1.011; compile default x1.405,
+  reduce-overhead x1.41 (551-553 ktokens/s at bf16 batch 128); setup 4.6 s eager, 8.8 s compiled, start ~1 s;
+  compile cold 23-27 s, warm 3.2 s also after a change of ``optimizer_impl`` only (its trials 10 and 12).
+  max-autotune was never measured: x1.45 and a cold compile of 240 s (ResNet-50's ratio to its default compile).
+* bench/zoo's DeepLabV3-MobileNetV3 fed by a DataLoader: the defaults (fp32, contiguous, batch 16, 0 workers)
+  232 img/s at 69 ms a step; the handbook's start (bf16, channels_last, compile default, cudnn_benchmark, batch 128,
+  fused, 12 workers, pinned, non_blocking) 459 img/s at 279 ms; setup 5.7 s eager, 12 s compiled; compile cold
+  140 s; with 12 workers a warm-up of 26 steps (buffer 2 x workers, + 2) and a drain of 104; start ~2.5 s. Its
+  eager factors were never measured: modest ones after the ResNet landscape (bf16/fp16 x1.1, tf32 x1.05,
+  channels_last with them x1.06, batch x1.06 a doubling, cudnn_benchmark and fused x1.01, the data knobs x1),
+  compile default x1.40 so that the handbook's start gives the measured 459 img/s; the other modes' compile after
+  ResNet-50's ratios to its default.
 """
 
 from __future__ import annotations
@@ -148,7 +166,105 @@ def vit() -> Landscape:
     )
 
 
-CASES = {"resnet50": resnet, "jpeg": jpeg, "vit": vit}
+def gpt() -> Landscape:
+    """The GPT-2-small-sized decoder of bench/zoo (seq_len 512), in sequences/s (its rows' tokens/s / 512)."""
+    params = {
+        "knobs.precision": "choice(fp32, tf32, fp16, bf16)",
+        "knobs.compile": "choice(off, default, reduce-overhead, max-autotune-no-cudagraphs)",
+        "knobs.batch_size": "choice(16, 32, 64, 128)",
+        "knobs.optimizer_impl": "choice(foreach, fused)",
+    }
+    defaults = {
+        "knobs.precision": "fp32",
+        "knobs.compile": "off",
+        "knobs.batch_size": 16,
+        "knobs.optimizer_impl": "foreach",
+    }
+    factors = {
+        "knobs.precision": {"tf32": 2.48, "fp16": 5.27, "bf16": 5.39},
+        "knobs.compile": {"default": 1.405, "reduce-overhead": 1.41, "max-autotune-no-cudagraphs": 1.45},
+        "knobs.batch_size": {32: 1.147, 64: 1.221, 128: 1.262},
+        "knobs.optimizer_impl": {"fused": 1.011},
+    }
+    return Landscape(
+        "gpt",
+        params,
+        defaults,
+        {"knobs.compile": "off"},
+        {"warmup_steps": 5, "steps": 10, "min_time_s": 1.0},
+        57006.0 / 512,
+        factors,
+        "knobs.batch_size",
+        start_s=1.0,
+        setup_s=(4.6, 8.8),
+        compile_cold={"default": 27.0, "reduce-overhead": 25.0, "max-autotune-no-cudagraphs": 240.0},
+        compile_warm={"default": 3.2, "reduce-overhead": 3.2, "max-autotune-no-cudagraphs": 31.0},
+        neutral=frozenset({"knobs.optimizer_impl"}),  # trials 10 and 12: 3.2 s after 23-27 s cold
+    )
+
+
+class _Seg(Landscape):
+    def throughput(self, c: dict) -> float:
+        v = super().throughput(c)
+        if c.get("knobs.memory_format") == "channels_last" and c.get("knobs.precision") in ("fp16", "bf16"):
+            v *= 1.06
+        return v
+
+
+def seg() -> Landscape:
+    """DeepLabV3-MobileNetV3 fed by a DataLoader (bench/zoo/conf/workload/zoo_seg.yaml)."""
+    params = {
+        "knobs.precision": "choice(fp32, tf32, fp16, bf16)",
+        "knobs.memory_format": "choice(contiguous, channels_last)",
+        "knobs.compile": "choice(off, default, reduce-overhead, max-autotune-no-cudagraphs)",
+        "knobs.cudnn_benchmark": "choice(false, true)",
+        "knobs.batch_size": "choice(16, 32, 64, 128)",
+        "knobs.optimizer_impl": "choice(foreach, fused)",
+        "knobs.num_workers": "choice(0, 4, 8, 12)",
+        "knobs.pin_memory": "choice(false, true)",
+        "knobs.non_blocking": "choice(false, true)",
+    }
+    defaults = {
+        "knobs.precision": "fp32",
+        "knobs.memory_format": "contiguous",
+        "knobs.compile": "off",
+        "knobs.cudnn_benchmark": False,
+        "knobs.batch_size": 16,
+        "knobs.optimizer_impl": "foreach",
+        "knobs.num_workers": 0,
+        "knobs.pin_memory": False,
+        "knobs.non_blocking": False,
+    }
+    factors = {
+        "knobs.precision": {"tf32": 1.05, "fp16": 1.1, "bf16": 1.1},
+        "knobs.compile": {"default": 1.40, "reduce-overhead": 1.41, "max-autotune-no-cudagraphs": 1.45},
+        "knobs.batch_size": {32: 1.06, 64: 1.12, 128: 1.19},
+        "knobs.cudnn_benchmark": {True: 1.01},
+        "knobs.optimizer_impl": {"fused": 1.01},
+    }
+    return _Seg(
+        "seg",
+        params,
+        defaults,
+        {"knobs.compile": "off"},
+        {"warmup_steps": 5, "steps": 20, "min_time_s": 1.0},
+        232.2,
+        factors,
+        "knobs.batch_size",
+        start_s=2.5,
+        setup_s=(5.7, 12.0),
+        compile_cold={"default": 140.0, "reduce-overhead": 171.0, "max-autotune-no-cudagraphs": 1244.0},
+        compile_warm={"default": 18.2, "reduce-overhead": 22.2, "max-autotune-no-cudagraphs": 162.0},
+        buffered=lambda c: 2 * c["knobs.num_workers"],  # prefetch_factor 2 per worker
+    )
+
+
+CASES = {"resnet50": resnet, "jpeg": jpeg, "vit": vit, "gpt": gpt, "seg": seg}
+# The segmentation model's first compiled trial (the handbook's start, 196 s) is predicted before any compile was
+# measured (the prior: ~40 s); its sweep has room for only that trial and the two re-measurements after it, so one
+# of its three predictions rests on the prior and the bar of 80 % within 30 % cannot hold: its own test asserts
+# that every prediction resting on a measurement is within 30 %.
+PREDICTED = sorted(set(CASES) - {"seg"})
 # What the hand loops applied (the handbook by hand: reduced precision, compile default, fused, channels_last, a
 # large batch); the JPEG case's hand loop ran on synthetic data, which its pipeline cannot feed: its own handbook
 # configuration (CPU decoders, the most workers) is its reference here.
@@ -176,6 +292,23 @@ HAND = {
         "knobs.batch_size": 512,
         "knobs.optimizer_impl": "fused",
     },
+    "gpt": {
+        "knobs.precision": "bf16",
+        "knobs.compile": "default",
+        "knobs.batch_size": 128,
+        "knobs.optimizer_impl": "fused",
+    },
+    "seg": {
+        "knobs.precision": "bf16",
+        "knobs.memory_format": "channels_last",
+        "knobs.compile": "default",
+        "knobs.cudnn_benchmark": True,
+        "knobs.batch_size": 128,
+        "knobs.optimizer_impl": "fused",
+        "knobs.num_workers": 12,
+        "knobs.pin_memory": True,
+        "knobs.non_blocking": True,
+    },
 }
 
 
@@ -198,7 +331,7 @@ def test_a_replayed_default_sweep_measures_compile_and_uses_its_budget(case: str
     assert out.best() >= 0.98 * hand, f"{case}: best {out.best():.0f} of the hand loop's {hand:.0f}"
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", PREDICTED)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_the_cost_model_predicts_replayed_trials_within_30_percent(case: str, seed: int) -> None:
     """At least 80 % of the trials' predicted walls (at their launch) are within 30 % of the actual."""
@@ -209,3 +342,15 @@ def test_the_cost_model_predicts_replayed_trials_within_30_percent(case: str, se
         if abs((e.predicted or 0) - (e.actual or 0)) > 0.3 * (e.actual or 1)
     ]
     assert out.within(0.3) >= 0.8, misses
+
+
+def test_a_data_pipelines_drain_and_warm_compile_are_priced_in_the_segmentation_sweep() -> None:
+    """The segmentation model: after the defaults and the handbook's start (196 s, 130 warm-up steps of 279 ms),
+    the re-measurements are priced from what was measured, each within 30 % of its actual wall: the baseline's at
+    its own start (the drain's 36 s not in every trial's start), the best's with its drain and a warm compile."""
+    out = replay(CASES["seg"](), budget_s=300.0, seed=0)
+    first = out.compiled()[0]  # the handbook's start, predicted from the prior
+    measured = [e for e in out.ran() if e.at > first.at]
+    assert sum(e.repeat for e in measured) >= 2, out.events  # the baseline's and the best's re-measurement
+    misses = [(round(e.predicted or 0), round(e.actual or 0)) for e in measured]
+    assert all(abs((e.predicted or 0) - (e.actual or 0)) <= 0.3 * (e.actual or 1) for e in measured), misses

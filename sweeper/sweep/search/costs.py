@@ -3,22 +3,32 @@
 A trial's wall time (launch to end, as the sweeper saw it: ``spent_s``) is the sum of phases its row records:
 
     start (process, launcher, teardown) + setup (``setup_s``: build the model, the data) + compile (``compile_s``:
-    the first step less one step) + warm-up (``warmup_steps`` steps) + the measured window (``measured_s``)
+    the first step less one step) + warm-up (``warmup_steps`` steps, the first one's step included, then
+    ``warmup_drain_steps``: a DataLoader's prefetched buffer used up) + the measured window (``measured_s``)
 
 and each is predicted from the study's own measured trials (warm-start history left out: another night's caches):
 
-* start: the median of the trials' start (their wall less the phases they recorded);
+* start: the median of the trials' start (their wall less the phases they recorded, and less a profiled
+  re-measurement's ``prof_s``: the admission prices profiling on its own);
 * setup: the median of the trials of the same cost class (``hydra.sweeper.expensive`` values), else of all;
 * the step time: that of the measured configurations nearest to this one (most knob values in common, the same
   cost class first; the slowest of equals); the window is then ``measure.*`` applied to it (``steps`` steps, at
-  least ``min_time_s``, at most ``max_steps``), the warm-up ``warmup_steps`` steps of it;
+  least ``min_time_s``, at most ``max_steps``), the warm-up as many steps of it as the nearest configurations'
+  warm-ups and drains recorded (the most of them; never fewer than ``measure.warmup_steps``): a data pipeline's
+  buffer grows with its workers, and its drain is part of the trial, not of its start;
 * compile, per cost class (per ``torch.compile`` mode): the slowest cold compile measured in that class (a
   per-model cost: it does not grow with the eager window); a class never measured takes, per expensive knob, the
   slowest compile measured with that value, else its prior (``hydra.sweeper.cost_prior``: multiples of an eager
   trial, so ``(factor - 1)`` x the median cheap trial) rescaled by how the measured values of that knob compared
   with their priors. A repeat of a measured configuration (a re-measurement) finds the compile cache its first
-  trial filled: it pays the warm share of its cold compile, as measured on this study's repeats, else
-  ``WARM_COMPILE_SHARE``.
+  trial filled: it pays the warm share of its cold compile, as measured on this study's warm compiles, else
+  ``WARM_COMPILE_SHARE``;
+* graph-neutral knobs, learned: a compiled trial of a new configuration whose compile took at most
+  ``WARM_COMPILE_MAX_SHARE`` of its class's slowest cold compile measured before it found Inductor's cache warm, so
+  the knobs in which it differs from the nearest earlier compiled configuration of its class (most knob values in
+  common) do not change the compiled graph (on the H200: the optimizer's implementation). A configuration
+  that differs from a measured compiled one of its class only in knobs so learned pays the warm share, as a repeat
+  does; a knob never seen to leave the cache warm keeps the cold compile (the conservative side).
 
 A trial cut by the budget before its end (``interrupted``, reason ``budget``) says its configuration costs at
 least what it ran: a lower bound on that configuration's prediction. Trials without recorded phases (a failed
@@ -57,8 +67,12 @@ MIN_MEASURED = 3  # trials of a cost class measured before its timeout is derive
 FIRST_TRIAL_S = 30.0  # the cheap class's cost before any trial was measured (a process start, a few steps)
 # What a warm re-run of a compiled configuration pays of its cold compile before the study measured one: the median
 # of the H200's measurements (ResNet-50 42 s -> 7-8 s in DESIGN.md's facts, 45.3 s -> 5.7 s on 2026-12-04; ViT-B/16
-# 29.3 s -> 2.8 s, bench/results/h200-2026-12-04T*-budget-*); the study's own repeats replace it.
+# 29.3 s -> 2.8 s, bench/results/h200-2026-12-04T*-budget-*); the study's own warm compiles replace it.
 WARM_COMPILE_SHARE = 0.13
+# A new configuration's compile at most this share of its class's slowest cold compile found the cache warm: warm
+# shares measured 0.09-0.16 (above; ViT-B/16 35.8 s -> 4.3 s, a GPT 27.1 s -> 3.2 s on 2026-12-05), while the cold
+# compiles of one class's configurations stay within a few tens of per cent of each other (a GPT's 23-28 s).
+WARM_COMPILE_MAX_SHARE = 0.5
 
 
 @dataclass
@@ -77,8 +91,11 @@ class Seen:
     step_s: float = 0.0
     window_s: float = 0.0
     steps: int = 0
-    warmup_steps: int = 0
+    warmup_steps: int = 0  # the warm-up's steps, the first one and the data pipeline's drain included
     repeat: bool = False  # an earlier trial measured the same configuration: its compile found the cache warm
+    warm: bool = False  # its compile found the cache warm: a repeat, or a change of graph-neutral knobs only
+    cold_of: Seen | None = None  # a warm compile's nearest earlier cold one (of a graph-neutral change)
+    neutral: frozenset[str] = frozenset()  # the knobs its warm compile showed graph-neutral
 
 
 class CostModel:
@@ -118,10 +135,27 @@ class CostModel:
                 continue
             key = config_key(t.params)
             s = Seen(t.number, dict(t.params), self.cost_class(t.params), key, total, repeat=key in keys)
+            s.warm = s.repeat
             keys.add(key)
             _phases(s, t.user_attrs)
             out.append(s)
+        self._learn_neutral(out)
         return out
+
+    def _learn_neutral(self, seen: list[Seen]) -> None:
+        """Mark the compiled trials of new configurations whose compile found the cache warm (at most
+        ``WARM_COMPILE_MAX_SHARE`` of their class's slowest cold compile before them), and the knobs each showed
+        graph-neutral: those in which it differs from the nearest earlier cold compile of its class."""
+        cheap = self._cheap()
+        for i, s in enumerate(seen):
+            if not s.phased or s.repeat or s.cls == cheap:
+                continue
+            cold = [e for e in seen[:i] if e.phased and e.cls == s.cls and not e.warm]
+            slowest = max((e.compile_s for e in cold), default=0.0)
+            if slowest <= 1.0 or s.compile_s > WARM_COMPILE_MAX_SHARE * slowest:
+                continue
+            near = max(cold, key=lambda e: (len(_same(e.params, s.params)), e.compile_s))
+            s.warm, s.cold_of, s.neutral = True, near, frozenset(_differ(near.params, s.params))
 
     def measured(self, study: optuna.Study) -> dict[tuple, list[float]]:
         """Wall seconds of the study's own measured trials, by cost class."""
@@ -176,8 +210,8 @@ class CostModel:
         start = statistics.median(s.start_s for s in phased)
         same = [s for s in phased if s.cls == mine]
         setup = statistics.median(s.setup_s for s in (same or phased))
-        step, near = self._step(phased, params, mine)
-        window, warmup = self._window(step, near)
+        step, nearest = self._step(phased, params, mine)
+        window, warmup = self._window(step, nearest)
         compile_s, basis = self._compile(phased, seen, params, mine, repeat)
         total = start + setup + compile_s + warmup + window
         return {
@@ -202,11 +236,11 @@ class CostModel:
         walls = [dataclasses.replace(s, phased=True, compile_s=max(0.0, s.total - base)) for s in seen]
         return {"total": base + self._compile_prior(walls, mine, base), "basis": "prior"}
 
-    def _step(self, phased: list[Seen], params: Mapping[str, Any], mine: tuple) -> tuple[float, Seen]:
+    def _step(self, phased: list[Seen], params: Mapping[str, Any], mine: tuple) -> tuple[float, list[Seen]]:
         """The step time of ``params``: from each of the nearest measured configurations (most knob values shared,
         the same class first), scaled by what the knob values that differ do to the step time, read off every
         trial measured so far (effects are largely multiplicative: a ridge fit of the log step time on the knob
-        values, an unmeasured value counting 1); the median of those, and the nearest."""
+        values, an unmeasured value counting 1); the median of those, and the nearest (the slowest first)."""
         names = sorted({k for s in phased for k in s.params} | set(params))
 
         def rank(s: Seen) -> tuple:
@@ -224,12 +258,15 @@ class CostModel:
                         (k, repr(s.params.get(k))), 0.0
                     )
             estimates.append(math.exp(log_step))
-        return statistics.median(estimates), max(nearest, key=lambda s: s.step_s)
+        return statistics.median(estimates), sorted(nearest, key=lambda s: -s.step_s)
 
-    def _window(self, step: float, near: Seen) -> tuple[float, float]:
-        """The measured window and the warm-up (seconds) of a trial stepping at ``step`` under ``measure.*``."""
-        m = self.measure
-        warmup_steps = int(m.get("warmup_steps", near.warmup_steps) or 0)
+    def _window(self, step: float, nearest: list[Seen]) -> tuple[float, float]:
+        """The measured window and the warm-up (seconds) of a trial stepping at ``step`` under ``measure.*``: the
+        warm-up as many steps as the nearest configurations recorded (drain included), at least
+        ``measure.warmup_steps``."""
+        m, near = self.measure, nearest[0]
+        recorded = max(s.warmup_steps for s in nearest)
+        warmup_steps = max(int(m.get("warmup_steps") or 0), recorded)
         warmup = max(1, warmup_steps) * step  # the first step's own step, then the rest of the warm-up
         if not m:
             return max(near.steps, 1) * step, warmup
@@ -247,13 +284,18 @@ class CostModel:
     ) -> tuple[float, str]:
         """The compile phase of ``params`` (seconds) and whether it rests on a measurement or the prior."""
         key = config_key(params)
-        cold = [s.compile_s for s in phased if s.cls == mine and not s.repeat]
+        cold = [s.compile_s for s in phased if s.cls == mine and not s.warm]
         if repeat and any(s.key == key for s in phased):
-            warm = [s.compile_s for s in phased if s.key == key and s.repeat]
+            warm = [s.compile_s for s in phased if s.key == key and s.warm]
             if warm:
                 return min(warm), "measured"
             first = max(s.compile_s for s in phased if s.key == key and not s.repeat)
             return first * self._warm_share(phased), "measured"
+        neutral = frozenset().union(*(s.neutral for s in phased))
+        cached = [s for s in phased if s.cls == mine and s.key != key and _differ(s.params, params) <= neutral]
+        if cached and mine != self._cheap():  # the graph of a measured configuration: its cache is warm
+            share = self._warm_share(phased)
+            return min(s.compile_s if s.warm else s.compile_s * share for s in cached), "measured"
         if cold:
             return max(cold), "measured"
         if mine == self._cheap():
@@ -262,11 +304,12 @@ class CostModel:
         return self._compile_prior(phased, mine, statistics.median(eager)), "prior"
 
     def _warm_share(self, phased: list[Seen]) -> float:
-        """What a warm re-run pays of its cold compile: measured on this study's repeats, else the prior share."""
+        """What a warm compile pays of the cold one: measured on this study's repeats and graph-neutral changes,
+        else the prior share."""
         shares = []
         for s in phased:
-            if s.repeat and s.cls != self._cheap():
-                first = next((f for f in phased if f.key == s.key and not f.repeat), None)
+            if s.warm and s.cls != self._cheap():
+                first = s.cold_of or next((f for f in phased if f.key == s.key and not f.repeat), None)
                 if first is not None and first.compile_s > 1.0:
                     shares.append(min(1.0, s.compile_s / first.compile_s))
         return statistics.median(shares) if shares else WARM_COMPILE_SHARE
@@ -279,14 +322,14 @@ class CostModel:
             value = mine[i]
             if value == cheap_value:
                 continue
-            with_value = [s.compile_s for s in seen if s.phased and s.cls[i] == value and not s.repeat]
+            with_value = [s.compile_s for s in seen if s.phased and s.cls[i] == value and not s.warm]
             if with_value:
                 total += max(with_value)
                 continue
             priors = self.prior.get(name, {})
             scales, known = [], []
             for s in seen:
-                if not s.phased or s.repeat or s.cls[i] == cheap_value:
+                if not s.phased or s.warm or s.cls[i] == cheap_value:
                     continue
                 known.append(s.compile_s)
                 p = priors.get(str(s.cls[i]))
@@ -313,6 +356,16 @@ _MEASURED = (Status.COMPLETE, Status.INFEASIBLE, Status.FAILED)
 
 def config_key(params: Mapping[str, Any]) -> tuple:
     return tuple(sorted((str(k), repr(v)) for k, v in params.items() if v is not None))
+
+
+def _differ(a: Mapping[str, Any], b: Mapping[str, Any]) -> set[str]:
+    """The knobs whose values differ between two configurations."""
+    return {k for k in set(a) | set(b) if a.get(k) != b.get(k)}
+
+
+def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> set[str]:
+    """The knobs whose values two configurations share."""
+    return {k for k in set(a) | set(b) if a.get(k) == b.get(k)}
 
 
 def _log_effects(phased: list[Seen], names: list[str], ridge: float = 0.1) -> dict[tuple[str, str], float]:
@@ -343,12 +396,13 @@ def _phases(s: Seen, attrs: Mapping[str, Any]) -> None:
     step = step / 1e3 if step is not None else (window / steps if window and steps else None)
     if None in (setup, first, window, step) or not step:
         return
-    warmup_steps = int(num("warmup_steps") or 0)
+    warmup_steps = int(num("warmup_steps") or 0) + int(num("warmup_drain_steps") or 0)  # the drain: a warm-up too
     compile_s = num("compile_s")
     s.compile_s = max(0.0, compile_s if compile_s is not None else first - step)
     s.setup_s, s.step_s, s.window_s = setup, step, window
     s.steps, s.warmup_steps = int(steps or round(window / step)), warmup_steps
-    s.start_s = max(0.0, s.total - setup - first - max(0, warmup_steps - 1) * step - window)
+    prof = num("prof_s") or 0.0  # a profiled re-measurement's profile: priced apart (remeasure.profile_cost)
+    s.start_s = max(0.0, s.total - setup - first - max(0, warmup_steps - 1) * step - window - prof)
     s.phased = True
 
 
