@@ -252,7 +252,7 @@ def zoo_table(dirs: list[Path]) -> str:
     return body + ("\n" + "\n".join(f"- {n}" for n in notes) + "\n" if notes else "")
 
 
-def main() -> None:
+def _arguments() -> tuple[argparse.ArgumentParser, argparse.Namespace, list[str]]:
     a = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     a.add_argument("out", type=Path, nargs="?")
     a.add_argument("--case", choices=sorted(CASES))
@@ -272,6 +272,63 @@ def main() -> None:
         help="write one markdown table from the budget-<case>.jsonl summaries under these folders",
     )
     args, extra = a.parse_known_args()  # the rest: Hydra overrides for the sweep
+    return a, args, extra
+
+
+def _photos(out: Path, name: str, extra: list[str]) -> list[str]:
+    """The JPEG case's corpus of real photographs (not the generated one): its override, where it was made."""
+    photos = out / "photos"
+    made = subprocess.run([sys.executable, "bench/photo_corpus.py", str(photos)], cwd=ROOT, capture_output=True,
+                          text=True)  # fmt: skip
+    log(out, name, kind="corpus", exit=made.returncode, output=(made.stdout + made.stderr)[-300:])
+    return [*extra, f"workload.root={photos}"] if made.returncode == 0 else extra
+
+
+def _report(out: Path, name: str, case: dict[str, Any]) -> pd.DataFrame:
+    """The sweep's rows packed in one file, its report copied to OUT; the rows."""
+    results = out / "results"
+    subprocess.run([sys.executable, "bench/pack.py", str(results), str(out / f"rows-{name}.parquet")], cwd=ROOT)
+    report = subprocess.run([sys.executable, "-m", "sweeper.report", str(results)], cwd=ROOT, capture_output=True,
+                            text=True, env={**env(case), "COLUMNS": "120"})  # fmt: skip
+    (out / f"report-{name}.txt").write_text(report.stdout + report.stderr)
+    md = results / "report.md"
+    if md.exists():
+        (out / f"report-{name}.md").write_text(md.read_text())
+    files = sorted(p for p in (results / "trials").glob("*.parquet") if not p.name.startswith("+"))
+    return pd.concat([pd.read_parquet(p) for p in files], ignore_index=True) if files else pd.DataFrame()
+
+
+def _from_rows(rows: pd.DataFrame, metric: str, started: float, reference: float | None) -> dict[str, Any]:
+    """What the rows say: statuses, the best and when it was reached, the cost model's error, the profiles."""
+    summary: dict[str, Any] = {"statuses": rows["status"].value_counts().to_dict()}
+    points = curve(rows, started, metric)
+    done = rows[(rows["status"] == "complete") & rows[metric].notna()]
+    if len(done):
+        best = done.loc[done[metric].astype(float).idxmax()]
+        final = float(best[metric])
+        summary.update(
+            best=final,
+            best_trial=int(best["trial"]),
+            best_knobs={c[5:]: best[c] for c in rows.columns if c.startswith("knob.") and pd.notna(best[c])},
+            curve=points,
+            t_99_of_final=first_at(points, 0.99 * final),
+            over_reference=final / reference if reference else None,
+            t_99_of_reference=first_at(points, 0.99 * reference) if reference else None,
+        )
+    if "predicted_wall_s" in rows:  # the cost model's prediction at launch against the trial's own wall
+        ran = rows[(rows["predicted_wall_s"] > 0) & (rows["wall_s"] > 0) & (rows["status"] != "interrupted")]
+        error = (ran["predicted_wall_s"] - ran["wall_s"]) / ran["wall_s"]
+        summary["cost_within_30"] = round(float((error.abs() <= 0.3).mean()), 3) if len(ran) else None
+        summary["cost_error_median"] = round(float(error.median()), 3) if len(ran) else None
+    prof = [c for c in rows.columns if c.startswith("prof_")]
+    if prof:
+        profiled = rows[rows["prof_trace"].notna()] if "prof_trace" in rows else rows.iloc[0:0]
+        summary["profiles"] = profiled[["trial", "baseline", metric, *prof]].to_dict("records")
+    return summary
+
+
+def main() -> None:
+    a, args, extra = _arguments()
     if args.table:
         table = zoo_table(args.table)
         if args.out:
@@ -282,59 +339,20 @@ def main() -> None:
         a.error("OUT and --case are needed (or --table DIR ...)")
     out, name, case = args.out, args.case, CASES[args.case]
     out.mkdir(parents=True, exist_ok=True)
-    reference = hand_loop(out, name, case, smoke=args.smoke)
-    reference = reference or args.reference
+    reference = hand_loop(out, name, case, smoke=args.smoke) or args.reference
     if name == "jpeg" and not args.smoke:  # real photographs, not the generated corpus
-        photos = out / "photos"
-        made = subprocess.run([sys.executable, "bench/photo_corpus.py", str(photos)], cwd=ROOT, capture_output=True,
-                              text=True)  # fmt: skip
-        log(out, name, kind="corpus", exit=made.returncode, output=(made.stdout + made.stderr)[-300:])
-        if made.returncode == 0:
-            extra = [*extra, f"workload.root={photos}"]
+        extra = _photos(out, name, extra)
     overrides = extra + (["preset=tiny"] if args.smoke else [])
     started, wall, code = sweep(out, name, case, args.budget, overrides, args.safety)
-    results = out / "results"
-    subprocess.run([sys.executable, "bench/pack.py", str(results), str(out / f"rows-{name}.parquet")], cwd=ROOT)
-    report = subprocess.run([sys.executable, "-m", "sweeper.report", str(results)], cwd=ROOT, capture_output=True,
-                            text=True, env={**env(case), "COLUMNS": "120"})  # fmt: skip
-    (out / f"report-{name}.txt").write_text(report.stdout + report.stderr)
-    md = results / "report.md"
-    if md.exists():
-        (out / f"report-{name}.md").write_text(md.read_text())
-    files = sorted(p for p in (results / "trials").glob("*.parquet") if not p.name.startswith("+"))
-    rows = pd.concat([pd.read_parquet(p) for p in files], ignore_index=True) if files else pd.DataFrame()
+    rows = _report(out, name, case)
     summary: dict[str, Any] = {"kind": "summary", "exit": code, "wall_s": round(wall, 1), "budget_s": args.budget,
                                "reference": reference, "trials": len(rows), "smoke": args.smoke,
                                "unit": case.get("unit"), "model": case.get("kind"),
                                "ended": sweep_lines(out / f"sweep-{name}.log", "sweep ended:"),
                                "cost_line": sweep_lines(out / f"sweep-{name}.log", "cost model:")}  # fmt: skip
     if len(rows):
-        metric = case["metric"]
-        summary["statuses"] = rows["status"].value_counts().to_dict()
-        points = curve(rows, started, metric)
-        done = rows[(rows["status"] == "complete") & rows[metric].notna()]
-        if len(done):
-            best = done.loc[done[metric].astype(float).idxmax()]
-            final = float(best[metric])
-            summary.update(
-                best=final,
-                best_trial=int(best["trial"]),
-                best_knobs={c[5:]: best[c] for c in rows.columns if c.startswith("knob.") and pd.notna(best[c])},
-                curve=points,
-                t_99_of_final=first_at(points, 0.99 * final),
-                over_reference=final / reference if reference else None,
-                t_99_of_reference=first_at(points, 0.99 * reference) if reference else None,
-            )
+        summary.update(_from_rows(rows, case["metric"], started, reference))
         summary["budget_used"] = round(wall / args.budget, 3)
-        if "predicted_wall_s" in rows:  # the cost model's prediction at launch against the trial's own wall
-            ran = rows[(rows["predicted_wall_s"] > 0) & (rows["wall_s"] > 0) & (rows["status"] != "interrupted")]
-            error = (ran["predicted_wall_s"] - ran["wall_s"]) / ran["wall_s"]
-            summary["cost_within_30"] = round(float((error.abs() <= 0.3).mean()), 3) if len(ran) else None
-            summary["cost_error_median"] = round(float(error.median()), 3) if len(ran) else None
-        prof = [c for c in rows.columns if c.startswith("prof_")]
-        if prof:
-            profiled = rows[rows["prof_trace"].notna()] if "prof_trace" in rows else rows.iloc[0:0]
-            summary["profiles"] = profiled[["trial", "baseline", metric, *prof]].to_dict("records")
     log(out, name, **summary)
 
 
