@@ -12,6 +12,7 @@ from optuna.trial import create_trial
 
 from sweeper.sweep.config.settings import KnobSweeperConf
 from sweeper.sweep.search.costs import CostModel
+from tests.test_replay import HAND, seg
 
 EXPENSIVE = {"knobs.compile": "off"}
 PHASES = ("wall_s", "setup_s", "compile_s", "first_step_s", "measured_s", "step_ms_mean", "warmup_steps",
@@ -36,28 +37,8 @@ def _model(**measure: Any) -> CostModel:
     return CostModel(EXPENSIVE, KnobSweeperConf().cost_prior, measure={"warmup_steps": 5, **measure})
 
 
-SEG_DEFAULTS = {
-    "knobs.precision": "fp32",
-    "knobs.memory_format": "contiguous",
-    "knobs.compile": "off",
-    "knobs.cudnn_benchmark": False,
-    "knobs.batch_size": 16,
-    "knobs.optimizer_impl": "foreach",
-    "knobs.num_workers": 0,
-    "knobs.pin_memory": False,
-    "knobs.non_blocking": False,
-}
-SEG_START = {
-    "knobs.precision": "bf16",
-    "knobs.memory_format": "channels_last",
-    "knobs.compile": "default",
-    "knobs.cudnn_benchmark": True,
-    "knobs.batch_size": 128,
-    "knobs.optimizer_impl": "fused",
-    "knobs.num_workers": 12,
-    "knobs.pin_memory": True,
-    "knobs.non_blocking": True,
-}
+SEG_DEFAULTS = seg().defaults  # the recorded H200 sweep's defaults and handbook start (tests/test_replay.py)
+SEG_START = HAND["seg"]
 SEG = [
     (SEG_DEFAULTS, (8.297, 5.747, 0.0, 0.819, 1.378, 68.866, 5, 0, 20)),
     (SEG_START, (194.115, 11.964, 140.33, 140.609, 5.577, 278.809, 26, 104, 20)),  # 26 + 104 steps at 0.279 s
