@@ -58,12 +58,38 @@ def summarize(trace: dict[str, Any]) -> dict[str, Any]:
     streams: dict[str, list[tuple[float, float]]] = {}
     for e in gpu:
         streams.setdefault(str(e.get("tid")), []).append((e["ts"], e["ts"] + e["dur"]))
-    launch_cats = ("cuda_runtime", "cuda_driver")
-    launches = {e.get("args", {}).get("correlation"): e for e in events if e.get("cat") in launch_cats}
-    cpu_ops: dict[Any, list[dict[str, Any]]] = {}
+    gaps = _gaps(merged, gpu, events, names, t0)
+    threads = _threads(_cpu_ops(events), names, t0, t1)
+    by_cause: dict[str, float] = {}
+    for g in gaps:
+        by_cause[g["cause"]] = round(by_cause.get(g["cause"], 0.0) + g["ms"], 3)
+    return {
+        "steps": len(steps),
+        "window_ms": round(span / 1e3, 2),
+        "gpu_busy": round(_covered(merged, t0, t1) / span, 4),
+        "stream_busy": {k: round(_covered(v, t0, t1) / span, 4) for k, v in streams.items()},
+        "gap_ms_by_cause": by_cause,
+        "gaps": sorted(gaps, key=lambda g: -g["ms"])[:25],
+        "threads_cpu_ms": dict(sorted(threads.items(), key=lambda kv: -kv[1])),
+    }
+
+
+def _cpu_ops(events: list[dict[str, Any]]) -> dict[Any, list[dict[str, Any]]]:
+    """The CPU ops and annotations of the trace, by thread."""
+    out: dict[Any, list[dict[str, Any]]] = {}
     for e in events:
         if e.get("cat") in ("cpu_op", "user_annotation"):
-            cpu_ops.setdefault(e.get("tid"), []).append(e)
+            out.setdefault(e.get("tid"), []).append(e)
+    return out
+
+
+def _gaps(
+    merged: list[tuple[float, float]], gpu: list[dict[str, Any]], events: list[dict[str, Any]], names: dict, t0: float
+) -> list[dict[str, Any]]:
+    """Each idle gap of the GPU longer than GAP_MS after ``t0``, attributed by the work that ended it."""
+    launch_cats = ("cuda_runtime", "cuda_driver")
+    launches = {e.get("args", {}).get("correlation"): e for e in events if e.get("cat") in launch_cats}
+    cpu_ops = _cpu_ops(events)
     gaps = []
     for (_, end), (start, _) in zip(merged, merged[1:]):
         if end < t0 or (start - end) / 1e3 < GAP_MS:
@@ -83,26 +109,20 @@ def summarize(trace: dict[str, Any]) -> dict[str, Any]:
         else:
             gap["cause"] = "waited"
         gaps.append(gap)
+    return gaps
+
+
+def _threads(cpu_ops: dict[Any, list[dict[str, Any]]], names: dict, t0: float, t1: float) -> dict[str, float]:
+    """CPU time (ms) of each thread's ops inside the window, the threads busy over 0.5 ms."""
     threads = {}
     for tid, ops in cpu_ops.items():
         ms = _covered([(o["ts"], o["ts"] + o["dur"]) for o in ops if o.get("cat") == "cpu_op"], t0, t1) / 1e3
         if ms > 0.5:
             threads[names.get((ops[0].get("pid"), tid)) or str(tid)] = round(ms, 1)
-    by_cause: dict[str, float] = {}
-    for g in gaps:
-        by_cause[g["cause"]] = round(by_cause.get(g["cause"], 0.0) + g["ms"], 3)
-    return {
-        "steps": len(steps),
-        "window_ms": round(span / 1e3, 2),
-        "gpu_busy": round(_covered(merged, t0, t1) / span, 4),
-        "stream_busy": {k: round(_covered(v, t0, t1) / span, 4) for k, v in streams.items()},
-        "gap_ms_by_cause": by_cause,
-        "gaps": sorted(gaps, key=lambda g: -g["ms"])[:25],
-        "threads_cpu_ms": dict(sorted(threads.items(), key=lambda kv: -kv[1])),
-    }
+    return threads
 
 
-def main() -> None:
+def _arguments() -> argparse.Namespace:
     a = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     a.add_argument("out", type=Path)
     a.add_argument("name")
@@ -112,51 +132,67 @@ def main() -> None:
     argv = sys.argv[1:]
     cut = argv.index("--") if "--" in argv else len(argv)
     args = a.parse_args(argv[:cut])
-    args.overrides = argv[cut + 1 :]
+    args.overrides = argv[cut + 1 :] + (["device=cpu"] if args.smoke else [])
+    return args
+
+
+def _build(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The workload of the overrides, built as a trial builds it (device and preset resolved; auto: tiny on the
+    CPU), and its device."""
     import torch
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
     import workloads
-
-    args.out.mkdir(parents=True, exist_ok=True)
     from sweeper.sweep.config.trial_config import trial_config
     from sweeper.trial.gpu import device_info
     from workloads.base import DeviceInfo
 
-    overrides = list(args.overrides) + (["device=cpu"] if args.smoke else [])
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        composed = OmegaConf.to_container(compose("config", overrides=overrides), resolve=True)
+        composed = OmegaConf.to_container(compose("config", overrides=args.overrides), resolve=True)
     assert isinstance(composed, dict)
-    # device and preset resolved as a trial's (auto: tiny on the CPU)
-    cfg = trial_config(composed, DeviceInfo(kind="cpu") if args.smoke else device_info(), overrides)
+    cfg = trial_config(composed, DeviceInfo(kind="cpu") if args.smoke else device_info(), args.overrides)
     device = torch.device(cfg["device"])
     if device.type == "cuda":
         torch.cuda.set_device(device)
     wl = cfg["workload"]
-    work = workloads.load(wl["name"], wl.get("module")).build(cfg, device)
+    return workloads.load(wl["name"], wl.get("module")).build(cfg, device), device
+
+
+def _profile(work: Any, device: Any, args: argparse.Namespace) -> tuple[Any, float, list[tuple[float, float]]]:
+    """Warm up, then profile ``args.steps`` steps under the trial's labels: (the profiler, the wall seconds, each
+    step's host seconds in next_batch() and in step())."""
+    import torch
+
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    try:
-        for _ in range(max(args.warmup, work.buffered_steps + 4)):
-            work.step(work.next_batch())
+    for _ in range(max(args.warmup, work.buffered_steps + 4)):
+        work.step(work.next_batch())
+    sync()
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    host: list[tuple[float, float]] = []
+    t_start = time.perf_counter()
+    rf = torch.profiler.record_function  # the trial's labels (sweeper.trial.profile), so ta.analyse reads it
+    with torch.profiler.profile(activities=activities) as prof, rf(ta.WINDOW_LABEL):
+        for i in range(args.steps):
+            with rf(f"{ta.STEP_LABEL}#{i}"):
+                t = time.perf_counter()
+                with rf(ta.INPUT_LABEL):
+                    batch = work.next_batch()
+                t_mid = time.perf_counter()
+                work.step(batch)
+                host.append((t_mid - t, time.perf_counter() - t_mid))
         sync()
-        activities = [torch.profiler.ProfilerActivity.CPU]
-        if device.type == "cuda":
-            activities.append(torch.profiler.ProfilerActivity.CUDA)
-        host: list[tuple[float, float]] = []
-        t_start = time.perf_counter()
-        rf = torch.profiler.record_function  # the trial's labels (sweeper.trial.profile), so ta.analyse reads it
-        with torch.profiler.profile(activities=activities) as prof, rf(ta.WINDOW_LABEL):
-            for i in range(args.steps):
-                with rf(f"{ta.STEP_LABEL}#{i}"):
-                    t = time.perf_counter()
-                    with rf(ta.INPUT_LABEL):
-                        batch = work.next_batch()
-                    t_mid = time.perf_counter()
-                    work.step(batch)
-                    host.append((t_mid - t, time.perf_counter() - t_mid))
-            sync()
-        wall = time.perf_counter() - t_start
+    return prof, time.perf_counter() - t_start, host
+
+
+def main() -> None:
+    args = _arguments()
+    args.out.mkdir(parents=True, exist_ok=True)
+    work, device = _build(args)
+    try:
+        prof, wall, host = _profile(work, device, args)
     finally:
         work.close()
     trace_path = args.out / f"{args.name}.trace.json"
@@ -167,7 +203,7 @@ def main() -> None:
     trace_path.unlink()
     row = {
         "name": args.name,
-        "overrides": overrides,
+        "overrides": args.overrides,
         "wall_ms_per_step": round(wall / args.steps * 1e3, 2),
         "host_next_batch_ms": [round(a * 1e3, 2) for a, _ in host],
         "host_step_ms": [round(b * 1e3, 2) for _, b in host],
