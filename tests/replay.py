@@ -24,7 +24,7 @@ import optuna
 from optuna.trial import TrialState
 
 from sweeper.results.outcome import Reason, Status, TrialOutcome
-from sweeper.sweep.config.settings import KnobSweeperConf
+from sweeper.sweep.config.settings import KnobSweeperConf, priors_per_op
 from sweeper.sweep.config.space import build_space
 from sweeper.sweep.run import remeasure
 from sweeper.sweep.run.admission import Admission
@@ -60,6 +60,7 @@ class Landscape:
     device: DeviceInfo = H200
     neutral: frozenset[str] = frozenset()  # knobs measured to leave the compiled graph (and its cache) unchanged
     buffered: Any = None  # (config) -> the steps a DataLoader prefetches (its workers x prefetch factor), or None
+    graph_ops: int | None = None  # distinct operations of the eager step (sweeper.trial.ops), recorded by eager trials
 
     def throughput(self, c: dict[str, Any]) -> float:
         v = self.base
@@ -110,6 +111,8 @@ class Landscape:
         }
         if profile:
             attrs["prof_s"] = prof
+        if self.graph_ops and not compiled:
+            attrs["graph_ops"] = self.graph_ops
         return {"attrs": attrs, "throughput": thr, "spent": self.start_s + wall}
 
     def _cached(self, key: tuple, ran: set) -> bool:
@@ -227,7 +230,7 @@ def _open(land: Landscape, budget_s: float, seed: int, grace_s: float) -> tuple[
         "staged", seed, space, land.expensive, land.defaults, budget_s, budget=scheduler.budget
     )
     study = optuna.create_study(direction="maximize", sampler=sampler)
-    costs = CostModel(land.expensive, settings.cost_prior, measure=land.measure)
+    costs = CostModel(land.expensive, settings.cost_prior, priors_per_op(settings), measure=land.measure)
     plan = SimpleNamespace(
         study=study,
         space=space,

@@ -27,8 +27,8 @@ CASES = [
      "`hydra.sweeper.pruner.typ`: is not a setting of the sweeper; did you mean `hydra.sweeper.pruner.type`?"),
     (["+workload=matmul", "-m", "+hydra.sweeper.zzz=1"],
      "`hydra.sweeper.zzz`: is not a setting of the sweeper; `hydra.sweeper` has: baseline_first, conditions, "
-     "confirm_top_k, confirm_unstable, constraints, cost_prior, expensive, grace_period, grace_s, handbook_start, "
-     "heartbeat_interval, max_failure_rate, ... (19 more: `--cfg hydra` lists them)"),
+     "confirm_top_k, confirm_unstable, constraints, cost_prior, cost_prior_per_op, expensive, grace_period, grace_s, "
+     "handbook_start, heartbeat_interval, ... (20 more: `--cfg hydra` lists them)"),
     (["+workload=matmul", "-m", "hydra/launcher=joblb"],
      "`hydra/launcher`: unknown hydra/launcher 'joblb'; did you mean hydra/launcher=joblib? known: basic, joblib, "
      "submitit_local, submitit_slurm"),
@@ -40,8 +40,8 @@ CASES = [
     (["+workload=matmul", "knob.dtype=fp32"],
      "`knob.dtype`: is not a key of this workload's config; did you mean `knobs.dtype`?"),
     (["+workload=matmul", "measure.zzz=1"],
-     "`measure.zzz`: is not a key of this workload's config; `measure` has: max_steps, min_time_s, profile_steps, "
-     "rel_precision, stall_s, steps, warmup_steps"),
+     "`measure.zzz`: is not a key of this workload's config; `measure` has: count_ops, max_steps, min_time_s, "
+     "profile_steps, rel_precision, stall_s, steps, warmup_steps"),
     (["+workload=matmul", "trial.resources.gpu=1"],
      "`trial.resources.gpu`: is not a key of this workload's config; did you mean `trial.resources.gpus`?"),
     (["-m"], f"`workload`: no workload selected; add +workload=<name>; known workloads: {KNOWN}"),
@@ -81,6 +81,9 @@ CASES = [
     (["+workload=matmul", "-m", "++hydra.sweeper.cost_prior={knobs.dtype:{fp16:2}}"],
      "`hydra.sweeper.cost_prior.knobs.dtype`: is not a knob of hydra.sweeper.expensive; give priors for the "
      "expensive knobs only, e.g. knobs.compile"),
+    (["+workload=resnet50", "-m", "++hydra.sweeper.cost_prior_per_op={knobs.compile:{default:-1}}"],
+     "`hydra.sweeper.cost_prior_per_op.knobs.compile.default`: must be a number > 0, got -1; give the seconds of a "
+     "cold compile per distinct operation of the eager step, e.g. 0.27"),
     (["+workload=matmul", "-m", "hydra.sweeper.sampler=bayes"],
      "`hydra.sweeper.sampler`: 'bayes' is not a sampler; use one of: staged, tpe, random, grid, gp, nsgaii, qmc"),
     ([*COSTLY, "-m", "++hydra.sweeper.expensive={knobs.compiled:'off'}"],

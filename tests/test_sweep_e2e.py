@@ -56,7 +56,11 @@ def test_sweep_resume_and_report(results: Path, workload: str) -> None:
         "torch_version",
         "cpu_model",
         "started_at",
+        "graph_ops",
     } <= set(df.columns)
+    eager = complete if "knob.compile" not in df else complete[complete["knob.compile"].fillna("off") == "off"]
+    counted = eager.sort_values("trial")["graph_ops"]
+    assert counted.iloc[0] >= 1 and counted.notna().sum() == 1, "the first eager step is counted, once a study"
 
     # Same command again: the same study continues, trial numbers go on, nothing measured twice.
     first = len(df)

@@ -19,7 +19,7 @@ from omegaconf import DictConfig
 
 from sweeper.errors import ConfigError
 from sweeper.sweep.config import schema, secrets
-from sweeper.sweep.config.settings import COMPILE_PRIOR, check_sweeper, plain
+from sweeper.sweep.config.settings import COMPILE_PRIOR, COMPILE_S_PER_OP, check_sweeper, plain
 from sweeper.sweep.config.space import ExpressionError, SearchSpace, check_known, evaluate
 from sweeper.sweep.config.trial_config import check_enumerations, check_results_dir
 from sweeper.sweep.run import launch
@@ -113,6 +113,7 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
     fixed_args = fixed_args + secrets.hide_config_password(settings.storage)  # a password from a YAML file
     expensive = dict(plain(settings.expensive) or {})
     _check_cost_prior(plain(settings.cost_prior) or {}, expensive)
+    _check_cost_prior(plain(settings.cost_prior_per_op) or {}, expensive, per_op=True)
     sampler = _make_sampler(settings, storage, study_name, space, expensive, defaults, budget)
     # resolved before the study exists: a bad name creates nothing
     warm_sources = warm.resolve(storage, plain(settings.warm_start), study_name, workload_key)
@@ -320,11 +321,13 @@ def _parse_starts(starts: Any, space: SearchSpace, defaults: dict[str, Any], cfg
     return out
 
 
-def _check_cost_prior(prior: Mapping[str, Any], expensive: Mapping[str, Any]) -> None:
-    """``hydra.sweeper.cost_prior``: {expensive knob: {value: factor > 0}}."""
+def _check_cost_prior(prior: Mapping[str, Any], expensive: Mapping[str, Any], per_op: bool = False) -> None:
+    """``hydra.sweeper.cost_prior``: {expensive knob: {value: factor > 0}}; ``cost_prior_per_op`` (``per_op``):
+    {expensive knob: {value: seconds > 0}}."""
+    name, default = ("cost_prior_per_op", COMPILE_S_PER_OP) if per_op else ("cost_prior", COMPILE_PRIOR)
     for key, values in prior.items():
-        where = f"hydra.sweeper.cost_prior.{key}"
-        if key not in expensive and not (key == "knobs.compile" and values == COMPILE_PRIOR):  # the default: unused
+        where = f"hydra.sweeper.{name}.{key}"
+        if key not in expensive and not (key == "knobs.compile" and values == default):  # the default: unused
             raise ConfigError(
                 where,
                 "is not a knob of hydra.sweeper.expensive",
@@ -332,14 +335,18 @@ def _check_cost_prior(prior: Mapping[str, Any], expensive: Mapping[str, Any]) ->
             )
         if not isinstance(values, Mapping):
             raise ConfigError(
-                where, f"must map values to factors, got {values!r}", "e.g. {default: 4, max-autotune: 40}"
+                where,
+                f"must map values to {'seconds' if per_op else 'factors'}, got {values!r}",
+                "e.g. {default: 0.27}" if per_op else "e.g. {default: 4, max-autotune: 40}",
             )
         for value, factor in values.items():
             if not isinstance(factor, (int, float)) or isinstance(factor, bool) or not 0 < factor < math.inf:
                 raise ConfigError(
                     f"{where}.{value}",
                     f"must be a number > 0, got {factor!r}",
-                    "give how many times a cheap trial this value costs, e.g. 4",
+                    "give the seconds of a cold compile per distinct operation of the eager step, e.g. 0.27"
+                    if per_op
+                    else "give how many times a cheap trial this value costs, e.g. 4",
                 )
 
 

@@ -41,6 +41,10 @@ class MeasureConf:
     """After the measured window (its numbers untouched), run this many more steps under torch.profiler, keep the
     trace (``<results_dir>/traces/<study>/<study>-<trial>.json.gz``) and add the ``prof_*`` columns (where the
     GPU's time went, why it idled); 0: off. See ``sweeper.trial.profile``."""
+    count_ops: bool = False
+    """Count the distinct operations of an eager trial's first step (``graph_ops``: what a compile would lower;
+    ``sweeper.trial.ops``). A sweep turns it on while its study has no count: the cost model prices the model's
+    first compile by it. Its first use imports torch._dynamo (about a second on a CPU)."""
 
     def problems(self) -> list[tuple[str, str, str]]:
         """(key, problem, fix) for every value out of its range; empty when the node is valid."""

@@ -47,6 +47,8 @@ def execute(cfg: dict[str, Any], report=None) -> dict[str, Any]:
             stall_s=m["stall_s"] if cfg["trial"]["isolate"] else None,
             report=report,
             gpu_name=fp["gpu_name"] or None,
+            # an eager step only: a compiled one hides its operations
+            count_ops=bool(m.get("count_ops")) and cfg["knobs"].get("compile") in (None, "off"),
         )
         metrics.update(profile_trial(work, device, cfg))  # after the window: its numbers are untouched
     finally:

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from sweeper.trial import ops
 from sweeper.trial.gpu import UtilizationSampler, mfu_peak
 from sweeper.trial.returned import check_workload, checked_extra
 from sweeper.trial.stability import stability
@@ -137,6 +138,7 @@ class Window:
     between_s: float = 0.0  # time between the timed blocks (syncs, decisions, pruning reports), not in wall_s
     data_wait_host_s: float = 0.0  # the host's time inside next_batch() (the same as data_wait_s on the CPU)
     host_step_s: float = 0.0  # the host's time inside step(): on a GPU, launching the step (it does not wait for it)
+    graph_ops: int | None = None  # distinct operations of one warm-up step (sweeper.trial.ops), when counted
 
 
 def measure(
@@ -150,15 +152,19 @@ def measure(
     report: Callable[[int, float], None] | None = None,
     gpu_name: str | None = None,
     stall_s: float | None = None,
+    count_ops: bool = False,
 ) -> dict[str, Any]:
     """Run and time ``work`` (:func:`run_window`), then its metrics (:func:`window_metrics`, units in the names).
+    ``count_ops``: count the distinct operations of a warm-up step (``graph_ops``; an eager step only).
 
     Raises :class:`NonFiniteLoss` (with the metrics) when the last loss is not finite.
     """
     check_workload(work)
     watch = Watchdog(stall_s)
     try:
-        window = run_window(work, device, warmup_steps, steps, min_time_s, max_steps, rel_precision, report, watch)
+        window = run_window(
+            work, device, warmup_steps, steps, min_time_s, max_steps, rel_precision, report, watch, count_ops
+        )
     finally:
         watch.stop()
     metrics = window_metrics(window, work, device, gpu_name)
@@ -214,15 +220,20 @@ class _WarmUp:
     drain_steps: int  # warm-up steps run until the input pipeline's buffer was used up
     drained: bool  # whether that buffer ran dry
     loss: Any  # the last warm-up step's loss
+    graph_ops: int | None = None  # distinct operations of the first step (sweeper.trial.ops), when counted
 
 
-def _warm_up(work: Workload, warmup_steps: int, clock: _Clock, watch: Watchdog) -> _WarmUp:
-    """The first step alone, the warm-up steps, then the drain of what the input pipeline prepared meanwhile."""
+def _warm_up(work: Workload, warmup_steps: int, clock: _Clock, watch: Watchdog, count: bool = False) -> _WarmUp:
+    """The first step alone, the warm-up steps, then the drain of what the input pipeline prepared meanwhile.
+    ``count``: the first step runs under the operation counter (``sweeper.trial.ops``; its few milliseconds are the
+    first step's, beside lazy initialization), again without it if it refused the counter."""
     t0 = time.perf_counter()
     watch.arm()  # the first batch (the input pipeline's start); not the first step, which compiles
     batch = work.next_batch()
     watch.stop()
-    loss = work.step(batch)
+    loss, graph_ops = ops.count_ops(lambda: work.step(batch)) if count else (None, None)
+    if graph_ops is None:
+        loss = work.step(batch)
     clock.sync()
     first_step_s = time.perf_counter() - t0
     # Drain what the input pipeline prepared while the model started, or the window times a full buffer.
@@ -238,7 +249,7 @@ def _warm_up(work: Workload, warmup_steps: int, clock: _Clock, watch: Watchdog) 
     watch.arm(STALL_FACTOR * est_step_s * (work.buffered_steps + 2))
     drain_steps, drained = _drain(work) if work.buffered_steps else (0, False)
     clock.sync()
-    return _WarmUp(first_step_s, warmup_steps, est_step_s, drain_steps, drained, loss)
+    return _WarmUp(first_step_s, warmup_steps, est_step_s, drain_steps, drained, loss, graph_ops)
 
 
 @dataclasses.dataclass
@@ -354,6 +365,7 @@ def run_window(
     rel_precision: float | None = None,
     report: Callable[[int, float], None] | None = None,
     watch: Watchdog | None = None,
+    count_ops: bool = False,
 ) -> Window:
     """The first step, the warm-up, then the measured window.
 
@@ -366,15 +378,14 @@ def run_window(
     """
     clock = _Clock(device.type == "cuda")
     watch = watch or Watchdog(None)
-    warm = _warm_up(work, warmup_steps, clock, watch)
+    warm = _warm_up(work, warmup_steps, clock, watch, count_ops)
     adaptive = bool(min_time_s) or rel_precision is not None
     limit = max(steps, max_steps or (100 * steps if adaptive else steps))
     per_interval, block = plan(warm.est_step_s, steps, clock.cuda)
     device_wait = clock.cuda and work.input_pipeline
     sampler = _start_sampler(clock.cuda)
     tally = _Tally(loss=warm.loss)
-    outer_start = time.perf_counter()
-    last_tick = 0
+    outer_start, last_tick = time.perf_counter(), 0
     while tally.done < limit:
         n_block = min(block, limit - tally.done)
         watch.arm(STALL_FACTOR * warm.est_step_s * n_block)
@@ -402,6 +413,7 @@ def run_window(
         between_s=between,
         data_wait_host_s=tally.host_wait_s,
         host_step_s=tally.host_step_s,
+        graph_ops=warm.graph_ops,
     )
 
 
@@ -486,6 +498,8 @@ def window_metrics(window: Window, work: Workload, device: torch.device, gpu_nam
         "mfu": achieved / peak if peak and not math.isnan(peak) else math.nan,
         "loss_finite": _finite(window.loss),
         "window_capped": window.capped,
+        # distinct operations of one eager step: what a compile of it lowers (sweeper.trial.ops; NaN: not counted)
+        "graph_ops": window.graph_ops if window.graph_ops is not None else math.nan,
     }
     metrics.update(_peak_memory(device))
     metrics.update(stability(step_s))  # steps switching between two speeds (a shared CPU): flagged

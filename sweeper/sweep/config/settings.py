@@ -18,6 +18,20 @@ from sweeper.sweep.config.structured import build, defaults, omegaconf_schema
 
 # torch.compile's modes as multiples of an eager trial's cost, before a study has measured them (``cost_prior``).
 COMPILE_PRIOR = {"default": 4, "reduce-overhead": 5, "max-autotune-no-cudagraphs": 30, "max-autotune": 35}
+# A cold compile's seconds per distinct operation of the model's eager step (``graph_ops``), by mode
+# (``cost_prior_per_op``). default: cold compiles on one H200 host (16 cores, torch 2.11, 2026-12-03..05) over the
+# operations the counter finds in the eager step of each model's default configuration (counted on a CPU, torch
+# 2.14): ResNet-50 ~45 s / 168, ViT-B/16 ~32 s / 110, a 12-layer decoder LM ~26 s / 98, DeepLabV3-MobileNetV3
+# 140 s / 351, a two-block bf16 transformer 9.9 s / 63, i.e. 0.27, 0.29, 0.27, 0.40, 0.16 s: their median.
+# reduce-overhead measured the same (ResNet-50 43-54 s, the LM 23-28 s). The max-autotune modes were never
+# measured to their end: the default's rate times cost_prior's ratio of their factors to the default's
+# ((30 - 1) / (4 - 1), (35 - 1) / (4 - 1)).
+COMPILE_S_PER_OP = {
+    "default": 0.27,
+    "reduce-overhead": 0.27,
+    "max-autotune-no-cudagraphs": 2.6,
+    "max-autotune": 3.1,
+}
 
 
 SamplerName = Literal["staged", "tpe", "random", "grid", "gp", "nsgaii", "qmc"]
@@ -97,6 +111,12 @@ class KnobSweeperConf:
     # max-autotune-no-cudagraphs compile did not end within 375 s; a ViT-B/16's did not within 135 s (2026-12-03).
     # Under a budget of minutes the max-autotune modes never fit, and the sweep does not start them.
     cost_prior: Dict[str, Any] = field(default_factory=lambda: {"knobs.compile": dict(COMPILE_PRIOR)})
+    # The same prior in seconds per distinct operation of the model's eager step (``graph_ops``, counted in the
+    # study's eager trials), used in place of cost_prior's factor once the step was counted: a compile is a
+    # per-model cost (what it lowers), not a multiple of the eager trial (a ViT-B/16's 1.3 s steps priced its
+    # compile at 104 s, a DeepLabV3's short eager trial at 33 s; they took ~30 s and 140 s). A value whose
+    # cost_prior factor a YAML or the command line changed keeps that factor.
+    cost_prior_per_op: Dict[str, Any] = field(default_factory=lambda: {"knobs.compile": dict(COMPILE_S_PER_OP)})
     # Earlier studies to start from: "latest" (the most recent other study of this workload in this storage), a
     # study name, or a list of names; null = none. Their best `warm_start_k` configurations are measured again
     # first, and their measured trials join the sampler's history. Used only by a new study.
@@ -172,6 +192,19 @@ def register_configs(store: Any) -> None:
     store.store(group="hydra/sweeper", name="knob", node=omegaconf_schema(KnobSweeperConf), provider="knob_sweeper")
     for node, cls in {**NODES, "run": RunConf}.items():
         store.store(name=f"{node}_defaults", node=defaults(cls), provider="knob_sweeper")
+
+
+def priors_per_op(settings: Any) -> dict[str, dict[str, float]]:
+    """``cost_prior_per_op`` as plain numbers, less the values whose ``cost_prior`` factor was given (differs from
+    the default): a factor given for a value is what its sweep was told, and wins."""
+    factors = plain(settings.cost_prior) or {}
+    out = {}
+    for knob, rates in (plain(settings.cost_prior_per_op) or {}).items():
+        given = factors.get(knob) or {}
+        default = COMPILE_PRIOR if knob == "knobs.compile" else {}
+        kept = {str(v): r for v, r in (rates or {}).items()}
+        out[knob] = {v: float(r) for v, r in kept.items() if v not in given or given[v] == default.get(v)}
+    return out
 
 
 def plain(value: Any) -> Any:

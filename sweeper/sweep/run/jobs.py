@@ -9,11 +9,12 @@ from typing import Any
 from sweeper.results import lookup
 from sweeper.results.keys import override_string
 from sweeper.sweep.config.secrets import mask
+from sweeper.sweep.config.settings import priors_per_op
 from sweeper.sweep.config.space import value_types
 from sweeper.sweep.run.job import encode_context
 from sweeper.sweep.run.settle import facts, is_baseline
 from sweeper.sweep.run.slots import slot_overrides
-from sweeper.sweep.search.costs import derived_timeout
+from sweeper.sweep.search.costs import derived_timeout, wants_count
 from sweeper.sweep.study.attrs import CONFIRM_KEY, PREDICTED_KEY
 
 
@@ -40,6 +41,8 @@ def overrides(plan: Any, settings: Any, run: Any, sweep_dir: Path, stop_at: floa
         out.append(f"trial.timeout_s={cap}")
     if run.extra.get("profile"):
         out.append(f"measure.profile_steps={int(settings.profile_steps)}")
+    if wants_count(plan.study, priors_per_op(settings)):  # the model's first compile is priced by the count
+        out.append("measure.count_ops=true")
     ctx = {**context(plan, trial, values, sweep_dir, stop_at), "overrides": out}
     return out + [f"trial.context={encode_context(ctx)}"]
 

@@ -18,11 +18,13 @@ and each is predicted from the study's own measured trials (warm-start history l
   buffer grows with its workers, and its drain is part of the trial, not of its start;
 * compile, per cost class (per ``torch.compile`` mode): the slowest cold compile measured in that class (a
   per-model cost: it does not grow with the eager window); a class never measured takes, per expensive knob, the
-  slowest compile measured with that value, else its prior (``hydra.sweeper.cost_prior``: multiples of an eager
-  trial, so ``(factor - 1)`` x the median cheap trial) rescaled by how the measured values of that knob compared
-  with their priors. A repeat of a measured configuration (a re-measurement) finds the compile cache its first
-  trial filled: it pays the warm share of its cold compile, as measured on this study's warm compiles, else
-  ``WARM_COMPILE_SHARE``;
+  slowest compile measured with that value, else its prior rescaled by how the measured values of that knob
+  compared with their priors. The prior: where the study counted the model's eager step (``graph_ops``, the
+  distinct operations a compile lowers: ``sweeper.trial.ops``), ``hydra.sweeper.cost_prior_per_op`` seconds per
+  operation, of the nearest counted configuration; else ``hydra.sweeper.cost_prior``'s multiples of an eager trial,
+  ``(factor - 1)`` x the median cheap trial. A repeat of a measured configuration (a re-measurement) finds the
+  compile cache its first trial filled: it pays the warm share of its cold compile, as measured on this study's
+  warm compiles, else ``WARM_COMPILE_SHARE``;
 * graph-neutral knobs, learned: a compiled trial of a new configuration whose compile took at most
   ``WARM_COMPILE_MAX_SHARE`` of its class's slowest cold compile measured before it found Inductor's cache warm, so
   the knobs in which it differs from the nearest earlier compiled configuration of its class (most knob values in
@@ -96,6 +98,7 @@ class Seen:
     warm: bool = False  # its compile found the cache warm: a repeat, or a change of graph-neutral knobs only
     cold_of: Seen | None = None  # a warm compile's nearest earlier cold one (of a graph-neutral change)
     neutral: frozenset[str] = frozenset()  # the knobs its warm compile showed graph-neutral
+    graph_ops: float | None = None  # distinct operations of its eager step (counted in eager trials only)
 
 
 class CostModel:
@@ -105,11 +108,13 @@ class CostModel:
         self,
         expensive: Mapping[str, Any],
         prior: Mapping[str, Mapping[str, float]] | None = None,
+        per_op: Mapping[str, Mapping[str, float]] | None = None,
         first_trial_s: float = FIRST_TRIAL_S,
         measure: Mapping[str, Any] | None = None,
     ) -> None:
         self.expensive = dict(expensive)
         self.prior = {k: {str(v): float(f) for v, f in (vals or {}).items()} for k, vals in (prior or {}).items()}
+        self.per_op = {k: {str(v): float(r) for v, r in (vals or {}).items()} for k, vals in (per_op or {}).items()}
         self.first_trial_s = float(first_trial_s)
         self.measure = dict(measure or {})
 
@@ -137,6 +142,9 @@ class CostModel:
             s = Seen(t.number, dict(t.params), self.cost_class(t.params), key, total, repeat=key in keys)
             s.warm = s.repeat
             keys.add(key)
+            ops = t.user_attrs.get("graph_ops")
+            if isinstance(ops, (int, float)) and not isinstance(ops, bool) and 0 < ops < math.inf:
+                s.graph_ops = float(ops)
             _phases(s, t.user_attrs)
             out.append(s)
         self._learn_neutral(out)
@@ -206,7 +214,7 @@ class CostModel:
             return {"total": self.first_trial_s + compile_s, "compile": compile_s, "basis": "prior"}
         phased = [s for s in seen if s.phased]
         if not phased:
-            return self._by_wall(seen, mine, repeat)
+            return self._by_wall(seen, params, repeat)
         start = statistics.median(s.start_s for s in phased)
         same = [s for s in phased if s.cls == mine]
         setup = statistics.median(s.setup_s for s in (same or phased))
@@ -225,16 +233,17 @@ class CostModel:
             "basis": basis,
         }
 
-    def _by_wall(self, seen: list[Seen], mine: tuple, repeat: bool) -> dict[str, Any]:
+    def _by_wall(self, seen: list[Seen], params: Mapping[str, Any], repeat: bool) -> dict[str, Any]:
         """Only walls known: the class's slowest (a repeat: its fastest, the caches warm), else the cheap class's
         median plus the compile the priors give (a measured class's compile: its wall less that median)."""
+        mine = self.cost_class(params)
         same = [s.total for s in seen if s.cls == mine]
         if same:
             return {"total": min(same) if repeat else max(same), "basis": "measured"}
         cheap = [s.total for s in seen if s.cls == self._cheap()] or [s.total for s in seen]
         base = statistics.median(cheap)
         walls = [dataclasses.replace(s, phased=True, compile_s=max(0.0, s.total - base)) for s in seen]
-        return {"total": base + self._compile_prior(walls, mine, base), "basis": "prior"}
+        return {"total": base + self._compile_prior(walls, mine, base, _graph_ops(seen, params)), "basis": "prior"}
 
     def _step(self, phased: list[Seen], params: Mapping[str, Any], mine: tuple) -> tuple[float, list[Seen]]:
         """The step time of ``params``: from each of the nearest measured configurations (most knob values shared,
@@ -301,7 +310,7 @@ class CostModel:
         if mine == self._cheap():
             return statistics.median(s.compile_s for s in phased), "measured"
         eager = [s.total for s in phased if s.cls == self._cheap()] or [s.total for s in phased]
-        return self._compile_prior(phased, mine, statistics.median(eager)), "prior"
+        return self._compile_prior(phased, mine, statistics.median(eager), _graph_ops(seen, params)), "prior"
 
     def _warm_share(self, phased: list[Seen]) -> float:
         """What a warm compile pays of the cold one: measured on this study's repeats and graph-neutral changes,
@@ -314,9 +323,9 @@ class CostModel:
                     shares.append(min(1.0, s.compile_s / first.compile_s))
         return statistics.median(shares) if shares else WARM_COMPILE_SHARE
 
-    def _compile_prior(self, seen: list[Seen], mine: tuple, eager_s: float) -> float:
+    def _compile_prior(self, seen: list[Seen], mine: tuple, eager_s: float, ops: float | None = None) -> float:
         """Per expensive knob not at its cheap value: the slowest cold compile measured with its value (in any
-        class), else its prior, ``(factor - 1)`` x ``eager_s``, rescaled by the knob's measured values."""
+        class), else its prior (:meth:`_prior_s`) rescaled by how the knob's measured values compared with theirs."""
         total = 0.0
         for i, (name, cheap_value) in enumerate(self._order()):
             value = mine[i]
@@ -326,22 +335,33 @@ class CostModel:
             if with_value:
                 total += max(with_value)
                 continue
-            priors = self.prior.get(name, {})
             scales, known = [], []
             for s in seen:
                 if not s.phased or s.warm or s.cls[i] == cheap_value:
                     continue
                 known.append(s.compile_s)
-                p = priors.get(str(s.cls[i]))
-                if p and p > 1:
-                    scales.append(max(s.compile_s, 1e-3) / ((p - 1) * max(eager_s, 1e-9)))
+                p = self._prior_s(name, s.cls[i], eager_s, ops)
+                if p:
+                    scales.append(max(s.compile_s, 1e-3) / p)
             scale = math.exp(sum(math.log(x) for x in scales) / len(scales)) if scales else 1.0
-            if str(value) in priors:
-                total += max(0.0, priors[str(value)] - 1) * eager_s * scale
+            own = self._prior_s(name, value, eager_s, ops)
+            if own is not None:
+                total += own * scale
             else:
-                candidates = [max(0.0, f - 1) * eager_s * scale for f in priors.values()] + known
+                values = set(self.prior.get(name, {})) | set(self.per_op.get(name, {}))
+                priced = (self._prior_s(name, v, eager_s, ops) for v in values)
+                candidates = [p * scale for p in priced if p is not None] + known
                 total += max(candidates) if candidates else 0.0
         return total
+
+    def _prior_s(self, name: str, value: Any, eager_s: float, ops: float | None) -> float | None:
+        """A value's prior compile seconds: its ``cost_prior_per_op`` times the model's counted operations where
+        both are known, else its ``cost_prior`` factor's ``(factor - 1)`` x ``eager_s``; None without either."""
+        rate = self.per_op.get(name, {}).get(str(value))
+        if rate is not None and ops:
+            return rate * ops
+        factor = self.prior.get(name, {}).get(str(value))
+        return max(0.0, factor - 1) * eager_s if factor is not None else None
 
     def explain(self, study: optuna.Study, params: Mapping[str, Any], repeat: bool = False) -> str:
         """One phrase: the predicted cost and whether it rests on a measurement, the prior or a cut trial."""
@@ -354,8 +374,33 @@ class CostModel:
 _MEASURED = (Status.COMPLETE, Status.INFEASIBLE, Status.FAILED)
 
 
+def wants_count(study: optuna.Study, per_op: Mapping[str, Mapping[str, float]]) -> bool:
+    """Whether a new trial should count its step's operations (``measure.count_ops``): a prior is priced per
+    operation and none of the study's own trials recorded the count yet."""
+    if not any(per_op.values()):
+        return False
+    return not any(
+        _counted(t.user_attrs.get("graph_ops")) and WARM_KEY not in t.user_attrs
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    )
+
+
+def _counted(value: Any) -> bool:
+    """A count was made (NaN: the trial did not count; 0: a step without operations, counted)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < math.inf
+
+
 def config_key(params: Mapping[str, Any]) -> tuple:
     return tuple(sorted((str(k), repr(v)) for k, v in params.items() if v is not None))
+
+
+def _graph_ops(seen: list[Seen], params: Mapping[str, Any]) -> float | None:
+    """The distinct operations of ``params``'s step: those counted in the measured configuration nearest to it (most
+    knob values in common; the most of equals), None where no trial counted them."""
+    counted = [s for s in seen if s.graph_ops]
+    if not counted:
+        return None
+    return max(counted, key=lambda s: (len(_same(s.params, params)), s.graph_ops)).graph_ops
 
 
 def _differ(a: Mapping[str, Any], b: Mapping[str, Any]) -> set[str]:
