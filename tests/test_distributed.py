@@ -252,3 +252,19 @@ def test_cli_sweep_of_ddp_trials_writes_one_row_per_trial(results: Path) -> None
     assert (df["throughput"] > 0).all()
     assert (df["step_ms_p50"] >= df["step_ms_p50_rank_min"]).all()
     assert df["comm_frac"].between(0, 1).all()
+
+
+def test_the_merged_row_warms_up_and_drains_as_long_as_the_slowest_rank() -> None:
+    """The row of a distributed trial prices its warm-up by its slowest rank: each rank drains its own DataLoader,
+    and the trial waited for the last one. Rank 1 here drained 12 steps after rank 0's 3 and counted the graph."""
+    from sweeper.trial.rank_metrics import merge
+
+    def rank(r: int, drain: int, ops: float) -> dict[str, Any]:
+        return {"rank": r, "step_ms_p50": 10.0 + r, "step_ms_p10": 9.0, "step_ms_p90": 11.0, "step_ms_mean": 10.0,
+                "step_cv": 0.01, "throughput": 100.0, "peak_mem_bytes": 1, "steps_measured": 20, "warmup_steps": 5,
+                "warmup_drain_steps": drain, "measured_s": 0.2, "first_step_s": 1.0, "setup_s": 2.0, "compile_s": 0.0,
+                "graph_breaks": 0, "graph_ops": ops, "loss_finite": True, "rank_started_at": 0.0}
+
+    row = merge({0: rank(0, 3, float("nan")), 1: rank(1, 12, 98.0)})
+    assert row["warmup_drain_steps"] == 12 and row["warmup_steps"] == 5
+    assert row["graph_ops"] == 98.0

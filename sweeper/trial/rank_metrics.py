@@ -97,6 +97,7 @@ def merge(per_rank: dict[int, dict[str, Any]]) -> dict[str, Any]:
         peak_mem_reserved_bytes=agg("peak_mem_reserved_bytes", max),
         steps_measured=min(m["steps_measured"] for m in ranks),
         warmup_steps=max(m["warmup_steps"] for m in ranks),
+        warmup_drain_steps=max(m.get("warmup_drain_steps", 0) for m in ranks),  # each rank drains its own loader
         measured_s=max(m["measured_s"] for m in ranks),
         first_step_s=max(m["first_step_s"] for m in ranks),
         setup_s=max(m["setup_s"] for m in ranks),
