@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import optuna
+import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import create_trial
 
@@ -60,6 +61,24 @@ def test_a_data_pipelines_drain_is_priced_as_warm_up_not_as_the_trials_start() -
     assert abs(neighbour["warmup"] / neighbour["step"] - 130) < 1e-6, neighbour
     eager = model.phases(study, {**SEG_DEFAULTS, "knobs.batch_size": 32})  # no workers: the configured warm-up
     assert eager["start"] <= 2.0 and abs(eager["warmup"] / eager["step"] - 5) < 1e-6, eager
+
+
+def test_a_neighbours_drain_follows_the_dataloaders_buffer() -> None:
+    """DeepLabV3's handbook start (12 workers x prefetch 2 = a 24-batch buffer) warmed up 26 steps and drained 104.
+    The same configuration without workers has no buffer to drain: 5 steps (it was priced with the start's 130);
+    with 4 workers (8 batches) it warms up 10 steps and drains a third of 104; the defaults with 12 workers, whose
+    nearest measured neighbour (the defaults) had none, warm up 26 steps and drain 8 (a pipeline that keeps up)."""
+    model = _model(steps=20, min_time_s=1.0)
+    study = _study(SEG, launch_s=1.7)
+
+    def steps(params: dict) -> float:
+        out = model.phases(study, params)
+        return out["warmup"] / out["step"]
+
+    assert steps({**SEG_START, "knobs.num_workers": 0}) == pytest.approx(5)
+    assert steps({**SEG_START, "knobs.num_workers": 4}) == pytest.approx(10 + round(104 * 8 / 24))
+    assert steps({**SEG_DEFAULTS, "knobs.num_workers": 12, "knobs.batch_size": 32}) == pytest.approx(26 + 8)
+    assert steps({**SEG_START, "knobs.cudnn_benchmark": False}) == pytest.approx(130), "the same buffer: as recorded"
 
 
 def test_the_warm_up_is_never_fewer_steps_than_measure_asks() -> None:

@@ -15,7 +15,11 @@ and each is predicted from the study's own measured trials (warm-start history l
   cost class first; the slowest of equals); the window is then ``measure.*`` applied to it (``steps`` steps, at
   least ``min_time_s``, at most ``max_steps``), the warm-up as many steps of it as the nearest configurations'
   warm-ups and drains recorded (the most of them; never fewer than ``measure.warmup_steps``): a data pipeline's
-  buffer grows with its workers, and its drain is part of the trial, not of its start;
+  buffer grows with its workers, and its drain is part of the trial, not of its start. Where this configuration's
+  DataLoader buffer differs from a neighbour's (the knobs ``num_workers`` x ``prefetch_factor``, PyTorch's default
+  2, wherever the space declares them), the warm-up is the one that buffer asks (``buffer + 2`` steps, as the
+  trial runs it) and the neighbour's drain scaled by the buffers' ratio (from a neighbour without a buffer: a
+  pipeline that keeps up, ``min(buffer, 8)`` steps); without workers, no drain;
 * compile, per cost class (per ``torch.compile`` mode): the slowest cold compile measured in that class (a
   per-model cost: it does not grow with the eager window); a class never measured takes, per expensive knob, the
   slowest compile measured with that value, else its prior rescaled by how the measured values of that knob
@@ -75,6 +79,9 @@ WARM_COMPILE_SHARE = 0.13
 # shares measured 0.09-0.16 (above; ViT-B/16 35.8 s -> 4.3 s, a GPT 27.1 s -> 3.2 s on 2026-12-05), while the cold
 # compiles of one class's configurations stay within a few tens of per cent of each other (a GPT's 23-28 s).
 WARM_COMPILE_MAX_SHARE = 0.5
+# The drain of a DataLoader that keeps up with the model: sweeper.trial.measure's _drain stops after its ready count
+# held for min(buffer, 8) steps.
+KEEPING_UP_DRAIN_STEPS = 8
 
 
 @dataclass
@@ -94,6 +101,7 @@ class Seen:
     window_s: float = 0.0
     steps: int = 0
     warmup_steps: int = 0  # the warm-up's steps, the first one and the data pipeline's drain included
+    drain_steps: int = 0  # of which the data pipeline's drain
     repeat: bool = False  # an earlier trial measured the same configuration: its compile found the cache warm
     warm: bool = False  # its compile found the cache warm: a repeat, or a change of graph-neutral knobs only
     cold_of: Seen | None = None  # a warm compile's nearest earlier cold one (of a graph-neutral change)
@@ -219,7 +227,7 @@ class CostModel:
         same = [s for s in phased if s.cls == mine]
         setup = statistics.median(s.setup_s for s in (same or phased))
         step, nearest = self._step(phased, params, mine)
-        window, warmup = self._window(step, nearest)
+        window, warmup = self._window(step, nearest, params)
         compile_s, basis = self._compile(phased, seen, params, mine, repeat)
         total = start + setup + compile_s + warmup + window
         return {
@@ -269,12 +277,12 @@ class CostModel:
             estimates.append(math.exp(log_step))
         return statistics.median(estimates), sorted(nearest, key=lambda s: -s.step_s)
 
-    def _window(self, step: float, nearest: list[Seen]) -> tuple[float, float]:
+    def _window(self, step: float, nearest: list[Seen], params: Mapping[str, Any]) -> tuple[float, float]:
         """The measured window and the warm-up (seconds) of a trial stepping at ``step`` under ``measure.*``: the
         warm-up as many steps as the nearest configurations recorded (drain included), at least
         ``measure.warmup_steps``."""
         m, near = self.measure, nearest[0]
-        recorded = max(s.warmup_steps for s in nearest)
+        recorded = max(self._warmup_of(s, params) for s in nearest)
         warmup_steps = max(int(m.get("warmup_steps") or 0), recorded)
         warmup = max(1, warmup_steps) * step  # the first step's own step, then the rest of the warm-up
         if not m:
@@ -287,6 +295,18 @@ class CostModel:
         if m.get("rel_precision") is not None:
             window = max(window, min(near.steps, limit) * step)  # the precision target: as many steps as before
         return window, warmup
+
+    def _warmup_of(self, s: Seen, params: Mapping[str, Any]) -> int:
+        """The warm-up steps (drain included) of ``params`` read off the measured ``s``: its own, unless their
+        DataLoader buffers differ (:func:`_buffer`); then the warm-up the trial runs for that buffer (at least
+        ``buffer + 2`` steps) and ``s``'s drain scaled by the buffers' ratio (``s`` without one: ``min(buffer, 8)``,
+        the drain of a pipeline that keeps up; ``params`` without one: none)."""
+        mine, theirs = _buffer(params), _buffer(s.params)
+        if mine is None or theirs is None or mine == theirs:
+            return s.warmup_steps
+        configured = max(int(self.measure.get("warmup_steps") or 0), mine + 2 if mine else 0)
+        drain = s.drain_steps * mine / theirs if theirs else min(mine, KEEPING_UP_DRAIN_STEPS)
+        return configured + round(drain)
 
     def _compile(
         self, phased: list[Seen], seen: list[Seen], params: Mapping[str, Any], mine: tuple, repeat: bool
@@ -394,6 +414,18 @@ def config_key(params: Mapping[str, Any]) -> tuple:
     return tuple(sorted((str(k), repr(v)) for k, v in params.items() if v is not None))
 
 
+def _buffer(params: Mapping[str, Any]) -> int | None:
+    """Batches a configuration's DataLoader holds ready: its ``num_workers`` x ``prefetch_factor`` (PyTorch's
+    default 2; 0 without workers), None where the configuration has no ``num_workers`` knob."""
+    leaf = {str(k).rsplit(".", 1)[-1]: v for k, v in params.items()}
+    if "num_workers" not in leaf:
+        return None
+    workers, prefetch = leaf["num_workers"], leaf.get("prefetch_factor")
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers <= 0:
+        return 0
+    return workers * (prefetch if isinstance(prefetch, int) and not isinstance(prefetch, bool) and prefetch > 0 else 2)
+
+
 def _graph_ops(seen: list[Seen], params: Mapping[str, Any]) -> float | None:
     """The distinct operations of ``params``'s step: those counted in the measured configuration nearest to it (most
     knob values in common; the most of equals), None where no trial counted them."""
@@ -446,6 +478,7 @@ def _phases(s: Seen, attrs: Mapping[str, Any]) -> None:
     s.compile_s = max(0.0, compile_s if compile_s is not None else first - step)
     s.setup_s, s.step_s, s.window_s = setup, step, window
     s.steps, s.warmup_steps = int(steps or round(window / step)), warmup_steps
+    s.drain_steps = int(num("warmup_drain_steps") or 0)
     prof = num("prof_s") or 0.0  # a profiled re-measurement's profile: priced apart (remeasure.profile_cost)
     s.start_s = max(0.0, s.total - setup - first - max(0, warmup_steps - 1) * step - window - prof)
     s.phased = True
