@@ -79,10 +79,11 @@ RANK_FAULTS = "+workload.module=tests.faultload.rank_faults"  # the env test hoo
 def test_ddp_knobs_reach_the_reducer(tmp_path: Path) -> None:
     outcome, _ = run_trial(tmp_path, "+workload=resnet50", *DDP, "distributed.bucket_cap_mb=1",
                            "distributed.static_graph=true", "distributed.gradient_as_bucket_view=true",
-                           "distributed.comm_hook=bf16")
+                           "distributed.comm_hook=bf16", "measure.count_ops=true")
     assert outcome.status == Status.COMPLETE, outcome.message
     m = outcome.metrics
     assert m["world_size"] == 2
+    assert m["graph_ops"] != m["graph_ops"], "ranks do not count their step (a refused count would desync them)"
     # Read back from the DDP module and its reducer's logging data, not from the config.
     assert m["ddp_bucket_cap_bytes"] == 2**20
     assert m["ddp_num_buckets"] >= 20, "ResNet-50's ~94 MB of gradients in 1 MiB buckets (25 MiB gives ~5)"

@@ -47,8 +47,7 @@ def execute(cfg: dict[str, Any], report=None) -> dict[str, Any]:
             stall_s=m["stall_s"] if cfg["trial"]["isolate"] else None,
             report=report,
             gpu_name=fp["gpu_name"] or None,
-            # an eager step only: a compiled one hides its operations
-            count_ops=bool(m.get("count_ops")) and cfg["knobs"].get("compile") in (None, "off"),
+            count_ops=bool(m.get("count_ops")) and _countable(cfg),
         )
         metrics.update(profile_trial(work, device, cfg))  # after the window: its numbers are untouched
     finally:
@@ -62,6 +61,13 @@ def execute(cfg: dict[str, Any], report=None) -> dict[str, Any]:
         metrics["compile_s"], metrics["graph_breaks"] = 0.0, 0
     metrics.update(fp)
     return metrics
+
+
+def _countable(cfg: dict[str, Any]) -> bool:
+    """Whether this process may count its step's operations: an eager step (a compiled one hides them) of one
+    process (ranks that fell out of step over a refused count would pair the wrong collectives)."""
+    single = not (torch.distributed.is_available() and torch.distributed.is_initialized())
+    return single and cfg["knobs"].get("compile") in (None, "off")
 
 
 def _graph_breaks() -> int:
