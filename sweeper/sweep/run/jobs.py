@@ -41,7 +41,7 @@ def overrides(plan: Any, settings: Any, run: Any, sweep_dir: Path, stop_at: floa
         out.append(f"trial.timeout_s={cap}")
     if run.extra.get("profile"):
         out.append(f"measure.profile_steps={int(settings.profile_steps)}")
-    if wants_count(plan.study, priors_per_op(settings)):  # the model's first compile is priced by the count
+    if wants_count(plan.study, priors_per_op(settings), plan.space):  # a first compile is priced by the count
         out.append("measure.count_ops=true")
     ctx = {**context(plan, trial, values, sweep_dir, stop_at), "overrides": out}
     return out + [f"trial.context={encode_context(ctx)}"]

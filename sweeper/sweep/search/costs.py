@@ -62,6 +62,7 @@ from optuna.trial import FrozenTrial, TrialState
 from sweeper.results.outcome import Reason, Status
 from sweeper.sweep.study.attrs import (
     COST_KEY,
+    GRAPH_OPS_KEY,
     PREDICTED_KEY,  # noqa: F401 (re-exported)
     SPENT_KEY,
     WARM_KEY,
@@ -150,7 +151,7 @@ class CostModel:
             s = Seen(t.number, dict(t.params), self.cost_class(t.params), key, total, repeat=key in keys)
             s.warm = s.repeat
             keys.add(key)
-            ops = t.user_attrs.get("graph_ops")
+            ops = t.user_attrs.get(GRAPH_OPS_KEY)
             if isinstance(ops, (int, float)) and not isinstance(ops, bool) and 0 < ops < math.inf:
                 s.graph_ops = float(ops)
             _phases(s, t.user_attrs)
@@ -394,13 +395,20 @@ class CostModel:
 _MEASURED = (Status.COMPLETE, Status.INFEASIBLE, Status.FAILED)
 
 
-def wants_count(study: optuna.Study, per_op: Mapping[str, Mapping[str, float]]) -> bool:
-    """Whether a new trial should count its step's operations (``measure.count_ops``): a prior is priced per
-    operation and none of the study's own trials recorded the count yet."""
-    if not any(per_op.values()):
+def wants_count(study: optuna.Study, per_op: Mapping[str, Mapping[str, float]], space: Any) -> bool:
+    """Whether a new trial should count its step's operations (``measure.count_ops``): the space offers a value
+    priced per operation (a compile to price) and none of the study's own trials recorded the count yet."""
+    offered = {
+        str(v)
+        for knob, rates in per_op.items()
+        if knob in space.params
+        for v in getattr(space.params[knob], "choices", ())
+        if str(v) in rates
+    }
+    if not offered:
         return False
     return not any(
-        _counted(t.user_attrs.get("graph_ops")) and WARM_KEY not in t.user_attrs
+        _counted(t.user_attrs.get(GRAPH_OPS_KEY)) and WARM_KEY not in t.user_attrs
         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     )
 

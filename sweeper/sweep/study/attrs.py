@@ -50,6 +50,7 @@ BOOKKEEPING = (
 UNSTABLE_KEY = "step_unstable"  # its step times were not one steady value (sweeper.trial.stability)
 PROFILE_S_KEY = "prof_s"  # the seconds profiling added to it
 UNIT_KEY = "throughput_unit"  # the unit of its throughput (the console's best line)
+GRAPH_OPS_KEY = "graph_ops"  # distinct operations of its eager step (sweeper.trial.ops): prices a first compile
 
 # ---- trial system attributes the sweeper writes
 REQUEUED_KEY = "knob_sweeper:requeued"  # queued again after a cut run (measured first)
