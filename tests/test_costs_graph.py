@@ -75,7 +75,7 @@ def test_a_measured_compile_rescales_the_other_modes_priors() -> None:
     own count-based prior (the model compiles slower than the rate says)."""
     baseline, compiled, _actual, ops = CASES["gpt"]
     default = 1.5 * COMPILE_S_PER_OP["default"] * ops
-    row = (compiled, (default + 12.0, 8.8, default, default + 0.12, 1.19, 118.9, 5, 0, 10))
+    row = (compiled, (default + 12.0, 8.8, default, default + 0.1189, 1.19, 118.9, 5, 0, 10))  # first = compile + step
     params, values = baseline
     study = _study([(params, values, {"graph_ops": ops}), row])
     out = _model().phases(study, {**compiled, "knobs.compile": "max-autotune-no-cudagraphs"})

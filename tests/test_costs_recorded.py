@@ -10,6 +10,7 @@ from pathlib import Path
 
 import optuna
 import pandas as pd
+import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import create_trial
 
@@ -114,3 +115,19 @@ def test_a_compile_is_priced_as_a_per_model_cost_not_a_multiple_of_the_slowest_e
     predicted = _model().predict(study, {"knobs.precision": "bf16", "knobs.compile": "default",
                                          "knobs.batch_size": 512, "knobs.optimizer_impl": "foreach"})  # fmt: skip
     assert 0.7 * 40.0 <= predicted <= 1.3 * 57.0
+
+
+def test_an_eager_trials_first_step_with_cudnns_benchmark_is_priced() -> None:
+    """ResNet-50 on the H200: eager trials with ``cudnn_benchmark`` on spent 4.7-10 s in their first step beyond a
+    step (cuDNN's benchmark of each convolution at batch 512), which the cost model left out of every eager trial
+    (no compile): trial 4 (bf16, batch 512, 17.1 s) was predicted 7.3 s. Its nearest measured eager configuration
+    (trial 2: fp16, batch 512, the benchmark on: 4.69 s beyond its step) prices that first step now (11.9 s in all;
+    bf16's own benchmark took 9.9 s). The defaults' (no benchmark) stay at their 0.56 s, and a repeat pays its
+    configuration's again: nothing of it is cached across trial processes."""
+    study, configs = _recorded("h200-2026-12-04T0104-budget-resnet50", trials=4)
+    model = _model()
+    out = model.phases(study, configs[4])
+    assert out["compile"] == pytest.approx(4.77 - 0.0802, abs=0.01), out
+    assert abs(out["total"] - 17.08) < abs(7.25 - 17.08) - 4.0, out
+    assert model.phases(study, {**configs[0], "knobs.batch_size": 128})["compile"] == pytest.approx(0.56, abs=0.01)
+    assert model.phases(study, configs[2], repeat=True)["compile"] == pytest.approx(4.69, abs=0.01)
