@@ -340,3 +340,20 @@ def test_gpu_decode_load_decodes_on_several_threads_at_once(tmp_path: Path) -> N
     assert [len(r["per_thread"]) for r in rows] == [1, 2]
     assert all(n > 0 for r in rows for n in r["per_thread"]), "every thread decoded in the window"
     assert all(sum(r["per_thread"]) == r["batches"] for r in rows)
+
+
+def test_cost_rows_predicts_every_recorded_trial_from_the_ones_before_it(tmp_path: Path) -> None:
+    """bench/cost_rows.py: one prediction per complete trial of each recorded sweep but its first, each a positive
+    number of seconds, a re-measurement priced as a repeat."""
+    import runpy
+
+    sweeps = runpy.run_path(str(ROOT / "bench" / "cost_rows.py"), run_name="cost_rows")["SWEEPS"]
+    out = _run("bench/cost_rows.py", "--json", str(tmp_path / "p.json"), timeout=120)
+    preds = json.loads((tmp_path / "p.json").read_text())
+    assert set(preds) == set(sweeps)
+    for name, (stem, _ops, _measure) in sweeps.items():
+        rows = pd.read_parquet(ROOT / "bench" / "results" / f"{stem}-trials.parquet")
+        complete = rows[(rows["status"] == "complete") & (rows["wall_s"] > 0)]
+        assert f"{name}:" in out and len(preds[name]) == len(complete) - 1, name
+        assert all(p["predicted"] > 0 and p["actual"] > 0 for p in preds[name]), preds[name]
+        assert sum(p["repeat"] for p in preds[name]) == complete["confirm_of"].notna().sum(), name

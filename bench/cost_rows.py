@@ -1,0 +1,103 @@
+"""The cost model against recorded sweeps: each trial of a recorded sweep predicted from the trials before it.
+
+Reads the rows of H200 default sweeps kept in ``bench/results`` (their knobs, wall and phases), feeds them one by one
+to an in-memory study in the order they ran, and before adding each asks the cost model (``CostModel.predict``, or
+``predict_repeat`` for a re-measurement) what that trial would cost; prints, per sweep, how many predictions fell
+within 30 % of the row's ``wall_s`` and the misses. Rows written before ``graph_ops`` existed get the count of their
+model's default configuration (``GRAPH_OPS``, counted on the CPU with ``sweeper.trial.ops``) on their first trial,
+as a sweep now records it. CPU only, a few seconds:
+
+    python bench/cost_rows.py [--json OUT]
+
+It measures the model on what it was built from: a check that a change does not lose accuracy on real rows, not an
+independent claim (those are the device bench's, ``bench/budget_sweep.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pandas as pd
+from optuna.distributions import CategoricalDistribution
+from optuna.trial import create_trial
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from sweeper.sweep.config.settings import KnobSweeperConf, priors_per_op  # noqa: E402
+from sweeper.sweep.search.costs import CostModel  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+DEFAULT_MEASURE = {"warmup_steps": 5, "steps": 20, "min_time_s": 1.0}
+# sweep -> (rows, distinct operations of the model's default configuration's eager step, its measure.*)
+SWEEPS = {
+    "resnet50 2026-12-04": ("h200-2026-12-04T0104-budget-resnet50", 168, DEFAULT_MEASURE),
+    "jpeg 2026-12-03": ("h200-2026-12-03T2337-budget-jpeg", 168, DEFAULT_MEASURE),
+    "vit 2026-12-04": ("h200-2026-12-04T0057-budget-vit", 110, {**DEFAULT_MEASURE, "steps": 10, "min_time_s": 0.0}),
+    "vit 2026-12-05": ("h200-2026-12-05T0414-budget-vit", 110, DEFAULT_MEASURE),
+    "gpt 2026-12-05": ("h200-2026-12-05T0426-budget-gpt", 98, {**DEFAULT_MEASURE, "steps": 10}),
+    "seg 2026-12-05": ("h200-2026-12-05T0432-budget-seg", 351, DEFAULT_MEASURE),
+}
+PHASES = ("setup_s", "compile_s", "first_step_s", "measured_s", "step_ms_mean", "warmup_steps", "warmup_drain_steps",
+          "steps_measured", "prof_s")  # fmt: skip
+
+
+def _plain(v: Any) -> Any:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return v.item() if hasattr(v, "item") else v
+
+
+def replay(rows: pd.DataFrame, ops: int, measure: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each complete trial's prediction from the trials before it: [{trial, predicted, actual, repeat}]."""
+    s = KnobSweeperConf()
+    model = CostModel({"knobs.compile": "off"}, s.cost_prior, priors_per_op(s), measure=measure)
+    study = optuna.create_study(direction="maximize")
+    out = []
+    for _, r in rows.sort_values("trial").iterrows():
+        if r["status"] != "complete" or not r["wall_s"] > 0:
+            continue
+        params = {"knobs." + c.split(".", 1)[1]: _plain(r[c]) for c in rows.columns if c.startswith("knob.")}
+        params = {k: v for k, v in params.items() if v is not None}
+        repeat = not pd.isna(r.get("confirm_of"))
+        if study.trials:
+            predicted = model.predict_repeat(study, params) if repeat else model.predict(study, params)
+            out.append({"trial": int(r["trial"]), "predicted": round(predicted, 1), "actual": round(r["wall_s"], 1),
+                        "repeat": repeat})  # fmt: skip
+        attrs = {k: float(r[k]) for k in PHASES if k in r and not pd.isna(r[k])}
+        if not study.trials and pd.isna(r.get("graph_ops", math.nan)):
+            attrs["graph_ops"] = ops  # the count a sweep now makes in its first eager trial
+        attrs.update(status="complete", wall_s=float(r["wall_s"]))
+        if repeat:
+            attrs["confirm_of"] = int(r["confirm_of"])
+        dists = {k: CategoricalDistribution([v]) for k, v in params.items()}
+        study.add_trial(create_trial(params=params, distributions=dists, values=[float(r["throughput"])],
+                                     user_attrs=attrs))  # fmt: skip
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", type=Path, help="write every prediction here")
+    args = parser.parse_args()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    everything = {}
+    for name, (stem, ops, measure) in SWEEPS.items():
+        preds = replay(pd.read_parquet(RESULTS / f"{stem}-trials.parquet"), ops, measure)
+        misses = [p for p in preds if abs(p["predicted"] - p["actual"]) > 0.3 * p["actual"]]
+        within = len(preds) - len(misses)
+        print(f"{name}: {within}/{len(preds)} predicted within 30 %; misses (trial: predicted / actual s): "
+              + (", ".join(f"{m['trial']}: {m['predicted']} / {m['actual']}" for m in misses) or "none"))  # fmt: skip
+        everything[name] = preds
+    if args.json:
+        args.json.write_text(json.dumps(everything, indent=1))
+
+
+if __name__ == "__main__":
+    main()
