@@ -11,7 +11,7 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import create_trial
 
-from sweeper.sweep.config.settings import KnobSweeperConf
+from sweeper.sweep.config.settings import KnobSweeperConf, priors_per_op
 from sweeper.sweep.search.costs import CostModel
 from tests.test_replay import HAND, seg
 
@@ -157,3 +157,21 @@ def test_a_profiled_re_measurements_profile_is_not_priced_as_every_trials_start(
     )
     out = _model(steps=20, min_time_s=1.0).phases(study, {**defaults, "knobs.batch_size": 128})
     assert out["start"] <= 0.7, out
+
+
+def test_a_compile_found_in_another_nights_cache_does_not_price_new_configurations_warm() -> None:
+    """A nightly sweep sharing TORCHINDUCTOR_CACHE_DIR: the decoder LM's handbook start compiled in 3.2 s, its
+    graphs in the cache from the night before (the row's counters: 2 hits, no miss). Taken as the class's cold
+    compile, every new compiled configuration was priced at 3.2 s of compile; the counters mark it warm, so a new
+    configuration is priced by the model's count (0.27 s x 98 operations), and the start's own repeat at 3.2 s."""
+    rows = [
+        (GPT_ROWS[0][0], GPT_ROWS[0][1], {"graph_ops": 98}),
+        (GPT, (13.9, 8.82, 3.2, 3.32, 1.19, 118.911, 5, 0, 10), {"compile_cache_hits": 2, "compile_cache_misses": 0}),
+    ]
+    s = KnobSweeperConf()
+    model = CostModel(EXPENSIVE, s.cost_prior, priors_per_op(s), measure={"warmup_steps": 5, "steps": 10})
+    new = {**GPT, "knobs.precision": "fp16"}
+    assert model.phases(_study(rows), new)["compile"] == pytest.approx(0.27 * 98, rel=0.01)
+    assert model.phases(_study(rows), GPT, repeat=True)["compile"] == pytest.approx(3.2, abs=0.05)
+    unmarked = [rows[0], (*rows[1][:2], {})]  # the same rows without the counters: the old guess
+    assert model.phases(_study(unmarked), new)["compile"] == pytest.approx(3.2, abs=0.05)

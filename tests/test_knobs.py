@@ -264,6 +264,10 @@ def test_compile_default_runs_the_forward_through_dynamo() -> None:
         assert torch.allclose(compiled(batch), reference(batch), rtol=1e-4, atol=1e-5)
     assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
     assert counters["frames"]["ok"] >= 1 and not counters["graph_break"]
+    from sweeper.trial.local import _compile_cache
+
+    cache = _compile_cache()  # what a compiled trial records: its graphs found in Inductor's cache, or compiled
+    assert cache["compile_cache_hits"] + cache["compile_cache_misses"] >= 2, cache  # the forward and the backward
     assert torch.allclose(model[0].weight, ref_model[0].weight, rtol=1e-4, atol=1e-5), "the same two updates"
     with pytest.raises(ValueError, match="compile must be one of"):
         common.maybe_compile(lambda x: x, "fast")

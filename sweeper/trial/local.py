@@ -57,8 +57,10 @@ def execute(cfg: dict[str, Any], report=None) -> dict[str, Any]:
     if cfg["knobs"].get("compile") not in (None, "off"):  # null turns a knob off
         metrics["compile_s"] = max(0.0, metrics["first_step_s"] - metrics["step_ms_p50"] / 1e3)
         metrics["graph_breaks"] = _graph_breaks()
+        metrics.update(_compile_cache())
     else:
         metrics["compile_s"], metrics["graph_breaks"] = 0.0, 0
+        metrics["compile_cache_hits"], metrics["compile_cache_misses"] = 0, 0
     metrics.update(fp)
     return metrics
 
@@ -68,6 +70,17 @@ def _countable(cfg: dict[str, Any]) -> bool:
     process (ranks that fell out of step over a refused count would pair the wrong collectives)."""
     single = not (torch.distributed.is_available() and torch.distributed.is_initialized())
     return single and cfg["knobs"].get("compile") in (None, "off")
+
+
+def _compile_cache() -> dict[str, int]:
+    """Inductor's FX graph cache in this trial's process: the graphs it found compiled (``compile_cache_hits``: a
+    warm compile, from an earlier trial of this study or another night's that shares ``TORCHINDUCTOR_CACHE_DIR``)
+    and those it compiled (``compile_cache_misses``): whether the trial's compile was warm, measured, not guessed."""
+    from torch._dynamo.utils import counters
+
+    inductor = counters["inductor"]
+    return {"compile_cache_hits": int(inductor["fxgraph_cache_hit"]),
+            "compile_cache_misses": int(inductor["fxgraph_cache_miss"])}  # fmt: skip
 
 
 def _graph_breaks() -> int:

@@ -104,6 +104,8 @@ def merge(per_rank: dict[int, dict[str, Any]]) -> dict[str, Any]:
         compile_s=max(m["compile_s"] for m in ranks),
         graph_breaks=max(m["graph_breaks"] for m in ranks),
         graph_ops=agg("graph_ops", max),
+        compile_cache_hits=agg("compile_cache_hits", max),
+        compile_cache_misses=agg("compile_cache_misses", max),
         data_wait_frac=agg("data_wait_frac", max),
         data_wait_host_frac=agg("data_wait_host_frac", max),
         host_step_frac=agg("host_step_frac", max),

@@ -35,7 +35,12 @@ and each is predicted from the study's own measured trials (warm-start history l
   the knobs in which it differs from the nearest earlier compiled configuration of its class (most knob values in
   common) do not change the compiled graph (on the H200: the optimizer's implementation). A configuration
   that differs from a measured compiled one of its class only in knobs so learned pays the warm share, as a repeat
-  does; a knob never seen to leave the cache warm keeps the cold compile (the conservative side).
+  does; a knob never seen to leave the cache warm keeps the cold compile (the conservative side);
+* warm or cold, as counted: a compiled trial's row says how many graphs Inductor's cache held compiled and how many
+  it compiled (``compile_cache_hits``, ``compile_cache_misses``); where recorded they decide, over the guess above,
+  whether its compile was warm. A warm one with no cold compile of its class before it found another night's cache
+  (a shared ``TORCHINDUCTOR_CACHE_DIR``): it prices its own repeats, never a new configuration, which takes the
+  prior, and teaches no graph-neutral knob.
 
 A trial cut by the budget before its end (``interrupted``, reason ``budget``) says its configuration costs at
 least what it ran: a lower bound on that configuration's prediction. Trials without recorded phases (a failed
@@ -62,6 +67,8 @@ from optuna.trial import FrozenTrial, TrialState
 
 from sweeper.results.outcome import Reason, Status
 from sweeper.sweep.study.attrs import (
+    CACHE_HITS_KEY,
+    CACHE_MISSES_KEY,
     COST_KEY,
     GRAPH_OPS_KEY,
     PREDICTED_KEY,  # noqa: F401 (re-exported)
@@ -109,6 +116,7 @@ class Seen:
     cold_of: Seen | None = None  # a warm compile's nearest earlier cold one (of a graph-neutral change)
     neutral: frozenset[str] = frozenset()  # the knobs its warm compile showed graph-neutral
     graph_ops: float | None = None  # distinct operations of its eager step (counted in eager trials only)
+    cache: bool | None = None  # Inductor's cache, as its row counted it: True warm (hits, no miss), False cold
 
 
 class CostModel:
@@ -150,7 +158,8 @@ class CostModel:
                 continue
             key = config_key(t.params)
             s = Seen(t.number, dict(t.params), self.cost_class(t.params), key, total, repeat=key in keys)
-            s.warm = s.repeat
+            s.cache = _cache(t.user_attrs) if s.cls != self._cheap() else None
+            s.warm = s.repeat if s.cache is None else s.cache  # the counters, where recorded, over the guess
             keys.add(key)
             ops = t.user_attrs.get(GRAPH_OPS_KEY)
             if isinstance(ops, (int, float)) and not isinstance(ops, bool) and 0 < ops < math.inf:
@@ -161,16 +170,19 @@ class CostModel:
         return out
 
     def _learn_neutral(self, seen: list[Seen]) -> None:
-        """Mark the compiled trials of new configurations whose compile found the cache warm (at most
-        ``WARM_COMPILE_MAX_SHARE`` of their class's slowest cold compile before them), and the knobs each showed
-        graph-neutral: those in which it differs from the nearest earlier cold compile of its class."""
+        """Mark the compiled trials of new configurations whose compile found the cache warm (its row's counters
+        say so; without them, at most ``WARM_COMPILE_MAX_SHARE`` of their class's slowest cold compile before
+        them), and the knobs each showed graph-neutral: those in which it differs from the nearest earlier cold
+        compile of its class. A warm compile with no cold one of its class before it found another night's cache:
+        nothing is learned from it."""
         cheap = self._cheap()
         for i, s in enumerate(seen):
-            if not s.phased or s.repeat or s.cls == cheap:
+            if not s.phased or s.repeat or s.cls == cheap or s.cache is False:
                 continue
             cold = [e for e in seen[:i] if e.phased and e.cls == s.cls and not e.warm]
             slowest = max((e.compile_s for e in cold), default=0.0)
-            if slowest <= 1.0 or s.compile_s > WARM_COMPILE_MAX_SHARE * slowest:
+            guessed = slowest > 1.0 and s.compile_s <= WARM_COMPILE_MAX_SHARE * slowest
+            if not cold or not (s.cache or guessed):
                 continue
             near = max(cold, key=lambda e: (len(_same(e.params, s.params)), e.compile_s))
             s.warm, s.cold_of, s.neutral = True, near, frozenset(_differ(near.params, s.params))
@@ -347,13 +359,14 @@ class CostModel:
         return max(s.compile_s for s in same if len(_same(s.params, params)) == top), "measured"
 
     def _warm_share(self, phased: list[Seen]) -> float:
-        """What a warm compile pays of the cold one: measured on this study's repeats and graph-neutral changes,
-        else the prior share."""
+        """What a warm compile pays of the cold one: measured on this study's repeats and graph-neutral changes
+        against their cold first compile (a repeat whose cache stayed cold, e.g. no shared cache folder, counts
+        too: its share is what a repeat pays), else the prior share."""
         shares = []
         for s in phased:
-            if s.warm and s.cls != self._cheap():
+            if s.cls != self._cheap() and (s.warm or s.repeat):
                 first = s.cold_of or next((f for f in phased if f.key == s.key and not f.repeat), None)
-                if first is not None and first.compile_s > 1.0:
+                if first is not None and first is not s and not first.warm and first.compile_s > 1.0:
                     shares.append(min(1.0, s.compile_s / first.compile_s))
         return statistics.median(shares) if shares else WARM_COMPILE_SHARE
 
@@ -424,6 +437,17 @@ def wants_count(study: optuna.Study, per_op: Mapping[str, Mapping[str, float]], 
         _counted(t.user_attrs.get(GRAPH_OPS_KEY)) and WARM_KEY not in t.user_attrs
         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     )
+
+
+def _cache(attrs: Mapping[str, Any]) -> bool | None:
+    """A compiled trial's compile by its row's counters: True warm (graphs found in Inductor's cache, none
+    compiled), False cold (a graph compiled), None where not recorded."""
+    hits, misses = attrs.get(CACHE_HITS_KEY), attrs.get(CACHE_MISSES_KEY)
+    if not (_counted(hits) and _counted(misses)):
+        return None
+    if misses > 0:
+        return False
+    return True if hits > 0 else None  # neither: the cache is off
 
 
 def _counted(value: Any) -> bool:

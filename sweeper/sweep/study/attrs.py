@@ -51,6 +51,8 @@ UNSTABLE_KEY = "step_unstable"  # its step times were not one steady value (swee
 PROFILE_S_KEY = "prof_s"  # the seconds profiling added to it
 UNIT_KEY = "throughput_unit"  # the unit of its throughput (the console's best line)
 GRAPH_OPS_KEY = "graph_ops"  # distinct operations of its eager step (sweeper.trial.ops): prices a first compile
+CACHE_HITS_KEY = "compile_cache_hits"  # graphs Inductor's cache held compiled (a compiled trial's)
+CACHE_MISSES_KEY = "compile_cache_misses"  # graphs it compiled
 
 # ---- trial system attributes the sweeper writes
 REQUEUED_KEY = "knob_sweeper:requeued"  # queued again after a cut run (measured first)
