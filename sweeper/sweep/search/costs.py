@@ -162,8 +162,7 @@ class CostModel:
             s.warm = s.repeat if s.cache is None else s.cache  # the counters, where recorded, over the guess
             keys.add(key)
             ops = t.user_attrs.get(GRAPH_OPS_KEY)
-            if isinstance(ops, (int, float)) and not isinstance(ops, bool) and 0 < ops < math.inf:
-                s.graph_ops = float(ops)
+            s.graph_ops = float(ops) if _counted(ops) and ops > 0 else None  # 0: a step of no operation
             _phases(s, t.user_attrs)
             out.append(s)
         self._learn_neutral(out)
