@@ -138,7 +138,7 @@ class Window:
     between_s: float = 0.0  # time between the timed blocks (syncs, decisions, pruning reports), not in wall_s
     data_wait_host_s: float = 0.0  # the host's time inside next_batch() (the same as data_wait_s on the CPU)
     host_step_s: float = 0.0  # the host's time inside step(): on a GPU, launching the step (it does not wait for it)
-    graph_ops: int | None = None  # distinct operations of one warm-up step (sweeper.trial.ops), when counted
+    graph_ops: int | None = None  # distinct operations of the first step (sweeper.trial.ops), when counted
 
 
 def measure(
@@ -155,7 +155,7 @@ def measure(
     count_ops: bool = False,
 ) -> dict[str, Any]:
     """Run and time ``work`` (:func:`run_window`), then its metrics (:func:`window_metrics`, units in the names).
-    ``count_ops``: count the distinct operations of a warm-up step (``graph_ops``; an eager step only).
+    ``count_ops``: count the distinct operations of the first step (``graph_ops``; an eager step only).
 
     Raises :class:`NonFiniteLoss` (with the metrics) when the last loss is not finite.
     """

@@ -114,7 +114,7 @@ class KnobSweeperConf:
     # The same prior in seconds per distinct operation of the model's eager step (``graph_ops``, counted in the
     # study's eager trials), used in place of cost_prior's factor once the step was counted: a compile is a
     # per-model cost (what it lowers), not a multiple of the eager trial (a ViT-B/16's 1.3 s steps priced its
-    # compile at 104 s, a DeepLabV3's short eager trial at 33 s; they took ~30 s and 140 s). A value whose
+    # compile at 104 s, a DeepLabV3's 8 s eager trial at 25 s; they took ~30 s and 140 s). A value whose
     # cost_prior factor a YAML or the command line changed keeps that factor.
     cost_prior_per_op: Dict[str, Any] = field(default_factory=lambda: {"knobs.compile": dict(COMPILE_S_PER_OP)})
     # Earlier studies to start from: "latest" (the most recent other study of this workload in this storage), a
