@@ -9,6 +9,9 @@ as a sweep now records it. CPU only, a few seconds:
 
     python bench/cost_rows.py [--json OUT]
 
+A new sweep's rows join ``SWEEPS`` with the ``measure.*`` they ran under; rows that recorded ``graph_ops`` and the
+compile cache's counters are replayed with them.
+
 It measures the model on what it was built from: a check that a change does not lose accuracy on real rows, not an
 independent claim (those are the device bench's, ``bench/budget_sweep.py``).
 """
@@ -71,8 +74,13 @@ def replay(rows: pd.DataFrame, ops: int, measure: dict[str, Any]) -> list[dict[s
             out.append({"trial": int(r["trial"]), "predicted": round(predicted, 1), "actual": round(r["wall_s"], 1),
                         "repeat": repeat})  # fmt: skip
         attrs = {k: float(r[k]) for k in PHASES if k in r and not pd.isna(r[k])}
-        if not study.trials and pd.isna(r.get("graph_ops", math.nan)):
+        if r.get("graph_ops", math.nan) > 0:
+            attrs["graph_ops"] = float(r["graph_ops"])  # the count the sweep made
+        elif ops and not study.trials:
             attrs["graph_ops"] = ops  # the count a sweep now makes in its first eager trial
+        for counter in ("compile_cache_hits", "compile_cache_misses"):
+            if counter in r and not pd.isna(r[counter]):
+                attrs[counter] = int(r[counter])
         attrs.update(status="complete", wall_s=float(r["wall_s"]))
         if repeat:
             attrs["confirm_of"] = int(r["confirm_of"])

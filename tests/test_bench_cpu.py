@@ -357,3 +357,18 @@ def test_cost_rows_predicts_every_recorded_trial_from_the_ones_before_it(tmp_pat
         assert f"{name}:" in out and len(preds[name]) == len(complete) - 1, name
         assert all(p["predicted"] > 0 and p["actual"] > 0 for p in preds[name]), preds[name]
         assert sum(p["repeat"] for p in preds[name]) == complete["confirm_of"].notna().sum(), name
+
+
+def test_cost_rows_replays_a_rows_own_count() -> None:
+    """A sweep's rows that recorded ``graph_ops`` are replayed with their count (DeepLabV3's first compile priced
+    from 351 operations), and without one nor a stated count the prior is the eager trial's multiple."""
+    import runpy
+
+    replay = runpy.run_path(str(ROOT / "bench" / "cost_rows.py"), run_name="cost_rows")["replay"]
+    rows = pd.read_parquet(ROOT / "bench" / "results" / "h200-2026-12-05T0432-budget-seg-trials.parquet")
+    measure = {"warmup_steps": 5, "steps": 20, "min_time_s": 1.0}
+    counted = rows.assign(graph_ops=[351.0] + [float("nan")] * (len(rows) - 1))
+    with_count = replay(counted, 0, measure)[0]["predicted"]
+    without = replay(rows, 0, measure)[0]["predicted"]
+    # the compile's prior: 0.27 s x 351 operations (95 s) against 3 x the 8.3 s eager trial (25 s)
+    assert with_count - without > 60.0, (with_count, without)
