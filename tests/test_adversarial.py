@@ -324,13 +324,18 @@ def test_four_readers_read_every_column_of_a_mixed_folder(tmp_path: Path, monkey
 # ---------------------------------------------------------------------------------------------------- interrupts
 
 
-def _start(args: list[str], results: Path, log: Path) -> subprocess.Popen:
+def _start(args: list[str], results: Path, log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
     """The sweeper in its own session (as a terminal runs it); output to files, so that waiting for it waits for the
     sweeper only (the forkserver it leaves to exit by itself holds inherited pipes a little longer)."""
     cmd = [sys.executable, "-m", "sweeper", *args, f"results_dir={results}"]
     with open(log.with_suffix(".out"), "w") as out, open(log.with_suffix(".err"), "w") as err:
         return subprocess.Popen(
-            cmd, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdout=out, stderr=err, start_new_session=True
+            cmd,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
         )
 
 
@@ -358,6 +363,17 @@ def _wait_running(results: Path, study: str, number: int, log: Path, timeout: fl
     raise AssertionError(f"trial {number} never ran in {timeout:.0f} s; the sweep's stderr ends:\n{tail}")
 
 
+def _wait_for(path: Path, log: Path, timeout: float = 180) -> None:
+    """Until ``path`` exists (a process of the sweep made it), or fail with the sweep's stderr."""
+    deadline = time.time() + timeout
+    while not path.exists():
+        if time.time() > deadline:
+            err = log.with_suffix(".err")
+            tail = err.read_text()[-3000:] if err.exists() else "(no stderr)"
+            raise AssertionError(f"{path.name} never appeared in {timeout:.0f} s; the sweep's stderr ends:\n{tail}")
+        time.sleep(0.05)
+
+
 @pytest.mark.parametrize(
     "sig,code,launcher",
     [(signal.SIGINT, 130, "basic"), (signal.SIGTERM, 143, "basic"), (signal.SIGINT, 130, "joblib")]
@@ -377,6 +393,7 @@ def test_interrupt_stops_within_seconds_and_records_interrupted(
         "hydra.sweeper.n_trials=3",
         "hydra.sweeper.params={knobs.fault:hang,knobs.work:16}",
         "trial.timeout_s=600",
+        f"workload.hanging_to={tmp_path / 'hanging'}",
     ]
     if launcher == "joblib":
         args += ["hydra/launcher=joblib", "hydra.launcher.n_jobs=1"]
@@ -384,7 +401,7 @@ def test_interrupt_stops_within_seconds_and_records_interrupted(
         args += ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "hydra.sweeper.n_jobs=2"]
     proc = _start(args, results, tmp_path / "sweep")
     _wait_running(results, "faults", 0, tmp_path / "sweep")
-    time.sleep(2)  # the trial process hangs in its step now
+    _wait_for(tmp_path / "hanging", tmp_path / "sweep")  # the trial process hangs in its step now
     children = psutil.Process(proc.pid).children(recursive=True)
     t0 = time.time()
     if sig == signal.SIGINT:
@@ -407,6 +424,44 @@ def test_interrupt_stops_within_seconds_and_records_interrupted(
     assert states[1:] == [(TrialState.FAIL, "surplus")] * (2 if "workers" in launcher else 0), states
     df = store.read_results(results)
     assert list(df["status"]) == ["interrupted"] and list(df["reason"]) == ["interrupted"]
+
+
+# Imported by every Python process of the sweep (on PYTHONPATH): a joblib (loky) worker stays in its start-up, before
+# any of the project's code, until it is killed; each says it is there with a file named by its pid.
+_SLOW_WORKER = """
+import os, sys, time
+if os.environ.get("SLOW_WORKER_DIR") and "popen_loky_posix" in " ".join(getattr(sys, "orig_argv", [])):
+    open(os.path.join(os.environ["SLOW_WORKER_DIR"], str(os.getpid())), "w").close()
+    time.sleep(300)
+"""
+
+
+def test_ctrl_c_while_a_launchers_workers_start_prints_no_traceback(tmp_path: Path) -> None:
+    """A terminal's Ctrl-C reaches every process of the group, a joblib worker still importing too (a loaded
+    machine takes seconds): no traceback on the screen, exit 130, the trial recorded as interrupted, and the
+    workers (which never ran a task) gone with the sweeper."""
+    site, starting, results = tmp_path / "site", tmp_path / "starting", tmp_path / "results"
+    site.mkdir()
+    starting.mkdir()
+    (site / "sitecustomize.py").write_text(_SLOW_WORKER)
+    args = [*FAULTS, "-m", "hydra.sweeper.n_trials=1", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
+    env = {"PYTHONPATH": str(site), "SLOW_WORKER_DIR": str(starting)}
+    proc = _start([*args, "hydra.sweeper.n_jobs=2"], results, tmp_path / "sweep", env)
+    deadline = time.time() + 180
+    while len(os.listdir(starting)) < 2 and time.time() < deadline:  # both workers in their start-up
+        time.sleep(0.05)
+    assert len(os.listdir(starting)) == 2, (tmp_path / "sweep.err").read_text()[-3000:]
+    workers = [psutil.Process(int(pid)) for pid in os.listdir(starting)]
+    os.killpg(proc.pid, signal.SIGINT)
+    proc.wait(timeout=60)
+    err = (tmp_path / "sweep.out").read_text() + (tmp_path / "sweep.err").read_text()
+    assert proc.returncode == 130, err[-3000:]
+    _, alive = psutil.wait_procs(workers, timeout=10)
+    assert not alive, [p.cmdline() for p in alive]
+    err = (tmp_path / "sweep.out").read_text() + (tmp_path / "sweep.err").read_text()  # the workers' too, now
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
+    study = optuna.load_study(study_name="faults", storage=f"sqlite:///{results / 'optuna.db'}")
+    assert [(t.state, t.user_attrs.get("reason")) for t in study.trials] == [(TrialState.FAIL, "interrupted")]
 
 
 def test_full_disk_one_line_and_resumable(tmp_path: Path) -> None:

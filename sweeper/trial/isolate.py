@@ -8,6 +8,7 @@ instead of a fresh interpreter's seconds. The child runs in its own process grou
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import re
@@ -94,6 +95,24 @@ def interrupt_all() -> None:
         pids = list(_LIVE)
     for pid in pids:
         kill_group(pid)
+    _end_launcher_workers()
+
+
+def _end_launcher_workers() -> None:
+    """Kill the processes a launcher started from this one (joblib's loky workers) and what runs under them: they
+    start with SIGINT blocked (``sweeper.sweep.run.scheduler``; an idle one never unblocks it) and SIGTERM reaches
+    the sweeper alone. By pid, never by group: a worker shares the sweeper's process group."""
+    import psutil
+
+    for child in mp.active_children():
+        try:
+            worker = psutil.Process(child.pid)
+            tree = [worker, *worker.children(recursive=True)]
+        except psutil.Error:
+            continue
+        for p in tree:
+            with contextlib.suppress(psutil.Error):
+                p.kill()
 
 
 TRACKER_QUIET = "ignore:resource_tracker:UserWarning"

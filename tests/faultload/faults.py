@@ -89,6 +89,8 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
             elif fault == "sigkill":
                 os.kill(os.getpid(), signal.SIGKILL)
             elif fault == "hang":
+                if cfg["workload"].get("hanging_to"):  # a test waits for this, not for a guessed time
+                    open(cfg["workload"]["hanging_to"], "w").close()
                 time.sleep(3600)
             elif fault == "exit":
                 os._exit(3)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import signal
 import threading
 import time
 from collections.abc import Mapping
@@ -69,6 +70,10 @@ class _UnlockedTask:
         functools.update_wrapper(self, fn)
 
     def __call__(self, cfg: DictConfig) -> Any:
+        if threading.current_thread() is threading.main_thread():
+            # A launcher's worker process (joblib's), started from a slot thread deaf to Ctrl-C (see
+            # ``scheduler``): from here on a Ctrl-C stops its trial as it does in the sweeper's process.
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         if not getattr(_holds_job_lock, "value", False):
             return self.fn(cfg)
         _JOB_LOCK.release()

@@ -17,6 +17,7 @@ Why a sweep stops is not decided here: the loop reports the budget's end to
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -29,6 +30,19 @@ from sweeper.sweep.search.budget import Budget
 BACKSTOP_S = 10.0  # past budget + grace, a trial that did not stop itself is killed and given up
 
 
+def _deaf_to_ctrl_c() -> None:
+    """A slot thread blocks SIGINT. A terminal's Ctrl-C, sent to the whole group, then reaches the sweeper's main
+    thread; and a process a launcher starts from a slot (joblib's loky workers) inherits the block through exec, so
+    that a Ctrl-C during its start-up imports prints no traceback: its task unblocks SIGINT once it runs
+    (``launch._UnlockedTask``), and an interrupted sweep kills them (``isolate.interrupt_all``).
+    multiprocessing's resource tracker is started first: its start unblocks SIGINT in the thread that starts it
+    (loky's first worker did, and the second started with Ctrl-C live)."""
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
 @dataclass
 class Running:
     """A trial handed to a slot."""
@@ -39,6 +53,16 @@ class Running:
     started: float
     predicted_s: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # what the launch added (profile steps, ...)
+
+
+def _deaf(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """``fn`` run with SIGINT blocked in its slot thread, again: whatever ran there before may have unblocked it."""
+
+    def call() -> Any:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        return fn()
+
+    return call
 
 
 class Scheduler:
@@ -62,7 +86,9 @@ class Scheduler:
         self.deadline = self.budget.deadline
         self.grace_s = float(grace_s)
         self.running: dict[Future, Running] = {}
-        self.pool = ThreadPoolExecutor(max_workers=max(1, len(self.slots)), thread_name_prefix="trial")
+        self.pool = ThreadPoolExecutor(
+            max_workers=max(1, len(self.slots)), thread_name_prefix="trial", initializer=_deaf_to_ctrl_c
+        )
         self.wake = threading.Event()  # set when a trial ends: the loop waits on it when nothing of its own runs
 
     # ------------------------------------------------------------------ the clock
@@ -99,7 +125,7 @@ class Scheduler:
         self.free.append(slot)
 
     def submit(self, fn: Callable[[], Any], run: Running) -> None:
-        fut = self.pool.submit(fn)
+        fut = self.pool.submit(_deaf(fn))
         fut.add_done_callback(lambda _f: self.wake.set())
         self.running[fut] = run
 
