@@ -509,3 +509,14 @@ def test_in_process_trials_refuse_a_cuda_connections_cuda_did_not_start_with() -
     with pytest.raises(RuntimeError, match=f"CUDA_VISIBLE_DEVICES=7, .* already runs in this process with {visible}"):
         with child.placed({"env": {"CUDA_VISIBLE_DEVICES": "7"}}):
             pass
+
+
+def test_one_micro_batch_adds_no_operation_a_plain_training_loop_lacks() -> None:
+    """The harness's own cost is counted in the measured speed: with one micro-batch the loss is not divided by the
+    micro-batch count (an operation and its backward each step, ~18 us of a 0.3 ms CPU step), with two it is."""
+    for accum in (1, 2):
+        train, _model, micro = tiny_train(precision="fp32", compile="off", grad_accum_steps=accum)
+        log = OpLog()
+        with log:
+            train([micro] * accum)
+        assert ("div" in log.ops) is (accum > 1), (accum, dict(log.ops))
