@@ -467,7 +467,7 @@ def test_ctrl_c_while_a_launchers_workers_start_prints_no_traceback(tmp_path: Pa
 def test_full_disk_one_line_and_resumable(tmp_path: Path) -> None:
     disk = tmp_path / "disk"
     disk.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=600k", "tmpfs", str(disk)]).returncode != 0:
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(disk)]).returncode != 0:
         pytest.skip("mounting a small tmpfs needs root")
     db = tmp_path / "optuna.db"
     try:
