@@ -8,7 +8,6 @@ instead of a fresh interpreter's seconds. The child runs in its own process grou
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing as mp
 import os
 import re
@@ -23,7 +22,7 @@ from typing import Any
 
 from sweeper.results.outcome import Reason, Status, TrialOutcome
 from sweeper.results.procs import pid_alive
-from sweeper.trial.proc import TRIAL_ENV, kill_group, kill_marked
+from sweeper.trial.proc import TRIAL_ENV, kill_group, kill_marked, kill_tree
 
 _CONTEXT: Any = None
 _READY: threading.Thread | None = None  # the forkserver's imports, awaited off the main thread (``start_forkserver``)
@@ -101,18 +100,9 @@ def interrupt_all() -> None:
 def _end_launcher_workers() -> None:
     """Kill the processes a launcher started from this one (joblib's loky workers) and what runs under them: they
     start with SIGINT blocked (``sweeper.sweep.run.scheduler``; an idle one never unblocks it) and SIGTERM reaches
-    the sweeper alone. By pid, never by group: a worker shares the sweeper's process group."""
-    import psutil
-
+    the sweeper alone."""
     for child in mp.active_children():
-        try:
-            worker = psutil.Process(child.pid)
-            tree = [worker, *worker.children(recursive=True)]
-        except psutil.Error:
-            continue
-        for p in tree:
-            with contextlib.suppress(psutil.Error):
-                p.kill()
+        kill_tree(child.pid)
 
 
 TRACKER_QUIET = "ignore:resource_tracker:UserWarning"

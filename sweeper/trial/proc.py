@@ -45,6 +45,23 @@ def end_descendants() -> None:
     psutil.wait_procs(tree, timeout=5)
 
 
+def kill_tree(pid: int) -> None:
+    """SIGKILL ``pid`` and its descendants by parentage, one by one: not its process group (a launcher's worker
+    shares the sweeper's); gone already is fine."""
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        tree = [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return
+    for p in tree:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+
+
 def kill_group(pid: int) -> None:
     """SIGKILL the process group led by ``pid`` (or ``pid`` alone when it leads none) and, while ``pid`` runs, its
     descendants by parentage (one that left the group or started a session of its own); gone already is fine."""
