@@ -29,6 +29,17 @@ def become_subreaper() -> None:
         pass
 
 
+def _kill(procs: list) -> None:
+    """SIGKILL each of ``procs`` (psutil processes); gone already is fine."""
+    import psutil
+
+    for p in procs:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+
+
 def end_descendants() -> None:
     """SIGKILL every descendant of this process (a trial's, as it ends) and reap them."""
     import psutil
@@ -37,11 +48,7 @@ def end_descendants() -> None:
         tree = psutil.Process().children(recursive=True)
     except psutil.Error:
         return
-    for p in tree:
-        try:
-            p.kill()
-        except psutil.Error:
-            pass
+    _kill(tree)
     psutil.wait_procs(tree, timeout=5)
 
 
@@ -55,11 +62,7 @@ def kill_tree(pid: int) -> None:
         tree = [proc, *proc.children(recursive=True)]
     except psutil.Error:
         return
-    for p in tree:
-        try:
-            p.kill()
-        except psutil.Error:
-            pass
+    _kill(tree)
 
 
 def kill_group(pid: int) -> None:
@@ -76,11 +79,7 @@ def kill_group(pid: int) -> None:
             target()
         except (ProcessLookupError, PermissionError):
             pass
-    for p in tree:
-        try:
-            p.kill()
-        except psutil.Error:
-            pass
+    _kill(tree)
 
 
 TRIAL_ENV = "KNOB_SWEEPER_TRIAL"  # set in each trial process to a token of its own; its descendants inherit it

@@ -39,6 +39,13 @@ BIMODAL_S = 0.05  # what a slow step of fault=bimodal waits more: 10x a step of 
 SLOW_S = 2.0  # what step fault_step of fault=slow waits: past a 1 s measure.stall_s, then the trial goes on
 
 
+def _hang(marker: str | None) -> None:
+    """Create ``marker`` (a test waits for it, not for a guessed time), then hang."""
+    if marker:
+        open(marker, "w").close()
+    time.sleep(3600)
+
+
 def check(cfg: dict[str, Any], device: DeviceInfo) -> str | None:
     if cfg["knobs"]["fault"] == "check_raise":
         raise RuntimeError("planted failure in check()")
@@ -89,9 +96,7 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
             elif fault == "sigkill":
                 os.kill(os.getpid(), signal.SIGKILL)
             elif fault == "hang":
-                if cfg["workload"].get("hanging_to"):  # a test waits for this, not for a guessed time
-                    open(cfg["workload"]["hanging_to"], "w").close()
-                time.sleep(3600)
+                _hang(cfg["workload"].get("hanging_to"))
             elif fault == "exit":
                 os._exit(3)
             elif fault == "bimodal" and count[0] % 2:
