@@ -30,19 +30,6 @@ from sweeper.sweep.search.budget import Budget
 BACKSTOP_S = 10.0  # past budget + grace, a trial that did not stop itself is killed and given up
 
 
-def _deaf_to_ctrl_c() -> None:
-    """A slot thread blocks SIGINT. A terminal's Ctrl-C, sent to the whole group, then reaches the sweeper's main
-    thread; and a process a launcher starts from a slot (joblib's loky workers) inherits the block through exec, so
-    that a Ctrl-C during its start-up imports prints no traceback: its task unblocks SIGINT once it runs
-    (``launch._UnlockedTask``), and an interrupted sweep kills them (``isolate.interrupt_all``).
-    multiprocessing's resource tracker is started first: its start unblocks SIGINT in the thread that starts it
-    (loky's first worker did, and the second started with Ctrl-C live)."""
-    from multiprocessing import resource_tracker
-
-    resource_tracker.ensure_running()
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-
-
 @dataclass
 class Running:
     """A trial handed to a slot."""
@@ -56,9 +43,17 @@ class Running:
 
 
 def _deaf(fn: Callable[[], Any]) -> Callable[[], Any]:
-    """``fn`` run with SIGINT blocked in its slot thread, again: whatever ran there before may have unblocked it."""
+    """``fn`` run in its slot thread with SIGINT blocked. A terminal's Ctrl-C, sent to the whole group, then reaches
+    the sweeper's main thread; and a process a launcher starts from the slot (joblib's loky workers) inherits the
+    block through exec, so that a Ctrl-C during its start-up imports prints no traceback: its task unblocks SIGINT
+    once it runs (``launch._UnlockedTask``), and an interrupted sweep kills the idle ones
+    (``isolate.interrupt_all``). multiprocessing's resource tracker is started first: its start unblocks SIGINT in
+    the thread that starts it (loky's first worker did, and the second started with Ctrl-C live)."""
 
     def call() -> Any:
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         return fn()
 
@@ -86,9 +81,7 @@ class Scheduler:
         self.deadline = self.budget.deadline
         self.grace_s = float(grace_s)
         self.running: dict[Future, Running] = {}
-        self.pool = ThreadPoolExecutor(
-            max_workers=max(1, len(self.slots)), thread_name_prefix="trial", initializer=_deaf_to_ctrl_c
-        )
+        self.pool = ThreadPoolExecutor(max_workers=max(1, len(self.slots)), thread_name_prefix="trial")
         self.wake = threading.Event()  # set when a trial ends: the loop waits on it when nothing of its own runs
 
     # ------------------------------------------------------------------ the clock
