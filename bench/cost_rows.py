@@ -33,7 +33,7 @@ from optuna.trial import create_trial
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sweeper.sweep.config.settings import KnobSweeperConf, priors_per_op  # noqa: E402
+from sweeper.sweep.config.settings import KnobSweeperConf, graph_neutral, priors_per_op  # noqa: E402
 from sweeper.sweep.search.costs import CostModel  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -48,7 +48,7 @@ SWEEPS = {
     "seg 2026-12-05": ("h200-2026-12-05T0432-budget-seg", 351, DEFAULT_MEASURE),
 }
 PHASES = ("setup_s", "compile_s", "first_step_s", "measured_s", "step_ms_mean", "warmup_steps", "warmup_drain_steps",
-          "steps_measured", "prof_s")  # fmt: skip
+          "steps_measured", "prof_s", "data_wait_frac")  # fmt: skip
 
 
 def _plain(v: Any) -> Any:
@@ -60,7 +60,9 @@ def _plain(v: Any) -> Any:
 def replay(rows: pd.DataFrame, ops: int, measure: dict[str, Any]) -> list[dict[str, Any]]:
     """Each complete trial's prediction from the trials before it: [{trial, predicted, actual, repeat}]."""
     s = KnobSweeperConf()
-    model = CostModel({"knobs.compile": "off"}, s.cost_prior, priors_per_op(s), measure=measure)
+    model = CostModel(
+        {"knobs.compile": "off"}, s.cost_prior, priors_per_op(s), measure=measure, neutral=graph_neutral(s)
+    )
     study = optuna.create_study(direction="maximize")
     out = []
     for _, r in rows.sort_values("trial").iterrows():

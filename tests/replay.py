@@ -15,6 +15,7 @@ milliseconds of real time.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -24,7 +25,7 @@ import optuna
 from optuna.trial import TrialState
 
 from sweeper.results.outcome import Reason, Status, TrialOutcome
-from sweeper.sweep.config.settings import KnobSweeperConf, priors_per_op
+from sweeper.sweep.config.settings import KnobSweeperConf, graph_neutral, priors_per_op
 from sweeper.sweep.config.space import build_space
 from sweeper.sweep.run import remeasure
 from sweeper.sweep.run.admission import Admission
@@ -86,6 +87,7 @@ class Landscape:
         compile_s = compile_s if compiled else 0.0
         ran.add(key)
         thr = self.throughput(c)
+        fed = self.cap(c) if self.cap else math.inf  # what the input pipeline feeds: the step waits for the rest
         step = float(c[self.batch_key]) / thr
         m = self.measure
         steps = int(m.get("steps", 20))
@@ -106,6 +108,7 @@ class Landscape:
             "warmup_steps": warmup,
             "warmup_drain_steps": drain,
             "steps_measured": measured,
+            "data_wait_frac": max(0.0, 1.0 - thr / self._uncapped(c)) if fed <= thr else 0.0,
             "status": "complete",
             COST_KEY: wall,
         }
@@ -114,6 +117,10 @@ class Landscape:
         if self.graph_ops and not compiled:
             attrs["graph_ops"] = self.graph_ops
         return {"attrs": attrs, "throughput": thr, "spent": self.start_s + wall}
+
+    def _uncapped(self, c: dict[str, Any]) -> float:
+        """The model's own speed, without the input pipeline's cap."""
+        return dataclasses.replace(self, cap=None).throughput(c)
 
     def _cached(self, key: tuple, ran: set) -> bool:
         """Whether the compile cache is warm for ``key``: it ran, or one that differs only in neutral knobs."""
@@ -230,7 +237,13 @@ def _open(land: Landscape, budget_s: float, seed: int, grace_s: float) -> tuple[
         "staged", seed, space, land.expensive, land.defaults, budget_s, budget=scheduler.budget
     )
     study = optuna.create_study(direction="maximize", sampler=sampler)
-    costs = CostModel(land.expensive, settings.cost_prior, priors_per_op(settings), measure=land.measure)
+    costs = CostModel(
+        land.expensive,
+        settings.cost_prior,
+        priors_per_op(settings),
+        measure=land.measure,
+        neutral=graph_neutral(settings),
+    )
     plan = SimpleNamespace(
         study=study,
         space=space,

@@ -11,8 +11,9 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import create_trial
 
-from sweeper.sweep.config.settings import KnobSweeperConf, priors_per_op
-from sweeper.sweep.search.costs import CostModel
+from sweeper.report.diagnose import DATA_WAIT
+from sweeper.sweep.config.settings import KnobSweeperConf, graph_neutral, priors_per_op
+from sweeper.sweep.search.costs import DATA_BOUND_WAIT, CostModel
 from tests.test_replay import HAND, seg
 
 EXPENSIVE = {"knobs.compile": "off"}
@@ -137,6 +138,68 @@ def test_a_graph_neutral_knob_learned_on_one_configuration_holds_for_others() ->
     assert (
         model.phases(_study(rows), {**vit, "knobs.batch_size": 512, "knobs.optimizer_impl": "fused"})["compile"] >= 33.0
     )  # a batch size never seen graph-neutral: cold
+
+
+def _declared(**measure: Any) -> CostModel:
+    """The model as a default sweep builds it: the package's graph-neutral knobs declared."""
+    s = KnobSweeperConf()
+    return CostModel(EXPENSIVE, s.cost_prior, measure={"warmup_steps": 5, **measure}, neutral=graph_neutral(s))
+
+
+def test_a_declared_graph_neutral_knob_is_priced_warm_from_its_first_change() -> None:
+    """TrainStep compiles the forward and the loss only: the optimizer's implementation never reaches the graph.
+    Declared so (the default ``hydra.sweeper.graph_neutral``), the GPT's first compile that changed only it (trial
+    10: reduce-overhead, foreach, 14.4 s after trial 9's cold 23.2 s) is priced warm before any such change was
+    measured, and so is trial 12 (default, foreach: 12.7 s); without the declaration both are priced cold (34-38 s,
+    what the sweep predicted)."""
+    before = _study(GPT_ROWS[:-1])
+    for model, warm in ((_declared(steps=10, min_time_s=1.0), True), (_model(steps=10, min_time_s=1.0), False)):
+        for params, actual in (({**GPT, "knobs.compile": "reduce-overhead", "knobs.optimizer_impl": "foreach"}, 14.447),
+                               ({**GPT, "knobs.optimizer_impl": "foreach"}, 12.701)):  # fmt: skip
+            total = model.predict(before, params)
+            assert (abs(total - actual) <= 0.3 * actual) is warm, (params, total)
+    assert _declared(steps=10).phases(before, {**GPT, "knobs.precision": "fp16"})["compile"] >= 23.0  # not declared
+
+
+def test_a_declared_knob_whose_change_compiled_cold_is_priced_cold_again() -> None:
+    """A model that compiles its whole step, optimizer included, with the default declaration: its first change of
+    the optimizer's implementation compiled cold (the row's counters: misses), so the next such change is priced
+    cold; ``hydra.sweeper.graph_neutral=[]`` declares nothing from the start."""
+    counted = {"compile_cache_hits": 0, "compile_cache_misses": 2}
+    cold = ({**GPT, "knobs.compile": "reduce-overhead", "knobs.optimizer_impl": "foreach"},
+            (33.0, 9.27, 23.1, 23.2, 1.205, 120.44, 5, 0, 10), counted)  # fmt: skip
+    study = _study([*GPT_ROWS[:-1], cold])
+    foreach = {**GPT, "knobs.optimizer_impl": "foreach"}
+    assert _declared(steps=10).phases(study, foreach)["compile"] >= 23.0
+    assert _declared(steps=10).phases(_study(GPT_ROWS[:-1]), foreach)["compile"] <= 0.2 * 27.087
+    assert graph_neutral(KnobSweeperConf(graph_neutral=[])) == frozenset()
+    assert {"knobs.optimizer_impl", "knobs.num_workers", "knobs.pin_memory"} <= graph_neutral(KnobSweeperConf())
+    assert not {"knobs.precision", "knobs.batch_size", "knobs.memory_format"} & graph_neutral(KnobSweeperConf())
+
+
+JPEG = {"knobs.precision": "bf16", "knobs.compile": "off", "knobs.batch_size": 512, "knobs.num_workers": 14,
+        "knobs.decode_device": "cpu", "knobs.pin_memory": True}  # fmt: skip
+
+
+@pytest.mark.parametrize("wait", [0.46, 0.05])
+def test_fewer_workers_than_a_data_bound_trial_had_are_priced_at_their_share_of_its_feed(wait: float) -> None:
+    """ResNet-50 fed from JPEGs decoded on the CPU: with 14 workers the step waited for data (3,533 img/s, 0.145 s a
+    batch of 512). A trial with no worker (the main process decodes: ~250 img/s) was priced from that neighbour's
+    step, 21 s for 180 s, and ran 90 s past the budget's end. The workers' share of the feed is now the least step:
+    0 workers 14x, 4 workers 3.5x; a trial decoding on the GPU (another data path), or a neighbour that did not
+    wait for data, sets no such floor."""
+    rows = [(JPEG, (20.0, 6.0, 0.5, 0.645, 2.9, 145.0, 65, 0, 20), {"data_wait_frac": wait})]
+    model, study = _model(steps=20, min_time_s=0.0), _study(rows)
+    step = {w: model.phases(study, {**JPEG, "knobs.num_workers": w})["step"] for w in (0, 4, 14)}
+    gpu = model.phases(study, {**JPEG, "knobs.num_workers": 0, "knobs.decode_device": "cuda"})["step"]
+    half = model.phases(study, {**JPEG, "knobs.num_workers": 0, "knobs.batch_size": 256})["step"]
+    if wait >= DATA_WAIT:
+        assert step[0] == pytest.approx(14 * 0.145) and step[4] == pytest.approx(3.5 * 0.145)
+        assert half == pytest.approx(7 * 0.145)
+    else:
+        assert step[0] == pytest.approx(0.145) and step[4] == pytest.approx(0.145)
+    assert step[14] == pytest.approx(0.145) and gpu == pytest.approx(0.145)
+    assert DATA_BOUND_WAIT == DATA_WAIT  # the report's data-bound
 
 
 def test_a_profiled_re_measurements_profile_is_not_priced_as_every_trials_start() -> None:

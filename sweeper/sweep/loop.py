@@ -33,7 +33,7 @@ from optuna.trial import TrialState
 from sweeper.errors import ConfigError
 from sweeper.results import store
 from sweeper.results.outcome import Reason, Status, TrialOutcome
-from sweeper.sweep.config.settings import KnobSweeperConf, priors_per_op, settings_of
+from sweeper.sweep.config.settings import KnobSweeperConf, graph_neutral, priors_per_op, settings_of
 from sweeper.sweep.plan import SweepPlan, prepare
 from sweeper.sweep.run import checks, cut, jobs, launch, recovery, remeasure
 from sweeper.sweep.run.admission import UNLIMITED, Admission
@@ -122,7 +122,9 @@ class Sweep:
         s = settings
         self.plan, self.settings, self.budget, self.n_trials = plan, settings, budget, n_trials
         self.launch_one, self.sweep_dir = launch_one, sweep_dir
-        self.costs = CostModel(plan.expensive, s.cost_prior, priors_per_op(s), measure=plan.cfg["measure"])
+        self.costs = CostModel(
+            plan.expensive, s.cost_prior, priors_per_op(s), measure=plan.cfg["measure"], neutral=graph_neutral(s)
+        )
         self.scheduler = Scheduler(plan.slots, plan.node, grace_s=s.grace_s, budget=budget)
         self.admission = Admission(plan, s, self.costs, budget)
         self.configurations = Configurations(plan.study, plan.space, plan.defaults)  # enumerated at a duplicate

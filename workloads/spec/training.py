@@ -45,6 +45,10 @@ class TrainingKnobs:
     """CUDA_DEVICE_MAX_CONNECTIONS of the trial process (1..32; null: CUDA's default, 8)."""
 
 
+# The knobs above that TrainStep and the trial process apply outside its compiled forward and loss: they never
+# change a compiled graph.
+STEP_OUTSIDE_COMPILE: tuple[str, ...] = ("optimizer_impl", "cuda_connections")
+
 # Knobs that are environment variables of the trial process, read when CUDA starts: sweeper.trial.child sets them
 # before anything touches CUDA and restores them after. CUDA_DEVICE_MAX_CONNECTIONS is the number of hardware work
 # queues the process's streams are spread over (8 by default, 32 at most): with more streams than queues, a side

@@ -117,6 +117,13 @@ class KnobSweeperConf:
     # compile at 104 s, a DeepLabV3's 8 s eager trial at 25 s; they took ~30 s and 140 s). A value whose
     # cost_prior factor a YAML or the command line changed keeps that factor.
     cost_prior_per_op: Dict[str, Any] = field(default_factory=lambda: {"knobs.compile": dict(COMPILE_S_PER_OP)})
+    # Knobs that never change a compiled graph: a compiled configuration that differs from a measured one of its
+    # compile mode only in these finds Inductor's cache warm, and is priced so (its cold compile x the warm share)
+    # from the first. null: the knobs the package's helpers apply outside the compiled region
+    # (workloads.spec.OUTSIDE_COMPILE: TrainStep compiles the forward and the loss only, so the optimizer's
+    # implementation and every input-pipeline knob); [] for a model that compiles its whole step. A knob so
+    # declared whose change came out a cold compile is priced cold from then on.
+    graph_neutral: Optional[List[str]] = None
     # Earlier studies to start from: "latest" (the most recent other study of this workload in this storage), a
     # study name, or a list of names; null = none. Their best `warm_start_k` configurations are measured again
     # first, and their measured trials join the sampler's history. Used only by a new study.
@@ -205,6 +212,16 @@ def priors_per_op(settings: Any) -> dict[str, dict[str, float]]:
         kept = {str(v): r for v, r in (rates or {}).items()}
         out[knob] = {v: float(r) for v, r in kept.items() if v not in given or given[v] == default.get(v)}
     return out
+
+
+def graph_neutral(settings: Any) -> frozenset[str]:
+    """``graph_neutral`` as dotted knob names; null: ``knobs.<name>`` of ``workloads.spec.OUTSIDE_COMPILE``."""
+    declared = plain(settings.graph_neutral)
+    if declared is None:
+        from workloads.spec import OUTSIDE_COMPILE
+
+        return frozenset(f"knobs.{name}" for name in OUTSIDE_COMPILE)
+    return frozenset(str(name) for name in declared)
 
 
 def plain(value: Any) -> Any:

@@ -16,11 +16,14 @@ and each is predicted from the study's own measured trials (warm-start history l
   cost class first; the slowest of equals); the window is then ``measure.*`` applied to it (``steps`` steps, at
   least ``min_time_s``, at most ``max_steps``), the warm-up as many steps of it as the nearest configurations'
   warm-ups and drains recorded (the most of them; never fewer than ``measure.warmup_steps``): a data pipeline's
-  buffer grows with its workers, and its drain is part of the trial, not of its start. Where this configuration's
-  DataLoader buffer differs from a neighbour's (the knobs ``num_workers`` x ``prefetch_factor``, PyTorch's default
-  2, wherever the space declares them), the warm-up is the one that buffer asks (``buffer + 2`` steps, as the
-  trial runs it) and the neighbour's drain scaled by the buffers' ratio (from a neighbour without a buffer: a
-  pipeline that keeps up, ``min(buffer, 8)`` steps); without workers, no drain;
+  buffer grows with its workers, and its drain is part of the trial, not of its start. Fewer DataLoader workers
+  than a measured trial that waited for its data (``data_wait_frac`` >= 0.2) on the same data path had feed at
+  most their share of its feed: that share's step is the least (a worker count never measured says nothing
+  through the neighbours' step). Where this configuration's DataLoader buffer differs from a neighbour's (the
+  knobs ``num_workers`` x ``prefetch_factor``, PyTorch's default 2, wherever the space declares them), the warm-up
+  is the one that buffer asks (``buffer + 2`` steps, as the trial runs it) and the neighbour's drain scaled by the
+  buffers' ratio (from a neighbour without a buffer: a pipeline that keeps up, ``min(buffer, 8)`` steps); without
+  workers, no drain;
 * compile, per cost class (per ``torch.compile`` mode): the slowest cold compile measured in that class (a
   per-model cost: it does not grow with the eager window); a class never measured takes, per expensive knob, the
   slowest compile measured with that value, else its prior rescaled by how the measured values of that knob
@@ -30,12 +33,14 @@ and each is predicted from the study's own measured trials (warm-start history l
   ``(factor - 1)`` x the median cheap trial. A repeat of a measured configuration (a re-measurement) finds the
   compile cache its first trial filled: it pays the warm share of its cold compile, as measured on this study's
   warm compiles, else ``WARM_COMPILE_SHARE``;
-* graph-neutral knobs, learned: a compiled trial of a new configuration whose compile took at most
-  ``WARM_COMPILE_MAX_SHARE`` of its class's slowest cold compile measured before it found Inductor's cache warm, so
-  the knobs in which it differs from the nearest earlier compiled configuration of its class (most knob values in
-  common) do not change the compiled graph (on the H200: the optimizer's implementation). A configuration
-  that differs from a measured compiled one of its class only in knobs so learned pays the warm share, as a repeat
-  does; a knob never seen to leave the cache warm keeps the cold compile (the conservative side);
+* graph-neutral knobs, declared (``hydra.sweeper.graph_neutral``; by default the knobs the package's helpers
+  apply outside the compiled forward and loss: the optimizer's implementation, the input pipeline's) or learned: a
+  configuration that differs from a measured compiled one of its class only in such knobs pays the warm share, as
+  a repeat does (a declared knob whose change came out a cold compile is dropped). Learned: a compiled trial of a
+  new configuration whose compile took at most ``WARM_COMPILE_MAX_SHARE`` of its class's slowest cold compile
+  measured before it found Inductor's cache warm, so the knobs in which it differs from the nearest earlier
+  compiled configuration of its class (most knob values in common) do not change the compiled graph. Any other
+  knob keeps the cold compile (the conservative side);
 * warm or cold, as counted: a compiled trial's row says how many graphs Inductor's cache held compiled and how many
   it compiled (``compile_cache_hits``, ``compile_cache_misses``); where recorded they decide, over the guess above,
   whether its compile was warm. A warm one with no cold compile of its class before it found another night's cache
@@ -58,7 +63,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,6 +96,11 @@ WARM_COMPILE_MAX_SHARE = 0.5
 # The drain of a DataLoader that keeps up with the model: sweeper.trial.measure's _drain stops after its ready count
 # held for min(buffer, 8) steps.
 KEEPING_UP_DRAIN_STEPS = 8
+# A trial that waited for data a fifth of its window or more was fed by its DataLoader: the report's data-bound
+# (sweeper.report.diagnose.DATA_WAIT).
+DATA_BOUND_WAIT = 0.20
+# The knobs a DataLoader's feeding rate is scaled by, not matched on (:meth:`CostModel._loader_floor`).
+LOADER_SCALED = frozenset({"num_workers", "prefetch_factor", "batch_size"})
 
 
 @dataclass
@@ -117,6 +127,7 @@ class Seen:
     neutral: frozenset[str] = frozenset()  # the knobs its warm compile showed graph-neutral
     graph_ops: float | None = None  # distinct operations of its eager step (counted in eager trials only)
     cache: bool | None = None  # Inductor's cache, as its row counted it: True warm (hits, no miss), False cold
+    data_wait: float | None = None  # the share of its window spent waiting for data (data_wait_frac)
 
 
 class CostModel:
@@ -129,12 +140,14 @@ class CostModel:
         per_op: Mapping[str, Mapping[str, float]] | None = None,
         first_trial_s: float = FIRST_TRIAL_S,
         measure: Mapping[str, Any] | None = None,
+        neutral: Iterable[str] = (),
     ) -> None:
         self.expensive = dict(expensive)
         self.prior = {k: {str(v): float(f) for v, f in (vals or {}).items()} for k, vals in (prior or {}).items()}
         self.per_op = {k: {str(v): float(r) for v, r in (vals or {}).items()} for k, vals in (per_op or {}).items()}
         self.first_trial_s = float(first_trial_s)
         self.measure = dict(measure or {})
+        self.declared = frozenset(neutral)  # graph-neutral knobs declared (hydra.sweeper.graph_neutral)
 
     def cost_class(self, params: Mapping[str, Any]) -> tuple:
         return tuple(params.get(k, cheap) if params.get(k) is not None else cheap for k, cheap in self._order())
@@ -240,6 +253,7 @@ class CostModel:
         same = [s for s in phased if s.cls == mine]
         setup = statistics.median(s.setup_s for s in (same or phased))
         step, nearest = self._step(phased, params, mine)
+        step = max(step, self._loader_floor(phased, params))
         window, warmup = self._window(step, nearest, params)
         compile_s, basis = self._compile(phased, seen, params, mine, repeat)
         total = start + setup + compile_s + warmup + window
@@ -290,6 +304,29 @@ class CostModel:
             estimates.append(math.exp(log_step))
         return statistics.median(estimates), sorted(nearest, key=lambda s: -s.step_s)
 
+    def _loader_floor(self, phased: list[Seen], params: Mapping[str, Any]) -> float:
+        """The least step time the DataLoader of ``params`` allows: a measured trial that waited for its data
+        (``data_wait_frac`` >= ``DATA_BOUND_WAIT``) with more workers and the same data path (every knob value
+        alike but the workers, the prefetch, the batch size and the expensive knobs) was fed ``batch`` samples a
+        step by ``max(1, workers)`` workers; fewer workers feed at most their share of that (without workers the
+        main process loads, as one). The neighbours' step says nothing of a worker count never measured: JPEG
+        decoding with no worker stepped 8x slower than with 14. 0.0 where no such trial was measured."""
+        mine = _leaf_int(params, "num_workers")
+        if mine is None:
+            return 0.0
+        floor = 0.0
+        for s in phased:
+            theirs = _leaf_int(s.params, "num_workers")
+            if s.data_wait is None or s.data_wait < DATA_BOUND_WAIT or theirs is None or theirs <= mine:
+                continue
+            keys = (set(s.params) | set(params)) - set(self.expensive)
+            if any(s.params.get(k) != params.get(k) for k in keys if k.rsplit(".", 1)[-1] not in LOADER_SCALED):
+                continue
+            batch, their_batch = _leaf_int(params, "batch_size"), _leaf_int(s.params, "batch_size")
+            ratio = batch / their_batch if batch and their_batch else 1.0
+            floor = max(floor, s.step_s * max(1, theirs) / max(1, mine) * ratio)
+        return floor
+
     def _window(self, step: float, nearest: list[Seen], params: Mapping[str, Any]) -> tuple[float, float]:
         """The measured window and the warm-up (seconds) of a trial stepping at ``step`` under ``measure.*``: the
         warm-up as many steps as the nearest configurations recorded (drain included), at least
@@ -335,7 +372,7 @@ class CostModel:
                 return min(warm), "measured"
             first = max(s.compile_s for s in phased if s.key == key and not s.repeat)
             return first * self._warm_share(phased), "measured"
-        neutral = frozenset().union(*(s.neutral for s in phased))
+        neutral = self._neutral(phased)
         cached = [s for s in phased if s.cls == mine and s.key != key and _differ(s.params, params) <= neutral]
         if cached and mine != self._cheap():  # the graph of a measured configuration: its cache is warm
             share = self._warm_share(phased)
@@ -356,6 +393,21 @@ class CostModel:
             return 0.0, "prior"
         top = max(len(_same(s.params, params)) for s in same)
         return max(s.compile_s for s in same if len(_same(s.params, params)) == top), "measured"
+
+    def _neutral(self, phased: list[Seen]) -> frozenset[str]:
+        """The graph-neutral knobs: those learned, and those declared that no cold compile contradicted (a compiled
+        trial of a new configuration whose compile was cold although it differs from an earlier compiled one of its
+        class only in declared knobs: those knobs change its graph after all)."""
+        learned = frozenset().union(*(s.neutral for s in phased))
+        contradicted: set[str] = set()
+        for i, s in enumerate(phased):
+            if s.cls == self._cheap() or s.repeat or s.warm:
+                continue
+            for e in phased[:i]:
+                differ = _differ(e.params, s.params)
+                if e.cls == s.cls and differ and differ <= self.declared:
+                    contradicted |= differ
+        return learned | (self.declared - contradicted)
 
     def _warm_share(self, phased: list[Seen]) -> float:
         """What a warm compile pays of the cold one: measured on this study's repeats and graph-neutral changes
@@ -470,6 +522,14 @@ def _buffer(params: Mapping[str, Any]) -> int | None:
     return workers * (prefetch if isinstance(prefetch, int) and not isinstance(prefetch, bool) and prefetch > 0 else 2)
 
 
+def _leaf_int(params: Mapping[str, Any], leaf: str) -> int | None:
+    """The whole-number value of the knob whose last dotted part is ``leaf`` (``knobs.num_workers``), or None."""
+    for k, v in params.items():
+        if str(k).rsplit(".", 1)[-1] == leaf and isinstance(v, int) and not isinstance(v, bool):
+            return v
+    return None
+
+
 def _graph_ops(seen: list[Seen], params: Mapping[str, Any]) -> float | None:
     """The distinct operations of ``params``'s step: those counted in the measured configuration nearest to it (most
     knob values in common; the most of equals), None where no trial counted them."""
@@ -522,6 +582,7 @@ def _phases(s: Seen, attrs: Mapping[str, Any]) -> None:
     s.setup_s, s.step_s, s.window_s = setup, step, window
     s.steps, s.warmup_steps = int(steps or round(window / step)), warmup_steps
     s.drain_steps = int(num("warmup_drain_steps") or 0)
+    s.data_wait = num("data_wait_frac")
     prof = num("prof_s") or 0.0  # a profiled re-measurement's profile: priced apart (remeasure.profile_cost)
     s.start_s = max(0.0, s.total - setup - first - max(0, warmup_steps - 1) * step - window - prof)
     s.phased = True
