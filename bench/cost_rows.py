@@ -46,6 +46,7 @@ SWEEPS = {
     "vit 2026-12-05": ("h200-2026-12-05T0414-budget-vit", 110, DEFAULT_MEASURE),
     "gpt 2026-12-05": ("h200-2026-12-05T0426-budget-gpt", 98, {**DEFAULT_MEASURE, "steps": 10}),
     "seg 2026-12-05": ("h200-2026-12-05T0432-budget-seg", 351, DEFAULT_MEASURE),
+    "resnet50 2026-12-05 (H100)": ("h100-2026-12-05T1243-budget-resnet50", 168, DEFAULT_MEASURE),
 }
 PHASES = ("setup_s", "compile_s", "first_step_s", "measured_s", "step_ms_mean", "warmup_steps", "warmup_drain_steps",
           "steps_measured", "prof_s", "data_wait_frac")  # fmt: skip

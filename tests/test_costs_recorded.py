@@ -131,3 +131,13 @@ def test_an_eager_trials_first_step_with_cudnns_benchmark_is_priced() -> None:
     assert abs(out["total"] - 17.08) < abs(7.25 - 17.08) - 4.0, out
     assert model.phases(study, {**configs[0], "knobs.batch_size": 128})["compile"] == pytest.approx(0.56, abs=0.01)
     assert model.phases(study, configs[2], repeat=True)["compile"] == pytest.approx(4.69, abs=0.01)
+
+
+def test_a_compile_is_priced_as_its_nearest_measured_configurations() -> None:
+    """ResNet-50 on an H100 (2026-12-05): the cold compiles of one mode differed by precision and batch (bf16 batch
+    1024 59.4 s, fp16 batch 1024 46.7 s, fp16 batch 512 44.1 s). Priced as the class's slowest, fp16 batch 512 was
+    predicted 67 s for 50.9 s; as the nearest measured configuration's (fp16 batch 1024), within 30 %."""
+    study, configs = _recorded("h100-2026-12-05T1243-budget-resnet50", trials=4)
+    fp16_512 = configs[4]  # trial 4: fp16, channels_last, compile default, batch 512
+    assert fp16_512["knobs.batch_size"] == 512 and fp16_512["knobs.precision"] == "fp16"
+    assert abs(_model().predict(study, fp16_512) - 50.91) <= 0.3 * 50.91

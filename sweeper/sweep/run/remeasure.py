@@ -29,9 +29,11 @@ from sweeper.sweep.study.faults import fault_point
 from sweeper.sweep.study.trials import is_interrupted, is_remeasure
 
 PROFILE_PRIOR_S = 15.0  # what profiling adds to a trial before one was profiled (steps, trace export)
-# The trace's export and analysis, beside the profiled steps, before one was profiled: on the H200 a ResNet-50's 5
-# profiled steps and their trace took 1.6 s in all (docs/measurements/budget.md); kept conservative.
-PROFILE_EXPORT_S = 5.0
+# The trace's export and analysis, beside the profiled steps, before one was profiled: the most measured, rounded
+# up. A ResNet-50's 5 profiled steps and their trace took 1.6 s in all on the H200 (docs/measurements/budget.md),
+# 1.7 s on an H100 (0.8-0.9 s of steps); a ViT-B/16's 2.8 s on the H200 (0.9 s of steps), 2026-12-05. At 5 s, the
+# profiled re-measurement of a 5 s baseline was predicted 11.7 s for 7.0 s.
+PROFILE_EXPORT_S = 2.0
 PROFILE_STEPS = 5  # hydra.sweeper.profile_steps's default
 
 
