@@ -28,7 +28,7 @@ CASES = [
     (["+workload=matmul", "-m", "+hydra.sweeper.zzz=1"],
      "`hydra.sweeper.zzz`: is not a setting of the sweeper; `hydra.sweeper` has: baseline_first, conditions, "
      "confirm_top_k, confirm_unstable, constraints, cost_prior, cost_prior_per_op, expensive, grace_period, grace_s, "
-     "handbook_start, heartbeat_interval, ... (20 more: `--cfg hydra` lists them)"),
+     "graph_neutral, handbook_start, ... (21 more: `--cfg hydra` lists them)"),
     (["+workload=matmul", "-m", "hydra/launcher=joblb"],
      "`hydra/launcher`: unknown hydra/launcher 'joblb'; did you mean hydra/launcher=joblib? known: basic, joblib, "
      "submitit_local, submitit_slurm"),
