@@ -2,7 +2,8 @@
 
 Reads the rows of H200 default sweeps kept in ``bench/results`` (their knobs, wall and phases), feeds them one by one
 to an in-memory study in the order they ran, and before adding each asks the cost model (``CostModel.predict``, or
-``predict_repeat`` for a re-measurement) what that trial would cost; prints, per sweep, how many predictions fell
+``predict_repeat`` for a re-measurement, with ``remeasure.profile_cost`` for a profiled one) what that trial would
+cost; prints, per sweep, how many predictions fell
 within 30 % of the row's ``wall_s`` and the misses. Rows written before ``graph_ops`` existed get the count of their
 model's default configuration (``GRAPH_OPS``, counted on the CPU with ``sweeper.trial.ops``) on their first trial,
 as a sweep now records it. CPU only, a few seconds:
@@ -34,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from sweeper.sweep.config.settings import KnobSweeperConf, graph_neutral, priors_per_op  # noqa: E402
+from sweeper.sweep.run import remeasure  # noqa: E402
 from sweeper.sweep.search.costs import CostModel  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -47,6 +49,8 @@ SWEEPS = {
     "gpt 2026-12-05": ("h200-2026-12-05T0426-budget-gpt", 98, {**DEFAULT_MEASURE, "steps": 10}),
     "seg 2026-12-05": ("h200-2026-12-05T0432-budget-seg", 351, DEFAULT_MEASURE),
     "resnet50 2026-12-05 (H100)": ("h100-2026-12-05T1243-budget-resnet50", 168, DEFAULT_MEASURE),
+    "jpeg 2026-12-05 (H100)": ("h100-2026-12-05T1252-budget-jpeg", 168, DEFAULT_MEASURE),
+    "convnext 2026-12-05 (H100)": ("h100-2026-12-05T1257-budget-convnext", 208, DEFAULT_MEASURE),
 }
 PHASES = ("setup_s", "compile_s", "first_step_s", "measured_s", "step_ms_mean", "warmup_steps", "warmup_drain_steps",
           "steps_measured", "prof_s", "data_wait_frac")  # fmt: skip
@@ -73,7 +77,10 @@ def replay(rows: pd.DataFrame, ops: int, measure: dict[str, Any]) -> list[dict[s
         params = {k: v for k, v in params.items() if v is not None}
         repeat = not pd.isna(r.get("confirm_of"))
         if study.trials:
-            predicted = model.predict_repeat(study, params) if repeat else model.predict(study, params)
+            phases = model.phases(study, params, repeat=repeat)
+            predicted = phases["total"]
+            if repeat and not pd.isna(r.get("prof_s", math.nan)):  # profiled: priced as the sweep's admission does
+                predicted += remeasure.profile_cost(study, phases.get("step"))
             out.append({"trial": int(r["trial"]), "predicted": round(predicted, 1), "actual": round(r["wall_s"], 1),
                         "repeat": repeat})  # fmt: skip
         attrs = {k: float(r[k]) for k in PHASES if k in r and not pd.isna(r[k])}
