@@ -11,7 +11,9 @@ out=${OUT:?set OUT to the folder that comes back}
 rm -rf "$scratch"; mkdir -p "$scratch" "$out"
 { nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
   python -c "import sys, torch, torchvision; print(torch.__version__, torchvision.__version__, sys.version.split()[0])"
-  nproc; git rev-parse HEAD 2>/dev/null; } > "$out/machine.txt" 2>&1
+  nproc; git rev-parse HEAD 2>/dev/null
+  # a copied working tree may sit on older git metadata: say how the files differ from the commit named above
+  git diff --stat HEAD 2>/dev/null | tail -1; } > "$out/machine.txt" 2>&1
 python bench/budget_sweep.py "$scratch" --case "$case" "$@"
 if [ -n "${BUDGET_PROFILE_CHECK:-}" ]; then
   # shellcheck disable=SC2086 # the overrides are words

@@ -1,12 +1,12 @@
 """The cost model against recorded sweeps: each trial of a recorded sweep predicted from the trials before it.
 
-Reads the rows of H200 default sweeps kept in ``bench/results`` (their knobs, wall and phases), feeds them one by one
-to an in-memory study in the order they ran, and before adding each asks the cost model (``CostModel.predict``, or
-``predict_repeat`` for a re-measurement, with ``remeasure.profile_cost`` for a profiled one) what that trial would
-cost; prints, per sweep, how many predictions fell
-within 30 % of the row's ``wall_s`` and the misses. Rows written before ``graph_ops`` existed get the count of their
-model's default configuration (``GRAPH_OPS``, counted on the CPU with ``sweeper.trial.ops``) on their first trial,
-as a sweep now records it. CPU only, a few seconds:
+Reads the rows of H200 and H100 default sweeps kept in ``bench/results`` (their knobs, wall and phases), feeds them
+one by one to an in-memory study in the order they ran, and before adding each asks the cost model
+(``CostModel.predict``, or ``predict_repeat`` for a re-measurement, with ``remeasure.profile_cost`` for a profiled
+one) what that trial would cost; prints, per sweep, how many predictions fell within 30 % of the row's ``wall_s`` and
+the misses. Rows written before ``graph_ops`` existed get the count of their model's default configuration
+(``GRAPH_OPS``, counted on the CPU with ``sweeper.trial.ops``) on their first trial, as a sweep now records it.
+CPU only, a few seconds:
 
     python bench/cost_rows.py [--json OUT]
 
@@ -51,6 +51,7 @@ SWEEPS = {
     "resnet50 2026-12-05 (H100)": ("h100-2026-12-05T1243-budget-resnet50", 168, DEFAULT_MEASURE),
     "jpeg 2026-12-05 (H100)": ("h100-2026-12-05T1252-budget-jpeg", 168, DEFAULT_MEASURE),
     "convnext 2026-12-05 (H100)": ("h100-2026-12-05T1257-budget-convnext", 208, DEFAULT_MEASURE),
+    "lstm 2026-12-05 (H100)": ("h100-2026-12-05T1304-budget-lstm", 37, DEFAULT_MEASURE),
 }
 PHASES = ("setup_s", "compile_s", "first_step_s", "measured_s", "step_ms_mean", "warmup_steps", "warmup_drain_steps",
           "steps_measured", "prof_s", "data_wait_frac")  # fmt: skip
