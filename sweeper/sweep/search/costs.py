@@ -308,11 +308,12 @@ class CostModel:
 
     def _loader_floor(self, phased: list[Seen], params: Mapping[str, Any]) -> float:
         """The least step time the DataLoader of ``params`` allows: a measured trial that waited for its data
-        (``data_wait_frac`` >= ``DATA_BOUND_WAIT``) with more workers and the same data path (every knob value
-        alike but the workers, the prefetch, the batch size and the expensive knobs) was fed ``batch`` samples a
-        step by ``max(1, workers)`` workers; fewer workers feed at most their share of that (without workers the
-        main process loads, as one). The neighbours' step says nothing of a worker count never measured: JPEG
-        decoding with no worker stepped 8x slower than with 14. 0.0 where no such trial was measured."""
+        (``data_wait_frac`` >= ``DATA_BOUND_WAIT``) with more workers and otherwise the same configuration (every
+        knob value alike but the workers, the prefetch, the batch size and the expensive knobs: the same data path
+        and decoder) was fed ``batch`` samples a step by ``max(1, workers)`` workers; fewer workers feed at most
+        their share of that (without workers the main process loads, as one). The neighbours' step says nothing of a
+        worker count never measured: JPEG decoding with no worker stepped 8x slower than with 14. 0.0 where no such
+        trial was measured."""
         mine = _leaf_int(params, "num_workers")
         if mine is None:
             return 0.0
@@ -516,13 +517,12 @@ def config_key(params: Mapping[str, Any]) -> tuple:
 def _buffer(params: Mapping[str, Any]) -> int | None:
     """Batches a configuration's DataLoader holds ready: its ``num_workers`` x ``prefetch_factor`` (PyTorch's
     default 2; 0 without workers), None where the configuration has no ``num_workers`` knob."""
-    leaf = {str(k).rsplit(".", 1)[-1]: v for k, v in params.items()}
-    if "num_workers" not in leaf:
+    if not any(str(k).rsplit(".", 1)[-1] == "num_workers" for k in params):
         return None
-    workers, prefetch = leaf["num_workers"], leaf.get("prefetch_factor")
-    if not isinstance(workers, int) or isinstance(workers, bool) or workers <= 0:
+    workers, prefetch = _leaf_int(params, "num_workers"), _leaf_int(params, "prefetch_factor")
+    if workers is None or workers <= 0:
         return 0
-    return workers * (prefetch if isinstance(prefetch, int) and not isinstance(prefetch, bool) and prefetch > 0 else 2)
+    return workers * (prefetch if prefetch is not None and prefetch > 0 else 2)
 
 
 def _leaf_int(params: Mapping[str, Any], leaf: str) -> int | None:
