@@ -253,6 +253,7 @@ def _open(land: Landscape, budget_s: float, seed: int, grace_s: float) -> tuple[
     )
     admission = Admission(plan, settings, costs, scheduler.budget)
     sampler.fits = lambda p: admission.fits(p)
+    sampler.neutral = graph_neutral(settings)
     baseline = warm.baseline_params(space, land.defaults)
     study.enqueue_trial(baseline)
     start = start_params(space, land.defaults, baseline, land.device)

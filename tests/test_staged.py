@@ -189,3 +189,33 @@ def test_local_search_is_off_in_the_ablation() -> None:
     trial = study.ask()
     st.sample(trial, space, {"knobs.a": 1})
     assert trial.number not in sampler._plans
+
+
+def test_a_spare_plan_puts_the_best_pipeline_on_a_graph_already_compiled() -> None:
+    """ResNet-50 from JPEGs on an H100: the compiled start (bf16, batch 1024, CPU decoding) was data-bound; hybrid
+    decoding, found eager (fp16, batch 512), became the best; its compiled promotion (a new graph, cold) did not
+    fit. What fits: the compiled graph already measured with the best's input-pipeline knobs (declared
+    graph-neutral), a warm compile. Without the declaration, or with a compiled best, no such plan."""
+    params = {"knobs.precision": "choice(bf16,fp16)", "knobs.batch": "choice(512,1024)",
+              "knobs.compile": "choice(off,default)", "knobs.decode": "choice(cpu,hybrid)",
+              "knobs.share": "choice(0.25,0.5)"}  # fmt: skip
+    defaults = {"knobs.precision": "bf16", "knobs.batch": 512, "knobs.compile": "off", "knobs.decode": "cpu",
+                "knobs.share": None}  # fmt: skip
+    space = build_space(params, {"knobs.share": "knobs.decode == 'hybrid'"}, [], defaults)
+    sampler = StagedSampler(optuna.samplers.RandomSampler(seed=0), space, EXPENSIVE, defaults)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    start = {"knobs.precision": "bf16", "knobs.batch": 1024, "knobs.compile": "default", "knobs.decode": "cpu"}
+    hybrid = {"knobs.precision": "fp16", "knobs.batch": 512, "knobs.compile": "off", "knobs.decode": "hybrid",
+              "knobs.share": 0.5}  # fmt: skip
+    for config, value in ((defaults, 394.0), (start, 3540.0), (hybrid, 4877.0)):
+        config = {k: v for k, v in config.items() if v is not None}
+        dists = {k: space.params[k] for k in config}
+        study.add_trial(create_trial(params=config, distributions=dists, values=[value]))
+    cold = {**hybrid, "knobs.compile": "default"}
+    sampler.fits = lambda p: p.get("knobs.compile") == "off" or p.get("knobs.precision") == "bf16"  # the cold one not
+    sampler.neutral = frozenset({"knobs.decode", "knobs.share"})
+    assert not sampler.fits(cold)
+    twin = sampler.spare_plan(study)
+    assert twin == {**start, "knobs.decode": "hybrid", "knobs.share": 0.5}
+    sampler.neutral = frozenset()
+    assert sampler.spare_plan(study) != twin

@@ -143,6 +143,7 @@ class Sweep:
         sampler = plan.study.sampler
         if isinstance(sampler, optuna.samplers.BaseSampler) and hasattr(sampler, "fits"):
             sampler.fits = self.admission.fits  # the staged sampler promotes only what fits
+            sampler.neutral = graph_neutral(s)  # ... and knows which knobs leave a compiled graph as it is
 
     # ------------------------------------------------------------------ the command: two phases
 

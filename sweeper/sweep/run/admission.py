@@ -7,8 +7,9 @@ code, the cost model (``sweeper.sweep.search.costs``) and the one :class:`~sweep
 When a proposal cannot end in the time left, the time is spent where it pays, in this order (each only if it is
 predicted to end within the budget):
 
-1. a promotion of a screened configuration to an expensive value, or an untried one-knob neighbour of the best
-   configuration so far, the value with the best main effect first (never measured first): the staged sampler's
+1. a promotion of a screened configuration to an expensive value, or the best configuration's graph-neutral knobs
+   on a graph already compiled (a warm compile), or an untried one-knob neighbour of the best configuration so
+   far, the value with the best main effect first (never measured first): the staged sampler's
    :meth:`~sweeper.sweep.search.staged.StagedSampler.spare_plan`;
 2. a repeat of one of the ``SPARE_TOP`` best configurations, the least repeated first, up to ``SPARE_REPEATS``
    each: their trial-to-trial noise is what separates them in the report.

@@ -88,6 +88,8 @@ class StagedSampler(BaseSampler):
         # Set by the sweep loop under a budget: whether a configuration is predicted to end in the time left.
         # Promotions and local-search steps that would not are not proposed.
         self.fits: Callable[[dict[str, Any]], bool] | None = None
+        # Set by the sweep loop: the knobs that never change a compiled graph (hydra.sweeper.graph_neutral).
+        self.neutral: frozenset[str] = frozenset()
 
     # ------------------------------------------------------------------ the sampler interface
 
@@ -169,7 +171,8 @@ class StagedSampler(BaseSampler):
 
     def spare_plan(self, study: Study, top: int = 3) -> dict[str, Any]:
         """A configuration that fits the time left when the search's own proposal does not: a promotion that is
-        now worth its cost, else an untried one-knob neighbour of one of the ``top`` best configurations (each
+        now worth its cost, else the best configuration's graph-neutral knobs on a graph already compiled
+        (:meth:`_warm_twin`), else an untried one-knob neighbour of one of the ``top`` best configurations (each
         also with its expensive knobs cheap), the changed value with the best main effect first (a value never
         measured first). Empty when none fits."""
         trials = study.get_trials(deepcopy=False)
@@ -179,7 +182,7 @@ class StagedSampler(BaseSampler):
             return {}
         if self.expensive:
             screened = [t for t in measured if self._is_cheap(t.params)]
-            plan = self._next_promotion(trials, measured, screened, sign)
+            plan = self._next_promotion(trials, measured, screened, sign) or self._warm_twin(trials, measured, sign)
             if plan:
                 return plan
         ranked = sorted(measured, key=lambda t: -sign * t.values[0])
@@ -193,6 +196,25 @@ class StagedSampler(BaseSampler):
         for base in bases:
             plan = self._neighbour(trials, measured, base, sign, screening=False)
             if plan:
+                return plan
+        return {}
+
+    def _warm_twin(self, trials: list[FrozenTrial], measured: list[FrozenTrial], sign: float) -> dict[str, Any]:
+        """When the best configuration so far has its expensive knobs cheap (it was not compiled) and its
+        compiled promotion does not fit: a compiled configuration already measured, the best first, with the
+        best one's graph-neutral knob values (its input pipeline, its optimizer's implementation). The graph is
+        one Inductor's cache holds, so its compile is a warm one: what the best's pipeline gives with compile's
+        gain, at the price the cache leaves (JPEG on an H100: hybrid decoding found eager at 163 s, its cold
+        compile priced 101 s with 135 s left, the compiled CPU-decoding graph beside it). Empty when none fits."""
+        best = max(measured, key=lambda t: sign * t.values[0])
+        if not self.neutral or not self._is_cheap(best.params):
+            return {}
+        ranked = sorted((t for t in measured if not self._is_cheap(t.params)), key=lambda t: -sign * t.values[0])
+        tried = [t.params for t in trials if t.state != TrialState.WAITING] + list(self._plans.values())
+        moved = {k: v for k, v in best.params.items() if k in self.neutral}
+        for compiled in ranked:
+            plan = self._promoted(compiled.params, moved)
+            if plan and not any(_same(plan, p, keys=plan) for p in tried) and self._affordable(plan):
                 return plan
         return {}
 
