@@ -174,6 +174,22 @@ def test_occupancy_names_the_trials_that_shared_a_core(tmp_path: Path) -> None:
         assert d.shared_with(d.start + 1) == [], "trials that ended before it started are not counted"
 
 
+def test_sharing_is_judged_on_the_trials_own_runs_as_their_rows_say(tmp_path: Path) -> None:
+    """A record stays open a few milliseconds past its trial's row (launch, then the row written), so records of
+    trials one after another on one core could touch where their rows do not. Each record now holds its run as its
+    row says: a first run 10-20 s and a second 20.2-30 s share nothing; a third run 19.9-25 s overlaps both."""
+    for trial, run in ((1, (10.0, 20.0)), (2, (20.2, 30.0)), (3, (19.9, 25.0))):
+        with Occupancy(tmp_path, ["cpu-0"], "s", trial) as occupancy:
+            occupancy.ran(*run)
+    judged = {}
+    for trial, run in ((1, (10.0, 20.0)), (2, (20.2, 30.0)), (3, (19.9, 25.0))):
+        occupancy = Occupancy(tmp_path, ["cpu-0"], "s", trial)
+        occupancy.me["id"] = f"judge-{trial}"
+        occupancy.ran(*run)
+        judged[trial] = [w for w in occupancy.shared_with(run[1]) if w != f"s#{trial}"]
+    assert judged == {1: ["s#3"], 2: ["s#3"], 3: ["s#1", "s#2"]}, judged
+
+
 def test_an_unusable_lock_dir_is_bad_input(results: Path, tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("")
     proc = run_cli([*FAULTS, *GOOD, "-m", f"trial.lock_dir={tmp_path / 'a-file'}"], results)

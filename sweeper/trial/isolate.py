@@ -151,6 +151,12 @@ def _log_tail(path: Path, n: int = 12) -> str:
     return "\n".join(text.splitlines()[-n:])
 
 
+def ready() -> None:
+    """Start the forkserver and wait for its imports (seconds, once a process) before a trial is noted as running on
+    the node (``slots.Occupancy``): they are not the trial's run, and no other trial shares its cores with them."""
+    _ready_forkserver(_context())
+
+
 def _ready_forkserver(mp_context: Any) -> int | None:
     """Start the forkserver (again, if it was killed from outside) and wait for its imports, which are not the
     trial's time; its pid."""

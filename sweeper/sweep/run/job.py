@@ -95,12 +95,16 @@ def _arrow_types(names: dict[str, str]) -> dict[str, pa.DataType]:
 def _run_recorded(tcfg: dict[str, Any], context: dict[str, Any]) -> tuple[TrialOutcome, list[str]]:
     """Run the trial, isolated or here, noting it in the node's occupancy record; returns its outcome and the
     other trials that ran on its cores or GPUs meanwhile (``slots.Occupancy``)."""
+    if tcfg["trial"]["isolate"]:
+        from sweeper.trial.isolate import preload_workload, ready
+
+        preload_workload(tcfg)  # a launcher's worker process starts its forkserver at its first trial
+        ready()  # ... and waits for its imports here, before the trial is noted as running
     with Occupancy(node_lock_dir(tcfg), trial_units(tcfg), context["study"], context["number"]) as occupancy:
         if tcfg["trial"]["isolate"]:
             from sweeper.sweep.search.prune import reporter
-            from sweeper.trial.isolate import preload_workload, run_isolated
+            from sweeper.trial.isolate import run_isolated
 
-            preload_workload(tcfg)  # a launcher's worker process starts its forkserver at its first trial
             outcome = run_isolated(
                 tcfg,
                 float(tcfg["trial"]["timeout_s"]),
@@ -112,6 +116,7 @@ def _run_recorded(tcfg: dict[str, Any], context: dict[str, Any]) -> tuple[TrialO
             from sweeper.trial.child import run_here
 
             outcome = run_here(tcfg)
+        occupancy.ran(outcome.started_at, outcome.ended_at)
         return outcome, occupancy.shared_with(time.time())
 
 

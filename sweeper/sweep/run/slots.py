@@ -235,6 +235,7 @@ class Occupancy:
         self.me = {"pid": os.getpid(), "study": study, "trial": trial, "id": f"{os.getpid()}-{time.time_ns()}"}
         self.units = sorted(set(units))
         self.start = 0.0
+        self.window: tuple[float, float] | None = None  # the trial's own run (:meth:`ran`), once known
 
     def _append(self, entry: dict[str, Any]) -> None:
         for path in self.paths:
@@ -253,11 +254,22 @@ class Occupancy:
         self._append({**self.me, "units": self.units, "start": self.start})
         return self
 
+    def ran(self, start: float | None, end: float | None) -> None:
+        """The trial's own run (its row's ``started_at`` and ``ended_at``), inside the record's enter-to-exit span
+        by the launch's and the row's few milliseconds: the window :meth:`shared_with` holds other records against,
+        and, written at exit, the span other trials hold this one against. So ``node_shared`` says what the rows'
+        own times say: a trial that started as another's row ended, while that one still wrote its row, is not
+        flagged (nor is the other)."""
+        if start is not None and end is not None:
+            self.window = (start, end)
+
     def __exit__(self, *exc: Any) -> None:
-        self._append({"id": self.me["id"], "end": time.time()})
+        start, end = self.window or (self.start, time.time())
+        self._append({"id": self.me["id"], "start": start, "end": end})
 
     def shared_with(self, end: float) -> list[str]:
-        """``study#trial`` of other trials that ran on one of this trial's units between its start and ``end``.
+        """``study#trial`` of other trials that ran on one of this trial's units between its start and ``end`` (its
+        own run, where :meth:`ran` said it).
 
         A trial whose end was never written ran until now if its process lives; if it died, only a start inside this
         window proves an overlap (an old crash never marks later trials)."""
@@ -274,16 +286,17 @@ class Occupancy:
             except ValueError:
                 continue  # a line cut short by a crash mid-write
             entries.setdefault(e.get("id", ""), {}).update(e)
+        start, end = self.window or (self.start, end)
         out = []
         for key, e in entries.items():
             if key == self.me["id"] or "start" not in e or not set(e.get("units") or ()) & set(self.units):
                 continue
             if "end" in e:
-                overlaps = e["start"] < end and e["end"] > self.start
+                overlaps = e["start"] < end and e["end"] > start
             elif pid_alive(int(e.get("pid", 0))):
                 overlaps = e["start"] < end
             else:
-                overlaps = self.start <= e["start"] < end
+                overlaps = start <= e["start"] < end
             if overlaps:
                 out.append(f"{e.get('study')}#{e.get('trial')}")
         return sorted(out)
