@@ -202,6 +202,43 @@ def test_fewer_workers_than_a_data_bound_trial_had_are_priced_at_their_share_of_
     assert DATA_BOUND_WAIT == DATA_WAIT  # the report's data-bound
 
 
+# The H100 JPEG sweep of 2026-12-05 (15:50 UTC): its defaults (no worker, fp32, batch 256) and its handbook start
+# (compiled bf16, batch 1024, 14 workers), both waiting for their data; then the start's eager twin without workers.
+JPEG_PIPE = {"knobs.grad_accum_steps": 1, "knobs.activation_checkpointing": "off", "knobs.persistent_workers": False,
+             "knobs.decode_device": "cpu", "knobs.cpu_decoder": "torchvision", "knobs.transfer_dtype": "float32",
+             "knobs.augment_device": "cpu", "knobs.device_prefetch": False}  # fmt: skip
+JPEG_DEFAULTS = {**JPEG_PIPE, "knobs.precision": "fp32", "knobs.memory_format": "contiguous", "knobs.compile": "off",
+                 "knobs.cudnn_benchmark": False, "knobs.batch_size": 256, "knobs.optimizer_impl": "foreach",
+                 "knobs.num_workers": 0, "knobs.pin_memory": False, "knobs.non_blocking": False}  # fmt: skip
+JPEG_START = {**JPEG_DEFAULTS, "knobs.precision": "bf16", "knobs.memory_format": "channels_last",
+              "knobs.compile": "default", "knobs.cudnn_benchmark": True, "knobs.batch_size": 1024,
+              "knobs.optimizer_impl": "fused", "knobs.num_workers": 14, "knobs.prefetch_factor": 2,
+              "knobs.pin_memory": True, "knobs.non_blocking": True, "knobs.worker_nice": 10}  # fmt: skip
+JPEG_ROWS = [
+    (JPEG_DEFAULTS, (25.257, 1.511, 0.0, 1.871, 17.312, 865.569, 5, 0, 20), {"data_wait_frac": 0.841}),
+    (JPEG_START, (132.592, 5.996, 108.514, 108.695, 6.859, 336.756, 30, 11, 20), {"data_wait_frac": 0.494}),
+]
+
+
+def test_a_data_bound_trials_feed_floors_other_models_knobs_on_the_same_data_path() -> None:
+    """The start's eager twin with no worker (main-process decoding, batch 1024) stepped at 2.96 s and ran 78.6 s;
+    it was priced 21 s from the start's 0.34 s step, since every configuration measured with its data path differed
+    from it in model knobs too (precision, layout, compile, batch, optimizer) or in the transfer (pinned, non-blocking
+    copies), which the floor matched on. The feed is the data path's: the defaults, as many workers (none), fed
+    256 samples in 0.87 s, so 1024 take 3.5 s; without them, the start's 14 workers' share is the floor."""
+    twin = {k: v for k, v in JPEG_START.items() if k not in ("knobs.prefetch_factor", "knobs.worker_nice")}
+    twin.update({"knobs.compile": "off", "knobs.num_workers": 0})
+    s = KnobSweeperConf()
+    model = CostModel(EXPENSIVE, s.cost_prior, measure={"warmup_steps": 5, "steps": 20}, neutral=graph_neutral(s))
+    out = model.phases(_study(JPEG_ROWS), twin)
+    assert out["step"] == pytest.approx(0.866 * 1024 / 256, rel=0.01), out
+    assert abs(out["total"] - 78.551) <= 0.3 * 78.551, out
+    share = model.phases(_study(JPEG_ROWS[1:]), twin)["step"]
+    assert share == pytest.approx(14 * 0.3368, rel=0.01)  # only the 14 workers measured: their share
+    hybrid = model.phases(_study(JPEG_ROWS), {**twin, "knobs.decode_device": "hybrid", "knobs.gpu_share": 0.5})
+    assert hybrid["step"] < 0.866, "another data path: no floor from these"
+
+
 def test_a_profiled_re_measurements_profile_is_not_priced_as_every_trials_start() -> None:
     """ViT-B/16's profiled re-measurement of the defaults (trial 17) spent 2.8 s profiling (``prof_s``); those
     seconds are priced by the admission for profiled trials alone, not in the start every trial pays (the sweeper saw

@@ -84,6 +84,7 @@ from sweeper.sweep.study.attrs import (
     reason_of,
     status_of,
 )
+from workloads.spec.data import DataKnobs
 
 MIN_MEASURED = 3  # trials of a cost class measured before its timeout is derived
 FIRST_TRIAL_S = 30.0  # the cheap class's cost before any trial was measured (a process start, a few steps)
@@ -101,8 +102,15 @@ KEEPING_UP_DRAIN_STEPS = 8
 # A trial that waited for data a fifth of its window or more was fed by its DataLoader: the report's data-bound
 # (sweeper.report.diagnose.DATA_WAIT).
 DATA_BOUND_WAIT = 0.20
-# The knobs a DataLoader's feeding rate is scaled by, not matched on (:meth:`CostModel._loader_floor`).
-LOADER_SCALED = frozenset({"num_workers", "prefetch_factor", "batch_size"})
+# The knobs a DataLoader's feeding rate is scaled by, not matched on (:meth:`CostModel._loader_floor`): the
+# workers, their prefetch, and the samples a step takes (batch x micro-batches).
+LOADER_SCALED = frozenset({"num_workers", "prefetch_factor", "batch_size", "grad_accum_steps"})
+# The knobs that move a batch to the device after the workers produced it: the producers' rate does not depend on
+# them, so they are not matched on either.
+LOADER_TRANSFER = frozenset({"pin_memory", "non_blocking", "device_prefetch"})
+# The input pipeline's knobs (the shared helpers' DataLoader, workloads.spec.DataKnobs): among the declared
+# graph-neutral knobs, those two configurations must share to be fed alike.
+PIPELINE = frozenset(f.name for f in dataclasses.fields(DataKnobs))
 
 
 @dataclass
@@ -307,28 +315,45 @@ class CostModel:
         return statistics.median(estimates), sorted(nearest, key=lambda s: -s.step_s)
 
     def _loader_floor(self, phased: list[Seen], params: Mapping[str, Any]) -> float:
-        """The least step time the DataLoader of ``params`` allows: a measured trial that waited for its data
-        (``data_wait_frac`` >= ``DATA_BOUND_WAIT``) with more workers and otherwise the same configuration (every
-        knob value alike but the workers, the prefetch, the batch size and the expensive knobs: the same data path
-        and decoder) was fed ``batch`` samples a step by ``max(1, workers)`` workers; fewer workers feed at most
-        their share of that (without workers the main process loads, as one). The neighbours' step says nothing of a
-        worker count never measured: JPEG decoding with no worker stepped 8x slower than with 14. 0.0 where no such
-        trial was measured."""
+        """The least step time the DataLoader of ``params`` allows. A measured trial that waited for its data
+        (``data_wait_frac`` >= ``DATA_BOUND_WAIT``) was stepped at its workers' feed: ``max(1, workers)`` workers
+        produced its samples a step in its step time, whatever the model did with them. A configuration with the
+        same data path (:meth:`_same_pipeline`) and as many workers or fewer is fed at most that share of it, for
+        its own samples a step; the measured trials with the nearest worker count (at least its own) set it, so a
+        trial with as many workers wins over a share taken from more. The neighbours' step says nothing of a
+        worker count never measured (JPEG decoding with no worker stepped 8x slower than with 14) nor of a compiled
+        data-bound trial's eager twin (its model's speed is not what bound it). 0.0 where no such trial was
+        measured."""
         mine = _leaf_int(params, "num_workers")
         if mine is None:
             return 0.0
-        floor = 0.0
+        fed: dict[int, float] = {}
         for s in phased:
             theirs = _leaf_int(s.params, "num_workers")
-            if s.data_wait is None or s.data_wait < DATA_BOUND_WAIT or theirs is None or theirs <= mine:
+            if s.data_wait is None or s.data_wait < DATA_BOUND_WAIT or theirs is None or theirs < mine:
                 continue
-            keys = (set(s.params) | set(params)) - set(self.expensive)
-            if any(s.params.get(k) != params.get(k) for k in keys if k.rsplit(".", 1)[-1] not in LOADER_SCALED):
+            if not self._same_pipeline(s.params, params):
                 continue
-            batch, their_batch = _leaf_int(params, "batch_size"), _leaf_int(s.params, "batch_size")
-            ratio = batch / their_batch if batch and their_batch else 1.0
-            floor = max(floor, s.step_s * max(1, theirs) / max(1, mine) * ratio)
-        return floor
+            mine_n, theirs_n = _samples(params), _samples(s.params)
+            ratio = mine_n / theirs_n if mine_n and theirs_n else 1.0
+            fed[theirs] = max(fed.get(theirs, 0.0), s.step_s * max(1, theirs) / max(1, mine) * ratio)
+        return fed[min(fed)] if fed else 0.0
+
+    def _same_pipeline(self, a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+        """Whether two configurations produce their batches alike: every knob of the input pipeline (the declared
+        graph-neutral ones, ``hydra.sweeper.graph_neutral``, of the shared DataLoader's knobs; none of those
+        declared: every knob but the expensive ones) has the same value where both have one, the scaled and
+        transfer knobs aside."""
+        keys = (set(a) | set(b)) - set(self.expensive)
+        pipeline = {k for k in self.declared if k.rsplit(".", 1)[-1] in PIPELINE}
+        if pipeline:
+            keys &= pipeline
+        skip = LOADER_SCALED | LOADER_TRANSFER
+        return all(
+            a.get(k) == b.get(k)
+            for k in keys
+            if k.rsplit(".", 1)[-1] not in skip and a.get(k) is not None and b.get(k) is not None
+        )
 
     def _window(self, step: float, nearest: list[Seen], params: Mapping[str, Any]) -> tuple[float, float]:
         """The measured window and the warm-up (seconds) of a trial stepping at ``step`` under ``measure.*``: the
@@ -523,6 +548,12 @@ def _buffer(params: Mapping[str, Any]) -> int | None:
     if workers is None or workers <= 0:
         return 0
     return workers * (prefetch if prefetch is not None and prefetch > 0 else 2)
+
+
+def _samples(params: Mapping[str, Any]) -> int | None:
+    """The samples one step takes: ``batch_size`` x ``grad_accum_steps`` (1 when not set); None without a batch."""
+    batch = _leaf_int(params, "batch_size")
+    return batch * max(1, _leaf_int(params, "grad_accum_steps") or 1) if batch else None
 
 
 def _leaf_int(params: Mapping[str, Any], leaf: str) -> int | None:
