@@ -3,7 +3,8 @@
 A trial's wall time (launch to end, as the sweeper saw it: ``spent_s``) is the sum of phases its row records:
 
     start (process, launcher, teardown) + setup (``setup_s``: build the model, the data) + compile (the first step
-    less one step: ``compile_s`` where compiled; in an eager trial lazy initialization and cuDNN's benchmark) +
+    less one step: ``compile_s`` where compiled; in an eager trial lazy initialization and cuDNN's benchmark, as
+    its nearest eager configuration's, scaled by the samples a step takes) +
     warm-up (``warmup_steps`` steps, the first one's step included, then ``warmup_drain_steps``: a DataLoader's
     prefetched buffer used up) + the measured window (``measured_s``)
 
@@ -16,14 +17,15 @@ and each is predicted from the study's own measured trials (warm-start history l
   cost class first; the slowest of equals); the window is then ``measure.*`` applied to it (``steps`` steps, at
   least ``min_time_s``, at most ``max_steps``), the warm-up as many steps of it as the nearest configurations'
   warm-ups and drains recorded (the most of them; never fewer than ``measure.warmup_steps``): a data pipeline's
-  buffer grows with its workers, and its drain is part of the trial, not of its start. Fewer DataLoader workers
-  than a measured trial that waited for its data (``data_wait_frac`` >= 0.2) on the same data path had feed at
-  most their share of its feed: that share's step is the least (a worker count never measured says nothing
-  through the neighbours' step). Where this configuration's DataLoader buffer differs from a neighbour's (the
-  knobs ``num_workers`` x ``prefetch_factor``, PyTorch's default 2, wherever the space declares them), the warm-up
-  is the one that buffer asks (``buffer + 2`` steps, as the trial runs it) and the neighbour's drain scaled by the
-  buffers' ratio (from a neighbour without a buffer: a pipeline that keeps up, ``min(buffer, 8)`` steps); without
-  workers, no drain;
+  buffer grows with its workers, and its drain is part of the trial, not of its start. A measured trial that
+  waited for its data (``data_wait_frac`` >= 0.2) was stepped at its DataLoader's feed, whatever its model knobs:
+  a configuration on the same data path (the input pipeline's knobs alike, the transfer's aside) with as many
+  workers or fewer is fed at most their share of it, for the samples its step takes; that step is the least (a
+  worker count never measured says nothing through the neighbours' step). Where this configuration's DataLoader
+  buffer differs from a neighbour's (the knobs ``num_workers`` x ``prefetch_factor``, PyTorch's default 2,
+  wherever the space declares them), the warm-up is the one that buffer asks (``buffer + 2`` steps, as the trial
+  runs it) and the neighbour's drain scaled by the buffers' ratio (from a neighbour without a buffer: a pipeline
+  that keeps up, ``min(buffer, 8)`` steps); without workers, no drain;
 * compile, per cost class (per ``torch.compile`` mode): the cold compile of the nearest configuration measured in
   that class (most knob values in common; the slowest of equals: a per-model cost that does not grow with the
   eager window, but differs by precision and batch: a ResNet-50's bf16 batch-1024 compile took 59 s on an H100,
@@ -415,13 +417,20 @@ class CostModel:
     def _first_step_excess(phased: list[Seen], params: Mapping[str, Any], mine: tuple) -> tuple[float, str]:
         """An eager configuration's first step beyond a step (lazy initialization, cuDNN's benchmark of each
         convolution where ``cudnn_benchmark`` is on: 5-10 s for a ResNet-50 at batch 512 on the H200): that of the
-        nearest measured configurations of its class (most knob values in common; the most of equals). Nothing is
-        cached across trial processes, so a repeat pays it again."""
+        nearest measured configurations of its class (most knob values in common; the most of equals), scaled by the
+        samples a step takes (allocations and the benchmark run at the step's shapes: ConvNeXt-Tiny's 17.4 s at
+        batch 512, 9.2 s at 128). Nothing is cached across trial processes, so a repeat pays it again."""
         same = [s for s in phased if s.cls == mine]
         if not same:
             return 0.0, "prior"
         top = max(len(_same(s.params, params)) for s in same)
-        return max(s.compile_s for s in same if len(_same(s.params, params)) == top), "measured"
+        n = _samples(params)
+
+        def scaled(s: Seen) -> float:
+            theirs = _samples(s.params)
+            return s.compile_s * (n / theirs if n and theirs else 1.0)
+
+        return max(scaled(s) for s in same if len(_same(s.params, params)) == top), "measured"
 
     def _neutral(self, phased: list[Seen]) -> frozenset[str]:
         """The graph-neutral knobs: those learned, and those declared that no cold compile contradicted (a compiled
