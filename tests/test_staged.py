@@ -195,7 +195,8 @@ def test_a_spare_plan_puts_the_best_pipeline_on_a_graph_already_compiled() -> No
     """ResNet-50 from JPEGs on an H100: the compiled start (bf16, batch 1024, CPU decoding) was data-bound; hybrid
     decoding, found eager (fp16, batch 512), became the best; its compiled promotion (a new graph, cold) did not
     fit. What fits: the compiled graph already measured with the best's input-pipeline knobs (declared
-    graph-neutral), a warm compile. Without the declaration, or with a compiled best, no such plan."""
+    graph-neutral), a warm compile; once queued, another plan. Without the declaration, or with a compiled best, no
+    such plan."""
     params = {"knobs.precision": "choice(bf16,fp16)", "knobs.batch": "choice(512,1024)",
               "knobs.compile": "choice(off,default)", "knobs.decode": "choice(cpu,hybrid)",
               "knobs.share": "choice(0.25,0.5)"}  # fmt: skip
@@ -217,5 +218,8 @@ def test_a_spare_plan_puts_the_best_pipeline_on_a_graph_already_compiled() -> No
     assert not sampler.fits(cold)
     twin = sampler.spare_plan(study)
     assert twin == {**start, "knobs.decode": "hybrid", "knobs.share": 0.5}
+    assert sampler.spare_plan(study) == twin  # nothing queued yet: the same answer
+    study.enqueue_trial(twin)  # queued, not yet run (the JPEG sweep queued one spare plan three times, 2026-12-05)
+    assert sampler.spare_plan(study) not in ({}, twin)
     sampler.neutral = frozenset()
     assert sampler.spare_plan(study) != twin

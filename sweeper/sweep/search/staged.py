@@ -166,7 +166,7 @@ class StagedSampler(BaseSampler):
         if self._is_cheap(best.params):
             return {}
         twin = self._promoted(best.params, self.expensive) or {}
-        tried = [t.params for t in trials if t.state != TrialState.WAITING] + list(self._plans.values())
+        tried = self._tried(trials)
         return {} if not twin or any(_same(twin, p, keys=twin) for p in tried) else twin
 
     def spare_plan(self, study: Study, top: int = 3) -> dict[str, Any]:
@@ -210,7 +210,7 @@ class StagedSampler(BaseSampler):
         if not self.neutral or not self._is_cheap(best.params):
             return {}
         ranked = sorted((t for t in measured if not self._is_cheap(t.params)), key=lambda t: -sign * t.values[0])
-        tried = [t.params for t in trials if t.state != TrialState.WAITING] + list(self._plans.values())
+        tried = self._tried(trials)
         moved = {k: v for k, v in best.params.items() if k in self.neutral}
         for compiled in ranked:
             plan = self._promoted(compiled.params, moved)
@@ -238,7 +238,7 @@ class StagedSampler(BaseSampler):
         self, trials: list[FrozenTrial], measured: list[FrozenTrial], best: dict[str, Any], sign: float, screening: bool
     ) -> dict[str, Any]:
         """The untried one-knob neighbour of ``best`` that fits, the changed value's main effect best first."""
-        tried = [t.params for t in trials if t.state != TrialState.WAITING] + list(self._plans.values())
+        tried = self._tried(trials)
         options = []
         for name, dist in self.space.params.items():
             if name not in best or not isinstance(dist, CategoricalDistribution):
@@ -253,6 +253,15 @@ class StagedSampler(BaseSampler):
                     here = _main_effect(measured, name, best[name], sign)
                     options.append((_main_effect(measured, name, value, sign) - here, self._rng.random(), plan))
         return max(options, key=lambda o: (o[0], o[1]))[2] if options else {}
+
+    def _tried(self, trials: list[FrozenTrial]) -> list[dict[str, Any]]:
+        """The configurations measured, running, or queued (a waiting trial's fixed params: a spare plan queued
+        once is not proposed again while it waits), and those this sampler fixed for trials being sampled."""
+        out = [dict(t.params) for t in trials if t.state != TrialState.WAITING]
+        out += [
+            dict(t.system_attrs.get(private.FIXED_PARAMS_KEY) or {}) for t in trials if t.state == TrialState.WAITING
+        ]
+        return [p for p in out if p] + list(self._plans.values())
 
     def _affordable(self, plan: Mapping[str, Any]) -> bool:
         return self.fits is None or self.fits(dict(plan))
@@ -302,7 +311,7 @@ class StagedSampler(BaseSampler):
         ranked = ranked[: self.top_k]
         if not ranked:
             return None
-        tried = [t.params for t in trials if t.state != TrialState.WAITING] + list(self._plans.values())
+        tried = self._tried(trials)
         best = max(sign * t.values[0] for t in measured)
         screen_cost = _mean([_cost(t) for t in screened])
         options: list[tuple[float, dict[str, Any]]] = []
