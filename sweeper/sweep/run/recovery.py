@@ -162,8 +162,8 @@ def requeue_interrupted(study: optuna.Study) -> list[dict[str, Any]]:
     trials = study.get_trials(deepcopy=False)
     cuts: dict[str, int] = {}
     for t in trials:
-        if reason_of(t) is Reason.BUDGET and studies.is_interrupted(t) and _params(t):
-            key = t.user_attrs.get(CONFIG_KEY) or dedup.config_key(_params(t))
+        if reason_of(t) is Reason.BUDGET and studies.is_interrupted(t) and private.configuration(t):
+            key = t.user_attrs.get(CONFIG_KEY) or dedup.config_key(private.configuration(t))
             cuts[key] = cuts.get(key, 0) + 1
     too_slow: list[dict[str, Any]] = []
     taken = {
@@ -172,9 +172,9 @@ def requeue_interrupted(study: optuna.Study) -> list[dict[str, Any]]:
         if t.state in (TrialState.RUNNING, TrialState.WAITING)
         or (t.state == TrialState.COMPLETE and status_of(t) in (Status.COMPLETE, Status.INFEASIBLE))
     }
-    queued = {dedup.config_key(_params(t)) for t in trials if t.state == TrialState.WAITING}
+    queued = {dedup.config_key(private.configuration(t)) for t in trials if t.state == TrialState.WAITING}
     for t in trials:
-        params = _params(t)
+        params = private.configuration(t)
         if not studies.is_interrupted(t) or not params:
             continue
         key = t.user_attrs.get(CONFIG_KEY) or dedup.config_key(params)
@@ -193,8 +193,3 @@ def requeue_interrupted(study: optuna.Study) -> list[dict[str, Any]]:
         fault_point("requeued")
         queued.add(key)
     return too_slow
-
-
-def _params(t: optuna.trial.FrozenTrial) -> dict[str, Any]:
-    """A trial's configuration: its sampled params, else what it was queued with (Optuna's ``fixed_params``)."""
-    return dict(t.params) or dict(t.system_attrs.get(private.FIXED_PARAMS_KEY) or {})

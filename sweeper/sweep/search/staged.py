@@ -257,11 +257,7 @@ class StagedSampler(BaseSampler):
     def _tried(self, trials: list[FrozenTrial]) -> list[dict[str, Any]]:
         """The configurations measured, running, or queued (a waiting trial's fixed params: a spare plan queued
         once is not proposed again while it waits), and those this sampler fixed for trials being sampled."""
-        out = [dict(t.params) for t in trials if t.state != TrialState.WAITING]
-        out += [
-            dict(t.system_attrs.get(private.FIXED_PARAMS_KEY) or {}) for t in trials if t.state == TrialState.WAITING
-        ]
-        return [p for p in out if p] + list(self._plans.values())
+        return [c for c in map(private.configuration, trials) if c] + list(self._plans.values())
 
     def _affordable(self, plan: Mapping[str, Any]) -> bool:
         return self.fits is None or self.fits(dict(plan))

@@ -21,6 +21,12 @@ FIXED_PARAMS_KEY = "fixed_params"  # trial system attr Optuna writes on ``enqueu
 CONSTRAINTS_KEY = "constraints"  # trial system attr Optuna writes on ``set_constraint`` (``_CONSTRAINTS_KEY``)
 
 
+def configuration(t: Any) -> dict[str, Any]:
+    """A trial's configuration: its sampled params, else what it was queued with (``FIXED_PARAMS_KEY``: a waiting
+    trial's params are empty until it starts)."""
+    return dict(t.params) or dict(t.system_attrs.get(FIXED_PARAMS_KEY) or {})
+
+
 def trial_id(trial: Any) -> int:
     """``Trial._trial_id`` / ``FrozenTrial._trial_id``: the trial's id in its storage (every storage call takes it;
     the public ``number`` counts within the study only)."""
