@@ -119,3 +119,23 @@ def test_on_a_gpu_data_wait_is_the_time_the_training_stream_starves() -> None:
     assert busy["data_wait_frac"] < 0.05
     starved = run_measure(_host_waits(0.002, 0.020), gpu, warmup_steps=2, steps=20)
     assert starved["data_wait_frac"] > 0.7
+
+
+def test_a_compiled_first_step_counts_its_compilers_seconds_apart_from_the_rest() -> None:
+    """``compiler_s``: the first step's seconds inside torch.compile's compilers (Dynamo's count), apart from what
+    the step pays besides (here a 0.3 s lazy initialization, as cuDNN's benchmark is on a GPU); 0 for an eager
+    step."""
+    torch._dynamo.reset()
+    fn = torch.compile(lambda x: torch.sin(x) * 2 + 1, backend="eager")
+    calls: list[int] = []
+
+    def step(_: object) -> None:
+        if not calls:
+            time.sleep(0.3)
+        calls.append(1)
+        fn(torch.ones(4))
+
+    m = run_measure(Workload(step=step, samples_per_step=1.0), CPU, warmup_steps=2, steps=5)
+    assert 0.0 < m["compiler_s"] <= m["first_step_s"] - 0.3, m
+    eager = run_measure(sleeper(), CPU, warmup_steps=2, steps=5)
+    assert eager["compiler_s"] == 0.0

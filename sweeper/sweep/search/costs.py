@@ -4,7 +4,8 @@ A trial's wall time (launch to end, as the sweeper saw it: ``spent_s``) is the s
 
     start (process, launcher, teardown) + setup (``setup_s``: build the model, the data) + compile (the first step
     less one step: ``compile_s`` where compiled; in an eager trial lazy initialization and cuDNN's benchmark, as
-    its nearest eager configuration's, scaled by the samples a step takes) +
+    its nearest measured configuration's, a compiled one's less the seconds its compilers counted, ``compiler_s``,
+    scaled by the samples a step takes) +
     warm-up (``warmup_steps`` steps, the first one's step included, then ``warmup_drain_steps``: a DataLoader's
     prefetched buffer used up) + the measured window (``measured_s``)
 
@@ -141,6 +142,14 @@ class Seen:
     graph_ops: float | None = None  # distinct operations of its eager step (counted in eager trials only)
     cache: bool | None = None  # Inductor's cache, as its row counted it: True warm (hits, no miss), False cold
     data_wait: float | None = None  # the share of its window spent waiting for data (data_wait_frac)
+    compiler_s: float | None = None  # of its first step, the seconds inside torch.compile's compilers (counted)
+
+    def init_s(self, cheap: tuple) -> float | None:
+        """Its first step's excess that is no compile: lazy initialization, cuDNN's benchmark of each convolution
+        (an eager trial's whole excess; a compiled one's less its counted compiler seconds; None uncounted)."""
+        if self.cls == cheap:
+            return self.compile_s
+        return None if self.compiler_s is None else max(0.0, self.compile_s - self.compiler_s)
 
 
 class CostModel:
@@ -394,7 +403,7 @@ class CostModel:
     ) -> tuple[float, str]:
         """The compile phase of ``params`` (seconds) and whether it rests on a measurement or the prior."""
         if mine == self._cheap():
-            return self._first_step_excess(phased, params, mine)
+            return self._first_step_excess(phased, params)
         key = config_key(params)
         cold = [s for s in phased if s.cls == mine and not s.warm]
         if repeat and any(s.key == key for s in phased):
@@ -416,24 +425,32 @@ class CostModel:
         eager = [s.total for s in phased if s.cls == self._cheap()] or [s.total for s in phased]
         return self._compile_prior(phased, mine, statistics.median(eager), _graph_ops(seen, params)), "prior"
 
-    @staticmethod
-    def _first_step_excess(phased: list[Seen], params: Mapping[str, Any], mine: tuple) -> tuple[float, str]:
+    def _first_step_excess(self, phased: list[Seen], params: Mapping[str, Any]) -> tuple[float, str]:
         """An eager configuration's first step beyond a step (lazy initialization, cuDNN's benchmark of each
         convolution where ``cudnn_benchmark`` is on: 5-10 s for a ResNet-50 at batch 512 on the H200): that of the
-        nearest measured configurations of its class (most knob values in common; the most of equals), scaled by the
-        samples a step takes (allocations and the benchmark run at the step's shapes: ConvNeXt-Tiny's 17.4 s at
-        batch 512, 9.2 s at 128). Nothing is cached across trial processes, so a repeat pays it again."""
-        same = [s for s in phased if s.cls == mine]
-        if not same:
+        nearest measured configurations (most knob values in common, the expensive knobs aside; the most of
+        equals), eager ones' whole excess, compiled ones' less the seconds their compilers counted (``compiler_s``:
+        the compiled handbook start prices its eager twin: DeepLabV3's eager first step took 47 s on an H100, the
+        defaults' 1.4 s at an eighth of the batch priced it 11 s), scaled by the samples a step takes (allocations
+        and the benchmark run at the step's shapes: ConvNeXt-Tiny's 17.4 s at batch 512, 9.2 s at 128). Nothing is
+        cached across trial processes, so a repeat pays it again."""
+        cheap = self._cheap()
+        known = [(s, x) for s in phased if (x := s.init_s(cheap)) is not None]
+        if not known:
             return 0.0, "prior"
-        top = max(len(_same(s.params, params)) for s in same)
+        plain = {k: v for k, v in params.items() if k not in self.expensive}
+
+        def rank(s: Seen) -> tuple[int, bool]:  # the most knob values shared; of equals, an eager one's own excess
+            return len(_same(s.params, plain) - set(self.expensive)), s.cls == cheap
+
+        top = max(rank(s) for s, _x in known)
         n = _samples(params)
 
-        def scaled(s: Seen) -> float:
+        def scaled(s: Seen, excess: float) -> float:
             theirs = _samples(s.params)
-            return s.compile_s * (n / theirs if n and theirs else 1.0)
+            return excess * (n / theirs if n and theirs else 1.0)
 
-        return max(scaled(s) for s in same if len(_same(s.params, params)) == top), "measured"
+        return max(scaled(s, x) for s, x in known if rank(s) == top), "measured"
 
     def _neutral(self, phased: list[Seen]) -> frozenset[str]:
         """The graph-neutral knobs: those learned, and those declared that no cold compile contradicted (a compiled
@@ -462,7 +479,7 @@ class CostModel:
         """The first-step excess of ``params`` with its expensive knobs cheap (its eager twin), priced from the
         nearest measured eager configurations; 0.0 where none was measured."""
         twin = {**params, **self.expensive}
-        return self._first_step_excess(phased, twin, self.cost_class(twin))[0]
+        return self._first_step_excess(phased, twin)[0]
 
     def _warm_share(self, phased: list[Seen]) -> float:
         """What a warm compile pays of the cold one: measured on this study's repeats and graph-neutral changes
@@ -643,6 +660,7 @@ def _phases(s: Seen, attrs: Mapping[str, Any]) -> None:
     s.steps, s.warmup_steps = int(steps or round(window / step)), warmup_steps
     s.drain_steps = int(num("warmup_drain_steps") or 0)
     s.data_wait = num("data_wait_frac")
+    s.compiler_s = num("compiler_s")
     prof = num("prof_s") or 0.0  # a profiled re-measurement's profile: priced apart (remeasure.profile_cost)
     s.start_s = max(0.0, s.total - setup - first - max(0, warmup_steps - 1) * step - window - prof)
     s.phased = True
