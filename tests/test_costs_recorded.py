@@ -20,6 +20,7 @@ from sweeper.sweep.search.costs import CostModel
 
 RESULTS = Path(__file__).resolve().parent.parent / "bench" / "results"
 PHASES = ("setup_s", "compile_s", "first_step_s", "measured_s", "step_ms_mean", "warmup_steps", "steps_measured")
+COUNTED = ("compiler_s", "warmup_drain_steps")  # recorded in the later rows
 EXPENSIVE = {"knobs.compile": "off"}
 OBJECTIVES = [("throughput", "maximize")]
 
@@ -45,7 +46,7 @@ def _recorded(name: str, trials: int, launch_s: float = 0.0) -> tuple[optuna.Stu
         params = {k: v for k, v in params.items() if v is not None}
         configs.append(params)
         if r["trial"] < trials and r["status"] == "complete" and pd.isna(r.get("confirm_of")):
-            attrs = {k: float(r[k]) for k in PHASES if not pd.isna(r[k])}
+            attrs = {k: float(r[k]) for k in PHASES + COUNTED if k in r and not pd.isna(r[k])}
             spent = {"spent_s": float(r["wall_s"]) + launch_s} if launch_s else {}
             _add(study, params, float(r["throughput"]), {"wall_s": float(r["wall_s"]), **spent, **attrs})
     return study, configs
@@ -196,3 +197,20 @@ def test_an_eager_configuration_pays_a_compiled_ones_first_step_less_its_compile
     assert _model().phases(counted, configs[0])["compile"] == pytest.approx(defaults_excess, rel=0.02), (
         "the defaults are their own nearest"
     )
+
+
+def test_an_eager_first_step_is_priced_from_one_alike_in_cudnns_benchmark() -> None:
+    """DeepLabV3 on an H100 (2026-12-05, 17:41 UTC), the first rows that count the compilers' seconds: the compiled
+    start's first step 142.6 s, 61.4 s of it compiling, the rest cuDNN's benchmark and lazy initialization; the
+    defaults' (benchmark off, batch 16) 1.1 s. The start's eager twin is priced from the start's rest; with the
+    benchmark off too, from the defaults, scaled by the batch. Priced from the start (its nearest in knob values),
+    no eager configuration fitted the 99 s left, and the sweep ended at 67 % of its budget."""
+    study, configs = _recorded("h100-2026-12-05T1740-budget-seg", trials=2)
+    start = configs[1]
+    assert start["knobs.compile"] == "default" and start["knobs.cudnn_benchmark"] is True
+    twin = {**start, "knobs.compile": "off"}
+    assert _model().phases(study, twin)["compile"] == pytest.approx(142.260 - 61.407, rel=0.01)
+    plain = {**twin, "knobs.cudnn_benchmark": False}
+    out = _model().phases(study, plain)
+    assert out["compile"] == pytest.approx((1.0909 - 0.0696) * 128 / 16, rel=0.05), out
+    assert out["total"] < 0.5 * 99, out

@@ -115,6 +115,10 @@ LOADER_TRANSFER = frozenset({"pin_memory", "non_blocking", "device_prefetch"})
 # The input pipeline's knobs (the shared helpers' DataLoader, workloads.spec.DataKnobs): among the declared
 # graph-neutral knobs, those two configurations must share to be fed alike.
 PIPELINE = frozenset(f.name for f in dataclasses.fields(DataKnobs))
+# Knobs (by last name) that decide what a first step does beyond a step: cuDNN's benchmark times each
+# convolution's algorithms at its first call of each shape (DeepLabV3 at batch 128 on an H100: 81 s of a 142 s
+# compiled first step, its compilers 61 s; 1.1 s without it). An eager first step is priced from one alike in them.
+FIRST_STEP_KNOBS = frozenset({"cudnn_benchmark"})
 
 
 @dataclass
@@ -428,20 +432,22 @@ class CostModel:
     def _first_step_excess(self, phased: list[Seen], params: Mapping[str, Any]) -> tuple[float, str]:
         """An eager configuration's first step beyond a step (lazy initialization, cuDNN's benchmark of each
         convolution where ``cudnn_benchmark`` is on: 5-10 s for a ResNet-50 at batch 512 on the H200): that of the
-        nearest measured configurations (most knob values in common, the expensive knobs aside; the most of
-        equals), eager ones' whole excess, compiled ones' less the seconds their compilers counted (``compiler_s``:
-        the compiled handbook start prices its eager twin: DeepLabV3's eager first step took 47 s on an H100, the
-        defaults' 1.4 s at an eighth of the batch priced it 11 s), scaled by the samples a step takes (allocations
-        and the benchmark run at the step's shapes: ConvNeXt-Tiny's 17.4 s at batch 512, 9.2 s at 128). Nothing is
-        cached across trial processes, so a repeat pays it again."""
+        nearest measured configurations (alike in ``FIRST_STEP_KNOBS`` first, then most knob values in common, the
+        expensive knobs aside, an eager one of equals; the most of equals), an eager one's whole excess, a compiled
+        one's less the seconds its compilers counted (``compiler_s``: DeepLabV3's compiled start on an H100 spent
+        142.6 s in its first step, 61.4 s of it compiling), scaled by the samples a step takes (allocations and the
+        benchmark run at the step's shapes: ConvNeXt-Tiny's 17.4 s at batch 512, 9.2 s at 128). Nothing is cached
+        across trial processes, so a repeat pays it again."""
         cheap = self._cheap()
         known = [(s, x) for s in phased if (x := s.init_s(cheap)) is not None]
         if not known:
             return 0.0, "prior"
         plain = {k: v for k, v in params.items() if k not in self.expensive}
 
-        def rank(s: Seen) -> tuple[int, bool]:  # the most knob values shared; of equals, an eager one's own excess
-            return len(_same(s.params, plain) - set(self.expensive)), s.cls == cheap
+        def rank(s: Seen) -> tuple[bool, int, bool]:  # the benchmark alike, the most values shared, then eager
+            shared = _same(s.params, plain) - set(self.expensive)
+            alike = all(k in shared for k in params if k.rsplit(".", 1)[-1] in FIRST_STEP_KNOBS)
+            return alike, len(shared), s.cls == cheap
 
         top = max(rank(s) for s, _x in known)
         n = _samples(params)
