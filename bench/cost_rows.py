@@ -55,9 +55,12 @@ SWEEPS = {
     "jpeg 2026-12-05 (H100, 2)": ("h100-2026-12-05T1550-budget-jpeg", 168, DEFAULT_MEASURE),
     "convnext 2026-12-05 (H100, 2)": ("h100-2026-12-05T1559-budget-convnext", 208, DEFAULT_MEASURE),
     "resnet50 2026-12-05 (H100, 2)": ("h100-2026-12-05T1606-budget-resnet50", 168, DEFAULT_MEASURE),
+    "seg 2026-12-05 (H100)": ("h100-2026-12-05T1726-budget-seg", 351, DEFAULT_MEASURE),
+    "seg 2026-12-05 (H100, 2)": ("h100-2026-12-05T1740-budget-seg", 351, DEFAULT_MEASURE),
+    "seg 2026-12-05 (H100, 3)": ("h100-2026-12-05T1750-budget-seg", 351, DEFAULT_MEASURE),
 }
 PHASES = ("setup_s", "compile_s", "first_step_s", "measured_s", "step_ms_mean", "warmup_steps", "warmup_drain_steps",
-          "steps_measured", "prof_s", "data_wait_frac")  # fmt: skip
+          "steps_measured", "prof_s", "data_wait_frac", "compiler_s")  # fmt: skip
 
 
 def _plain(v: Any) -> Any:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import optuna
 import pandas as pd
@@ -16,6 +17,8 @@ from optuna.trial import create_trial
 
 from sweeper.sweep.config.settings import KnobSweeperConf
 from sweeper.sweep.run import remeasure
+from sweeper.sweep.run.admission import Admission
+from sweeper.sweep.search.budget import Budget
 from sweeper.sweep.search.costs import CostModel
 
 RESULTS = Path(__file__).resolve().parent.parent / "bench" / "results"
@@ -214,3 +217,21 @@ def test_an_eager_first_step_is_priced_from_one_alike_in_cudnns_benchmark() -> N
     out = _model().phases(study, plain)
     assert out["compile"] == pytest.approx((1.0909 - 0.0696) * 128 / 16, rel=0.05), out
     assert out["total"] < 0.5 * 99, out
+
+
+def test_a_remeasurement_that_cannot_end_in_the_time_left_holds_none_of_it_back() -> None:
+    """DeepLabV3 on an H100 (2026-12-05, 17:51 UTC): after the compiled start, 95 s were left; the start's
+    re-measurement pays cuDNN's benchmark again (its first step less its compilers' 69 s: 84 s) and cannot end in
+    them. Kept in the reserve beside the baseline's, it left no time for any trial: the sweep ended at 73 % of its
+    budget. The reserve now holds the re-measurements that can still end; the defaults fit beside it."""
+    study, configs = _recorded("h100-2026-12-05T1750-budget-seg", trials=2)
+    settings = KnobSweeperConf(timeout_s=300)
+    plan = SimpleNamespace(study=study, space=None, defaults={}, objectives=OBJECTIVES, cfg={"device": "cuda"})
+    admission = Admission(plan, settings, _model(), Budget(300, started_at=0.0, clock=lambda: 205.0))
+    admission.baseline = lambda: configs[0]
+    wanted = remeasure.plan(study, OBJECTIVES, configs[0], settings.confirm_top_k, 1)
+    costs = [remeasure.cost_s(study, _model(), r) for r in wanted]
+    assert len(wanted) == 2 and costs[1] > 95.0 > costs[0], costs  # the start's cannot end, the baseline's can
+    assert admission.reserve() == pytest.approx(costs[0])
+    assert admission.any_fits()
+    assert admission.fits({**configs[1], "knobs.compile": "off", "knobs.cudnn_benchmark": False})
