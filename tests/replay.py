@@ -62,6 +62,9 @@ class Landscape:
     neutral: frozenset[str] = frozenset()  # knobs measured to leave the compiled graph (and its cache) unchanged
     buffered: Any = None  # (config) -> the steps a DataLoader prefetches (its workers x prefetch factor), or None
     graph_ops: int | None = None  # distinct operations of the eager step (sweeper.trial.ops), recorded by eager trials
+    # (config) -> what its first step pays beyond a step and any compile, eager or compiled (cuDNN's benchmark);
+    # where given, compiled trials record their compilers' seconds (``compiler_s``) apart from it
+    first_step: Any = None
 
     def throughput(self, c: dict[str, Any]) -> float:
         v = self.base
@@ -98,11 +101,12 @@ class Landscape:
         drain = 4 * buffered + 8 if buffered else 0
         setup = self.setup_s[1 if compiled else 0]
         prof = 5 * step + 2.0 if profile else 0.0
-        wall = setup + compile_s + step + max(0, warmup - 1 + drain) * step + measured * step + prof
+        init = float(self.first_step(c)) if self.first_step else 0.0
+        wall = setup + compile_s + init + step + max(0, warmup - 1 + drain) * step + measured * step + prof
         attrs = {
             "setup_s": setup,
-            "compile_s": compile_s,
-            "first_step_s": compile_s + step,
+            "compile_s": compile_s + init,
+            "first_step_s": compile_s + init + step,
             "measured_s": measured * step,
             "step_ms_mean": step * 1e3,
             "warmup_steps": warmup,
@@ -114,6 +118,8 @@ class Landscape:
         }
         if profile:
             attrs["prof_s"] = prof
+        if self.first_step:
+            attrs["compiler_s"] = compile_s
         if self.graph_ops and not compiled:
             attrs["graph_ops"] = self.graph_ops
         return {"attrs": attrs, "throughput": thr, "spent": self.start_s + wall}

@@ -140,14 +140,16 @@ def test_an_eager_trials_first_step_with_cudnns_benchmark_is_priced() -> None:
 
 def test_an_eager_first_steps_excess_grows_with_the_samples_it_takes() -> None:
     """ConvNeXt-Tiny on an H100 (2026-12-05): the handbook start's eager twin (bf16, batch 512, cuDNN's benchmark
-    on) spent 17.4 s in its first step beyond a step; the same at batch 128 spent 9.2 s. Priced at the twin's
-    17.4 s, the batch-128 trial was predicted 28 s for 15.2 s; a first step's allocations and the benchmark of each
-    convolution at its shape grow with the samples a step takes, and a quarter of them is priced within 30 %."""
+    on) spent 17.4 s in its first step beyond a step; the same at batch 128 spent 9.2 s (9.2 - 0.05). Priced at the
+    twin's 17.4 s, the batch-128 trial was predicted 28 s for 15.2 s. The benchmark of each convolution grows with
+    the samples a step takes, beside a cost per shape and algorithm that does not: priced at the square root of the
+    samples' ratio (8.7 s; in proportion, 4.4 s), the first step and the trial are within 30 %."""
     study, configs = _recorded("h100-2026-12-05T1257-budget-convnext", trials=3)
     small = configs[3]
     assert small["knobs.batch_size"] == 128 and configs[2]["knobs.batch_size"] == 512
     out = _model().phases(study, small)
-    assert out["compile"] == pytest.approx((17.576 - 0.178) / 4, rel=0.02), out
+    assert out["compile"] == pytest.approx((17.576 - 0.178) / 2, rel=0.02), out
+    assert abs(out["compile"] - (9.247 - 0.051)) <= 0.3 * (9.247 - 0.051), out
     assert abs(out["total"] - 15.17) <= 0.3 * 15.17, out
 
 

@@ -4,8 +4,9 @@ A trial's wall time (launch to end, as the sweeper saw it: ``spent_s``) is the s
 
     start (process, launcher, teardown) + setup (``setup_s``: build the model, the data) + compile (the first step
     less one step: ``compile_s`` where compiled; in an eager trial lazy initialization and cuDNN's benchmark, as
-    its nearest measured configuration's, a compiled one's less the seconds its compilers counted, ``compiler_s``,
-    scaled by the samples a step takes) +
+    its nearest measured configuration's, alike in cuDNN's benchmark first, a compiled one's less the seconds its
+    compilers counted, ``compiler_s``, scaled by the samples a step takes: their ratio's square root where both
+    ran the benchmark, else the ratio) +
     warm-up (``warmup_steps`` steps, the first one's step included, then ``warmup_drain_steps``: a DataLoader's
     prefetched buffer used up) + the measured window (``measured_s``)
 
@@ -436,8 +437,9 @@ class CostModel:
         expensive knobs aside, an eager one of equals; the most of equals), an eager one's whole excess, a compiled
         one's less the seconds its compilers counted (``compiler_s``: DeepLabV3's compiled start on an H100 spent
         142.6 s in its first step, 61.4 s of it compiling), scaled by the samples a step takes (allocations and the
-        benchmark run at the step's shapes: ConvNeXt-Tiny's 17.4 s at batch 512, 9.2 s at 128). Nothing is cached
-        across trial processes, so a repeat pays it again."""
+        benchmark run at the step's shapes: ConvNeXt-Tiny's 17.4 s at batch 512, 9.2 s at 128; with the benchmark
+        on both sides by the square root of their ratio). Nothing is cached across trial processes, so a repeat
+        pays it again."""
         cheap = self._cheap()
         known = [(s, x) for s in phased if (x := s.init_s(cheap)) is not None]
         if not known:
@@ -446,15 +448,19 @@ class CostModel:
 
         def rank(s: Seen) -> tuple[bool, int, bool]:  # the benchmark alike, the most values shared, then eager
             shared = _same(s.params, plain) - set(self.expensive)
-            alike = all(k in shared for k in params if k.rsplit(".", 1)[-1] in FIRST_STEP_KNOBS)
+            alike = all(k in shared for k in params if _leaf(k) in FIRST_STEP_KNOBS)
             return alike, len(shared), s.cls == cheap
 
         top = max(rank(s) for s, _x in known)
         n = _samples(params)
+        # both benchmarked: a cost per convolution shape and algorithm beside one that grows with the batch
+        # (ConvNeXt-Tiny: 17.6 s at batch 512, 9.2 s at 128; DeepLabV3: 84 s at 128, 46 s at 16): the square root
+        # of the samples' ratio, within its own factor of either; else allocations, in proportion
+        power = 0.5 if top[0] and any(v is True for k, v in params.items() if _leaf(k) in FIRST_STEP_KNOBS) else 1.0
 
         def scaled(s: Seen, excess: float) -> float:
             theirs = _samples(s.params)
-            return excess * (n / theirs if n and theirs else 1.0)
+            return excess * ((n / theirs) ** power if n and theirs else 1.0)
 
         return max(scaled(s, x) for s, x in known if rank(s) == top), "measured"
 
@@ -597,6 +603,10 @@ def _buffer(params: Mapping[str, Any]) -> int | None:
     if workers is None or workers <= 0:
         return 0
     return workers * (prefetch if prefetch is not None and prefetch > 0 else 2)
+
+
+def _leaf(name: str) -> str:
+    return name.rsplit(".", 1)[-1]
 
 
 def _samples(params: Mapping[str, Any]) -> int | None:
