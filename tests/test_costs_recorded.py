@@ -237,3 +237,13 @@ def test_a_remeasurement_that_cannot_end_in_the_time_left_holds_none_of_it_back(
     assert admission.reserve() == pytest.approx(costs[0])
     assert admission.any_fits()
     assert admission.fits({**configs[1], "knobs.compile": "off", "knobs.cudnn_benchmark": False})
+
+
+def test_a_warm_compile_counted_pays_its_rest_and_the_caches_share_of_its_compilers() -> None:
+    """The DeepLabV3 start on an H100 (17:51 UTC) counted 69.2 s of compiling in a 152.9 s first step. Its
+    re-measurement finds the graphs cached but runs cuDNN's benchmark again: priced as the rest of the cold first
+    step (83.7 s) and the warm share of the compilers' seconds (0.13 before any warm compile was measured), not as
+    the larger of the two. The rule, not a measured repeat: none of this model was run."""
+    study, configs = _recorded("h100-2026-12-05T1750-budget-seg", trials=2)
+    out = _model().phases(study, configs[1], repeat=True)
+    assert out["compile"] == pytest.approx((152.892 - 69.193) + 0.13 * 69.193, rel=0.01), out

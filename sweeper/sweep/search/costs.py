@@ -39,7 +39,8 @@ and each is predicted from the study's own measured trials (warm-start history l
   ``(factor - 1)`` x the median cheap trial. A repeat of a measured configuration (a re-measurement) finds the
   compile cache its first trial filled: it pays the warm share of its cold compile, as measured on this study's
   warm compiles, else ``WARM_COMPILE_SHARE``, and at least what its eager twin's first step pays beyond a step
-  (cuDNN's benchmark, allocations: no cache holds them);
+  (cuDNN's benchmark, allocations: no cache holds them); where the cold trial counted its compilers' seconds
+  (``compiler_s``), the rest of its first step and the warm share of those seconds;
 * graph-neutral knobs, declared (``hydra.sweeper.graph_neutral``; by default the knobs the package's helpers
   apply outside the compiled forward and loss: the optimizer's implementation, the input pipeline's) or learned: a
   configuration that differs from a measured compiled one of its class only in such knobs pays the warm share, as
@@ -415,15 +416,13 @@ class CostModel:
             warm = [s.compile_s for s in phased if s.key == key and s.warm]
             if warm:
                 return min(warm), "measured"
-            first = max(s.compile_s for s in phased if s.key == key and not s.repeat)
+            first = max((s for s in phased if s.key == key and not s.repeat), key=lambda s: s.compile_s)
             return self._warm(phased, first, params, self._warm_share(phased)), "measured"
         neutral = self._neutral(phased)
         cached = [s for s in phased if s.cls == mine and s.key != key and _differ(s.params, params) <= neutral]
         if cached and mine != self._cheap():  # the graph of a measured configuration: its cache is warm
             share = self._warm_share(phased)
-            return min(s.compile_s if s.warm else self._warm(phased, s.compile_s, params, share) for s in cached), (
-                "measured"
-            )
+            return min(s.compile_s if s.warm else self._warm(phased, s, params, share) for s in cached), "measured"
         if cold:  # the nearest cold compile of its class (most knob values in common; the slowest of equals)
             top = max(len(_same(s.params, params)) for s in cold)
             return max(s.compile_s for s in cold if len(_same(s.params, params)) == top), "measured"
@@ -479,13 +478,17 @@ class CostModel:
                     contradicted |= differ
         return learned | (self.declared - contradicted)
 
-    def _warm(self, phased: list[Seen], cold_s: float, params: Mapping[str, Any], share: float) -> float:
-        """A warm compile's first-step excess, from a cold one of ``cold_s``: ``share`` of it, and never less than
-        the first step of ``params`` run eager pays (its eager twin's excess as :meth:`_first_step_excess` prices
-        it: cuDNN's benchmark of each convolution, allocations), which no compile cache holds. ConvNeXt-Tiny on an
-        H100 (2026-12-05): warm reduce-overhead first steps of 22-23 s, its eager twin's 17-20 s, 13 % of its
-        cold compile 8 s; ResNet-50 on the H200: 5.8 s warm, its twin's 3.3 s, 13 % of the cold 5.9 s."""
-        return min(cold_s, max(self._eager_excess(phased, params), share * cold_s))
+    def _warm(self, phased: list[Seen], cold: Seen, params: Mapping[str, Any], share: float) -> float:
+        """A warm compile's first-step excess, from the cold one ``cold``: where its compilers' seconds were counted,
+        the rest of its first step (cuDNN's benchmark, allocations: no cache holds them) and ``share`` of those
+        seconds; else ``share`` of its excess, and never less than the first step of ``params`` run eager pays (its
+        eager twin's excess as :meth:`_first_step_excess` prices it). ConvNeXt-Tiny on an H100 (2026-12-05): warm
+        reduce-overhead first steps of 22-23 s, its eager twin's 17-20 s, 13 % of its cold compile 8 s; ResNet-50
+        on the H200: 5.8 s warm, its twin's 3.3 s, 13 % of the cold 5.9 s."""
+        rest = cold.init_s(self._cheap())
+        if cold.compiler_s is not None and rest is not None:
+            return min(cold.compile_s, rest + share * cold.compiler_s)
+        return min(cold.compile_s, max(self._eager_excess(phased, params), share * cold.compile_s))
 
     def _eager_excess(self, phased: list[Seen], params: Mapping[str, Any]) -> float:
         """The first-step excess of ``params`` with its expensive knobs cheap (its eager twin), priced from the
@@ -502,7 +505,9 @@ class CostModel:
             if s.cls != self._cheap() and (s.warm or s.repeat):
                 first = s.cold_of or next((f for f in phased if f.key == s.key and not f.repeat), None)
                 if first is not None and first is not s and not first.warm and first.compile_s > 1.0:
-                    shares.append(min(1.0, s.compile_s / first.compile_s))
+                    counted = s.compiler_s is not None and first.compiler_s  # the compilers' own seconds, both
+                    ratio = s.compiler_s / first.compiler_s if counted else s.compile_s / first.compile_s
+                    shares.append(min(1.0, ratio))
         return statistics.median(shares) if shares else WARM_COMPILE_SHARE
 
     def _compile_prior(self, seen: list[Seen], mine: tuple, eager_s: float, ops: float | None = None) -> float:
