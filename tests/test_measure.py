@@ -139,3 +139,18 @@ def test_a_compiled_first_step_counts_its_compilers_seconds_apart_from_the_rest(
     assert 0.0 < m["compiler_s"] <= m["first_step_s"] - 0.3, m
     eager = run_measure(sleeper(), CPU, warmup_steps=2, steps=5)
     assert eager["compiler_s"] == 0.0
+
+
+def test_counting_the_compilers_seconds_does_not_load_dynamo_into_an_eager_trial() -> None:
+    """Reading Dynamo's count must not import it where nothing compiled: the import (1.7 s on a 2-core VM) would
+    land in an eager trial's first step."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch\n"
+        "from sweeper.trial.measure import _compiler_seconds\n"
+        "assert _compiler_seconds() == 0.0\n"
+        "assert 'torch._dynamo.utils' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -17,6 +17,7 @@ import faulthandler
 import math
 import resource
 import statistics
+import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -229,7 +230,8 @@ def _warm_up(work: Workload, warmup_steps: int, clock: _Clock, watch: Watchdog, 
     """The first step alone, the warm-up steps, then the drain of what the input pipeline prepared meanwhile.
     ``count``: the first step runs under the operation counter (``sweeper.trial.ops``; its few milliseconds are the
     first step's, beside lazy initialization), again without it if it refused the counter."""
-    t0, compiled_before = time.perf_counter(), _compiler_seconds()
+    compiled_before = _compiler_seconds()
+    t0 = time.perf_counter()
     watch.arm()  # the first batch (the input pipeline's start); not the first step, which compiles
     batch = work.next_batch()
     watch.stop()
@@ -259,11 +261,13 @@ def _warm_up(work: Workload, warmup_steps: int, clock: _Clock, watch: Watchdog, 
 def _compiler_seconds() -> float | None:
     """Seconds this process has spent inside torch.compile's compilers (Dynamo's own count: the frames' compile,
     a lazily compiled backward included), or None where this PyTorch does not keep it. The rest of a compiled
-    first step is what an eager one pays too: lazy initialization, cuDNN's benchmark of each convolution."""
+    first step is what an eager one pays too: lazy initialization, cuDNN's benchmark of each convolution. Dynamo
+    not loaded: nothing compiled (importing it would cost an eager step a second or two)."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    if utils is None:
+        return 0.0
     try:
-        from torch._dynamo.utils import calculate_time_spent
-
-        return float(calculate_time_spent().get("total_wall_time", 0.0))
+        return float(utils.calculate_time_spent().get("total_wall_time", 0.0))
     except Exception:  # noqa: BLE001 (a private helper: any change in it only loses the number)
         return None
 
