@@ -260,6 +260,26 @@ def test_a_trial_stuck_after_its_first_step_ends_itself_with_every_threads_stack
     assert "Timeout (0:00:03)!" in logs and "faults.py" in logs, "the stuck step's stack is in the trial's log"
 
 
+@pytest.mark.parametrize("seconds", [1.0, 0.25])
+def test_a_watchdog_timeout_is_read_as_a_stall_whole_seconds_or_not(tmp_path: Path, seconds: float) -> None:
+    """The watchdog arms at 20 x the warm-up's step time where that exceeds measure.stall_s: a fractional timeout,
+    whose faulthandler header carries microseconds (``Timeout (0:00:00.250000)!``); the trial is still ``stalled``,
+    not ``exit:1``. A real faulthandler timeout in a real process writes the log."""
+    from sweeper.trial.isolate import _stalled
+
+    log = tmp_path / "trial.log"
+    code = (
+        "import faulthandler, sys, time\n"
+        "f = open(sys.argv[1], 'w')\n"
+        f"faulthandler.dump_traceback_later({seconds}, exit=True, file=f)\n"
+        "time.sleep(30)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, str(log)], timeout=60)
+    assert proc.returncode == 1 and _stalled(log), log.read_text()
+    log.write_text("Traceback (most recent call last):\nRuntimeError: Timeout (0:00:01)! in a message\n")
+    assert not _stalled(log), "only faulthandler's header line"
+
+
 def test_the_stall_watchdog_never_ends_a_sweeper_that_runs_its_trial_in_its_own_process(results: Path) -> None:
     """trial.isolate=false: the trial runs inside the sweeper, whose process the watchdog would end (every other
     measurement of the sweep with it). A step past measure.stall_s is then only a slow step: the trial completes."""
