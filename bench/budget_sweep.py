@@ -31,8 +31,9 @@ a trial's cost from launch to end as the sweeper saw it; the rows' ``wall_s`` st
 process did, so the share over the rows is shown, marked "rows", only where that line is missing), the median
 error, trials; then each sweep's end and cost lines.
 
-On the H200 (one run of the GPU machine per case: ~30 s of installs + a hand loop of at most 200 s + the 300 s
-sweep + the report, inside 600 s; the machine's image has PyTorch but not Hydra and Optuna, which travel as wheels).
+On the H200 (one run of the GPU machine per case: ~30 s of installs + a hand loop of at most 200 s, 250 s for seg
+with ``--safety 30``, + the 300 s sweep + the report, inside 600 s; the machine's image has PyTorch but not Hydra
+and Optuna, which travel as wheels).
 Once, in the checkout: the wheels of hydra-core 1.3.8, omegaconf 2.3.1, antlr4-python3-runtime 4.9.3 (built
 with ``pip wheel``: it has no wheel), optuna 5.0.0, alembic, sqlalchemy, colorlog, mako and plotly for the image's
 Python (``pip download --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 ...``)
