@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 
 import pytest
@@ -145,7 +146,6 @@ def test_counting_the_compilers_seconds_does_not_load_dynamo_into_an_eager_trial
     """Reading Dynamo's count must not import it where nothing compiled: the import (1.7 s on a 2-core VM) would
     land in an eager trial's first step."""
     import subprocess
-    import sys
 
     code = (
         "import sys, torch\n"
@@ -154,3 +154,21 @@ def test_counting_the_compilers_seconds_does_not_load_dynamo_into_an_eager_trial
         "assert 'torch._dynamo.utils' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_the_compilers_seconds_include_tritons_runtime_autotuning_and_say_none_when_uncounted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Triton's autotuning runs at a kernel's first launch, after the frame's compile, and Dynamo counts it under its
+    own keys (a GPU's, not runnable here: Dynamo's table stands in); a PyTorch that keeps no total says None, not
+    0 (which would price the whole first step as what an eager one pays)."""
+    import types
+
+    from sweeper.trial.measure import _compiler_seconds
+
+    counts = {"total_wall_time": 10.0, "inductor_compile": 8.0, "CachingAutotuner.benchmark_all_configs": 2.5}
+    utils = types.SimpleNamespace(calculate_time_spent=lambda: dict(counts))
+    monkeypatch.setitem(sys.modules, "torch._dynamo.utils", utils)
+    assert _compiler_seconds() == pytest.approx(12.5)
+    counts.pop("total_wall_time")
+    assert _compiler_seconds() is None

@@ -260,14 +260,19 @@ def _warm_up(work: Workload, warmup_steps: int, clock: _Clock, watch: Watchdog, 
 
 def _compiler_seconds() -> float | None:
     """Seconds this process has spent inside torch.compile's compilers (Dynamo's own count: the frames' compile,
-    a lazily compiled backward included), or None where this PyTorch does not keep it. The rest of a compiled
-    first step is what an eager one pays too: lazy initialization, cuDNN's benchmark of each convolution. Dynamo
-    not loaded: nothing compiled (importing it would cost an eager step a second or two)."""
+    a lazily compiled backward included, and Triton's autotuning at a kernel's first launch, which Inductor's cache
+    keeps too), or None where this PyTorch does not keep them. The rest of a compiled first step is what an eager
+    one pays too: lazy initialization, cuDNN's benchmark of each convolution. Dynamo not loaded: nothing compiled
+    (importing it would cost an eager step a second or two)."""
     utils = sys.modules.get("torch._dynamo.utils")
     if utils is None:
         return 0.0
     try:
-        return float(utils.calculate_time_spent().get("total_wall_time", 0.0))
+        spent = utils.calculate_time_spent()
+        if "total_wall_time" not in spent:
+            return None
+        tuning = sum(v for k, v in spent.items() if k.startswith("CachingAutotuner."))  # runtime autotuning
+        return float(spent["total_wall_time"]) + float(tuning)
     except Exception:  # noqa: BLE001 (a private helper: any change in it only loses the number)
         return None
 

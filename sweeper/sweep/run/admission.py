@@ -68,7 +68,8 @@ class Admission:
     def reserve(self) -> float:
         """Seconds the re-measurements after the search are predicted to take (the baseline's and the best's, their
         configurations as they rank now, each a repeat: its compile cache warm), of those that still end within
-        the budget, taken in order as the re-measurement phase takes them: one that cannot end in the time left is
+        the budget, taken in order as the re-measurement phase takes them (on one slot: the larger reserve where
+        the phase spreads them over several): one that cannot end in the time left is
         not measured, and holds none of it back (DeepLabV3's best on an H100, compiled, pays cuDNN's 84 s benchmark
         again: with 95 s left its re-measurement kept every trial out, and the sweep ended at 73 % of its budget)."""
         s, plan = self.settings, self.plan

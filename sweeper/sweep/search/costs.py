@@ -29,7 +29,9 @@ and each is predicted from the study's own measured trials (warm-start history l
   runs it) and the neighbour's drain scaled by the buffers' ratio (from a neighbour without a buffer: a pipeline
   that keeps up, ``min(buffer, 8)`` steps); without workers, no drain;
 * compile, per cost class (per ``torch.compile`` mode): the cold compile of the nearest configuration measured in
-  that class (most knob values in common; the slowest of equals: a per-model cost that does not grow with the
+  that class (where it counted its compilers' seconds, those and what this configuration pays eager beyond a step:
+  cuDNN's benchmark is in every first step that runs it, compiled or not; most knob values in common; the slowest
+  of equals: a per-model cost that does not grow with the
   eager window, but differs by precision and batch: a ResNet-50's bf16 batch-1024 compile took 59 s on an H100,
   fp16 batch 1024 47 s, fp16 batch 512 44 s); a class never measured takes, per expensive knob, the
   slowest compile measured with that value, else its prior rescaled by how the measured values of that knob
@@ -422,10 +424,10 @@ class CostModel:
         cached = [s for s in phased if s.cls == mine and s.key != key and _differ(s.params, params) <= neutral]
         if cached and mine != self._cheap():  # the graph of a measured configuration: its cache is warm
             share = self._warm_share(phased)
-            return min(s.compile_s if s.warm else self._warm(phased, s, params, share) for s in cached), "measured"
+            return min(self._cached(phased, s, params, share) for s in cached), "measured"
         if cold:  # the nearest cold compile of its class (most knob values in common; the slowest of equals)
             top = max(len(_same(s.params, params)) for s in cold)
-            return max(s.compile_s for s in cold if len(_same(s.params, params)) == top), "measured"
+            return max(self._cold(phased, s, params) for s in cold if len(_same(s.params, params)) == top), "measured"
         eager = [s.total for s in phased if s.cls == self._cheap()] or [s.total for s in phased]
         return self._compile_prior(phased, mine, statistics.median(eager), _graph_ops(seen, params)), "prior"
 
@@ -486,9 +488,25 @@ class CostModel:
         reduce-overhead first steps of 22-23 s, its eager twin's 17-20 s, 13 % of its cold compile 8 s; ResNet-50
         on the H200: 5.8 s warm, its twin's 3.3 s, 13 % of the cold 5.9 s."""
         rest = cold.init_s(self._cheap())
-        if cold.compiler_s is not None and rest is not None:
-            return min(cold.compile_s, rest + share * cold.compiler_s)
+        if cold.compiler_s is not None and rest is not None:  # and what ``params`` pays eager, where it pays more
+            return max(rest, self._eager_excess(phased, params)) + share * cold.compiler_s
         return min(cold.compile_s, max(self._eager_excess(phased, params), share * cold.compile_s))
+
+    def _cached(self, phased: list[Seen], s: Seen, params: Mapping[str, Any], share: float) -> float:
+        """A compile of ``params`` on the graph ``s`` compiled (they differ in graph-neutral knobs only): a warm
+        ``s``'s own excess (where it counted its compilers' seconds, those and what ``params`` pays eager), else
+        the warm price of ``s``'s cold compile (:meth:`_warm`)."""
+        if not s.warm:
+            return self._warm(phased, s, params, share)
+        return s.compile_s if s.compiler_s is None else s.compiler_s + self._eager_excess(phased, params)
+
+    def _cold(self, phased: list[Seen], s: Seen, params: Mapping[str, Any]) -> float:
+        """A cold compile of ``params`` priced from the measured cold compile ``s``: where ``s`` counted its
+        compilers' seconds, those and what ``params`` pays eager beyond a step (its cuDNN benchmark, whatever
+        ``s`` ran with); else ``s``'s whole first-step excess."""
+        if s.compiler_s is None:
+            return s.compile_s
+        return s.compiler_s + self._eager_excess(phased, params)
 
     def _eager_excess(self, phased: list[Seen], params: Mapping[str, Any]) -> float:
         """The first-step excess of ``params`` with its expensive knobs cheap (its eager twin), priced from the
@@ -505,7 +523,7 @@ class CostModel:
             if s.cls != self._cheap() and (s.warm or s.repeat):
                 first = s.cold_of or next((f for f in phased if f.key == s.key and not f.repeat), None)
                 if first is not None and first is not s and not first.warm and first.compile_s > 1.0:
-                    counted = s.compiler_s is not None and first.compiler_s  # the compilers' own seconds, both
+                    counted = s.compiler_s is not None and (first.compiler_s or 0.0) > 1.0  # both: compilers'
                     ratio = s.compiler_s / first.compiler_s if counted else s.compile_s / first.compile_s
                     shares.append(min(1.0, ratio))
         return statistics.median(shares) if shares else WARM_COMPILE_SHARE
