@@ -158,6 +158,49 @@ def test_screening_ends_when_half_of_the_time_budget_has_passed_on_the_clock() -
     assert sampler.next_plan(study)[0] == "promote"
 
 
+def _started(study: optuna.Study) -> None:
+    """The sweep's queued opening: the defaults, the handbook's start (compiled, 10 s; queued trials carry no
+    stage), then the start's cheap twin, screened."""
+    _add(study, 1, "off", 1.0, 2.0, "screen")
+    study.add_trial(
+        create_trial(
+            state=TrialState.COMPLETE,
+            value=5.0,
+            params={"knobs.level": 3, "knobs.batch": 1, "knobs.compile": "default"},
+            distributions={k: d for k, d in build_space(PARAMS, {}, [], DEFAULTS).params.items()},
+            user_attrs={"wall_s": 10.0},
+        )
+    )
+    _add(study, 3, "off", 3.0, 2.0, "screen")
+
+
+def test_a_fruitless_screen_ends_once_it_has_cost_a_promotion() -> None:
+    """Ski-rental's rule: screened trials that bring no gain stop once they have cost what a trial of the expensive
+    class costs (the start's 10 s): the fourth of 3 s ends the screen, before min_screen (8) or patience (6)."""
+    space = build_space(PARAMS, {}, [], DEFAULTS)
+    sampler = samplers.make_sampler("staged", 0, space, EXPENSIVE, DEFAULTS)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    _started(study)
+    for level in (2, 4, 5):
+        _add(study, level, "off", 2.5, 3.0, "screen")
+        assert sampler.next_plan(study) == ("screen", EXPENSIVE), "9 s of fruitless screening < 10 s"
+    _add(study, 6, "off", 2.5, 3.0, "screen")
+    assert sampler.next_plan(study)[0] == "promote"
+
+
+def test_a_mode_never_measured_is_learned_on_the_incumbents_twin() -> None:
+    """The compiled start leads; its cheap twin ranks second among the screened (a neighbour measured 3.02 against
+    its 3.0, within noise): the mode never measured goes on the start's configuration, its one-knob neighbour."""
+    space = build_space(PARAMS, {}, [], DEFAULTS)
+    sampler = StagedSampler(
+        optuna.samplers.RandomSampler(seed=0), space, EXPENSIVE, DEFAULTS, top_k=3, min_screen=3, patience=1
+    )
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    _started(study)
+    _add(study, 4, "off", 3.02, 2.0, "screen")
+    assert sampler.next_plan(study) == ("promote", {"knobs.level": 3, "knobs.batch": 1, "knobs.compile": "max"})
+
+
 def test_local_search_tries_the_incumbents_neighbours_best_main_effect_first() -> None:
     """With nothing expensive, a trial is a one-knob neighbour of the best configuration so far that no trial has
     measured: a value never measured first, then by the main effect of the changed value (its mean log value in

@@ -10,10 +10,13 @@ sweepers on one study, pick up where it stands):
 
 1. **screen**: the base sampler (TPE) searches the other knobs with the expensive ones held at their cheap value,
    until the best screened value has not improved by ``min_gain`` for ``patience`` screened trials (and at least
-   ``min_screen`` were measured), or the screened trials have cost ``screen_share`` of the sweep's time budget;
+   ``min_screen`` were measured), or the screened trials have cost ``screen_share`` of the sweep's time budget,
+   or those since the last gain have cost what a measured trial of the expensive class costs on average (ski
+   rental: screening on never costs more than twice the better of it and promoting now);
 2. **promote**: the ``top_k`` best screened configurations are measured with each expensive value, in order of
-   expected gain per second: the best one first with every expensive value (which measures what each value
-   multiplies the speed by and what it costs), then the others by (expected value - best so far) / expected cost,
+   expected gain per second: one first with every expensive value (which measures what each value multiplies the
+   speed by and what it costs): the incumbent's cheap twin where it ranks among them (the handbook's start, whose
+   neighbour each value is), else the best, then the others by (expected value - best so far) / expected cost,
    leaving out those whose expected value (with a ``slack`` allowance for config-dependent gains) cannot reach
    the best so far;
 3. **search**: the base sampler continues over the whole space, with everything measured so far in its history;
@@ -48,7 +51,7 @@ from optuna.trial import FrozenTrial, TrialState
 from sweeper.sweep.config.space import SearchSpace, evaluate
 from sweeper.sweep.search.budget import Budget
 from sweeper.sweep.study import optuna_private as private
-from sweeper.sweep.study.attrs import COST_KEY, STAGE_KEY, WARM_KEY
+from sweeper.sweep.study.attrs import CONFIRM_KEY, COST_KEY, STAGE_KEY, WARM_KEY
 
 
 class StagedSampler(BaseSampler):
@@ -286,16 +289,22 @@ class StagedSampler(BaseSampler):
             spent = max(sum(_cost(t) or 0.0 for t in mine), self.budget.elapsed())
             if spent >= self.screen_share * self.budget_s:
                 return False
-        if len(tried) < self.min_screen:
-            return True
-        best, since = -math.inf, 0
+        best, since, idle_s = -math.inf, 0, 0.0
         for t in tried:
             v = sign * t.values[0] if _feasible(t) else -math.inf
             if v > -math.inf and (best == -math.inf or v > best + self.min_gain * abs(best)):
-                best, since = v, 0
+                best, since, idle_s = v, 0, 0.0
             else:
+                idle_s += 0.0 if WARM_KEY in t.user_attrs else _cost(t) or 0.0  # another night's cost is not ours
                 best, since = max(best, v), since + 1
-        return since < self.patience
+        promoted = _mean([_cost(t) for t in trials if self._measured_here(t) and not self._is_cheap(t.params)])
+        if since and promoted is not None and idle_s >= promoted:
+            return False  # the fruitless screen has cost a promotion: ski-rental's rule, at most twice the better
+        return len(tried) < self.min_screen or since < self.patience
+
+    def _measured_here(self, t: FrozenTrial) -> bool:
+        """A trial this study measured for the search (not another night's warm start, not a re-measurement)."""
+        return _feasible(t) and WARM_KEY not in t.user_attrs and CONFIRM_KEY not in t.user_attrs
 
     def _next_promotion(
         self, trials: list[FrozenTrial], measured: list[FrozenTrial], screened: list[FrozenTrial], sign: float
@@ -309,6 +318,10 @@ class StagedSampler(BaseSampler):
             return None
         tried = self._tried(trials)
         best = max(sign * t.values[0] for t in measured)
+        # an expensive value never measured is learned on the incumbent's cheap twin where it ranks among them (the
+        # handbook's start, compiled: its neighbour in that knob), else on the best screened configuration
+        incumbent = max(measured, key=lambda t: sign * t.values[0])
+        learner = next((r for r, c in enumerate(ranked) if _same(c.params, incumbent.params, skip=self.expensive)), 0)
         screen_cost = _mean([_cost(t) for t in screened])
         options: list[tuple[float, dict[str, Any]]] = []
         for rank, cand in enumerate(ranked):
@@ -317,8 +330,8 @@ class StagedSampler(BaseSampler):
                 if plan is None or any(_same(plan, p, keys=plan) for p in tried) or not self._affordable(plan):
                     continue
                 ratio, cost = self._effect(alt, measured, screened, sign)
-                if ratio is None:  # unmeasured: learn it on the best screened configuration first
-                    if rank == 0:
+                if ratio is None:  # unmeasured: learn it on one configuration first
+                    if rank == learner:
                         options.append((math.inf - i, plan))  # declared order among the unmeasured
                     continue
                 expected = ratio * sign * cand.values[0]
