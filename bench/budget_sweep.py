@@ -263,7 +263,11 @@ def _arguments() -> tuple[argparse.ArgumentParser, argparse.Namespace, list[str]
     a.add_argument("--case", choices=sorted(CASES))
     a.add_argument("--budget", type=float, default=300.0)
     a.add_argument("--safety", type=float, default=SAFETY_S, help="SIGTERM the sweep at budget + this (seconds)")
-    a.add_argument("--reference", type=float, help="the reference when the case has no hand loop (a recorded best)")
+    a.add_argument(
+        "--reference",
+        type=float,
+        help="a recorded reference (the case's hand loop on the same card, another run): the hand loop is not run",
+    )
     a.add_argument(
         "--smoke",
         action="store_true",
@@ -344,14 +348,15 @@ def main() -> None:
         a.error("OUT and --case are needed (or --table DIR ...)")
     out, name, case = args.out, args.case, CASES[args.case]
     out.mkdir(parents=True, exist_ok=True)
-    reference = hand_loop(out, name, case, smoke=args.smoke) or args.reference
+    reference = args.reference or hand_loop(out, name, case, smoke=args.smoke)
     if name == "jpeg" and not args.smoke:  # real photographs, not the generated corpus
         extra = _photos(out, name, extra)
     overrides = extra + (["preset=tiny"] if args.smoke else [])
     started, wall, code = sweep(out, name, case, args.budget, overrides, args.safety)
     rows = _report(out, name, case)
     summary: dict[str, Any] = {"kind": "summary", "exit": code, "wall_s": round(wall, 1), "budget_s": args.budget,
-                               "reference": reference, "trials": len(rows), "smoke": args.smoke,
+                               "reference": reference, "reference_given": args.reference is not None,
+                               "trials": len(rows), "smoke": args.smoke,
                                "unit": case.get("unit"), "model": case.get("kind"),
                                "ended": sweep_lines(out / f"sweep-{name}.log", "sweep ended:"),
                                "cost_line": sweep_lines(out / f"sweep-{name}.log", "cost model:")}  # fmt: skip
