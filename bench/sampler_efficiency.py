@@ -21,6 +21,7 @@ No sampler sees the answer: the lookup table only answers the configurations a s
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import statistics
@@ -54,6 +55,8 @@ class Landscape:
     baseline: list[dict[str, Any]]  # the workload's defaults, when the grid holds them
     starts: list[dict[str, Any]]  # the workload's starts recipe, restricted to the recorded space
     expensive: dict[str, Any]
+    # configuration -> its share of the window spent waiting for data, where recorded: the sweeper sees it too
+    waits: dict[tuple, float] = dataclasses.field(default_factory=dict)
 
 
 def _plain(v: Any) -> Any:
@@ -79,10 +82,13 @@ def load(path: Path) -> Landscape:
     defaults = {k: None for k in knob_cols}
     space = build_space(meta["params"], meta["conditions"], [], defaults)
     lookup: dict[tuple, tuple[float | None, float | None]] = {}
+    waits: dict[tuple, float] = {}
     for _, row in df.iterrows():
         key = tuple(_plain(row[knob_cols[k]]) for k in space.params)
         cost = float(row["wall_s"]) if "wall_s" in row and pd.notna(row["wall_s"]) else None
         lookup[key] = (float(row["throughput"]) if row["status"] == "complete" else None, cost)
+        if "data_wait_frac" in row and pd.notna(row["data_wait_frac"]):
+            waits[key] = float(row["data_wait_frac"])
     baseline = [meta["defaults"]] if meta.get("defaults") else []
     conf = _workload_sweeper_conf(meta["workload"])
     starts = []
@@ -91,7 +97,7 @@ def load(path: Path) -> Landscape:
         if fixed and fixed not in baseline + starts:
             starts.append(fixed)
     expensive = meta["expensive"] if meta.get("expensive") is not None else conf.get("expensive") or {}
-    return Landscape(space, defaults, lookup, baseline, starts, dict(expensive))
+    return Landscape(space, defaults, lookup, baseline, starts, dict(expensive), waits)
 
 
 @dataclass
@@ -133,10 +139,13 @@ def replay(name: str, seed: int, land: Landscape, target: float, first: list[dic
         else:
             spent += cost or 0.0
             status = Status.INFEASIBLE if value is None else Status.COMPLETE
+            metrics = {} if value is None else {"throughput": value}
+            if value is not None and key in land.waits:
+                metrics["data_wait_frac"] = land.waits[key]
             outcome = TrialOutcome(
                 status,
                 "oom" if value is None else "",
-                metrics={} if value is None else {"throughput": value},
+                metrics=metrics,
                 started_at=0.0,
                 ended_at=cost or 0.0,
             )

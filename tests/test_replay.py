@@ -482,6 +482,18 @@ def test_a_replayed_sweep_reaches_its_own_best_within_half_its_budget(case: str,
     assert at <= 150.0, f"{case}: 0.99 of its own best {best:.0f} at {at:.0f} s"
 
 
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_seed_reaches_near_the_landscapes_best(case: str) -> None:
+    """Four seeds, each within 0.95 of the best configuration of the landscape (its best holds compile modes whose
+    cold compile outlasts the budget: 400-1,244 s): the search does not rest on the sampler's luck. The JPEG
+    pipeline's seed 2 reached 0.71 while the screen changed the model's knobs of a start that waited for its data,
+    and then learned reduce-overhead on it."""
+    land = CASES[case]()
+    best = land.best()
+    reached = [replay(CASES[case](), budget_s=300.0, seed=seed).best() / best for seed in range(4)]
+    assert min(reached) >= 0.95, reached
+
+
 @pytest.mark.parametrize("case", PREDICTED)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_the_cost_model_predicts_replayed_trials_within_30_percent(case: str, seed: int) -> None:

@@ -223,6 +223,56 @@ def test_local_search_tries_the_incumbents_neighbours_best_main_effect_first() -
     assert asked == [(3, "x", "p"), (2, "x", "q"), (2, "y", "p")]
 
 
+def test_a_data_bound_incumbent_changes_its_input_pipeline_first() -> None:
+    """The incumbent waited for its data (data_wait_frac 0.5): its DataLoader set its speed, so its neighbours that
+    change the input pipeline's knobs come before a model knob's value never measured. Fed in time (0.0), the
+    value never measured comes first, as above."""
+    params = {"knobs.a": "choice(1,2,3)", "knobs.num_workers": "choice(0,4,8)"}
+    defaults = {"knobs.a": 1, "knobs.num_workers": 0}
+    space = build_space(params, {}, [], defaults)
+    firsts = []
+    for wait in (0.5, 0.0):
+        sampler = samplers.make_sampler("staged", 0, space, {}, defaults)
+        study = optuna.create_study(direction="maximize", sampler=sampler)
+        for (a, w), v in {(1, 0): 1.0, (2, 0): 2.0, (1, 4): 1.5}.items():
+            config = {"knobs.a": a, "knobs.num_workers": w}
+            attrs = {"data_wait_frac": wait if (a, w) == (2, 0) else 0.0}
+            study.add_trial(create_trial(params=config, distributions=dict(space.params), values=[v], user_attrs=attrs))
+        v = st.sample(study.ask(), space, defaults)
+        firsts.append((v["knobs.a"], v["knobs.num_workers"]))
+    # workers=8 was never measured either; both pipeline values beat a=3 where the incumbent starved
+    assert firsts[0][0] == 2 and firsts[0][1] in (4, 8)
+    assert firsts[1] == (3, 0)
+
+
+def test_a_data_bound_pair_measures_no_mode_and_teaches_none() -> None:
+    """The compiled start and its screened twin both waited for their data (5.0 vs 5.0): the pair says nothing of
+    compile's default mode, so no ratio of 1.0 is read off it, and neither mode is learned on that configuration;
+    a screened configuration fed in time learns them, default first (declared order)."""
+    space = build_space(PARAMS, {}, [], DEFAULTS)
+    sampler = StagedSampler(
+        optuna.samplers.RandomSampler(seed=0), space, EXPENSIVE, DEFAULTS, top_k=3, min_screen=3, patience=1
+    )
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    dists = dict(space.params)
+
+    def add(level: int, compile: str, value: float, wait: float, stage: str | None) -> None:
+        config = {"knobs.level": level, "knobs.batch": 1, "knobs.compile": compile}
+        attrs = {"wall_s": 10.0 if compile != "off" else 2.0, "data_wait_frac": wait}
+        system = {STAGE_KEY: stage} if stage else {}
+        study.add_trial(
+            create_trial(params=config, distributions=dists, values=[value], user_attrs=attrs, system_attrs=system)
+        )
+
+    add(1, "off", 1.0, 0.0, "screen")
+    add(3, "default", 5.0, 0.6, None)  # the handbook's start, queued
+    add(3, "off", 5.0, 0.6, "screen")  # its twin: the same feed
+    assert sampler._effect({"knobs.compile": "default"}, study.trials, study.trials[::2], 1.0)[0] is None
+    add(2, "off", 4.0, 0.0, "screen")
+    add(4, "off", 3.9, 0.0, "screen")
+    assert sampler.next_plan(study) == ("promote", {"knobs.level": 2, "knobs.batch": 1, "knobs.compile": "default"})
+
+
 def test_local_search_is_off_in_the_ablation() -> None:
     """``polish_every=0`` (bench/sampler_efficiency.py's staged-nolocal) leaves every choice to TPE."""
     space = build_space({"knobs.a": "choice(1,2,3)"}, {}, [], {"knobs.a": 1})

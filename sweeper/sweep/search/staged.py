@@ -50,6 +50,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from sweeper.sweep.config.space import SearchSpace, evaluate
 from sweeper.sweep.search.budget import Budget
+from sweeper.sweep.search.costs import DATA_BOUND_WAIT, PIPELINE
 from sweeper.sweep.study import optuna_private as private
 from sweeper.sweep.study.attrs import CONFIRM_KEY, COST_KEY, STAGE_KEY, WARM_KEY
 
@@ -240,8 +241,11 @@ class StagedSampler(BaseSampler):
     def _neighbour(
         self, trials: list[FrozenTrial], measured: list[FrozenTrial], best: dict[str, Any], sign: float, screening: bool
     ) -> dict[str, Any]:
-        """The untried one-knob neighbour of ``best`` that fits, the changed value's main effect best first."""
+        """The untried one-knob neighbour of ``best`` that fits, the changed value's main effect best first; where
+        ``best`` waited for its data, a change of its input pipeline's knobs first (the model's cannot speed a step
+        the DataLoader sets)."""
         tried = self._tried(trials)
+        starved = any(_fed_slowly(t) for t in measured if _same(t.params, best))
         options = []
         for name, dist in self.space.params.items():
             if name not in best or not isinstance(dist, CategoricalDistribution):
@@ -254,8 +258,9 @@ class StagedSampler(BaseSampler):
                 plan = self._promoted(best, {name: value})
                 if plan and not any(_same(plan, p, keys=plan) for p in tried) and self._affordable(plan):
                     here = _main_effect(measured, name, best[name], sign)
-                    options.append((_main_effect(measured, name, value, sign) - here, self._rng.random(), plan))
-        return max(options, key=lambda o: (o[0], o[1]))[2] if options else {}
+                    gain = _main_effect(measured, name, value, sign) - here
+                    options.append((starved and _leaf(name) in PIPELINE, gain, self._rng.random(), plan))
+        return max(options, key=lambda o: o[:3])[3] if options else {}
 
     def _tried(self, trials: list[FrozenTrial]) -> list[dict[str, Any]]:
         """The configurations measured, running, or queued (a waiting trial's fixed params: a spare plan queued
@@ -319,9 +324,12 @@ class StagedSampler(BaseSampler):
         tried = self._tried(trials)
         best = max(sign * t.values[0] for t in measured)
         # an expensive value never measured is learned on the incumbent's cheap twin where it ranks among them (the
-        # handbook's start, compiled: its neighbour in that knob), else on the best screened configuration
+        # handbook's start, compiled: its neighbour in that knob), else on the best screened configuration; never on
+        # one that waited for its data (its DataLoader, not the model, set its speed: the pair would measure nothing)
         incumbent = max(measured, key=lambda t: sign * t.values[0])
-        learner = next((r for r, c in enumerate(ranked) if _same(c.params, incumbent.params, skip=self.expensive)), 0)
+        fed = [r for r, c in enumerate(ranked) if not _fed_slowly(c)]
+        twin = [r for r in fed if _same(ranked[r].params, incumbent.params, skip=self.expensive)]
+        learner = (twin or fed or [None])[0]
         screen_cost = _mean([_cost(t) for t in screened])
         options: list[tuple[float, dict[str, Any]]] = []
         for rank, cand in enumerate(ranked):
@@ -371,7 +379,7 @@ class StagedSampler(BaseSampler):
                 continue
             costs.append(_cost(t))
             base = next((s for s in screened if _same(s.params, t.params, skip=alt)), None)
-            if base is not None and base.values[0] != 0:
+            if base is not None and base.values[0] != 0 and not _fed_slowly(base):
                 ratios.append(t.values[0] / base.values[0])
         return (_mean(ratios) if ratios else None), _mean(costs)
 
@@ -392,6 +400,17 @@ def _main_effect(measured: list[FrozenTrial], name: str, value: Any, sign: float
     +inf for a value no trial has measured (try it: nothing says it is worse)."""
     logs = [math.log(sign * t.values[0]) for t in measured if t.params.get(name) == value and sign * t.values[0] > 0]
     return sum(logs) / len(logs) if logs else math.inf
+
+
+def _fed_slowly(t: FrozenTrial) -> bool:
+    """Its step waited for its data (``data_wait_frac`` >= ``DATA_BOUND_WAIT``): the input pipeline set its speed,
+    so a pair it is the cheap side of says nothing of what an expensive value does to the model."""
+    wait = t.user_attrs.get("data_wait_frac")
+    return isinstance(wait, (int, float)) and wait >= DATA_BOUND_WAIT
+
+
+def _leaf(name: str) -> str:
+    return name.rsplit(".", 1)[-1]
 
 
 def _feasible(t: FrozenTrial) -> bool:
