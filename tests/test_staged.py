@@ -273,6 +273,86 @@ def test_a_data_bound_pair_measures_no_mode_and_teaches_none() -> None:
     assert sampler.next_plan(study) == ("promote", {"knobs.level": 2, "knobs.batch": 1, "knobs.compile": "default"})
 
 
+def _queued(study: optuna.Study, level: int, compile: str, value: float, cost: float, **attrs: object) -> None:
+    """A trial the sweep queued (the baseline, the handbook's start, a declared start): it carries no stage."""
+    study.add_trial(
+        create_trial(
+            state=TrialState.COMPLETE,
+            value=value,
+            params={"knobs.level": level, "knobs.batch": 1, "knobs.compile": compile},
+            distributions={k: d for k, d in build_space(PARAMS, {}, [], DEFAULTS).params.items()},
+            user_attrs={"wall_s": cost, **attrs},
+        )
+    )
+
+
+def test_queued_trials_do_not_spend_the_screen_before_the_starts_twin() -> None:
+    """Four queued trials, two of them no gain (27 s of eager trials beside a 14 s compiled start): the screen has
+    not begun, so it goes on, and its first trial is the start's cheap twin."""
+    space = build_space(PARAMS, {}, [], DEFAULTS)
+    sampler = samplers.make_sampler("staged", 0, space, EXPENSIVE, DEFAULTS)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    for level, compile, value, cost in ((4, "off", 3.0, 9.0), (1, "off", 1.0, 9.0), (3, "default", 5.0, 14.0)):
+        _queued(study, level, compile, value, cost)
+    _queued(study, 2, "off", 2.0, 9.0)
+    assert sampler.next_plan(study) == ("screen", EXPENSIVE)
+    v = st.sample(study.ask(), space, DEFAULTS)
+    assert v == {"knobs.level": 3, "knobs.batch": 1, "knobs.compile": "off"}
+
+
+def test_a_compile_the_cache_answered_does_not_price_the_screens_end() -> None:
+    """The start found Inductor's cache warm (11 s, no graph compiled): a promotion compiles, so its price is not
+    that, and 18 s of fruitless screening does not end the screen."""
+    space = build_space(PARAMS, {}, [], DEFAULTS)
+    sampler = samplers.make_sampler("staged", 0, space, EXPENSIVE, DEFAULTS)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    _queued(study, 1, "off", 1.0, 2.0)
+    _queued(study, 3, "default", 5.0, 11.0, compile_cache_hits=2, compile_cache_misses=0)
+    _add(study, 3, "off", 3.0, 9.0, "screen")
+    for level in (2, 4):
+        _add(study, level, "off", 2.5, 9.0, "screen")
+    assert sampler.next_plan(study) == ("screen", EXPENSIVE)
+
+
+def test_a_mode_whose_learning_trial_failed_is_learned_on_the_next() -> None:
+    """The start's twin tried max and failed: max is then learned on the next screened configuration."""
+    space = build_space(PARAMS, {}, [], DEFAULTS)
+    sampler = StagedSampler(
+        optuna.samplers.RandomSampler(seed=0), space, EXPENSIVE, DEFAULTS, top_k=3, min_screen=3, patience=1
+    )
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    _started(study)
+    _add(study, 4, "off", 2.9, 2.0, "screen")
+    study.add_trial(
+        create_trial(
+            state=TrialState.FAIL,
+            params={"knobs.level": 3, "knobs.batch": 1, "knobs.compile": "max"},
+            distributions=dict(space.params),
+            system_attrs={STAGE_KEY: "promote"},
+        )
+    )
+    assert sampler.next_plan(study) == ("promote", {"knobs.level": 4, "knobs.batch": 1, "knobs.compile": "max"})
+
+
+def test_local_search_reads_main_effects_where_the_study_minimizes() -> None:
+    """The neighbours of the test above, step times instead of speeds (1 / value): the same order."""
+    params = {"knobs.a": "choice(1,2,3)", "knobs.b": "choice(x,y)", "knobs.c": "choice(p,q)"}
+    defaults = {"knobs.a": 1, "knobs.b": "x", "knobs.c": "p"}
+    space = build_space(params, {}, [], defaults)
+    study = optuna.create_study(direction="minimize", sampler=samplers.make_sampler("staged", 0, space, {}, defaults))
+    measured = {(1, "x", "p"): 1.0, (2, "x", "p"): 2.0, (1, "x", "q"): 1.8, (1, "y", "p"): 0.5}
+    for (a, b, c), v in measured.items():
+        config = {"knobs.a": a, "knobs.b": b, "knobs.c": c}
+        study.add_trial(create_trial(params=config, distributions=dict(space.params), values=[1.0 / v]))
+    asked = []
+    for _ in range(3):
+        trial = study.ask()
+        v = st.sample(trial, space, defaults)
+        asked.append((v["knobs.a"], v["knobs.b"], v["knobs.c"]))
+        study.tell(trial, 1.0)
+    assert asked == [(3, "x", "p"), (2, "x", "q"), (2, "y", "p")]
+
+
 def test_local_search_is_off_in_the_ablation() -> None:
     """``polish_every=0`` (bench/sampler_efficiency.py's staged-nolocal) leaves every choice to TPE."""
     space = build_space({"knobs.a": "choice(1,2,3)"}, {}, [], {"knobs.a": 1})

@@ -51,6 +51,7 @@ from optuna.trial import FrozenTrial, TrialState
 from sweeper.sweep.config.space import SearchSpace, evaluate
 from sweeper.sweep.search.budget import Budget
 from sweeper.sweep.search.costs import DATA_BOUND_WAIT, PIPELINE
+from sweeper.sweep.search.costs import _cache as compile_cache
 from sweeper.sweep.study import optuna_private as private
 from sweeper.sweep.study.attrs import CONFIRM_KEY, COST_KEY, STAGE_KEY, WARM_KEY
 
@@ -300,9 +301,11 @@ class StagedSampler(BaseSampler):
             if v > -math.inf and (best == -math.inf or v > best + self.min_gain * abs(best)):
                 best, since, idle_s = v, 0, 0.0
             else:
-                idle_s += 0.0 if WARM_KEY in t.user_attrs else _cost(t) or 0.0  # another night's cost is not ours
+                if t.system_attrs.get(STAGE_KEY) == "screen" and WARM_KEY not in t.user_attrs:  # the screen's own
+                    idle_s += _cost(t) or 0.0  # (not queued ones: the start's twin comes first; not another night's)
                 best, since = max(best, v), since + 1
-        promoted = _mean([_cost(t) for t in trials if self._measured_here(t) and not self._is_cheap(t.params)])
+        cold = [t for t in trials if self._measured_here(t) and not self._is_cheap(t.params)]
+        promoted = _mean([_cost(t) for t in cold if compile_cache(t.user_attrs) is not True])  # a promotion compiles
         if since and promoted is not None and idle_s >= promoted:
             return False  # the fruitless screen has cost a promotion: ski-rental's rule, at most twice the better
         return len(tried) < self.min_screen or since < self.patience
@@ -326,10 +329,11 @@ class StagedSampler(BaseSampler):
         # an expensive value never measured is learned on the incumbent's cheap twin where it ranks among them (the
         # handbook's start, compiled: its neighbour in that knob), else on the best screened configuration; never on
         # one that waited for its data (its DataLoader, not the model, set its speed: the pair would measure nothing)
+        # (one whose trial with that value was tried already, and failed, hands it to the next)
         incumbent = max(measured, key=lambda t: sign * t.values[0])
+        own = self._promoted(incumbent.params, self.expensive) or {}
         fed = [r for r, c in enumerate(ranked) if not _fed_slowly(c)]
-        twin = [r for r in fed if _same(ranked[r].params, incumbent.params, skip=self.expensive)]
-        learner = (twin or fed or [None])[0]
+        order = sorted(fed, key=lambda r: not _same(ranked[r].params, own))  # the incumbent's twin first
         screen_cost = _mean([_cost(t) for t in screened])
         options: list[tuple[float, dict[str, Any]]] = []
         for rank, cand in enumerate(ranked):
@@ -339,7 +343,7 @@ class StagedSampler(BaseSampler):
                     continue
                 ratio, cost = self._effect(alt, measured, screened, sign)
                 if ratio is None:  # unmeasured: learn it on one configuration first
-                    if rank == learner:
+                    if rank == self._learner(ranked, order, alt, tried):
                         options.append((math.inf - i, plan))  # declared order among the unmeasured
                     continue
                 expected = ratio * sign * cand.values[0]
@@ -351,6 +355,16 @@ class StagedSampler(BaseSampler):
         if not options:
             return None
         return max(options, key=lambda o: o[0])[1]
+
+    def _learner(
+        self, ranked: list[FrozenTrial], order: list[int], alt: Mapping[str, Any], tried: list[dict[str, Any]]
+    ) -> int | None:
+        """The rank that learns the unmeasured ``alt``: the first in ``order`` whose trial with it was not tried."""
+        for r in order:
+            plan = self._promoted(ranked[r].params, alt)
+            if plan is not None and not any(_same(plan, p, keys=plan) for p in tried):
+                return r
+        return None
 
     def _promoted(self, params: Mapping[str, Any], alt: Mapping[str, Any]) -> dict[str, Any] | None:
         """``params`` with the expensive values ``alt``, walked in dependency order: a knob whose condition no
@@ -396,9 +410,9 @@ def _alternatives(params: Mapping[str, BaseDistribution], expensive: Mapping[str
 
 
 def _main_effect(measured: list[FrozenTrial], name: str, value: Any, sign: float) -> float:
-    """The mean log value of the measured trials with ``name == value`` (its main effect, up to a constant);
-    +inf for a value no trial has measured (try it: nothing says it is worse)."""
-    logs = [math.log(sign * t.values[0]) for t in measured if t.params.get(name) == value and sign * t.values[0] > 0]
+    """The mean log value of the measured trials with ``name == value`` (its main effect, up to a constant; negated
+    where the study minimizes); +inf for a value no trial has measured (try it: nothing says it is worse)."""
+    logs = [sign * math.log(t.values[0]) for t in measured if t.params.get(name) == value and t.values[0] > 0]
     return sum(logs) / len(logs) if logs else math.inf
 
 
