@@ -85,6 +85,7 @@ from sweeper.sweep.study.attrs import (
     CACHE_HITS_KEY,
     CACHE_MISSES_KEY,
     COST_KEY,
+    DATA_WAIT_KEY,
     GRAPH_OPS_KEY,
     PREDICTED_KEY,  # noqa: F401 (re-exported)
     SPENT_KEY,
@@ -698,7 +699,7 @@ def _phases(s: Seen, attrs: Mapping[str, Any]) -> None:
     s.setup_s, s.step_s, s.window_s = setup, step, window
     s.steps, s.warmup_steps = int(steps or round(window / step)), warmup_steps
     s.drain_steps = int(num("warmup_drain_steps") or 0)
-    s.data_wait = num("data_wait_frac")
+    s.data_wait = num(DATA_WAIT_KEY)
     s.compiler_s = num("compiler_s")
     prof = num("prof_s") or 0.0  # a profiled re-measurement's profile: priced apart (remeasure.profile_cost)
     s.start_s = max(0.0, s.total - setup - first - max(0, warmup_steps - 1) * step - window - prof)

@@ -53,7 +53,7 @@ from sweeper.sweep.search.budget import Budget
 from sweeper.sweep.search.costs import DATA_BOUND_WAIT, PIPELINE
 from sweeper.sweep.search.costs import _cache as compile_cache
 from sweeper.sweep.study import optuna_private as private
-from sweeper.sweep.study.attrs import CONFIRM_KEY, COST_KEY, STAGE_KEY, WARM_KEY
+from sweeper.sweep.study.attrs import CONFIRM_KEY, COST_KEY, DATA_WAIT_KEY, STAGE_KEY, WARM_KEY
 
 
 class StagedSampler(BaseSampler):
@@ -419,7 +419,7 @@ def _main_effect(measured: list[FrozenTrial], name: str, value: Any, sign: float
 def _fed_slowly(t: FrozenTrial) -> bool:
     """Its step waited for its data (``data_wait_frac`` >= ``DATA_BOUND_WAIT``): the input pipeline set its speed,
     so a pair it is the cheap side of says nothing of what an expensive value does to the model."""
-    wait = t.user_attrs.get("data_wait_frac")
+    wait = t.user_attrs.get(DATA_WAIT_KEY)
     return isinstance(wait, (int, float)) and wait >= DATA_BOUND_WAIT
 
 
