@@ -158,19 +158,20 @@ def test_screening_ends_when_half_of_the_time_budget_has_passed_on_the_clock() -
     assert sampler.next_plan(study)[0] == "promote"
 
 
+def _promoting() -> tuple[StagedSampler, optuna.Study]:
+    """A staged sampler whose screen ends at once (min_screen 3, patience 1), and its study."""
+    space = build_space(PARAMS, {}, [], DEFAULTS)
+    sampler = StagedSampler(
+        optuna.samplers.RandomSampler(seed=0), space, EXPENSIVE, DEFAULTS, top_k=3, min_screen=3, patience=1
+    )
+    return sampler, optuna.create_study(direction="maximize", sampler=sampler)
+
+
 def _started(study: optuna.Study) -> None:
     """The sweep's queued opening: the defaults, the handbook's start (compiled, 10 s; queued trials carry no
     stage), then the start's cheap twin, screened."""
     _add(study, 1, "off", 1.0, 2.0, "screen")
-    study.add_trial(
-        create_trial(
-            state=TrialState.COMPLETE,
-            value=5.0,
-            params={"knobs.level": 3, "knobs.batch": 1, "knobs.compile": "default"},
-            distributions={k: d for k, d in build_space(PARAMS, {}, [], DEFAULTS).params.items()},
-            user_attrs={"wall_s": 10.0},
-        )
-    )
+    _queued(study, 3, "default", 5.0, 10.0)
     _add(study, 3, "off", 3.0, 2.0, "screen")
 
 
@@ -191,11 +192,7 @@ def test_a_fruitless_screen_ends_once_it_has_cost_a_promotion() -> None:
 def test_a_mode_never_measured_is_learned_on_the_incumbents_twin() -> None:
     """The compiled start leads; its cheap twin ranks second among the screened (a neighbour measured 3.02 against
     its 3.0, within noise): the mode never measured goes on the start's configuration, its one-knob neighbour."""
-    space = build_space(PARAMS, {}, [], DEFAULTS)
-    sampler = StagedSampler(
-        optuna.samplers.RandomSampler(seed=0), space, EXPENSIVE, DEFAULTS, top_k=3, min_screen=3, patience=1
-    )
-    study = optuna.create_study(direction="maximize", sampler=sampler)
+    sampler, study = _promoting()
     _started(study)
     _add(study, 4, "off", 3.02, 2.0, "screen")
     assert sampler.next_plan(study) == ("promote", {"knobs.level": 3, "knobs.batch": 1, "knobs.compile": "max"})
@@ -316,18 +313,14 @@ def test_a_compile_the_cache_answered_does_not_price_the_screens_end() -> None:
 
 def test_a_mode_whose_learning_trial_failed_is_learned_on_the_next() -> None:
     """The start's twin tried max and failed: max is then learned on the next screened configuration."""
-    space = build_space(PARAMS, {}, [], DEFAULTS)
-    sampler = StagedSampler(
-        optuna.samplers.RandomSampler(seed=0), space, EXPENSIVE, DEFAULTS, top_k=3, min_screen=3, patience=1
-    )
-    study = optuna.create_study(direction="maximize", sampler=sampler)
+    sampler, study = _promoting()
     _started(study)
     _add(study, 4, "off", 2.9, 2.0, "screen")
     study.add_trial(
         create_trial(
             state=TrialState.FAIL,
             params={"knobs.level": 3, "knobs.batch": 1, "knobs.compile": "max"},
-            distributions=dict(space.params),
+            distributions=dict(build_space(PARAMS, {}, [], DEFAULTS).params),
             system_attrs={STAGE_KEY: "promote"},
         )
     )
