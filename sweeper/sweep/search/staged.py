@@ -50,7 +50,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from sweeper.sweep.config.space import SearchSpace, evaluate
 from sweeper.sweep.search.budget import Budget
-from sweeper.sweep.search.costs import DATA_BOUND_WAIT, PIPELINE
+from sweeper.sweep.search.costs import DATA_BOUND_WAIT, PIPELINE, _leaf
 from sweeper.sweep.search.costs import _cache as compile_cache
 from sweeper.sweep.study import optuna_private as private
 from sweeper.sweep.study.attrs import CONFIRM_KEY, COST_KEY, DATA_WAIT_KEY, STAGE_KEY, WARM_KEY
@@ -421,10 +421,6 @@ def _fed_slowly(t: FrozenTrial) -> bool:
     so a pair it is the cheap side of says nothing of what an expensive value does to the model."""
     wait = t.user_attrs.get(DATA_WAIT_KEY)
     return isinstance(wait, (int, float)) and wait >= DATA_BOUND_WAIT
-
-
-def _leaf(name: str) -> str:
-    return name.rsplit(".", 1)[-1]
 
 
 def _feasible(t: FrozenTrial) -> bool:
