@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -11,6 +12,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# A process started in the background by a non-interactive shell (``cmd &``, nohup) ignores Ctrl-C, and the
+# processes it starts inherit that: a sweeper that inherits it keeps Ctrl-C ignored, as asked (sweeper/__main__.py).
+# The tests' commands start as from a terminal, whatever started pytest.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 # The fault-injection workload (tests/faultload) and a quick random sweep of its good trials. trial.timeout_s:
