@@ -46,8 +46,11 @@ class TrainingKnobs:
 
 
 # The knobs above that TrainStep and the trial process apply outside its compiled forward and loss: they never
-# change a compiled graph.
-STEP_OUTSIDE_COMPILE: tuple[str, ...] = ("optimizer_impl", "cuda_connections")
+# change a compiled graph. cuDNN's benchmark flag picks a convolution's (an RNN's) algorithm when the kernel runs,
+# and Inductor's cache key leaves it out (torch._inductor.codecache hashes the matmul and determinism settings, not
+# cuDNN's): a 2-layer LSTM's max-autotune compile on an H100, 14.4 s with the benchmark on, took 1.9 s from the
+# cache with it off (2026-12-05).
+STEP_OUTSIDE_COMPILE: tuple[str, ...] = ("optimizer_impl", "cuda_connections", "cudnn_benchmark")
 
 # Knobs that are environment variables of the trial process, read when CUDA starts: sweeper.trial.child sets them
 # before anything touches CUDA and restores them after. CUDA_DEVICE_MAX_CONNECTIONS is the number of hardware work

@@ -118,10 +118,10 @@ class KnobSweeperConf:
     # cost_prior factor a YAML or the command line changed keeps that factor.
     cost_prior_per_op: Dict[str, Any] = field(default_factory=lambda: {"knobs.compile": dict(COMPILE_S_PER_OP)})
     # Knobs that never change a compiled graph: a compiled configuration that differs from a measured one of its
-    # compile mode only in these finds Inductor's cache warm, and is priced so (its cold compile x the warm share)
-    # from the first. null: the knobs the package's helpers apply outside the compiled region
-    # (workloads.spec.OUTSIDE_COMPILE: TrainStep compiles the forward and the loss only, so the optimizer's
-    # implementation and every input-pipeline knob); [] for a model that compiles its whole step. A knob so
+    # compile mode only in these finds Inductor's cache warm, and is priced so (a warm compile) from the first.
+    # null: the knobs the package's helpers apply outside the compiled region (workloads.spec.OUTSIDE_COMPILE:
+    # TrainStep compiles the forward and the loss only, so the optimizer's implementation, cuDNN's benchmark flag
+    # and every input-pipeline knob); [] for a model that compiles its whole step. A knob so
     # declared whose change came out a cold compile is priced cold from then on.
     graph_neutral: Optional[List[str]] = None
     # Earlier studies to start from: "latest" (the most recent other study of this workload in this storage), a

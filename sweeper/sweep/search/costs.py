@@ -42,7 +42,8 @@ and each is predicted from the study's own measured trials (warm-start history l
   compile cache its first trial filled: it pays the warm share of its cold compile, as measured on this study's
   warm compiles, else ``WARM_COMPILE_SHARE``, and at least what its eager twin's first step pays beyond a step
   (cuDNN's benchmark, allocations: no cache holds them); where the cold trial counted its compilers' seconds
-  (``compiler_s``), the rest of its first step and the warm share of those seconds;
+  (``compiler_s``), the rest of its first step and the compilers' seconds this study's warm compiles counted
+  (those of its class first: a warm compile traces and loads, whatever the mode), else the warm share of those;
 * graph-neutral knobs, declared (``hydra.sweeper.graph_neutral``; by default the knobs the package's helpers
   apply outside the compiled forward and loss: the optimizer's implementation, the input pipeline's) or learned: a
   configuration that differs from a measured compiled one of its class only in such knobs pays the warm share, as
@@ -490,7 +491,9 @@ class CostModel:
         on the H200: 5.8 s warm, its twin's 3.3 s, 13 % of the cold 5.9 s."""
         rest = cold.init_s(self._cheap())
         if cold.compiler_s is not None and rest is not None:  # and what ``params`` pays eager, where it pays more
-            return max(rest, self._eager_excess(phased, params)) + share * cold.compiler_s
+            seconds = self._warm_compiler_s(phased, cold.cls)
+            warm = share * cold.compiler_s if seconds is None else min(seconds, cold.compiler_s)
+            return max(rest, self._eager_excess(phased, params)) + warm
         return min(cold.compile_s, max(self._eager_excess(phased, params), share * cold.compile_s))
 
     def _cached(self, phased: list[Seen], s: Seen, params: Mapping[str, Any], share: float) -> float:
@@ -514,6 +517,16 @@ class CostModel:
         nearest measured eager configurations; 0.0 where none was measured."""
         twin = {**params, **self.expensive}
         return self._first_step_excess(phased, twin)[0]
+
+    def _warm_compiler_s(self, phased: list[Seen], cls: tuple) -> float | None:
+        """The compilers' seconds of a compile that finds Inductor's cache warm, as this study's warm compiles
+        counted them: the median of those of class ``cls``, else of any compiled class; None before one. A warm
+        compile traces the model and loads its kernels: a cost of the model's graph, not of the mode, whose
+        autotuning is what the cache saves (a 2-layer LSTM on an H100, 2026-12-05: cold compiles of 2-16 s by mode
+        and batch, every warm one 1.0-1.6 s; a share of the cold compile, 0.07-0.7, priced max-autotune's 7.6 s)."""
+        counted = [s for s in phased if s.cls != self._cheap() and s.warm and s.compiler_s is not None]
+        mine = [s.compiler_s for s in counted if s.cls == cls] or [s.compiler_s for s in counted]
+        return statistics.median(mine) if mine else None
 
     def _warm_share(self, phased: list[Seen]) -> float:
         """What a warm compile pays of the cold one: measured on this study's repeats and graph-neutral changes
