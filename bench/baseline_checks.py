@@ -37,7 +37,8 @@ def part_fp16(o: Out, smoke: bool) -> None:
     import torchvision
 
     dev = torch.device("cpu" if smoke else "cuda")
-    bs, size, steps = (4, 64, 3) if smoke else (256, 224, 15)
+    # smoke: small enough for a CPU, big enough that zero-init keeps the starting scale (smaller inputs overflow)
+    bs, size, steps = (2, 64, 3) if smoke else (256, 224, 15)
     for zero_init in (False, True):
         torch.manual_seed(0)
         model = torchvision.models.resnet50(zero_init_residual=zero_init).to(dev, memory_format=torch.channels_last)

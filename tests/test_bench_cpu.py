@@ -196,9 +196,9 @@ def test_ceiling_bench_stops_an_overrunning_sweep_and_summarizes_from_rows(tmp_p
     """bench/ceiling.py --smoke: a sweep still running ``grace_s`` after its budget is stopped (its running trial
     recorded, the summary still written); --summarize recomputes the same summary from the packed rows."""
     out = tmp_path / "c"
-    # Trials whose window lasts 60 s, a 25 s budget and no grace: the sweep is stopped (SIGTERM) while its first
+    # Trials whose window lasts 60 s, a 15 s budget and no grace: the sweep is stopped (SIGTERM) while its first
     # trial runs (the sweeper starts its first trial ~6 s after launch on the CI machine).
-    _run("bench/ceiling.py", str(out), "--smoke", "--sweep-s", "25", "--grace-s", "0", "measure.min_time_s=60")
+    _run("bench/ceiling.py", str(out), "--smoke", "--sweep-s", "15", "--grace-s", "0", "measure.min_time_s=60")
     rows = [json.loads(line) for line in (out / "ceiling-synthetic.jsonl").read_text().splitlines()]
     sweep = next(r for r in rows if r["kind"] == "sweep")
     assert sweep["exit"] != 0, "stopped, not finished"

@@ -27,6 +27,8 @@ from conftest import NO_REMEASURE, ROOT, run_cli
 COSTLY = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=costly", "-m", *NO_REMEASURE]
 # A 12 s trial (three 4 s steps): longer than any budget below leaves it, however fast the sweeper's start.
 SLOW_TRIAL = ["knobs.batch=1", "knobs.compile=off", "knobs.base_ms=4000", "measure.warmup_steps=1", "measure.steps=2"]
+# A 4.5 s trial (three 1.5 s steps): still running when a Ctrl-C sent as it starts lands.
+RUNNING_TRIAL = [*SLOW_TRIAL[:2], "knobs.base_ms=1500", *SLOW_TRIAL[3:]]
 
 
 def _study(results: Path, name: str = "costly") -> optuna.Study:
@@ -65,12 +67,13 @@ def test_an_expensive_value_never_measured_does_not_start_when_its_prior_exceeds
     results: Path,
 ) -> None:
     """Eager trials take well under 1 s; compiled ones are stated (cost_prior) to cost 500x and 1000x that, which
-    no 25 s budget holds: they are left out before launch (skipped, over-budget), and the sweep stops for the budget
-    instead of spending it. With a prior that fits, the same space launches a compiled trial (the control)."""
-    base = [*COSTLY, "knobs.batch=1", "knobs.base_ms=20", "knobs.compile_cost_s=1", "hydra.sweeper.n_trials=8",
+    no 20 s budget holds: they are left out before launch (skipped, over-budget), and the sweep stops for the budget
+    instead of spending it. With a prior that fits, the same space launches a compiled trial (the control: its
+    second trial, the handbook's start, is compiled; two trials are enough)."""
+    base = [*COSTLY, "knobs.batch=1", "knobs.base_ms=20", "knobs.compile_cost_s=1",
             "hydra.sweeper.params={knobs.level:'choice(1,2)'}", "hydra.sweeper.seed=0"]  # fmt: skip
     prior = "++hydra.sweeper.cost_prior={knobs.compile:{default:500,max:1000}}"
-    proc = run_cli([*base, "hydra.sweeper.timeout_s=25", prior], results)
+    proc = run_cli([*base, "hydra.sweeper.n_trials=8", "hydra.sweeper.timeout_s=20", prior], results)
     assert proc.returncode == 0, proc.stderr[-3000:]
     df = store.read_results(results)
     compiled = df[df["knob.compile"] != "off"]
@@ -82,7 +85,7 @@ def test_an_expensive_value_never_measured_does_not_start_when_its_prior_exceeds
 
     control = results.parent / "control"
     prior = "++hydra.sweeper.cost_prior={knobs.compile:{default:2,max:2}}"
-    proc = run_cli([*base, "hydra.sweeper.timeout_s=60", prior], control)
+    proc = run_cli([*base, "hydra.sweeper.n_trials=2", "hydra.sweeper.timeout_s=60", prior], control)
     assert proc.returncode == 0, proc.stderr[-3000:]
     df = store.read_results(control)
     launched = df[(df["knob.compile"] != "off") & (df["status"] == "complete")]
@@ -93,7 +96,8 @@ def test_a_ctrl_c_configuration_is_measured_again_by_the_same_command(tmp_path: 
     """Ctrl-C while a trial runs: the trial is interrupted (its own status, not failed); the same command, run
     again, measures that configuration before anything else."""
     results = tmp_path / "results"
-    args = [sys.executable, "-m", "sweeper", *COSTLY, *SLOW_TRIAL, "hydra.sweeper.n_trials=1", f"results_dir={results}"]
+    args = [sys.executable, "-m", "sweeper", *COSTLY, *RUNNING_TRIAL, "hydra.sweeper.n_trials=1",
+            f"results_dir={results}"]  # fmt: skip
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with open(tmp_path / "err", "w") as err:
         proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
@@ -103,7 +107,7 @@ def test_a_ctrl_c_configuration_is_measured_again_by_the_same_command(tmp_path: 
     df = store.read_results(results)
     assert list(df["status"]) == ["interrupted"], df[["status", "reason"]]
     level = int(df["knob.level"].iloc[0])
-    proc = run_cli([*COSTLY, *SLOW_TRIAL, "hydra.sweeper.n_trials=1"], results)
+    proc = run_cli([*COSTLY, *RUNNING_TRIAL, "hydra.sweeper.n_trials=1"], results)
     assert proc.returncode == 0, proc.stderr[-3000:]
     df = store.read_results(results).sort_values("trial")
     assert list(df["status"]) == ["interrupted", "complete"]
