@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import math
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -113,6 +115,31 @@ def test_a_dead_holders_journal_lock_is_broken_at_once(tmp_path: Path) -> None:
     assert os.readlink(str(path) + ".lock") == lock.tag
     lock.release()
     assert not os.path.lexists(str(path) + ".lock")
+
+
+def test_a_killed_but_unreaped_holders_journal_lock_is_broken_at_once(tmp_path: Path) -> None:
+    """A sweeper killed inside a write stays a zombie until its parent reaps it (a test harness, a CI runner or a
+    launcher that waits on its other children first): its pid and start time still read as a process's, and a
+    liveness check by those alone waited Optuna's 30 s grace period for it."""
+    import psutil
+
+    from sweeper.sweep.study import journal
+
+    path = tmp_path / "optuna.journal"
+    path.touch()
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # ended, left unreaped: a zombie
+    assert psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE
+    try:
+        started = round(psutil.Process(child.pid).create_time(), 2)
+        os.symlink(f"{journal.TAG}{os.uname().nodename}:{child.pid}:{started}", str(path) + ".lock")
+        clock = FakeClock()
+        lock = journal.OwnedLock(str(path), deadline=None, clock=clock, sleep=clock.sleep)
+        assert lock.acquire()
+        assert clock.slept == 0.0, "a zombie holder is dead: its lock is broken without a wait"
+        lock.release()
+    finally:
+        child.wait()
 
 
 def test_an_unknown_journal_lock_is_waited_for_until_the_budget_and_said(

@@ -1,6 +1,7 @@
 """Is a process alive: the liveness check of the project, in the lowest layer so that every process asks it.
 
-Asked by the sweeper's resume bookkeeping (``sweeper.sweep.study.attrs``: is a trial's sweeper alive), the node's
+Asked by the sweeper's resume bookkeeping (``sweeper.sweep.study.attrs``: is a trial's sweeper alive), the journal's
+lock (``sweeper.sweep.study.journal``: is its holder alive), the node's
 slot records (``sweeper.sweep.run.slots``), the row writer's clean-up of dead writers' temporary files
 (``sweeper.results.store``) and the distributed agent's clean-up of dead agents' folders (``sweeper.trial.ranks``).
 """

@@ -6,8 +6,8 @@ waits, silently, until it has stood unchanged for 30 s before it forces it: ever
 its own budget. :class:`OwnedLock` is the same kind of lock (a symbolic link, so it works where Optuna's does),
 whose link names its holder (``host:pid:start time``):
 
-* a holder on this host that is gone (or whose pid is now another process's) is taken for dead: its lock is broken
-  at once;
+* a holder on this host that is gone, a zombie (killed, its parent not yet reaping it) or whose pid is now another
+  process's is taken for dead: its lock is broken at once (``sweeper.results.procs.pid_alive``);
 * any other lock (a live holder, another host, or a link made by Optuna's own lock, which names no holder) is broken
   once it stands ``GRACE_S`` (Optuna's 30 s, counted from the link's creation), or when the command's budget ends
   (``deadline``, unix seconds): no wait outlasts the budget;
@@ -29,6 +29,7 @@ import uuid
 from collections.abc import Callable
 
 from sweeper.results.poll import poll
+from sweeper.results.procs import pid_alive
 from sweeper.sweep.study.attrs import Owner
 from sweeper.sweep.study.optuna_private import JournalFileLock
 
@@ -58,7 +59,7 @@ def holder_state(target: str) -> tuple[Owner, str]:
     if host != socket.gethostname() or not pid.isdigit():
         return Owner.UNKNOWN, f"{who} (another host)"
     now = _start_time(int(pid))
-    if now is None:
+    if now is None or not pid_alive(int(pid)):  # gone, or a zombie: killed, not yet reaped by its parent
         return Owner.DEAD, who
     with contextlib.suppress(ValueError):
         if abs(now - float(started)) > 1.0:  # the pid is another process's now
