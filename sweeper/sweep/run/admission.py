@@ -19,7 +19,8 @@ Only when none of these fits does the search stop on the budget.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from sweeper.sweep.run import remeasure
@@ -27,6 +28,7 @@ from sweeper.sweep.search import warm
 from sweeper.sweep.search.budget import Budget
 from sweeper.sweep.search.costs import CostModel
 from sweeper.sweep.study.attrs import CONFIRM_KEY
+from sweeper.sweep.study.view import StudyView
 
 SPARE_TOP = 2  # the best configurations a spare repeat may measure again
 SPARE_REPEATS = 2  # repeats of each, at most, beyond the re-measurements after the search
@@ -38,14 +40,28 @@ class Admission:
 
     def __init__(self, plan: Any, settings: Any, costs: CostModel, budget: Budget) -> None:
         self.plan, self.settings, self.costs, self.budget = plan, settings, costs, budget
+        self._view: StudyView | None = None
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[Any]:
+        """The study's trials read once for the decision that enters first (a nested call reads the same view):
+        each question below reads them many times, each read a query on a database storage."""
+        if self._view is not None:
+            yield self._view
+            return
+        self._view = StudyView(self.plan.study)
+        try:
+            yield self._view
+        finally:
+            self._view = None
 
     def predict(self, params: Mapping[str, Any], profile: bool = False, repeat: bool = False) -> float:
         """Predicted wall seconds of a trial of ``params`` (``repeat``: measured again, warm caches; ``profile``:
         profiled too)."""
-        study = self.plan.study
-        phases = self.costs.phases(study, dict(params), repeat=repeat)
-        steps = int(self.settings.profile_steps)
-        return phases["total"] + (remeasure.profile_cost(study, phases.get("step"), steps) if profile else 0.0)
+        with self.reading() as study:
+            phases = self.costs.phases(study, dict(params), repeat=repeat)
+            steps = int(self.settings.profile_steps)
+            return phases["total"] + (remeasure.profile_cost(study, phases.get("step"), steps) if profile else 0.0)
 
     def fits(
         self, params: Mapping[str, Any], profile: bool = False, reserve: bool = True, repeat: bool = False
@@ -53,7 +69,8 @@ class Admission:
         """A trial of ``params`` is predicted to end within the budget (keeping the re-measurements' reserve)."""
         if self.budget.deadline is None:
             return True
-        return self.budget.fits(self.predict(params, profile, repeat), self.reserve() if reserve else 0.0)
+        with self.reading():
+            return self.budget.fits(self.predict(params, profile, repeat), self.reserve() if reserve else 0.0)
 
     def any_fits(self) -> bool:
         """Some trial may still end within the budget: the cheapest measured configuration of the cheap class (with
@@ -61,9 +78,10 @@ class Admission:
         if self.budget.deadline is None:
             return True
         cheap = dict(self.costs.expensive)
-        seen = [s.params for s in self.costs.seen(self.plan.study) if s.cls == self.costs.cost_class(cheap)]
-        cost = min((self.predict(p) for p in seen), default=self.predict(cheap))
-        return self.budget.fits(cost, self.reserve())
+        with self.reading() as study:
+            seen = [s.params for s in self.costs.seen(study) if s.cls == self.costs.cost_class(cheap)]
+            cost = min((self.predict(p) for p in seen), default=self.predict(cheap))
+            return self.budget.fits(cost, self.reserve())
 
     def reserve(self) -> float:
         """Seconds the re-measurements after the search are predicted to take (the baseline's and the best's, their
@@ -73,8 +91,9 @@ class Admission:
         not measured, and holds none of it back (DeepLabV3's best on an H100, compiled, pays cuDNN's 84 s benchmark
         again: with 95 s left its re-measurement kept every trial out, and the sweep ended at 73 % of its budget)."""
         s, plan = self.settings, self.plan
-        wanted = remeasure.plan(plan.study, plan.objectives, self.baseline(), s.confirm_top_k, self.profile_k())
-        costs = {id(r): remeasure.cost_s(plan.study, self.costs, r, int(s.profile_steps)) for r in wanted}
+        with self.reading() as study:
+            wanted = remeasure.plan(study, plan.objectives, self.baseline(), s.confirm_top_k, self.profile_k())
+            costs = {id(r): remeasure.cost_s(study, self.costs, r, int(s.profile_steps)) for r in wanted}
         kept = remeasure.that_fit(wanted, lambda r: costs[id(r)], self.budget.fits, 1)
         return sum(costs[id(r)] for r in kept)
 
@@ -91,8 +110,11 @@ class Admission:
     def spare(self) -> tuple[str, dict[str, Any], dict[str, Any]] | None:
         """What to measure instead of a proposal that does not fit: (what, params, user attrs to queue it with), or
         None when nothing that pays fits in the time left."""
-        study = self.plan.study
-        sampler = study.sampler
+        with self.reading() as study:
+            return self._spare(study)
+
+    def _spare(self, study: Any) -> tuple[str, dict[str, Any], dict[str, Any]] | None:
+        sampler = self.plan.study.sampler
         if hasattr(sampler, "spare_plan"):
             plan = sampler.spare_plan(study)
             if plan:
