@@ -60,6 +60,9 @@ SWEEPS = {
     "seg 2026-12-05 (H100, 3)": ("h100-2026-12-05T1750-budget-seg", 351, DEFAULT_MEASURE),
     "lstm 2026-12-05 (H100, 2)": ("h100-2026-12-05T2355-budget-lstm", 37, DEFAULT_MEASURE),
     "seg 2026-12-06 (H100, 4)": ("h100-2026-12-06T0000-budget-seg", 351, DEFAULT_MEASURE),
+    "resnet50 2026-12-06 (H100, 3)": ("h100-2026-12-06T0218-budget-resnet50", 166, DEFAULT_MEASURE),
+    "lstm 2026-12-06 (H100, 3)": ("h100-2026-12-06T0225-budget-lstm", 37, DEFAULT_MEASURE),
+    "convnext 2026-12-06 (H100, 3)": ("h100-2026-12-06T0231-budget-convnext", 208, DEFAULT_MEASURE),
 }
 PHASES = ("setup_s", "compile_s", "first_step_s", "measured_s", "step_ms_mean", "warmup_steps", "warmup_drain_steps",
           "steps_measured", "prof_s", "data_wait_frac", "compiler_s")  # fmt: skip
