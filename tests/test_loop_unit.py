@@ -160,6 +160,28 @@ def test_duplicates_of_a_small_space_end_the_search_as_exhausted(
     assert "space exhausted: all 2 configurations of the search space are measured" in capsys.readouterr().err
 
 
+def test_a_small_space_measured_within_a_budget_spends_the_time_left_on_repeats_of_its_best(
+    tmp_path: Path, seen: list[tuple], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same two configurations under a 100 s budget alone (no ``n_trials``): once both are measured, each
+    proposal is a duplicate, and the time left goes to repeats of the two (what separates them in the report),
+    each up to its bound; then the exhausted space ends the search, well within the budget."""
+    from sweeper.sweep.study.attrs import CONFIRM_KEY
+
+    clock = Clock()
+    fixed = ("knobs.dtype=choice(fp32)", "knobs.transpose_b=choice(false)")
+    sweep = _sweep(tmp_path, ["hydra.sweeper.timeout_s=100", *QUIET], clock, _job(clock, seen, 1.0), seen, fixed)
+    sweep.run()
+    trials = sweep.plan.study.get_trials(deepcopy=False)
+    repeats = [t for t in trials if t.user_attrs.get(CONFIRM_KEY) is not None and t.user_attrs.get("wall_s")]
+    firsts = {t.number for t in trials if CONFIRM_KEY not in t.user_attrs and t.user_attrs.get("wall_s")}
+    assert len(firsts) == 2 and {t.user_attrs[CONFIRM_KEY] for t in repeats} == firsts, seen
+    assert sweep.policy.ended() is Stop.EXHAUSTED and clock.t < 100.0
+    err = capsys.readouterr().err
+    assert "every configuration is measured" in err and "queued a repeat of trial" in err, err
+    assert "space exhausted: all 2 configurations of the search space are measured" in err
+
+
 def test_a_trial_that_overran_the_budget_meets_the_deadline_before_the_next_ask(
     tmp_path: Path, seen: list[tuple], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -26,6 +26,7 @@ from sweeper.sweep.search.budget import Budget
 
 OVER = TrialOutcome(Status.SKIPPED, Reason.OVER_BUDGET.tag("compile=default:58s"), "predicted 58 s")
 DUPLICATE = TrialOutcome(Status.SKIPPED, Reason.DUPLICATE.tag(3), "same as trial 3")
+COMPLETE = TrialOutcome(Status.COMPLETE)
 MEASURED = TrialOutcome(Status.COMPLETE, "", "", {"throughput": 1.0})
 INVALID = TrialOutcome(Status.SKIPPED, "invalid:x > 2", "constraint does not hold: x > 2")
 
@@ -140,10 +141,35 @@ def test_duplicates_on_an_enumerable_space_queue_an_untried_configuration_every_
     assert p.done(action, 0) is None  # nothing was queued (something queued already runs next): nothing to say
     assert not p.stopped
     space.done = True
-    assert p.settled(DUPLICATE, launched=False) == Ended(
+    action = p.settled(DUPLICATE, launched=False)
+    assert action == Action(Act.QUEUE_REPEAT, STUCK_AFTER + 1)  # a budget's time left: see the test below
+    assert p.done(action, None) == Ended(
         Stop.EXHAUSTED,
         "space exhausted: all 12 configurations of the search space are measured (or cannot run here); widen the "
         "space (or hydra.sweeper.repeat=true to measure again)",
+    )
+
+
+def test_an_exhausted_space_spends_the_budgets_time_left_on_repeats_then_stops() -> None:
+    """Every configuration measured with time left in the budget: repeats of the top configurations (what separates
+    them in the report), while one fits; the first time none does, the search stops on the exhausted space. Without
+    a budget (``n_trials`` alone) it stops at once."""
+    p = policy(Space(12, exhausted=True))
+    action = p.settled(DUPLICATE, launched=False)
+    assert action == Action(Act.QUEUE_REPEAT, 1)
+    assert p.done(action, "a repeat of trial 4") == Note(
+        "every configuration is measured; 40 s left: queued a repeat of trial 4"
+    )
+    assert not p.stopped
+    p.settled(COMPLETE, launched=True)  # the repeat ran
+    action = p.settled(DUPLICATE, launched=False)
+    assert action == Action(Act.QUEUE_REPEAT, 1)
+    assert isinstance(p.done(action, None), Ended) and p.ended() is Stop.EXHAUSTED
+
+    unbudgeted = StopPolicy(None, Space(12, exhausted=True))
+    decision = unbudgeted.settled(DUPLICATE, launched=False)
+    assert (
+        isinstance(decision, Ended) and decision.stop is Stop.EXHAUSTED and "space exhausted" in (decision.note or "")
     )
 
 

@@ -370,6 +370,8 @@ class Sweep:
     def _queue(self, act: Act) -> Any:
         if act is Act.QUEUE_SPARE:
             return self.admission.queue_spare()  # the rest of the budget goes where it pays
+        if act is Act.QUEUE_REPEAT:
+            return self.admission.queue_repeat()  # the space measured: the rest separates the top configurations
         return self.configurations.queue_untried()
 
     # ------------------------------------------------------------------ Ctrl-C, SIGTERM, a full disk

@@ -14,7 +14,8 @@ predicted to end within the budget):
 2. a repeat of one of the ``SPARE_TOP`` best configurations, the least repeated first, up to ``SPARE_REPEATS``
    each: their trial-to-trial noise is what separates them in the report.
 
-Only when none of these fits does the search stop on the budget.
+Only when none of these fits does the search stop on the budget. A space whose every configuration is measured
+spends the time left on the repeats alone (:meth:`Admission.queue_repeat`), then stops as exhausted.
 """
 
 from __future__ import annotations
@@ -119,6 +120,10 @@ class Admission:
             plan = sampler.spare_plan(study)
             if plan:
                 return "search", plan, {}
+        return self._repeat(study)
+
+    def _repeat(self, study: Any) -> tuple[str, dict[str, Any], dict[str, Any]] | None:
+        """A repeat of one of the ``SPARE_TOP`` best configurations that fits, the least repeated first."""
         repeats: dict[Any, int] = {}
         for t in study.get_trials(deepcopy=False):
             if t.user_attrs.get(CONFIRM_KEY) is not None:
@@ -130,9 +135,17 @@ class Admission:
                 return "repeat", r.params, {CONFIRM_KEY: r.of}
         return None
 
+    def queue_repeat(self) -> str | None:
+        """Every configuration of the space is measured: queue a repeat of a top one that fits (what separates
+        them in the report); a phrase saying what was queued, or None."""
+        with self.reading() as study:
+            return self._queue(self._repeat(study))
+
     def queue_spare(self) -> str | None:
         """Queue :meth:`spare`'s choice; a phrase saying what was queued, or None."""
-        found = self.spare()
+        return self._queue(self.spare())
+
+    def _queue(self, found: tuple[str, dict[str, Any], dict[str, Any]] | None) -> str | None:
         if found is None:
             return None
         what, params, attrs = found

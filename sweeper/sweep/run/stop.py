@@ -5,8 +5,9 @@ happened and does what the answer says. An answer is a :data:`Decision`:
 
 * :class:`Ended`: the phase stops, for a :class:`Stop` (the first one recorded wins; a stop decided after it is
   not answered again), with the line to print (None: the summary's last line says it);
-* :class:`Action`: the loop queues something now (an untried configuration, spare-time work) and hands what it
-  queued back to :meth:`StopPolicy.done`, which answers in turn;
+* :class:`Action`: the loop queues something now (an untried configuration, spare-time work, a repeat of a top
+  configuration once the space is measured under a budget) and hands what it queued back to
+  :meth:`StopPolicy.done`, which answers in turn;
 * :class:`Note`: nothing stops, a line to print;
 * None: nothing to do.
 
@@ -56,6 +57,7 @@ class Act(enum.Enum):
 
     QUEUE_UNTRIED = "queue an untried configuration"  # result: how many were left untried (0: none queued)
     QUEUE_SPARE = "queue spare-time work"  # result: a phrase saying what was queued, or None
+    QUEUE_REPEAT = "queue a repeat of a top configuration"  # the space measured, time left: as QUEUE_SPARE
 
 
 @dataclass(frozen=True)
@@ -184,6 +186,10 @@ class StopPolicy:
                 f"the sampler proposed {action.streak} measured configurations in a row; queued one of the "
                 f"{result} not yet measured"
             )
+        if action.act is Act.QUEUE_REPEAT:
+            if result is None:
+                return self._stop(Stop.EXHAUSTED, self._exhausted_line())
+            return Note(f"every configuration is measured; {left_text(self.budget)} left: queued {result}")
         if result is not None:  # the rest of the budget goes where it pays
             return Note(f"trial {action.trial} does not fit the {left_text(self.budget)} left; queued {result}")
         if action.streak >= MAX_OVER_BUDGET_IN_A_ROW:
@@ -247,12 +253,10 @@ class StopPolicy:
             return None
         size = None if self.space is None else self.space.size()
         if size is not None and self.space is not None and self.space.exhausted():
-            return self._stop(
-                Stop.EXHAUSTED,
-                f"space exhausted: all {size} configurations of the search space are "
-                "measured (or cannot run here); widen the space (or hydra.sweeper.repeat=true to "
-                "measure again)",
-            )
+            if self.budget is not None and self.budget.deadline is not None:
+                # the time left separates the top configurations: repeats, while one fits (then the stop)
+                return Action(Act.QUEUE_REPEAT, n)
+            return self._stop(Stop.EXHAUSTED, self._exhausted_line())
         if n >= MAX_DUPLICATES_IN_A_ROW:
             return self._stop(
                 Stop.EXHAUSTED,
@@ -262,6 +266,13 @@ class StopPolicy:
         if size is not None and n % STUCK_AFTER == 0:
             return Action(Act.QUEUE_UNTRIED, n)
         return None
+
+    def _exhausted_line(self) -> str:
+        size = None if self.space is None else self.space.size()
+        return (
+            f"space exhausted: all {size} configurations of the search space are measured (or cannot run here); "
+            "widen the space (or hydra.sweeper.repeat=true to measure again)"
+        )
 
     def _stop(self, reason: Stop, note: str | None = None) -> Decision:
         """Record ``reason`` unless a stop is recorded; the :class:`Ended` to obey when it is the first."""
