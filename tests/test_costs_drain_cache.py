@@ -187,7 +187,7 @@ def test_fewer_workers_than_a_data_bound_trial_had_are_priced_at_their_share_of_
     batch of 512). A trial with no worker (the main process decodes: ~250 img/s) was priced from that neighbour's
     step, 21 s for 180 s, and ran 90 s past the budget's end. The workers' share of the feed is now the least step:
     0 workers 14x, 4 workers 3.5x; a trial decoding on the GPU (another data path), or a neighbour that did not
-    wait for data, sets no such floor."""
+    wait for data, sets no such floor: the GPU-decoding trial steps at what the model took of the step."""
     rows = [(JPEG, (20.0, 6.0, 0.5, 0.645, 2.9, 145.0, 65, 0, 20), {"data_wait_frac": wait})]
     model, study = _model(steps=20, min_time_s=0.0), _study(rows)
     step = {w: model.phases(study, {**JPEG, "knobs.num_workers": w})["step"] for w in (0, 4, 14)}
@@ -198,7 +198,9 @@ def test_fewer_workers_than_a_data_bound_trial_had_are_priced_at_their_share_of_
         assert half == pytest.approx(7 * 0.145)
     else:
         assert step[0] == pytest.approx(0.145) and step[4] == pytest.approx(0.145)
-    assert step[14] == pytest.approx(0.145) and gpu == pytest.approx(0.145)
+    assert step[14] == pytest.approx(0.145)
+    # another data path: the model's own share of the step (what it did while not waiting), no feed of these
+    assert gpu == pytest.approx(0.145 * (1 - wait) if wait >= DATA_WAIT else 0.145)
     assert DATA_BOUND_WAIT == DATA_WAIT  # the report's data-bound
 
 
@@ -237,6 +239,24 @@ def test_a_data_bound_trials_feed_floors_other_models_knobs_on_the_same_data_pat
     assert share == pytest.approx(14 * 0.3368, rel=0.01)  # only the 14 workers measured: their share
     hybrid = model.phases(_study(JPEG_ROWS), {**twin, "knobs.decode_device": "hybrid", "knobs.gpu_share": 0.5})
     assert hybrid["step"] < 0.866, "another data path: no floor from these"
+
+
+def test_another_data_path_is_priced_by_the_models_time_not_the_feed_it_leaves() -> None:
+    """The same sweep's next proposal, the eager hybrid decode (half the images decoded on the GPU, fp16, batch 512),
+    ran 21.0 s on that H100 (the 12:52 UTC sweep's trial 2: 0.105 s a step, no wait for data). It was priced 45.7 s
+    from the start's 0.34 s step, which its 14 CPU workers' feed set (a 0.49 wait), and with 118 s left and the
+    re-measurements' reserve kept it did not fit. A data-bound trial's wait says nothing of another data path: the
+    model's own time (its step less the wait) is what the model knobs scale, and a feed floors only its own path."""
+    hybrid = {**JPEG_START, "knobs.compile": "off", "knobs.precision": "fp16", "knobs.batch_size": 512,
+              "knobs.prefetch_factor": 4, "knobs.decode_device": "hybrid", "knobs.gpu_share": 0.5,
+              "knobs.transfer_dtype": "uint8", "knobs.cuda_connections": 32}  # fmt: skip
+    s = KnobSweeperConf()
+    measure = {"warmup_steps": 5, "steps": 20, "min_time_s": 1.0}
+    model = CostModel(EXPENSIVE, s.cost_prior, measure=measure, neutral=graph_neutral(s))
+    out = model.phases(_study(JPEG_ROWS), hybrid)
+    assert abs(out["total"] - 21.016) <= 0.3 * 21.016, out
+    twin = {**JPEG_START, "knobs.compile": "off"}  # the start's own data path: still its feed
+    assert model.phases(_study(JPEG_ROWS), twin)["step"] >= 0.3368 * 0.99
 
 
 def test_a_profiled_re_measurements_profile_is_not_priced_as_every_trials_start() -> None:

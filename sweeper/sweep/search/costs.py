@@ -154,6 +154,15 @@ class Seen:
     data_wait: float | None = None  # the share of its window spent waiting for data (data_wait_frac)
     compiler_s: float | None = None  # of its first step, the seconds inside torch.compile's compilers (counted)
 
+    @property
+    def busy_s(self) -> float:
+        """Its step time less its wait for data where that wait made it data-bound (``DATA_BOUND_WAIT``): what the
+        model's own step took, the part its other knobs act on (a data-bound trial's step is its workers' feed,
+        priced by :meth:`CostModel._loader_floor` for the configurations that share its data path)."""
+        if self.data_wait is None or self.data_wait < DATA_BOUND_WAIT:
+            return self.step_s
+        return self.step_s * max(0.0, 1.0 - self.data_wait)
+
     def init_s(self, cheap: tuple) -> float | None:
         """Its first step's excess that is no compile: lazy initialization, cuDNN's benchmark of each convolution
         (an eager trial's whole excess; a compiled one's less its counted compiler seconds; None uncounted)."""
@@ -327,7 +336,7 @@ class CostModel:
         effects = _log_effects(phased, names)
         estimates = []
         for s in nearest:
-            log_step = math.log(max(s.step_s, 1e-9))
+            log_step = math.log(max(s.busy_s, 1e-9))
             for k in names:
                 if s.params.get(k) != params.get(k):
                     log_step += effects.get((k, repr(params.get(k))), 0.0) - effects.get(
@@ -342,24 +351,27 @@ class CostModel:
         produced its samples a step in its step time, whatever the model did with them. A configuration with the
         same data path (:meth:`_same_pipeline`) and as many workers or fewer is fed at most that share of it, for
         its own samples a step; the measured trials with the nearest worker count (at least its own) set it, so a
-        trial with as many workers wins over a share taken from more. The neighbours' step says nothing of a
-        worker count never measured (JPEG decoding with no worker stepped 8x slower than with 14) nor of a compiled
-        data-bound trial's eager twin (its model's speed is not what bound it). 0.0 where no such trial was
-        measured."""
+        trial with as many workers wins over a share taken from more. With only fewer workers measured, the most
+        of them set it, their feed scaled up in proportion: more workers feed at most that much faster (the H100's
+        JPEG start, 14 workers, stepped at 0.34 s a batch of 1024 after the defaults' main process fed 256 in
+        0.87 s: at most 0.25 s). The neighbours' step says nothing of a worker count never measured (JPEG decoding
+        with no worker stepped 8x slower than with 14) nor of a compiled data-bound trial's eager twin (its model's
+        speed is not what bound it). 0.0 where no such trial was measured."""
         mine = _leaf_int(params, "num_workers")
         if mine is None:
             return 0.0
         fed: dict[int, float] = {}
         for s in phased:
             theirs = _leaf_int(s.params, "num_workers")
-            if s.data_wait is None or s.data_wait < DATA_BOUND_WAIT or theirs is None or theirs < mine:
+            if s.data_wait is None or s.data_wait < DATA_BOUND_WAIT or theirs is None:
                 continue
             if not self._same_pipeline(s.params, params):
                 continue
             mine_n, theirs_n = _samples(params), _samples(s.params)
             ratio = mine_n / theirs_n if mine_n and theirs_n else 1.0
             fed[theirs] = max(fed.get(theirs, 0.0), s.step_s * max(1, theirs) / max(1, mine) * ratio)
-        return fed[min(fed)] if fed else 0.0
+        more = [n for n in fed if n >= mine]
+        return fed[min(more) if more else max(fed)] if fed else 0.0
 
     def _same_pipeline(self, a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
         """Whether two configurations produce their batches alike: every knob of the input pipeline (the declared
@@ -688,7 +700,7 @@ def _log_effects(phased: list[Seen], names: list[str], ridge: float = 0.1) -> di
     if not columns or len(phased) < 2:
         return {}
     x = np.array([[1.0] + [1.0 if repr(s.params.get(k)) == v else 0.0 for k, v in columns] for s in phased])
-    y = np.array([math.log(max(s.step_s, 1e-9)) for s in phased])
+    y = np.array([math.log(max(s.busy_s, 1e-9)) for s in phased])
     penalty = ridge * np.eye(x.shape[1])
     penalty[0, 0] = 0.0
     w = np.linalg.solve(x.T @ x + penalty, x.T @ y)
