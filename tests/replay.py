@@ -65,6 +65,8 @@ class Landscape:
     # (config) -> what its first step pays beyond a step and any compile, eager or compiled (cuDNN's benchmark);
     # where given, compiled trials record their compilers' seconds (``compiler_s``) apart from it
     first_step: Any = None
+    conditions: dict[str, str] = field(default_factory=dict)  # the workload's ``conditions`` (knob -> expression)
+    starts: list[dict[str, Any]] = field(default_factory=list)  # the workload's ``starts``, queued after the handbook's
 
     def throughput(self, c: dict[str, Any]) -> float:
         v = self.base
@@ -73,7 +75,7 @@ class Landscape:
         return min(v, self.cap(c)) if self.cap else v
 
     def best(self) -> float:
-        space = build_space(self.params, {}, [], self.defaults)
+        space = build_space(self.params, self.conditions, [], self.defaults)
         keys = list(space.params)
         import itertools
 
@@ -237,7 +239,7 @@ def _open(land: Landscape, budget_s: float, seed: int, grace_s: float) -> tuple[
     the baseline and the handbook's start queued first, as the sweep queues them."""
     clock = Clock()
     settings = KnobSweeperConf(timeout_s=budget_s, seed=seed)
-    space = build_space(land.params, {}, [], land.defaults)
+    space = build_space(land.params, land.conditions, [], land.defaults)
     scheduler = Scheduler([0], None, budget_s=budget_s, grace_s=grace_s, started_at=clock.t, clock=clock)
     sampler = samplers.make_sampler(
         "staged", seed, space, land.expensive, land.defaults, budget_s, budget=scheduler.budget
@@ -263,8 +265,9 @@ def _open(land: Landscape, budget_s: float, seed: int, grace_s: float) -> tuple[
     baseline = warm.baseline_params(space, land.defaults)
     study.enqueue_trial(baseline)
     start = start_params(space, land.defaults, baseline, land.device)
-    if start:
-        study.enqueue_trial(start)
+    for params in [start] + [space.fix(s, land.defaults)[0] for s in land.starts]:
+        if params:
+            study.enqueue_trial(params)
     policy = StopPolicy(scheduler.budget)  # a space never enumerated: 100 duplicates in a row end it
     sweep = _Sweep(
         land, clock, clock.t, space, study, scheduler, costs, admission, policy, Replay(land, budget_s, study=study)
