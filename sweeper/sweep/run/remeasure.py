@@ -23,7 +23,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from sweeper.sweep.search import dedup
 from sweeper.sweep.search.costs import CostModel
-from sweeper.sweep.study.attrs import CONFIRM_KEY, PROFILE_KEY, PROFILE_S_KEY, UNSTABLE_KEY
+from sweeper.sweep.study.attrs import CONFIRM_KEY, PROFILE_KEY, PROFILE_S_KEY, STEP_MS_KEY, UNSTABLE_KEY
 from sweeper.sweep.study.attrs import REMEASURE_FOR_KEY as FOR_KEY
 from sweeper.sweep.study.faults import fault_point
 from sweeper.sweep.study.trials import is_interrupted, is_remeasure
@@ -128,7 +128,7 @@ def profile_cost(study: optuna.Study, step_s: float | None = None, steps: int = 
     ``PROFILE_PRIOR_S``. A profile's steps are the trial's own: the baseline's slow steps priced every later profile
     (a JPEG baseline's 5.9 s for a best stepping 5x faster, which then did not fit the time left)."""
     profiled = [
-        (float(t.user_attrs[PROFILE_S_KEY]), t.user_attrs.get("step_ms_mean"))
+        (float(t.user_attrs[PROFILE_S_KEY]), t.user_attrs.get(STEP_MS_KEY))
         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
         if isinstance(t.user_attrs.get(PROFILE_S_KEY), (int, float))
     ]
