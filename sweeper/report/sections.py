@@ -262,9 +262,10 @@ def noise_text(a: Analysis) -> str:
         return (
             f"{repeated} configuration{'s' * (repeated != 1)} measured more than once, with a between-trial spread of "
             f"{between} per trial: each uses its own spread; one measured once uses the widest spread of the "
-            "repeated ones alike to it (data-bound or not); each uses the larger of that and its own step-time "
-            "noise, with Student's t of the spread's degrees of freedom; two are ranked apart only where the "
-            "interval of their ratio excludes 1"
+            "repeated ones alike to it (data-bound or not), or, none alike repeated, its step times only (they "
+            "miss trial-to-trial noise); each uses the larger of that and its own step-time noise, with Student's t "
+            "of the spread's degrees of freedom; two are ranked apart only where the interval of their ratio "
+            "excludes 1"
         )
     return (
         "no repeated configurations, so intervals come from each trial's step times only (they miss "
