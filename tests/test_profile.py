@@ -191,3 +191,26 @@ def test_the_window_opens_after_a_first_step_that_refills_the_queue(tmp_path: Pa
     matmuls = [e for e in events if e.get("ph") == "X" and e.get("name") == "aten::mm"]
     assert len(matmuls) == 4 and sum(e["ts"] < window["ts"] for e in matmuls) == 1, "the first step is before it"
     assert out["prof_steps"] == 3
+
+
+def test_a_profile_cut_by_the_budget_keeps_the_measured_window(tmp_path: Path) -> None:
+    """The re-measurement of an H100 JPEG sweep's best (2026-12-06) was cut by the budget at 60 s, its profile still
+    running: the window it had measured was lost with it (``interrupted``, no throughput). The trial hands its
+    measured window to the sweeper before profiling; cut while profiling, it is complete with that window, the
+    profile's seconds so far and why it has no profile (one cut before its window ends is interrupted, as
+    before: tests/test_scheduler.py)."""
+    import time
+
+    from sweeper.trial.isolate import run_isolated
+    from tests.faultload.nights import night_config
+
+    quick = ["measure.warmup_steps=1", "measure.steps=5", "measure.min_time_s=0", "measure.count_ops=false",
+             f"results_dir={tmp_path / 'results'}"]  # fmt: skip
+    run_isolated(night_config(quick), 600.0, tmp_path / "warm-up.log")  # the forkserver started: torch imported
+    # steps 1-6 are the warm-up and the window; the profile's first step is the 7th, its second hangs
+    cut = night_config([*quick, "measure.profile_steps=3", "knobs.fault=hang", "knobs.fault_step=8"])
+    outcome = run_isolated(cut, 600.0, tmp_path / "cut.log", stop_at=time.time() + 6.0)
+    assert outcome.status == Status.COMPLETE, (outcome.reason, outcome.message)
+    m = outcome.metrics
+    assert m["throughput"] > 0 and m["steps_measured"] == 5 and "setup_s" in m and "compile_s" in m
+    assert "budget ended while profiling" in m["prof_error"] and m["prof_s"] > 0 and "prof_trace" not in m

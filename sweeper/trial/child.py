@@ -33,7 +33,7 @@ class PruneRequested(Exception):
         self.step, self.value = step, value
 
 
-def execute(cfg: dict[str, Any], report=None) -> dict[str, Any]:
+def execute(cfg: dict[str, Any], report=None, measured=None) -> dict[str, Any]:
     """Build and measure the configured workload; returns the flat metrics dict (fingerprint included).
 
     One process (:func:`sweeper.trial.local.execute`), or, when ``distributed.strategy`` is not ``none``,
@@ -43,7 +43,7 @@ def execute(cfg: dict[str, Any], report=None) -> dict[str, Any]:
         from sweeper.trial import ranks  # start N ranks (this process is their agent); each runs local.execute
 
         return ranks.execute(cfg)
-    return local.execute(cfg, report)
+    return local.execute(cfg, report, measured)
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -119,13 +119,13 @@ def placed(cfg: dict[str, Any]) -> Iterator[None]:
         os.sched_setaffinity(0, saved_cpus)
 
 
-def run_here(cfg: dict[str, Any], report=None) -> TrialOutcome:
+def run_here(cfg: dict[str, Any], report=None, measured=None) -> TrialOutcome:
     """Run the trial in this process, placed as configured (``placed``), and classify its ending (never raises for
-    a trial's own failure)."""
+    a trial's own failure); ``measured``: as :func:`sweeper.trial.local.execute` takes it."""
     started = time.time()
     try:
         with placed(cfg):
-            outcome = TrialOutcome(Status.COMPLETE, metrics=execute(cfg, report))
+            outcome = TrialOutcome(Status.COMPLETE, metrics=execute(cfg, report, measured))
     except Exception as exc:  # noqa: BLE001 - every trial failure becomes an outcome
         outcome = classify(exc)
     outcome.started_at, outcome.ended_at = started, time.time()
@@ -162,7 +162,10 @@ def child_main(cfg: dict[str, Any], conn, log_path: str) -> None:
         if conn.recv() == "prune":
             raise PruneRequested(step, value)
 
-    outcome = run_here(cfg, report)
+    def measured(metrics: dict[str, Any]) -> None:  # before a profile: kept by the sweeper if the profile is cut
+        conn.send(("measured", plain(metrics)))
+
+    outcome = run_here(cfg, report, measured)
     conn.send(("done", plain(outcome.to_dict())))
     conn.close()
     end_descendants()  # nothing the trial started outlives it

@@ -186,10 +186,11 @@ def _start_child(mp_context: Any, cfg: dict[str, Any], log_path: Path, token: st
 
 
 def _await_result(
-    proc: Any, parent: Any, deadline: float, on_report: Callable[[int, float], bool] | None
+    proc: Any, parent: Any, deadline: float, on_report: Callable[[int, float], bool] | None, kept: dict[str, Any]
 ) -> tuple[Any, bool]:
     """The child's result message (None if it died without one), its reports answered meanwhile; and whether the
-    deadline came first."""
+    deadline came first. A measured window the child hands over before its profile lands in ``kept`` (``metrics``,
+    and ``at``: when)."""
     while True:
         remaining = deadline - time.time()
         if remaining <= 0:
@@ -203,12 +204,24 @@ def _await_result(
             msg = parent.recv()
         except (EOFError, OSError):
             return None, False  # the child died without a result
+        if msg[0] == "measured":
+            kept.update(metrics=msg[1], at=time.time())
+            continue
         if msg[0] != "report":
             return msg, False
         try:
             parent.send("prune" if on_report and on_report(msg[1], msg[2]) else "continue")
         except OSError:  # the child ended after reporting: its result follows, or none
             pass
+
+
+def _profile_cut(kept: dict[str, Any], budget_cut: bool, timeout_s: float, started: float) -> TrialOutcome:
+    """A trial stopped at its deadline while profiling, its window measured: complete with what it measured (nothing
+    measured is lost), the profile's seconds so far and why it has none."""
+    why = "the sweep's time budget ended" if budget_cut else f"trial.timeout_s ({timeout_s:g} s) ended"
+    now = time.time()
+    metrics = {**kept["metrics"], "prof_s": now - kept["at"], "prof_error": f"{why} while profiling"}
+    return TrialOutcome(Status.COMPLETE, metrics=metrics, started_at=started, ended_at=now)
 
 
 def _late(budget_cut: bool, timeout_s: float, started: float) -> TrialOutcome:
@@ -286,7 +299,8 @@ def run_isolated(
 
     ``on_report(step, value) -> prune?`` answers the child's intermediate reports (for pruning). ``stop_at``
     (unix seconds): the sweep's budget ends then; a trial still running is stopped and ends ``interrupted``
-    (reason ``budget``), so that the same command measures it again.
+    (reason ``budget``), so that the same command measures it again, unless it was profiling after its measured
+    window: then it is complete with that window, without a profile (``prof_error`` says why).
     """
     mp_context = _context()
     server = _ready_forkserver(mp_context)
@@ -296,12 +310,13 @@ def run_isolated(
     deadline = started + timeout_s
     budget_cut = stop_at is not None and stop_at < deadline
     deadline = min(deadline, stop_at) if stop_at is not None else deadline
+    kept: dict[str, Any] = {}
     try:
-        message, late = _await_result(proc, parent, deadline, on_report)
+        message, late = _await_result(proc, parent, deadline, on_report, kept)
         if late:
             kill_group(proc.pid)
             proc.join()
-            return _late(budget_cut, timeout_s, started)
+            return _profile_cut(kept, budget_cut, timeout_s, started) if kept else _late(budget_cut, timeout_s, started)
         proc.join(timeout=30)
     finally:
         kill_group(proc.pid)  # reap stragglers (DataLoader workers) in the trial's group

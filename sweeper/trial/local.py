@@ -18,9 +18,10 @@ from sweeper.trial.profile import profile_trial
 from sweeper.trial.threads import trial_threads
 
 
-def execute(cfg: dict[str, Any], report=None) -> dict[str, Any]:
+def execute(cfg: dict[str, Any], report=None, measured=None) -> dict[str, Any]:
     """Build and measure the configured workload in this process; returns the flat metrics dict (with the
-    fingerprint)."""
+    fingerprint). ``measured(metrics)``: handed the measured window's metrics, its setup and compile facts, before a
+    profile starts (a profile cut by the sweep's budget leaves them to the sweeper)."""
     t0 = time.perf_counter()
     device = torch.device(cfg["device"])
     if device.type == "cuda":
@@ -49,20 +50,29 @@ def execute(cfg: dict[str, Any], report=None) -> dict[str, Any]:
             gpu_name=fp["gpu_name"] or None,
             count_ops=bool(m.get("count_ops")) and _countable(cfg),
         )
+        metrics.update(_facts(cfg, metrics, setup_s, threads, fp))
+        if measured is not None and int(m.get("profile_steps") or 0) > 0:
+            measured(dict(metrics))
         metrics.update(profile_trial(work, device, cfg))  # after the window: its numbers are untouched
     finally:
         work.close()
-    metrics["setup_s"] = setup_s
-    metrics["cpu_threads"] = threads
-    if cfg["knobs"].get("compile") not in (None, "off"):  # null turns a knob off
-        metrics["compile_s"] = max(0.0, metrics["first_step_s"] - metrics["step_ms_p50"] / 1e3)
-        metrics["graph_breaks"] = _graph_breaks()
-        metrics.update(_compile_cache())
-    else:
-        metrics["compile_s"], metrics["graph_breaks"] = 0.0, 0
-        metrics["compile_cache_hits"], metrics["compile_cache_misses"] = 0, 0
-    metrics.update(fp)
     return metrics
+
+
+def _facts(
+    cfg: dict[str, Any], metrics: dict[str, Any], setup_s: float, threads: int, fp: dict[str, Any]
+) -> dict[str, Any]:
+    """The trial's setup and compile facts and the machine's fingerprint, beside its measured window."""
+    out: dict[str, Any] = {"setup_s": setup_s, "cpu_threads": threads}
+    if cfg["knobs"].get("compile") not in (None, "off"):  # null turns a knob off
+        out["compile_s"] = max(0.0, metrics["first_step_s"] - metrics["step_ms_p50"] / 1e3)
+        out["graph_breaks"] = _graph_breaks()
+        out.update(_compile_cache())
+    else:
+        out["compile_s"], out["graph_breaks"] = 0.0, 0
+        out["compile_cache_hits"], out["compile_cache_misses"] = 0, 0
+    out.update(fp)
+    return out
 
 
 def _countable(cfg: dict[str, Any]) -> bool:
