@@ -63,6 +63,9 @@ SWEEPS = {
     "resnet50 2026-12-06 (H100, 3)": ("h100-2026-12-06T0218-budget-resnet50", 166, DEFAULT_MEASURE),
     "lstm 2026-12-06 (H100, 3)": ("h100-2026-12-06T0225-budget-lstm", 37, DEFAULT_MEASURE),
     "convnext 2026-12-06 (H100, 3)": ("h100-2026-12-06T0231-budget-convnext", 208, DEFAULT_MEASURE),
+    "jpeg 2026-12-06 (H100, 3)": ("h100-2026-12-06T0403-budget-jpeg", 166, DEFAULT_MEASURE),
+    "vit 2026-12-06 (H100)": ("h100-2026-12-06T0430-budget-vit", 110, DEFAULT_MEASURE),
+    "jpeg 2026-12-06 (H100, 4)": ("h100-2026-12-06T0437-budget-jpeg", 166, DEFAULT_MEASURE),
 }
 PHASES = ("setup_s", "compile_s", "first_step_s", "measured_s", "step_ms_mean", "warmup_steps", "warmup_drain_steps",
           "steps_measured", "prof_s", "data_wait_frac", "compiler_s")  # fmt: skip
