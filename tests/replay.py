@@ -218,7 +218,7 @@ class _Sweep:
     def obey(self, decision: Decision) -> bool:
         """Do what the policy decides (spare-time work is queued by the real admission); True: the phase ends."""
         if isinstance(decision, Action):
-            result = self.admission.queue_spare() if decision.act is Act.QUEUE_SPARE else 0
+            result = self.admission.queue_spare() if decision.act in (Act.QUEUE_SPARE, Act.QUEUE_STUCK) else 0
             decision = self.policy.done(decision, result)
         return isinstance(decision, Ended)
 

@@ -117,7 +117,9 @@ def test_a_proposal_that_fits_ends_the_over_budget_streak() -> None:
 
 
 def test_duplicates_on_a_space_too_large_to_enumerate_stop_at_the_hundredth_in_a_row() -> None:
-    p = policy(Space(None))
+    """Without a budget (``n_trials`` alone) a sampler stuck on measured configurations stops the search at the
+    hundredth in a row."""
+    p = StopPolicy(None, Space(None))
     for _ in range(MAX_DUPLICATES_IN_A_ROW - 1):
         assert p.settled(DUPLICATE, launched=False) is None  # never an untried one to queue
     assert p.settled(DUPLICATE, launched=False) == Ended(
@@ -126,6 +128,32 @@ def test_duplicates_on_a_space_too_large_to_enumerate_stop_at_the_hundredth_in_a
         "another sampler)",
     )
     assert p.ended() is Stop.EXHAUSTED and p.exit_code() == 0
+
+
+def test_a_stuck_sampler_under_a_budget_spends_the_time_left_where_it_pays_then_stops() -> None:
+    """Under a budget the hundredth duplicate in a row queues spare-time work (an untried neighbour of the best, a
+    repeat of a top one) instead of stopping with the time left; once stuck, every fifth in a row does; the first
+    time nothing fits, the search stops as exhausted (it stopped at once, however much budget was left)."""
+    p = policy(Space(None))
+    for _ in range(MAX_DUPLICATES_IN_A_ROW - 1):
+        assert p.settled(DUPLICATE, launched=False) is None
+    action = p.settled(DUPLICATE, launched=False)
+    assert action == Action(Act.QUEUE_STUCK, MAX_DUPLICATES_IN_A_ROW)
+    assert p.done(action, "an untried configuration that fits") == Note(
+        "the sampler proposed 100 measured configurations in a row; 40 s left: queued an untried configuration that "
+        "fits"
+    )
+    assert not p.stopped
+    p.settled(MEASURED, launched=True, trial=101)  # what was queued ran
+    for _ in range(STUCK_AFTER - 1):
+        assert p.settled(DUPLICATE, launched=False) is None
+    action = p.settled(DUPLICATE, launched=False)
+    assert action == Action(Act.QUEUE_STUCK, STUCK_AFTER)
+    assert p.done(action, None) == Ended(
+        Stop.EXHAUSTED,
+        "space exhausted: the sampler proposed 5 measured configurations in a row (widen the space, or try another "
+        "sampler)",
+    )
 
 
 def test_duplicates_on_an_enumerable_space_queue_an_untried_configuration_every_fifth() -> None:
@@ -174,7 +202,7 @@ def test_an_exhausted_space_spends_the_budgets_time_left_on_repeats_then_stops()
 
 
 def test_a_measured_trial_ends_the_duplicate_streak_a_skipped_one_does_not() -> None:
-    p = policy(Space(None))
+    p = StopPolicy(None, Space(None))
     for _ in range(MAX_DUPLICATES_IN_A_ROW - 1):
         p.settled(DUPLICATE, launched=False)
     p.settled(MEASURED, launched=True, trial=5)

@@ -368,7 +368,7 @@ class Sweep:
         return isinstance(decision, Ended)
 
     def _queue(self, act: Act) -> Any:
-        if act is Act.QUEUE_SPARE:
+        if act in (Act.QUEUE_SPARE, Act.QUEUE_STUCK):
             return self.admission.queue_spare()  # the rest of the budget goes where it pays
         if act is Act.QUEUE_REPEAT:
             return self.admission.queue_repeat()  # the space measured: the rest separates the top configurations

@@ -58,6 +58,7 @@ class Act(enum.Enum):
     QUEUE_UNTRIED = "queue an untried configuration"  # result: how many were left untried (0: none queued)
     QUEUE_SPARE = "queue spare-time work"  # result: a phrase saying what was queued, or None
     QUEUE_REPEAT = "queue a repeat of a top configuration"  # the space measured, time left: as QUEUE_SPARE
+    QUEUE_STUCK = "queue spare-time work for a stuck sampler"  # a space too large to enumerate: as QUEUE_SPARE
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,7 @@ class StopPolicy:
         self.reason: Stop | None = None  # the first stop recorded
         self.duplicates_in_a_row = 0
         self.over_budget_in_a_row = 0
+        self.stuck = False  # the sampler once proposed MAX_DUPLICATES_IN_A_ROW measured ones in a row
 
     @property
     def stopped(self) -> bool:
@@ -190,6 +192,13 @@ class StopPolicy:
             if result is None:
                 return self._stop(Stop.EXHAUSTED, self._exhausted_line())
             return Note(f"every configuration is measured; {left_text(self.budget)} left: queued {result}")
+        if action.act is Act.QUEUE_STUCK:
+            if result is None:
+                return self._stop(Stop.EXHAUSTED, self._stuck_line(action.streak))
+            return Note(
+                f"the sampler proposed {action.streak} measured configurations in a row; "
+                f"{left_text(self.budget)} left: queued {result}"
+            )
         if result is not None:  # the rest of the budget goes where it pays
             return Note(f"trial {action.trial} does not fit the {left_text(self.budget)} left; queued {result}")
         if action.streak >= MAX_OVER_BUDGET_IN_A_ROW:
@@ -246,7 +255,10 @@ class StopPolicy:
 
     def _duplicate(self) -> Decision:
         """The sampler proposed a measured configuration: an exhausted space, or a sampler stuck on measured ones,
-        stops the phase; on an enumerable space, every ``STUCK_AFTER`` in a row, an untried one is queued."""
+        stops the phase; on an enumerable space, every ``STUCK_AFTER`` in a row, an untried one is queued. Under a
+        budget the time left goes where it pays first: an exhausted space's repeats of its top configurations; a
+        stuck sampler's spare-time work (once stuck, every ``STUCK_AFTER`` in a row), the stop coming when none
+        fits (a sampler stuck on a space too large to enumerate stopped at once, however much time was left)."""
         self.duplicates_in_a_row += 1
         n = self.duplicates_in_a_row
         if self.stopped:
@@ -257,15 +269,21 @@ class StopPolicy:
                 # the time left separates the top configurations: repeats, while one fits (then the stop)
                 return Action(Act.QUEUE_REPEAT, n)
             return self._stop(Stop.EXHAUSTED, self._exhausted_line())
-        if n >= MAX_DUPLICATES_IN_A_ROW:
-            return self._stop(
-                Stop.EXHAUSTED,
-                f"space exhausted: the sampler proposed {n} measured configurations "
-                "in a row (widen the space, or try another sampler)",
-            )
+        if n >= MAX_DUPLICATES_IN_A_ROW or (self.stuck and size is None and n % STUCK_AFTER == 0):
+            if self.budget is not None and self.budget.deadline is not None:
+                # time left: what pays (an untried neighbour of the best, a repeat of a top one), while one fits
+                self.stuck = True
+                return Action(Act.QUEUE_STUCK, n)
+            return self._stop(Stop.EXHAUSTED, self._stuck_line(n))
         if size is not None and n % STUCK_AFTER == 0:
             return Action(Act.QUEUE_UNTRIED, n)
         return None
+
+    def _stuck_line(self, n: int) -> str:
+        return (
+            f"space exhausted: the sampler proposed {n} measured configurations in a row (widen the space, or try "
+            "another sampler)"
+        )
 
     def _exhausted_line(self) -> str:
         size = None if self.space is None else self.space.size()
