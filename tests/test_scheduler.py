@@ -277,5 +277,9 @@ def test_the_summary_says_why_the_sweep_ended_and_what_of_the_budget_it_used() -
     line = why_ended(Stop.BUDGET, KnobSweeperConf(timeout_s=300), s, 10**9)
     assert "s: no trial fits in the 60 s left" in line and "240 s of the 300 s budget used (80%)" in line
     assert "space is exhausted" in why_ended(Stop.EXHAUSTED, KnobSweeperConf(timeout_s=300), s, 10**9)
+    clock.t = 1302.0  # the budget's end reached as the last trial ended: the line says whether one was cut
+    assert "reached as its last trial ended (none cut)" in why_ended(Stop.BUDGET, KnobSweeperConf(timeout_s=300), s, 9)
+    line = why_ended(Stop.BUDGET, KnobSweeperConf(timeout_s=300), s, 9, cut=2)
+    assert "2 trials cut by it, recorded as interrupted: the same command measures them again" in line
     assert why_ended(Stop.N_TRIALS, KnobSweeperConf(n_trials=4), s, 4) == "sweep ended: n_trials=4 trials measured"
     s.close()

@@ -131,6 +131,7 @@ class Sweep:
         self.policy = StopPolicy(budget, self.configurations)  # the search's; the re-measurements get their own
         self.heartbeat = studies.Heartbeat(plan.storage)
         self.waits = dedup.Waiting()  # trials whose configuration another trial is measuring right now
+        self.cut = 0  # trials the budget's end stopped (the summary's last line counts them)
         self.waits.heartbeat = self.heartbeat  # waiting trials beat too: other trials may wait for them
         self.device = gpu.device_info()  # the same description the plan built the defaults with
         self.settler = Settler(plan)
@@ -217,7 +218,7 @@ class Sweep:
                     self._settle_unlaunched(trial, values, dedup.reuse(earlier))
                 blocked = self._start(more)
                 if self.scheduler.overdue():  # past budget + grace + backstop: trials that did not stop
-                    cut.give_up_running(self.scheduler, self.settler, self.budget)
+                    self.cut += cut.give_up_running(self.scheduler, self.settler, self.budget)
                     self._obey(self.policy.deadline())
                 period = 0.2 if blocked else RECOVER_EVERY_S
                 if not self.scheduler.running:
@@ -354,6 +355,7 @@ class Sweep:
         with contextlib.suppress(Exception):  # what it cost the budget, for the cost model
             run.trial.set_user_attr(SPENT_KEY, round(self.budget.now() - run.started, 2))
         self.settler.settle(private.trial_id(run.trial), run.trial.number, run.values, outcome, launched=True)
+        self.cut += outcome.status is Status.INTERRUPTED and outcome.kind is Reason.BUDGET
         self.heartbeat.discard(private.trial_id(run.trial))
         self._obey(self.policy.settled(outcome, launched=True, trial=run.trial.number))
         self.scheduler.give_back(run.slot)
@@ -394,7 +396,7 @@ class Sweep:
 
     def _say_why(self) -> None:
         """Why the sweep ended, the budget it used, and how far the cost model's predictions were from the walls."""
-        why = why_ended(self.policy.ended(), self.settings, self.scheduler, self.n_trials)
+        why = why_ended(self.policy.ended(), self.settings, self.scheduler, self.n_trials, self.cut)
         for line in (why, costs_error(self.plan.study)):
             if line:
                 self.progress.note(line)

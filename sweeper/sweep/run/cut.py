@@ -21,10 +21,11 @@ RAN = "the sweep was interrupted while this trial ran; the same command runs it 
 ASKED = "the sweep was interrupted before this trial started; the same command runs it"
 
 
-def give_up_running(scheduler: Any, settler: Any, budget: Any) -> None:
+def give_up_running(scheduler: Any, settler: Any, budget: Any) -> int:
     """Past budget + grace + backstop: trials that did not stop themselves are killed and recorded, their slots
-    given back."""
+    given back; how many."""
     runner.interrupt_all()
+    n = len(scheduler.running)
     wait(list(scheduler.running), timeout=30)
     for fut, run in list(scheduler.running.items()):
         scheduler.running.pop(fut)
@@ -32,6 +33,7 @@ def give_up_running(scheduler: Any, settler: Any, budget: Any) -> None:
             run.trial.set_user_attr(SPENT_KEY, round(budget.now() - run.started, 2))
         settler.interrupted(private.trial_id(run.trial), run.trial.number, run.values, Reason.BUDGET, BUDGET_ENDED)
         scheduler.give_back(run.slot)
+    return n
 
 
 def settle_interrupted(scheduler: Any, settler: Any, waits: Any, study: Any) -> None:

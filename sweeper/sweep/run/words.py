@@ -17,8 +17,9 @@ DEFAULT_N_TRIALS = 10  # counted trials of a command that gives neither n_trials
 WITHIN = 0.3  # a prediction within this fraction of the actual wall counts as right in the summary
 
 
-def why_ended(reason: Stop | None, settings: Any, scheduler: Any, n_trials: int) -> str:
-    """One line: why the sweep ended, and how much of its budget it used."""
+def why_ended(reason: Stop | None, settings: Any, scheduler: Any, n_trials: int, cut: int = 0) -> str:
+    """One line: why the sweep ended, and how much of its budget it used (``cut``: the trials the budget's end
+    stopped in this command)."""
     left = scheduler.time_left()
     used = ""
     if settings.timeout_s:
@@ -27,11 +28,13 @@ def why_ended(reason: Stop | None, settings: Any, scheduler: Any, n_trials: int)
         used = f"; {spent:.0f} s of the {budget_s:g} s budget used ({spent / budget_s:.0%})"
     if reason is Stop.BUDGET:
         budget = f"budget: hydra.sweeper.timeout_s={settings.timeout_s:g} s"
-        if scheduler.expired():
+        if scheduler.expired() and cut:
             return (
-                f"sweep ended: {budget} reached; trials cut by it are recorded as interrupted and the same "
-                f"command measures them again{used}"
+                f"sweep ended: {budget} reached; {cut} trial{'s' * (cut != 1)} cut by it, recorded as interrupted: "
+                f"the same command measures {'them' if cut != 1 else 'it'} again{used}"
             )
+        if scheduler.expired():
+            return f"sweep ended: {budget} reached as its last trial ended (none cut){used}"
         return (
             f"sweep ended: {budget}: no trial fits in the {max(0.0, left or 0.0):.0f} s left (nor a promotion, "
             f"an untried neighbour or a repeat of the best); the same command goes on{used}"
