@@ -295,3 +295,14 @@ def test_a_compile_found_in_another_nights_cache_does_not_price_new_configuratio
     assert model.phases(_study(rows), GPT, repeat=True)["compile"] == pytest.approx(3.2, abs=0.05)
     unmarked = [rows[0], (*rows[1][:2], {})]  # the same rows without the counters: the old guess
     assert model.phases(_study(unmarked), new)["compile"] == pytest.approx(3.2, abs=0.05)
+
+
+def test_a_data_bound_configuration_without_a_worker_knob_keeps_its_feed() -> None:
+    """A workload whose DataLoader's workers are not a knob: a trial stepped at 0.5 s, 0.8 of it waiting for data.
+    Its repeat, and a neighbour on the same data path (another precision), are priced at that feed, not at the
+    model's 0.1 s: the model knobs cannot speed a step the input pipeline sets."""
+    params = {"knobs.precision": "fp32", "knobs.compile": "off", "knobs.batch_size": 64}
+    rows = [(params, (20.0, 2.0, 0.0, 0.6, 10.0, 500.0, 5, 0, 20), {"data_wait_frac": 0.8})]
+    model, study = _declared(steps=20, min_time_s=0.0), _study(rows)  # the default graph-neutral (pipeline) knobs
+    assert model.phases(study, params, repeat=True)["step"] == pytest.approx(0.5)
+    assert model.phases(study, {**params, "knobs.precision": "bf16"})["step"] >= 0.5

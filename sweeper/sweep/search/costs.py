@@ -356,21 +356,23 @@ class CostModel:
         JPEG start, 14 workers, stepped at 0.34 s a batch of 1024 after the defaults' main process fed 256 in
         0.87 s: at most 0.25 s). The neighbours' step says nothing of a worker count never measured (JPEG decoding
         with no worker stepped 8x slower than with 14) nor of a compiled data-bound trial's eager twin (its model's
-        speed is not what bound it). 0.0 where no such trial was measured."""
+        speed is not what bound it). Where the workers are not a knob, a data-bound trial on the same data path
+        floors it at its own feed, for the samples a step takes. 0.0 where no such trial was measured."""
         mine = _leaf_int(params, "num_workers")
-        if mine is None:
-            return 0.0
         fed: dict[int, float] = {}
         for s in phased:
+            if s.data_wait is None or s.data_wait < DATA_BOUND_WAIT or not self._same_pipeline(s.params, params):
+                continue
             theirs = _leaf_int(s.params, "num_workers")
-            if s.data_wait is None or s.data_wait < DATA_BOUND_WAIT or theirs is None:
-                continue
-            if not self._same_pipeline(s.params, params):
-                continue
             mine_n, theirs_n = _samples(params), _samples(s.params)
             ratio = mine_n / theirs_n if mine_n and theirs_n else 1.0
+            if mine is None or theirs is None:  # workers not a knob: the same data path, fed alike
+                fed[-1] = max(fed.get(-1, 0.0), s.step_s * ratio)
+                continue
             fed[theirs] = max(fed.get(theirs, 0.0), s.step_s * max(1, theirs) / max(1, mine) * ratio)
-        more = [n for n in fed if n >= mine]
+        if -1 in fed:
+            return fed[-1]
+        more = [n for n in fed if n >= (mine or 0)]
         return fed[min(more) if more else max(fed)] if fed else 0.0
 
     def _same_pipeline(self, a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
