@@ -193,24 +193,39 @@ def test_the_window_opens_after_a_first_step_that_refills_the_queue(tmp_path: Pa
     assert out["prof_steps"] == 3
 
 
-def test_a_profile_cut_by_the_budget_keeps_the_measured_window(tmp_path: Path) -> None:
+def test_a_profile_cut_by_the_budget_keeps_the_measured_window(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The re-measurement of an H100 JPEG sweep's best (2026-12-06) was cut by the budget at 60 s, its profile still
     running: the window it had measured was lost with it (``interrupted``, no throughput). The trial hands its
-    measured window to the sweeper before profiling; cut while profiling, it is complete with that window, the
-    profile's seconds so far and why it has no profile (one cut before its window ends is interrupted, as
-    before: tests/test_scheduler.py)."""
+    measured window to the sweeper before profiling; cut by the budget while profiling, it is complete with that
+    window, marked ``prof_cut``; cut by its own ``trial.timeout_s`` it fails as before (one cut before its window
+    ends is interrupted: tests/test_scheduler.py). The sweeper's clock jumps past the deadline once the profile
+    hangs (the fault's marker file), so nothing waits for a guessed time."""
     import time
+    import types
 
-    from sweeper.trial.isolate import run_isolated
+    from sweeper.trial import isolate
     from tests.faultload.nights import night_config
 
     quick = ["measure.warmup_steps=1", "measure.steps=5", "measure.min_time_s=0", "measure.count_ops=false",
              f"results_dir={tmp_path / 'results'}"]  # fmt: skip
-    run_isolated(night_config(quick), 600.0, tmp_path / "warm-up.log")  # the forkserver started: torch imported
+    isolate.run_isolated(night_config(quick), 600.0, tmp_path / "warm-up.log")  # the forkserver started: torch
+    marker = tmp_path / "hanging"
+    clock = types.SimpleNamespace(**{k: getattr(time, k) for k in dir(time) if not k.startswith("_")})
+    clock.time = lambda: time.time() + (1000.0 if marker.exists() else 0.0)
+    monkeypatch.setattr(isolate, "time", clock)
     # steps 1-6 are the warm-up and the window; the profile's first step is the 7th, its second hangs
-    cut = night_config([*quick, "measure.profile_steps=3", "knobs.fault=hang", "knobs.fault_step=8"])
-    outcome = run_isolated(cut, 600.0, tmp_path / "cut.log", stop_at=time.time() + 6.0)
+    hang = [
+        *quick,
+        "measure.profile_steps=3",
+        "knobs.fault=hang",
+        "knobs.fault_step=8",
+        f"workload.hanging_to={marker}",
+    ]
+    outcome = isolate.run_isolated(night_config(hang), 600.0, tmp_path / "cut.log", stop_at=time.time() + 60.0)
     assert outcome.status == Status.COMPLETE, (outcome.reason, outcome.message)
     m = outcome.metrics
     assert m["throughput"] > 0 and m["steps_measured"] == 5 and "setup_s" in m and "compile_s" in m
-    assert "budget ended while profiling" in m["prof_error"] and m["prof_s"] > 0 and "prof_trace" not in m
+    assert m["prof_cut"] is True and "budget ended" in m["prof_error"] and "prof_trace" not in m
+    marker.unlink()
+    outcome = isolate.run_isolated(night_config(hang), 60.0, tmp_path / "timeout.log")
+    assert outcome.status == Status.FAILED and outcome.reason.startswith("timeout"), (outcome.reason, outcome.message)

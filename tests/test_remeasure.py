@@ -108,13 +108,19 @@ def _markdown(df: pd.DataFrame) -> str:
 
 
 def test_a_profile_is_priced_at_the_trials_own_steps_and_the_export_measured() -> None:
-    """A JPEG baseline's profile took 5.9 s: five 0.866 s steps and a 1.57 s export. A best stepping at 0.18 s was
-    priced those 5.9 s (the slowest profile) and its re-measurement then did not fit what was left; its profile is
-    five of its own steps and that export. With no step time to go on, the slowest profile still prices it."""
-    study = _study([(32, 296.0, False)], [{"work": 32, "prof_s": 5.9, "step_ms_mean": 866.0, "status": "complete"}])
-    assert remeasure.profile_cost(study, 0.18, 5) == pytest.approx(5 * 0.18 + (5.9 - 5 * 0.866))
+    """A JPEG baseline's profile took 5.9 s: six 0.866 s steps (the window's five and one before it) and a 0.70 s
+    export. A best stepping at 0.18 s was priced those 5.9 s (the slowest profile) and its re-measurement then did
+    not fit what was left; its profile is six of its own steps and that export. With no step time to go on, the
+    slowest profile still prices it; a profile the budget cut prices none."""
+    baseline = {"prof_s": 5.9, "prof_steps": 5, "step_ms_mean": 866.0, "status": "complete"}
+    study = _study([(32, 296.0, False)], [{"work": 32, **baseline}])
+    assert remeasure.profile_cost(study, 0.18, 5) == pytest.approx(6 * 0.18 + (5.9 - 6 * 0.866))
     assert remeasure.profile_cost(study, None, 5) == pytest.approx(5.9)
-    assert remeasure.profile_cost(_study([(32, 296.0, False)]), 0.18, 5) == pytest.approx(5 * 0.18 + 2.0)
+    assert remeasure.profile_cost(_study([(32, 296.0, False)]), 0.18, 5) == pytest.approx(6 * 0.18 + 2.0)
+    cut = {"work": 32, "prof_s": 40.0, "prof_cut": True, "step_ms_mean": 175.0, "status": "complete"}
+    assert remeasure.profile_cost(
+        _study([(32, 296.0, False)], [{"work": 32, **baseline}, cut]), 0.18, 5
+    ) == pytest.approx(6 * 0.18 + (5.9 - 6 * 0.866))
 
 
 def test_the_report_marks_unstable_step_times_and_calls_a_speed_up_resting_on_them_uncertain() -> None:

@@ -298,3 +298,23 @@ def test_one_spare_time_choice_waits_in_the_queue_at_a_time() -> None:
     assert first is not None and first != WAITS
     assert sweep.admission.queue_spare() == WAITS
     assert waiting() == before + 1
+
+
+def test_a_queued_repeat_waits_as_it_was_chosen() -> None:
+    """A repeat of a top configuration queued for the time left was chosen as a repeat (its compile cache warm);
+    whether it still waits its turn is asked the same way, not as a cold compile, so no second choice joins it."""
+    sweep, _baseline = _open(h100_jpeg(), 300.0, 0, 5.0)
+
+    def best() -> dict:
+        return max(sweep.out.ran(), key=lambda e: e.throughput or 0.0).params
+
+    while not sweep.out.ran() or best().get("knobs.compile", "off") == "off":  # until a compiled one is the best
+        assert not _search_step(sweep)
+    admission, best = sweep.admission, best()
+    with admission.reading():
+        reserve = admission.reserve()
+    warm, cold = admission.predict(best, repeat=True), admission.predict(best)
+    assert cold > warm + 10.0  # its compile: cold 100 s, warm 13 s
+    sweep.clock.t = sweep.t0 + 300.0 - (reserve + warm + 5.0)  # a warm repeat fits, a cold compile would not
+    assert admission.queue_repeat() is not None
+    assert admission.queue_spare() == WAITS

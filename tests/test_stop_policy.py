@@ -144,6 +144,9 @@ def test_a_stuck_sampler_under_a_budget_spends_the_time_left_where_it_pays_then_
         "fits"
     )
     assert not p.stopped
+    for _ in range(STUCK_AFTER - 1):  # what was queued waits (or was skipped): every fifth in a row asks again
+        assert p.settled(DUPLICATE, launched=False) is None
+    assert p.settled(DUPLICATE, launched=False) == Action(Act.QUEUE_STUCK, MAX_DUPLICATES_IN_A_ROW + STUCK_AFTER)
     p.settled(MEASURED, launched=True, trial=101)  # what was queued ran
     for _ in range(STUCK_AFTER - 1):
         assert p.settled(DUPLICATE, launched=False) is None

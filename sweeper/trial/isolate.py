@@ -194,6 +194,15 @@ def _await_result(
     while True:
         remaining = deadline - time.time()
         if remaining <= 0:
+            while parent.poll(0):  # what the child sent before the deadline is read first: its result wins
+                try:
+                    msg = parent.recv()
+                except (EOFError, OSError):
+                    break
+                if msg[0] == "measured":
+                    kept.update(metrics=msg[1], at=time.time())
+                elif msg[0] != "report":
+                    return msg, False
             return None, True
         if not parent.poll(min(remaining, 0.5)):
             if proc.is_alive():
@@ -215,12 +224,17 @@ def _await_result(
             pass
 
 
-def _profile_cut(kept: dict[str, Any], budget_cut: bool, timeout_s: float, started: float) -> TrialOutcome:
-    """A trial stopped at its deadline while profiling, its window measured: complete with what it measured (nothing
-    measured is lost), the profile's seconds so far and why it has none."""
-    why = "the sweep's time budget ended" if budget_cut else f"trial.timeout_s ({timeout_s:g} s) ended"
+def _profile_cut(kept: dict[str, Any], started: float) -> TrialOutcome:
+    """A trial the sweep's budget stopped after its measured window (profiling, or ending): complete with what it
+    measured (nothing measured is lost), the seconds since and why it has no profile (``prof_cut``: a profile's
+    price never rests on it, a lower bound)."""
     now = time.time()
-    metrics = {**kept["metrics"], "prof_s": now - kept["at"], "prof_error": f"{why} while profiling"}
+    metrics = {
+        **kept["metrics"],
+        "prof_s": now - kept["at"],
+        "prof_cut": True,
+        "prof_error": "the sweep's time budget ended after the measured window, before the profile's end",
+    }
     return TrialOutcome(Status.COMPLETE, metrics=metrics, started_at=started, ended_at=now)
 
 
@@ -300,7 +314,8 @@ def run_isolated(
     ``on_report(step, value) -> prune?`` answers the child's intermediate reports (for pruning). ``stop_at``
     (unix seconds): the sweep's budget ends then; a trial still running is stopped and ends ``interrupted``
     (reason ``budget``), so that the same command measures it again, unless it was profiling after its measured
-    window: then it is complete with that window, without a profile (``prof_error`` says why).
+    window (a single-process trial hands it over first; a distributed one does not): then it is complete with that
+    window, without a profile (``prof_error`` says why; the next command does not profile it again).
     """
     mp_context = _context()
     server = _ready_forkserver(mp_context)
@@ -316,7 +331,9 @@ def run_isolated(
         if late:
             kill_group(proc.pid)
             proc.join()
-            return _profile_cut(kept, budget_cut, timeout_s, started) if kept else _late(budget_cut, timeout_s, started)
+            if kept and budget_cut:  # a trial's own timeout is its failure, whatever it measured
+                return _profile_cut(kept, started)
+            return _late(budget_cut, timeout_s, started)
         proc.join(timeout=30)
     finally:
         kill_group(proc.pid)  # reap stragglers (DataLoader workers) in the trial's group

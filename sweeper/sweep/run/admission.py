@@ -51,6 +51,7 @@ class Admission:
         self.plan, self.settings, self.costs, self.budget = plan, settings, costs, budget
         self._view: StudyView | None = None
         self._queued: dict[str, Any] | None = None  # the configuration the last spare-time choice queued
+        self._queued_repeat = False  # ... as a repeat of a measured one
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[Any]:
@@ -163,7 +164,8 @@ class Admission:
         if self._queued is None:
             return False
         waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
-        if any(private.configuration(t) == self._queued for t in waiting) and self.fits(self._queued):
+        repeat = self._queued_repeat  # asked as it was chosen: a repeat finds its compile cache warm
+        if any(private.configuration(t) == self._queued for t in waiting) and self.fits(self._queued, repeat=repeat):
             return True
         self._queued = None
         return False
@@ -173,7 +175,7 @@ class Admission:
             return None
         what, params, attrs = found
         self.plan.study.enqueue_trial(params, user_attrs=attrs)
-        self._queued = dict(params)
+        self._queued, self._queued_repeat = dict(params), CONFIRM_KEY in attrs
         return {
             "search": "an untried configuration that fits",
             "repeat": f"a repeat of trial {attrs.get(CONFIRM_KEY)}",

@@ -23,7 +23,15 @@ from optuna.trial import FrozenTrial, TrialState
 
 from sweeper.sweep.search import dedup
 from sweeper.sweep.search.costs import CostModel
-from sweeper.sweep.study.attrs import CONFIRM_KEY, PROFILE_KEY, PROFILE_S_KEY, STEP_MS_KEY, UNSTABLE_KEY
+from sweeper.sweep.study.attrs import (
+    CONFIRM_KEY,
+    PROFILE_CUT_KEY,
+    PROFILE_KEY,
+    PROFILE_S_KEY,
+    PROFILE_STEPS_KEY,
+    STEP_MS_KEY,
+    UNSTABLE_KEY,
+)
 from sweeper.sweep.study.attrs import REMEASURE_FOR_KEY as FOR_KEY
 from sweeper.sweep.study.faults import fault_point
 from sweeper.sweep.study.trials import is_interrupted, is_remeasure
@@ -122,23 +130,29 @@ def enqueue(study: optuna.Study, items: list[Remeasure], target: int) -> None:
 
 
 def profile_cost(study: optuna.Study, step_s: float | None = None, steps: int = PROFILE_STEPS) -> float:
-    """Seconds profiling adds to a trial: ``steps`` of its predicted step time ``step_s`` and the trace's export,
-    the most a profiled trial spent beyond its own steps (``prof_s`` less ``steps`` of its ``step_ms_mean``;
-    none profiled: ``PROFILE_EXPORT_S``); without a step time, the slowest profile measured, else
-    ``PROFILE_PRIOR_S``. A profile's steps are the trial's own: the baseline's slow steps priced every later profile
-    (a JPEG baseline's 5.9 s for a best stepping 5x faster, which then did not fit the time left)."""
+    """Seconds profiling adds to a trial: ``steps`` of its predicted step time ``step_s`` (and the one step the
+    profile runs before its window) and the trace's export, the most a profiled trial spent beyond its own steps
+    (``prof_s`` less its recorded steps of its ``step_ms_mean``; none profiled: ``PROFILE_EXPORT_S``); without a step
+    time, the slowest profile measured, else ``PROFILE_PRIOR_S``. A profile's steps are the trial's own: the
+    baseline's slow steps priced every later profile (a JPEG baseline's 5.9 s for a best stepping 5x faster, which
+    then did not fit the time left). A profile the budget cut (``prof_cut``) prices none."""
     profiled = [
-        (float(t.user_attrs[PROFILE_S_KEY]), t.user_attrs.get(STEP_MS_KEY))
+        t.user_attrs
         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-        if isinstance(t.user_attrs.get(PROFILE_S_KEY), (int, float))
+        if isinstance(t.user_attrs.get(PROFILE_S_KEY), (int, float)) and not t.user_attrs.get(PROFILE_CUT_KEY)
     ]
     if step_s is None:
-        return max((p for p, _ in profiled), default=PROFILE_PRIOR_S)
-    exports = [p - steps * float(ms) / 1e3 for p, ms in profiled if isinstance(ms, (int, float)) and ms > 0]
-    export = max(exports, default=None)
-    if export is None:
-        export = max((p for p, _ in profiled), default=PROFILE_EXPORT_S)  # a profile with no step time: all of it
-    return steps * step_s + max(0.0, export)
+        return max((float(a[PROFILE_S_KEY]) for a in profiled), default=PROFILE_PRIOR_S)
+    exports = []
+    for a in profiled:
+        ms, ran = a.get(STEP_MS_KEY), a.get(PROFILE_STEPS_KEY)
+        ran = float(ran) if isinstance(ran, (int, float)) and ran > 0 else float(steps)
+        if isinstance(ms, (int, float)) and ms > 0:
+            exports.append(float(a[PROFILE_S_KEY]) - (ran + 1) * float(ms) / 1e3)
+        else:  # a profile with no step time: all of it
+            exports.append(float(a[PROFILE_S_KEY]))
+    export = max(exports, default=PROFILE_EXPORT_S)
+    return (steps + 1) * step_s + max(0.0, export)
 
 
 def _ranked(study: optuna.Study, objectives: list[tuple[str, str]]) -> list[FrozenTrial]:

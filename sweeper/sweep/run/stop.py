@@ -269,7 +269,7 @@ class StopPolicy:
                 # the time left separates the top configurations: repeats, while one fits (then the stop)
                 return Action(Act.QUEUE_REPEAT, n)
             return self._stop(Stop.EXHAUSTED, self._exhausted_line())
-        if n >= MAX_DUPLICATES_IN_A_ROW or (self.stuck and size is None and n % STUCK_AFTER == 0):
+        if n == MAX_DUPLICATES_IN_A_ROW or (self.stuck and size is None and n % STUCK_AFTER == 0):
             if self.budget is not None and self.budget.deadline is not None:
                 # time left: what pays (an untried neighbour of the best, a repeat of a top one), while one fits
                 self.stuck = True

@@ -49,6 +49,8 @@ BOOKKEEPING = (
 # ---- trial user attributes that are metrics of the row (every metric is one), read back by the sweeper
 UNSTABLE_KEY = "step_unstable"  # its step times were not one steady value (sweeper.trial.stability)
 PROFILE_S_KEY = "prof_s"  # the seconds profiling added to it
+PROFILE_STEPS_KEY = "prof_steps"  # the steps its profile's window held (one more ran before it)
+PROFILE_CUT_KEY = "prof_cut"  # the budget's end cut its profile: its prof_s is a lower bound, no profile's price
 UNIT_KEY = "throughput_unit"  # the unit of its throughput (the console's best line)
 GRAPH_OPS_KEY = "graph_ops"  # distinct operations of its eager step (sweeper.trial.ops): prices a first compile
 CACHE_HITS_KEY = "compile_cache_hits"  # graphs Inductor's cache held compiled (a compiled trial's)
