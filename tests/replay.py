@@ -65,6 +65,8 @@ class Landscape:
     # (config) -> what its first step pays beyond a step and any compile, eager or compiled (cuDNN's benchmark);
     # where given, compiled trials record their compilers' seconds (``compiler_s``) apart from it
     first_step: Any = None
+    # (config) -> (warm-up steps, drain steps), where the host's differ from the DataLoader buffer's rule below
+    warmup: Any = None
     conditions: dict[str, str] = field(default_factory=dict)  # the workload's ``conditions`` (knob -> expression)
     starts: list[dict[str, Any]] = field(default_factory=list)  # the workload's ``starts``, queued after the handbook's
 
@@ -101,6 +103,8 @@ class Landscape:
         buffered = int(self.buffered(c)) if self.buffered else 0
         warmup = max(int(m.get("warmup_steps", 5)), buffered + 2 if buffered else 0)
         drain = 4 * buffered + 8 if buffered else 0
+        if self.warmup:
+            warmup, drain = self.warmup(c)
         setup = self.setup_s[1 if compiled else 0]
         prof = 5 * step + 2.0 if profile else 0.0
         init = float(self.first_step(c)) if self.first_step else 0.0

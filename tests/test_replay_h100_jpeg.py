@@ -25,14 +25,11 @@ sweep ended at 0.47 of the synthetic hand loop.
 
 from __future__ import annotations
 
-import itertools
-from typing import Any
-
 from optuna.trial import TrialState
 
-from sweeper.sweep.config.space import build_space
 from sweeper.sweep.run.admission import WAITS
 from tests.replay import Landscape, _open, _search_step, replay
+from tests.test_replay import _ResNet
 from workloads.base import DeviceInfo
 
 H100 = DeviceInfo(kind="cuda", name="NVIDIA H100 80GB HBM3", count=1, compute_capability=(9, 0))
@@ -159,82 +156,16 @@ def first_step(c: dict) -> float:
     return 8.0 if c.get("knobs.precision") in ("fp16", "bf16") else 28.0
 
 
-class H100Jpeg(Landscape):
-    def throughput(self, c: dict[str, Any]) -> float:
-        v = self.base
-        for knob, value in c.items():
-            v *= self.factors.get(knob, {}).get(value, 1.0)
-        if c.get("knobs.memory_format") == "channels_last" and c.get("knobs.precision") in ("fp16", "bf16"):
-            v *= 1.92
-        return min(v, self.cap(c)) if self.cap else v
-
-    def best(self, modes: tuple = ("off", "default", "reduce-overhead", "max-autotune-no-cudagraphs")) -> float:
-        space = build_space(self.params, CONDITIONS, [], self.defaults)
-        keys = ["knobs.precision", "knobs.memory_format", "knobs.batch_size", "knobs.num_workers",
-                "knobs.pin_memory", "knobs.decode_device", "knobs.gpu_share", "knobs.cuda_connections"]  # fmt: skip
-        fixed = {"knobs.cudnn_benchmark": True, "knobs.optimizer_impl": "fused"}
-        best = 0.0
-        for mode in modes:
-            for combo in itertools.product(*(space.params[k].choices for k in keys)):
-                c = {**self.defaults, **fixed, **dict(zip(keys, combo)), "knobs.compile": mode}
-                best = max(best, self.throughput(c))
-        return best
-
-    def run(self, c: dict[str, Any], ran: set, profile: bool = False) -> dict[str, Any]:
-        """As Landscape.run, with the H100's warm-up and drain: max(5, buffer + 2) steps (+7 with GPU decoding),
-        then 10 drain steps where workers prefetch."""
-        c = {**self.defaults, **{k: v for k, v in c.items() if v is not None}}
-        mode = str(c.get("knobs.compile", "off"))
-        key = tuple(sorted((k, repr(v)) for k, v in c.items()))
-        compiled = mode != "off"
-        compile_s = (self.compile_warm if self._cached(key, ran) else self.compile_cold).get(mode, 0.0)
-        compile_s = compile_s if compiled else 0.0
-        ran.add(key)
-        thr = self.throughput(c)
-        fed = self.cap(c)
-        step = float(c[self.batch_key]) / thr
-        m = self.measure
-        steps = int(m.get("steps", 20))
-        window = max(steps * step, float(m.get("min_time_s") or 0.0))
-        measured = max(steps, round(window / step))
-        buf = buffered(c)
-        gpu_decode = c.get("knobs.decode_device") != "cpu"
-        warmup = max(int(m.get("warmup_steps", 5)), buf + 2 + (7 if gpu_decode else 0) if buf else 0)
-        drain = 10 if buf else 0
-        setup = self.setup_s[1 if compiled else 0]
-        prof = 5 * step + 2.0 if profile else 0.0
-        init = float(self.first_step(c))
-        wall = setup + compile_s + init + step + max(0, warmup - 1 + drain) * step + measured * step + prof
-        attrs = {
-            "setup_s": setup,
-            "compile_s": compile_s + init,
-            "first_step_s": compile_s + init + step,
-            "measured_s": measured * step,
-            "step_ms_mean": step * 1e3,
-            "warmup_steps": warmup,
-            "warmup_drain_steps": drain,
-            "steps_measured": measured,
-            "data_wait_frac": max(0.0, 1.0 - thr / self._uncapped(c)) if fed <= thr else 0.0,
-            "status": "complete",
-            "wall_s": wall,
-            "compiler_s": compile_s,
-        }
-        if profile:
-            attrs["prof_s"] = prof
-        if not compiled:
-            attrs["graph_ops"] = self.graph_ops
-        return {"attrs": attrs, "throughput": thr, "spent": self.start_s + wall}
-
-    def _uncapped(self, c: dict[str, Any]) -> float:
-        cap, self.cap = self.cap, None
-        try:
-            return self.throughput(c)
-        finally:
-            self.cap = cap
+def warmup(c: dict) -> tuple[int, int]:
+    """The H100's warm-up and drain: max(5, buffer + 2) steps (+7 decoding on the GPU), then 10 drain steps where
+    workers prefetch."""
+    buf = buffered(c)
+    gpu_decode = c.get("knobs.decode_device") != "cpu"
+    return max(5, buf + 2 + (7 if gpu_decode else 0) if buf else 0), 10 if buf else 0
 
 
-def h100_jpeg() -> H100Jpeg:
-    return H100Jpeg(
+def h100_jpeg() -> Landscape:
+    return _ResNet(  # channels_last with fp16/bf16 x1.92, as on the H200
         "jpeg_h100",
         PARAMS,
         DEFAULTS,
@@ -252,12 +183,13 @@ def h100_jpeg() -> H100Jpeg:
         neutral=NEUTRAL,
         graph_ops=166,
         first_step=first_step,
+        warmup=warmup,
         conditions=CONDITIONS,
         starts=STARTS,
     )
 
 
-def hand(land: H100Jpeg) -> float:
+def hand(land: Landscape) -> float:
     """The synthetic hand loop's speed: the handbook's configuration (compiled fp16 channels_last batch 1024, fused,
     cuDNN's benchmark) with no input pipeline to wait for."""
     c = {**land.defaults, "knobs.precision": "fp16", "knobs.memory_format": "channels_last",
