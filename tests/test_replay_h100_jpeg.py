@@ -29,18 +29,10 @@ from optuna.trial import TrialState
 
 from sweeper.sweep.run.admission import WAITS
 from tests.replay import Landscape, _open, _search_step, replay
-from tests.test_replay import _ResNet
-from workloads.base import DeviceInfo
-
-H100 = DeviceInfo(kind="cuda", name="NVIDIA H100 80GB HBM3", count=1, compute_capability=(9, 0))
+from tests.test_replay import H100, RESNET_PARAMS, _ResNet
 
 PARAMS = {
-    "knobs.precision": "choice(fp32, tf32, fp16, bf16)",
-    "knobs.memory_format": "choice(contiguous, channels_last)",
-    "knobs.compile": "choice(off, default, reduce-overhead, max-autotune-no-cudagraphs)",
-    "knobs.batch_size": "choice(64, 128, 256, 512, 1024)",
-    "knobs.cudnn_benchmark": "choice(false, true)",
-    "knobs.optimizer_impl": "choice(foreach, fused)",
+    **RESNET_PARAMS,
     "knobs.num_workers": "choice(0, 4, 8, 12, 14)",
     "knobs.prefetch_factor": "choice(2, 4)",
     "knobs.worker_nice": "choice(0, 10)",
