@@ -410,4 +410,7 @@ def test_a_spare_plan_never_queues_a_neighbour_that_cannot_reach_the_best() -> N
     sampler.fits = lambda p: p.get("knobs.compile") == "off"  # no compile fits the time left
     assert sampler.spare_plan(study) == {}, "batch 1024 with no worker: 300 img/s can gain 3x, not the 10x it needs"
     sampler.space.params["knobs.workers"] = optuna.distributions.CategoricalDistribution([0, 14, 8])
-    assert sampler.spare_plan(study).get("knobs.workers") == 8  # a value never measured: it may
+    best8 = {"knobs.precision": "fp16", "knobs.batch": 512, "knobs.workers": 8}
+    sampler.fits = lambda p: p.get("knobs.compile") == "off" and any(p.get(k) != v for k, v in best8.items())
+    plan = sampler.spare_plan(study)  # the best's own neighbour does not fit: one behind it, a value never measured
+    assert plan.get("knobs.workers") == 8 and plan.get("knobs.precision") == "bf16", plan

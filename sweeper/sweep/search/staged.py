@@ -191,16 +191,16 @@ class StagedSampler(BaseSampler):
             if plan:
                 return plan
         ranked = sorted(measured, key=lambda t: -sign * t.values[0])
-        bases: list[tuple[dict[str, Any], float | None]] = []  # (base, what a neighbour must gain to pass the best)
+        bases: dict[tuple, tuple[dict[str, Any], float | None]] = {}  # base -> (base, what a neighbour must gain)
         for t in ranked:
-            own = (dict(t.params), _behind(ranked[0], t, sign))
-            twin = (self._promoted(t.params, self.expensive) or {}, None)  # its expensive values' gain: no bound
-            for base, need in (own, twin):
-                if base and base not in [b for b, _ in bases]:
-                    bases.append((base, need))
+            need = _behind(ranked[0], t, sign)  # its twin too: as far behind as it (the expensive values' gain aside)
+            for base in (dict(t.params), self._promoted(t.params, self.expensive) or {}):
+                key = tuple(sorted((k, repr(v)) for k, v in base.items()))
+                if base and (key not in bases or bases[key][1] is None):  # a bound wins over none
+                    bases[key] = (base, need)
             if len(bases) >= 2 * top:
                 break
-        for base, need in bases:
+        for base, need in bases.values():
             plan = self._neighbour(trials, measured, base, sign, screening=False, need=need)
             if plan:
                 return plan
@@ -429,8 +429,13 @@ def _main_effect(measured: list[FrozenTrial], name: str, value: Any, sign: float
 
 
 def _behind(best: FrozenTrial, t: FrozenTrial, sign: float) -> float | None:
-    """How far ``t`` is behind ``best`` in log value (sign-adjusted); None for the best itself or a value <= 0."""
-    if t is best or not (best.values[0] > 0 and t.values[0] > 0):
+    """How far ``t`` is behind ``best`` in log value (sign-adjusted): None for the best itself (or values the log
+    cannot compare); infinitely far for a value <= 0 below a positive best (a study that maximizes)."""
+    if t is best:
+        return None
+    if best.values[0] > 0 and t.values[0] <= 0 and sign > 0:
+        return math.inf
+    if not (best.values[0] > 0 and t.values[0] > 0):
         return None
     return sign * (math.log(best.values[0]) - math.log(t.values[0]))
 
