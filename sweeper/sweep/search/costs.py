@@ -359,21 +359,22 @@ class CostModel:
         speed is not what bound it). Where the workers are not a knob, a data-bound trial on the same data path
         floors it at its own feed, for the samples a step takes. 0.0 where no such trial was measured."""
         mine = _leaf_int(params, "num_workers")
-        fed: dict[int, float] = {}
+        fed: dict[int, float] = {}  # by the measured trial's workers: the least step their share allows
+        alike = 0.0  # workers not a knob: the same data path's feed
         for s in phased:
             if s.data_wait is None or s.data_wait < DATA_BOUND_WAIT or not self._same_pipeline(s.params, params):
                 continue
             theirs = _leaf_int(s.params, "num_workers")
             mine_n, theirs_n = _samples(params), _samples(s.params)
             ratio = mine_n / theirs_n if mine_n and theirs_n else 1.0
-            if mine is None or theirs is None:  # workers not a knob: the same data path, fed alike
-                fed[-1] = max(fed.get(-1, 0.0), s.step_s * ratio)
-                continue
-            fed[theirs] = max(fed.get(theirs, 0.0), s.step_s * max(1, theirs) / max(1, mine) * ratio)
-        if -1 in fed:
-            return fed[-1]
-        more = [n for n in fed if n >= (mine or 0)]
-        return fed[min(more) if more else max(fed)] if fed else 0.0
+            if mine is None or theirs is None:
+                alike = max(alike, s.step_s * ratio)
+            else:
+                fed[theirs] = max(fed.get(theirs, 0.0), s.step_s * max(1, theirs) / max(1, mine) * ratio)
+        if alike or not fed:
+            return alike
+        more = [n for n in fed if n >= mine]
+        return fed[min(more) if more else max(fed)]
 
     def _same_pipeline(self, a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
         """Whether two configurations produce their batches alike: every knob of the input pipeline (the declared
