@@ -113,6 +113,45 @@ def test_each_private_read_works_with_the_installed_optuna(tmp_path: Path) -> No
     assert study._thread_local.cached_all_trials is None
 
 
+@pytest.mark.parametrize("kind", ["sqlite", "journal", "memory"])
+def test_many_user_attributes_are_written_in_one_commit(tmp_path: Path, kind: str) -> None:
+    """``set_user_attrs``: every attribute lands, read back by a new reader of the storage and on the trial itself;
+    an RDB storage commits them together (one COMMIT, counted by SQLAlchemy's event; the public call commits each),
+    a journal appends them under one lock."""
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    attrs = {f"m{i}": i * 0.5 for i in range(40)} | {"status": "complete", "flag": True}
+    if kind == "sqlite":
+        storage: object = f"sqlite:///{tmp_path / 's.db'}"
+    elif kind == "journal":
+        storage = JournalStorage(JournalFileBackend(str(tmp_path / "s.journal")))
+    else:
+        storage = optuna.storages.InMemoryStorage()
+    study = optuna.create_study(storage=storage, study_name="s")
+    trial = study.ask()
+    commits: list[int] = []
+    if kind == "sqlite":
+        import sqlalchemy
+
+        engine = private.storage_of(study)._backend.engine
+        sqlalchemy.event.listen(engine, "commit", lambda _conn: commits.append(1))
+    if kind == "journal":
+        appends: list[int] = []
+        backend = private.storage_of(study)._backend
+        original = backend.append_logs
+        backend.append_logs = lambda logs: (appends.append(len(logs)), original(logs))[1]
+    private.set_user_attrs(trial, attrs)
+    if kind == "sqlite":
+        assert len(commits) == 1, f"{len(commits)} commits for {len(attrs)} attributes"
+    if kind == "journal":
+        assert appends == [len(attrs)], appends
+    assert trial.user_attrs == attrs
+    study.tell(trial, 1.0)
+    again = study if kind == "memory" else optuna.load_study(study_name="s", storage=storage)
+    assert again.trials[0].user_attrs == attrs
+
+
 def test_stale_heartbeats_are_read(tmp_path: Path) -> None:
     import sqlite3
 
