@@ -306,15 +306,18 @@ def tell(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome, object
     """Report an outcome to Optuna: values, a violated constraint (OOM), PRUNED (skipped/pruned) or FAIL."""
     from sweeper.results.rows import SWEEPER_ATTRIBUTES
 
-    for key, value in outcome.metrics.items():
-        if key in SWEEPER_ATTRIBUTES:
-            continue  # the sweeper's own attributes (owner, confirm_of, ...): never a metric's (the trial refuses it)
-        if isinstance(value, (bool, int, str)) or (isinstance(value, float) and math.isfinite(value)):
-            trial.set_user_attr(key, value)
-    trial.set_user_attr(STATUS_KEY, outcome.status.value)
-    trial.set_user_attr(COST_KEY, outcome.wall_s)  # what the trial cost: the staged sampler weighs gains by it
+    attrs = {
+        key: value
+        for key, value in outcome.metrics.items()
+        # the sweeper's own attributes (owner, confirm_of, ...) are never a metric's (the trial refuses them)
+        if key not in SWEEPER_ATTRIBUTES
+        and (isinstance(value, (bool, int, str)) or (isinstance(value, float) and math.isfinite(value)))
+    }
+    attrs[STATUS_KEY] = outcome.status.value
+    attrs[COST_KEY] = outcome.wall_s  # what the trial cost: the staged sampler weighs gains by it
     if outcome.reason:
-        trial.set_user_attr(REASON_KEY, outcome.reason)
+        attrs[REASON_KEY] = outcome.reason
+    private.set_user_attrs(trial, attrs)  # one transaction, not one per metric
     if outcome.status is Status.COMPLETE:
         values = outcome.objective_values(objectives)
         if values is not None:
