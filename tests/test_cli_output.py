@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from conftest import NO_REMEASURE, ROOT, run_cli
+from conftest import NO_REMEASURE, ROOT, run_cli, run_main
 
 EXAMPLE = ROOT / "examples" / "my_project"
 
@@ -51,7 +51,7 @@ def test_single_run_says_what_runs_and_where_the_row_goes(results: Path) -> None
 
 
 def test_one_console_line_per_trial_and_details_in_the_log(results: Path) -> None:
-    proc = run_cli(
+    proc = run_main(
         [
             "+workload=matmul",
             "-m",

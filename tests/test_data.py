@@ -22,7 +22,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from workloads import corpus, data, device_side, resnet50
 from workloads.base import DeviceInfo
 
-from conftest import run_cli
+from conftest import run_main
 from jpeg_helpers import CPU, TINY, children, knobs, one_thread, pipeline  # noqa: F401 (one_thread: autouse)
 
 # torchvision 0.29 deprecates its JPEG codec in favour of TorchCodec (not installed here); it still decodes.
@@ -350,7 +350,7 @@ def test_ready_batches_counts_what_the_workers_finished(tmp_path: Path) -> None:
 def test_cli_jpeg_trial_writes_a_row_with_data_wait(results: Path) -> None:
     """Decoding in the training loop (num_workers=0) of 3072x2304 JPEGs for a 32-pixel model: the loop waits for
     data a large share of the window (0.43 measured on the loaded 2-core CI machine)."""
-    run_cli(["+workload=resnet50", "workload.data=jpeg", "knobs.num_workers=0", "workload.corpus_images=4",
+    run_main(["+workload=resnet50", "workload.data=jpeg", "knobs.num_workers=0", "workload.corpus_images=4",
              "workload.corpus_width=3072", "workload.corpus_height=2304", "workload.corpus_sizes=fixed",
              "cpu_threads=1"], results, check=True)
     df = pd.read_parquet(results / "trials")

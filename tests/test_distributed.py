@@ -23,7 +23,7 @@ from sweeper.results.outcome import Status, TrialOutcome
 from workloads import parallel
 from workloads.base import DeviceInfo
 
-from conftest import NO_REMEASURE, ROOT, run_cli
+from conftest import NO_REMEASURE, ROOT, run_main
 
 
 def trial_cfg(*overrides: str) -> dict[str, Any]:
@@ -244,7 +244,7 @@ def test_sharding_names_map_to_mesh_and_resharding() -> None:
 
 def test_cli_sweep_of_ddp_trials_writes_one_row_per_trial(results: Path) -> None:
     # repeat=true: both trials are measured even when the sampler proposes one configuration twice
-    run_cli(["+workload=transformer_block", "-m", "hydra.sweeper.n_trials=2", "hydra.sweeper.repeat=true", *DDP,
+    run_main(["+workload=transformer_block", "-m", "hydra.sweeper.n_trials=2", "hydra.sweeper.repeat=true", *DDP,
              *NO_REMEASURE], results, check=True)
     df = pd.read_parquet(results / "trials").sort_values("trial")
     assert list(df["trial"]) == [0, 1]

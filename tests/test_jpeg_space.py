@@ -11,7 +11,7 @@ import optuna
 import pandas as pd
 import pytest
 
-from conftest import NO_REMEASURE, run_cli
+from conftest import NO_REMEASURE, run_main
 
 DATA_KNOBS = ["knob.num_workers", "knob.prefetch_factor", "knob.pin_memory", "knob.non_blocking",
               "knob.decode_device"]
@@ -20,9 +20,9 @@ DATA_KNOBS = ["knob.num_workers", "knob.prefetch_factor", "knob.pin_memory", "kn
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pd.DataFrame]:
     results = tmp_path_factory.mktemp("jpeg_space") / "results"
-    run_cli(["+workload=resnet50", "-m", "hydra.sweeper.n_trials=2", "hydra.sweeper.seed=0", *NO_REMEASURE], results,
+    run_main(["+workload=resnet50", "-m", "hydra.sweeper.n_trials=2", "hydra.sweeper.seed=0", *NO_REMEASURE], results,
             check=True)
-    run_cli(["+workload=resnet50", "workload.data=jpeg", "-m", "hydra.sweeper.n_trials=6", "hydra.sweeper.seed=0",
+    run_main(["+workload=resnet50", "workload.data=jpeg", "-m", "hydra.sweeper.n_trials=6", "hydra.sweeper.seed=0",
              *NO_REMEASURE], results, check=True)
     return results, pd.read_parquet(results / "trials").sort_values(["study", "trial"]).reset_index(drop=True)
 

@@ -501,9 +501,9 @@ def test_default_threads_leave_the_node_a_core() -> None:
 
 
 def test_real_trial_records_threads_and_step_stability(tmp_path: Path) -> None:
-    from tests.conftest import run_cli
+    from conftest import run_main
 
-    run_cli(["+workload=matmul", "measure.steps=10"], tmp_path / "r", check=True)
+    run_main(["+workload=matmul", "measure.steps=10"], tmp_path / "r", check=True)
     row = pd.read_parquet(tmp_path / "r" / "trials").iloc[0]
     import os
 

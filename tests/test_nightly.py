@@ -15,7 +15,7 @@ from sweeper.report.__main__ import main
 from sweeper.report.data import load
 from sweeper.report.nightly import nightly, select, trend
 
-from conftest import run_cli, run_report
+from conftest import run_main, run_report
 
 DAY = "2026-11-30"
 SHORT = [
@@ -84,10 +84,10 @@ FAULTS = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=faults", 
 def test_nightly_preset_measures_windows_long_enough_to_gate(tmp_path: Path) -> None:
     """preset=nightly: a window of at least 1 s however short the steps (max_steps does not cut it); a max_steps
     that does cut the window short is a warning and window_capped in the row."""
-    run_cli([*FAULTS, "preset=nightly", "cpu_threads=1"], tmp_path / "nightly", check=True)
+    run_main([*FAULTS, "preset=nightly", "cpu_threads=1"], tmp_path / "nightly", check=True)
     row = pd.read_parquet(tmp_path / "nightly" / "trials").iloc[0]
     assert row["preset"] == "nightly" and row["measured_s"] >= 1.0 and not row["window_capped"]
-    proc = run_cli(
+    proc = run_main(
         [*FAULTS, "cpu_threads=1", "measure.min_time_s=1", "measure.steps=5", "measure.max_steps=10"],
         tmp_path / "capped",
         check=True,

@@ -16,7 +16,7 @@ from sweeper.results.read import read_rows
 from sweeper.trial import trace_analysis as ta
 from workloads.base import DeviceInfo
 
-from conftest import FAULTS, ROOT, run_cli, run_report
+from conftest import FAULTS, ROOT, run_main, run_report
 
 BOTTLENECK = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=bottleneck"]
 PROF_COLUMNS = [
@@ -51,7 +51,7 @@ def run_in_process(tmp_path: Path, *overrides: str, device: str = "cpu") -> dict
 
 
 def test_a_profiled_single_run_writes_its_trace_columns_and_report_section(results: Path) -> None:
-    run_cli(["+workload=matmul", "measure.profile_steps=3"], results, check=True)
+    run_main(["+workload=matmul", "measure.profile_steps=3"], results, check=True)
     row = read_rows(results, False).iloc[0]
     assert [c for c in PROF_COLUMNS if c not in row.index] == []
     assert row["prof_steps"] == 3 and row["prof_device"] == "cpu" and row["prof_s"] > 0
@@ -87,7 +87,7 @@ def test_rows_without_a_profile_report_as_before(tmp_path: Path) -> None:
 def test_profile_steps_zero_adds_nothing_and_a_negative_count_is_refused(tmp_path: Path, results: Path) -> None:
     m = run_in_process(tmp_path, *FAULTS, "measure.profile_steps=0")
     assert not [k for k in m if k.startswith("prof_")] and not (tmp_path / "results" / "traces").exists()
-    proc = run_cli(["+workload=matmul", "measure.profile_steps=-1"], results)
+    proc = run_main(["+workload=matmul", "measure.profile_steps=-1"], results)
     assert proc.returncode == 2 and "measure.profile_steps" in proc.stderr + proc.stdout
 
 

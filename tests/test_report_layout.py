@@ -19,7 +19,7 @@ from sweeper.report.blocks import num
 from sweeper.report.importance import marginals
 from sweeper.report.stats import group_ranks, rank_configs
 
-from conftest import NO_REMEASURE, run_cli, run_report
+from conftest import NO_REMEASURE, run_main, run_report
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
 
@@ -110,7 +110,7 @@ def test_fingerprint_line_ignores_rows_that_never_ran(tmp_path: Path) -> None:
 
 def test_recipe_overrides_re_run_the_configuration(results: Path, tmp_path: Path) -> None:
     """The recipe's command, run as printed, measures the same configuration (every knob and parameter)."""
-    run_cli(
+    run_main(
         [
             "+workload=matmul",
             "-m",
@@ -129,7 +129,7 @@ def test_recipe_overrides_re_run_the_configuration(results: Path, tmp_path: Path
         or "# no knob of it needs code" in proc.stdout
     )
     again = tmp_path / "again"
-    run_cli(shlex.split(command)[3:], again, check=True)
+    run_main(shlex.split(command)[3:], again, check=True)
     swept = pd.read_parquet(results / "trials")
     rerun = pd.read_parquet(again / "trials")
     assert len(rerun) == 1 and rerun["status"].iloc[0] == "complete"

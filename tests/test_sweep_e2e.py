@@ -92,7 +92,7 @@ def test_sweep_resume_and_report(results: Path, workload: str) -> None:
 
 
 def test_single_run_writes_one_row(results: Path) -> None:
-    proc = run_cli(["+workload=matmul", "knobs.dtype=fp32"], results, check=True)
+    proc = run_main(["+workload=matmul", "knobs.dtype=fp32"], results, check=True)
     assert "complete" in proc.stdout
     files = [f for f in (results / "trials").glob("*.parquet") if f.name != store.SCHEMA_FILE]
     assert len(files) == 1, "one row file (beside the folder's zero-row schema file)"
