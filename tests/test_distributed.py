@@ -204,6 +204,37 @@ def test_trial_timeout_kills_every_rank(tmp_path: Path) -> None:
     assert not leftover_descendants()
 
 
+def test_a_profile_cut_by_the_budget_keeps_the_ranks_measured_window(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """As a single-process trial does (tests/test_profile.py): two DDP ranks measure their window, then profile;
+    one hangs in its second profiled step, the sweep's budget ends, and the trial is complete with both ranks'
+    window merged (their throughputs summed), marked ``prof_cut``. The sweeper's clock jumps past the budget once
+    the rank hangs (its marker file, made once the agent handed the window over): no guessed wait."""
+    import types
+
+    from sweeper.trial import isolate
+
+    marker = tmp_path / "hanging"
+    clock = types.SimpleNamespace(**{k: getattr(time, k) for k in dir(time) if not k.startswith("_")})
+    clock.time = lambda: time.time() + (1000.0 if marker.exists() else 0.0)
+    monkeypatch.setattr(isolate, "time", clock)
+    cfg = trial_cfg("+workload=transformer_block", RANK_FAULTS, *DDP, "measure.profile_steps=3",
+                    f"results_dir={tmp_path / 'results'}")
+    # the preset's fixed window, then the ranks' communication profile (its steps), then the trial's profile: its
+    # unrecorded first step, its first recorded one, and its second, where rank 1 hangs
+    window = int(cfg["measure"]["warmup_steps"]) + int(cfg["measure"]["steps"])
+    hang = window + int(cfg["distributed"]["comm_profile_steps"]) + 3
+    fault = {"SWEEPER_TEST_RANK_FAULT": f"1:hang@{hang}", "SWEEPER_TEST_HANG_MARKER": str(marker)}
+    cfg["env"] = {**cfg.get("env", {}), **fault}
+    outcome = isolate.run_isolated(cfg, 600.0, tmp_path / "trial.log", stop_at=time.time() + 60.0)
+    assert outcome.status == Status.COMPLETE, (outcome.reason, outcome.message)
+    m = outcome.metrics
+    assert m["world_size"] == 2 and m["steps_measured"] == cfg["measure"]["steps"] and m["throughput"] > 0
+    assert m["launch_s"] >= 0
+    assert m["prof_cut"] is True and "budget ended" in m["prof_error"] and "prof_trace" not in m
+    assert not leftover_descendants(), "every rank ended with the trial"
+
+
 def test_workload_that_never_wraps_fails_with_the_reason(tmp_path: Path) -> None:
     outcome, _ = run_trial(tmp_path, "+workload=matmul", *DDP)
     assert outcome.status == Status.FAILED

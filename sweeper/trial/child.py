@@ -42,7 +42,7 @@ def execute(cfg: dict[str, Any], report=None, measured=None) -> dict[str, Any]:
     if cfg["distributed"]["strategy"] != "none":
         from sweeper.trial import ranks  # start N ranks (this process is their agent); each runs local.execute
 
-        return ranks.execute(cfg)
+        return ranks.execute(cfg, measured)
     return local.execute(cfg, report, measured)
 
 

@@ -314,8 +314,8 @@ def run_isolated(
     ``on_report(step, value) -> prune?`` answers the child's intermediate reports (for pruning). ``stop_at``
     (unix seconds): the sweep's budget ends then; a trial still running is stopped and ends ``interrupted``
     (reason ``budget``), so that the same command measures it again, unless it was profiling after its measured
-    window (a single-process trial hands it over first; a distributed one does not): then it is complete with that
-    window, without a profile (``prof_error`` says why; the next command does not profile it again).
+    window (a trial hands it over first; a distributed one once every rank measured its own): then it is complete
+    with that window, without a profile (``prof_error`` says why; the next command does not profile it again).
     """
     mp_context = _context()
     server = _ready_forkserver(mp_context)

@@ -21,8 +21,8 @@ from sweeper.trial.threads import trial_threads
 def execute(cfg: dict[str, Any], report=None, measured=None) -> dict[str, Any]:
     """Build and measure the configured workload in this process; returns the flat metrics dict (with the
     fingerprint). ``measured(metrics)``: handed the measured window's metrics, its setup and compile facts, before a
-    profile starts (a profile cut by the sweep's budget leaves them to the sweeper; the isolated single-process
-    trial passes it, a distributed trial's ranks and an in-process trial do not)."""
+    profile starts (a profile cut by the sweep's budget leaves them to the sweeper; the isolated trial passes it,
+    through its ranks' agent for a distributed one (``sweeper.trial.ranks``); an in-process trial does not)."""
     t0 = time.perf_counter()
     device = torch.device(cfg["device"])
     if device.type == "cuda":

@@ -36,6 +36,7 @@ import pickle
 import shutil
 import signal
 import tempfile
+import threading
 import time
 import traceback
 import uuid
@@ -66,8 +67,10 @@ class RankExited(RuntimeError):
 
 # ---------------------------------------------------------------- the agent (the isolated trial process)
 
-def execute(cfg: dict[str, Any]) -> dict[str, Any]:
-    """Run the trial on ``distributed.nproc`` ranks; returns the merged metrics (raises a rank's exception)."""
+def execute(cfg: dict[str, Any], measured: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Run the trial on ``distributed.nproc`` ranks; returns the merged metrics (raises a rank's exception).
+    ``measured(metrics)``: handed the ranks' measured windows, merged, once every rank has measured its window and
+    before their profiles end (as :func:`sweeper.trial.local.execute` hands a single process's)."""
     s = parallel.settings(cfg.get("distributed"))
     kind = "cuda" if str(cfg["device"]).startswith("cuda") else "cpu"
     nproc = parallel.resolve_nproc(s, kind, torch.cuda.device_count() if kind == "cuda" else 0)
@@ -76,14 +79,49 @@ def execute(cfg: dict[str, Any]) -> dict[str, Any]:
             importlib.import_module(name)
     run_dir = _run_dir()
     started = time.time()
+    relay = _Relay(run_dir, nproc, started, measured) if measured is not None else None
     try:
-        results = launch(_rank_main, (cfg, str(run_dir)), nproc, start_method=s.start_method, run_dir=run_dir)
-        metrics = merge(results)
+        args = (cfg, str(run_dir), relay is not None)
+        results = launch(_rank_main, args, nproc, start_method=s.start_method, run_dir=run_dir)
+        metrics = _merged(results, started)
     finally:
+        if relay is not None:
+            relay.stop()
         shutil.rmtree(run_dir, ignore_errors=True)
-    metrics["launch_s"] = max(0.0, min(r["rank_started_at"] for r in results.values()) - started)
+    return metrics
+
+
+def _merged(per_rank: dict[int, dict[str, Any]], started: float) -> dict[str, Any]:
+    """The ranks' metrics in one row, with the seconds from the agent's start to the first rank's (``launch_s``)."""
+    metrics = merge(per_rank)
+    metrics["launch_s"] = max(0.0, min(r["rank_started_at"] for r in per_rank.values()) - started)
     metrics.pop("rank_started_at", None)
     return metrics
+
+
+class _Relay(threading.Thread):
+    """In the agent: hands the ranks' measured windows (``measured-<rank>.pkl`` in the run folder, each written by
+    its rank before its profile), merged as the final row is, to ``measured`` once every rank has written its own,
+    so that a profile the sweep's budget cuts leaves the window measured (``sweeper.trial.isolate``)."""
+
+    def __init__(self, run_dir: Path, nproc: int, started: float, measured: Callable[[dict[str, Any]], None]) -> None:
+        super().__init__(name="measured-relay", daemon=True)
+        self.files = [run_dir / f"measured-{rank}.pkl" for rank in range(nproc)]
+        self.started, self.measured, self.done = started, measured, threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        while not self.done.wait(0.2):  # the agent waits on its ranks meanwhile: nothing else to wake on
+            if all(f.exists() for f in self.files):
+                per_rank = {rank: pickle.loads(f.read_bytes()) for rank, f in enumerate(self.files)}
+                self.measured(_merged(per_rank, self.started))
+                for f in self.files:  # handed over: gone (a rank may look)
+                    f.unlink(missing_ok=True)
+                return
+
+    def stop(self) -> None:
+        self.done.set()
+        self.join(timeout=10)
 
 
 def launch(fn: Callable[..., Any], args: tuple, nproc: int, *, start_method: str = "fork",
@@ -183,19 +221,21 @@ def _rebuild(rec: dict[str, Any], world: int) -> BaseException:
 
 # ---------------------------------------------------------------- one rank
 
-def _rank_main(cfg: dict[str, Any], run_dir: str) -> dict[str, Any]:
-    """Entry point of each rank (started by the launcher); returns this rank's metrics."""
+def _rank_main(cfg: dict[str, Any], run_dir: str, hand_over: bool = False) -> dict[str, Any]:
+    """Entry point of each rank (started by the launcher); returns this rank's metrics. ``hand_over``: the rank
+    writes its measured window to ``run_dir`` before its profile (the agent's ``_Relay`` reads it)."""
     die_with_parent()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the launcher's stop must end a rank stuck in C++ at once
     rank = int(os.environ["RANK"])
     try:
-        return _run_rank(cfg, rank, int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"]))
+        out = Path(run_dir) if hand_over else None
+        return _run_rank(cfg, rank, int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"]), out)
     except BaseException as exc:
         _write_failure(Path(run_dir), rank, exc)
         raise
 
 
-def _run_rank(cfg: dict[str, Any], rank: int, world: int, local_rank: int) -> dict[str, Any]:
+def _run_rank(cfg: dict[str, Any], rank: int, world: int, local_rank: int, out: Path | None = None) -> dict[str, Any]:
     """Process group up, then the single-process trial (``sweeper.trial.local.execute``) on this rank's device.
 
     The workload is built through :func:`build` below (``workload.module``), which adds what only a rank
@@ -215,8 +255,17 @@ def _run_rank(cfg: dict[str, Any], rank: int, world: int, local_rank: int) -> di
     dist.init_process_group(backend, timeout=dt.timedelta(seconds=float(s.timeout_s)),
                             device_id=device if device.type == "cuda" else None)
     wl = {**cfg["workload"], "module": __name__, "inner_module": cfg["workload"].get("module")}
-    metrics = local.execute({**cfg, "device": str(device), "cpu_threads": int(threads), "workload": wl})
-    metrics.update(rank=rank, world_size=world, rank_started_at=started_at)
+    ours = {"rank": rank, "world_size": world, "rank_started_at": started_at}
+
+    def window(metrics: dict[str, Any]) -> None:  # written whole, then named: the agent never reads half a file
+        assert out is not None
+        path = out / f"measured-{rank}.pkl"
+        path.with_suffix(".tmp").write_bytes(pickle.dumps({**metrics, **ours}))
+        os.replace(path.with_suffix(".tmp"), path)
+
+    run = {**cfg, "device": str(device), "cpu_threads": int(threads), "workload": wl}
+    metrics = local.execute(run, measured=window if out is not None else None)
+    metrics.update(ours)
     dist.destroy_process_group()
     return metrics
 

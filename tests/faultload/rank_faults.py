@@ -4,7 +4,8 @@ Use with ``+workload.module=tests.faultload.rank_faults``: each rank builds the 
 (``workload.name``) and then, from the environment the trial inherits,
 ``SWEEPER_TEST_RANK_FAULT="<rank>:<kind>[@<step>]"`` makes that rank fail at its ``step``-th training step
 (default 3): kind ``raise`` (ValueError), ``oom`` (a real allocation far beyond memory), ``exit``
-(``os._exit(7)``) or ``hang`` (sleeps); ``SWEEPER_TEST_PID_DIR=<dir>`` makes each rank write ``rank<r>.json``
+(``os._exit(7)``) or ``hang`` (sleeps; first creates the file ``SWEEPER_TEST_HANG_MARKER`` names, if set);
+``SWEEPER_TEST_PID_DIR=<dir>`` makes each rank write ``rank<r>.json``
 with its pid, parent pid and process group.
 """
 
@@ -59,7 +60,23 @@ def _with_planted_fault(step: Callable, rank: int, device: torch.device) -> Call
             if kind == "exit":
                 os._exit(7)
             if kind == "hang":
+                marker = os.environ.get("SWEEPER_TEST_HANG_MARKER")
+                if marker:  # a test waits for it, not for a guessed time
+                    _handed_over()
+                    Path(marker).touch()
                 time.sleep(3600)
         return step(batch)
 
     return faulty
+
+
+def _handed_over(limit_s: float = 60.0) -> None:
+    """Until the agent (this rank's parent) has handed the ranks' measured windows to the sweeper: it removes their
+    files from its run folder (``sweeper.trial.ranks._Relay``, ``sweeper-dist-<agent pid>-*``) once sent."""
+    import glob
+    import tempfile
+
+    pattern = os.path.join(tempfile.gettempdir(), f"sweeper-dist-{os.getppid()}-*", "measured-*.pkl")
+    deadline = time.time() + limit_s
+    while glob.glob(pattern) and time.time() < deadline:
+        time.sleep(0.01)
