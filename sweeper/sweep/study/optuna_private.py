@@ -64,12 +64,14 @@ def stale_trial_ids(study: optuna.Study) -> set[int]:
 
 
 def set_user_attrs(trial: optuna.Trial, attrs: dict[str, Any]) -> None:
-    """``trial.set_user_attr`` for each of ``attrs``, written together: one transaction of an RDB storage
+    """``trial.set_user_attr`` for each of ``attrs``; an RDB storage writes them in one transaction
     (``RDBStorage._set_trial_attr_without_commit`` in one ``_create_scoped_session``; ``_CachedStorage._backend``
-    wraps it), one locked append of a journal (``JournalStorage._write_log`` per attribute, as its public call
-    does, in one ``_backend.append_logs``). Optuna's public call commits each attribute alone: a trial's ~50
-    metrics cost ~50 commits (fsyncs on SQLite, round trips to a PostgreSQL server), and a reader could see half of
-    them. The trial's cached copy (``Trial._cached_frozen_trial``) is updated as the public call does."""
+    wraps it). Optuna's public call commits each attribute alone: a trial's ~50 metrics cost ~50 commits (fsyncs on
+    SQLite, round trips to a PostgreSQL server), and a reader could see half of them. A trial another process
+    finished meanwhile raises ``UpdateFinishedTrialError`` once, nothing written, as the public call's first does.
+    Other storages get the public call per attribute: a journal replays its own logs for a finished trial as errors,
+    one per log, at its later reads (several logs appended at once would raise at unrelated calls). The trial's
+    cached copy (``Trial._cached_frozen_trial``) is updated as the public call does."""
     if not attrs:
         return
     from optuna.storages._cached_storage import _CachedStorage
@@ -84,14 +86,6 @@ def set_user_attrs(trial: optuna.Trial, attrs: dict[str, Any]) -> None:
         with _create_scoped_session(backend.scoped_session, True) as session:
             for key, value in attrs.items():
                 backend._set_trial_attr_without_commit(session, models.TrialUserAttributeModel, tid, key, value)
-    elif isinstance(backend, optuna.storages.JournalStorage):
-        from optuna.storages.journal._storage import JournalOperation
-
-        op, worker = JournalOperation.SET_TRIAL_USER_ATTR, backend._replay_result.worker_id
-        logs = [{"op_code": op, "worker_id": worker, "trial_id": tid, "user_attr": {k: v}} for k, v in attrs.items()]
-        with backend._thread_lock:
-            backend._backend.append_logs(logs)
-            backend._sync_with_backend()
     else:
         for key, value in attrs.items():
             storage.set_trial_user_attr(tid, key, value)
