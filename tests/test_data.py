@@ -424,6 +424,33 @@ def test_gpu_batches_are_float32_in_the_memory_format(tmp_path: Path, decode_dev
 
 
 @cuda_only
+def test_copy_time_is_read_while_a_prefetch_thread_times_another_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``DeviceSide.copy_s`` after the window while a prefetcher's thread still copies: a copy whose events it
+    records after the reader synchronized the device (here: right after, behind a 50 ms kernel on another stream)
+    is not read unfinished. The reader synchronized the device and then read every pair: "Both events must be
+    completed before calculating elapsed time" ended a measured H100 JPEG trial (2026-12-06)."""
+    from workloads.device_side import DeviceSide
+
+    side = DeviceSide(16, torch.device("cuda"), torch.contiguous_format, non_blocking=True)
+    for _ in range(3):
+        side._copy(torch.ones(64, 64).pin_memory())
+    side.batches = 3
+    late = torch.cuda.Stream()
+    real_sync = torch.cuda.synchronize
+
+    def sync_then_a_late_copy(*args: Any, **kwargs: Any) -> None:
+        real_sync(*args, **kwargs)
+        with torch.cuda.stream(late):
+            torch.cuda._sleep(100_000_000)  # the late copy's stream is busy ~50 ms; the host does not wait
+            side._copy(torch.ones(64, 64).pin_memory())
+
+    monkeypatch.setattr(torch.cuda, "synchronize", sync_then_a_late_copy)
+    sync_then_a_late_copy()  # the window's end: the device synchronized, the thread copies on
+    assert side.copy_s() > 0
+    real_sync()
+
+
+@cuda_only
 def test_pin_memory_and_non_blocking_reach_the_copy(tmp_path: Path) -> None:
     pipe = pipeline(tmp_path, device=torch.device("cuda"), pin_memory=True, non_blocking=True)
     assert pipe._next_host()["crops"].is_pinned()

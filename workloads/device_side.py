@@ -139,11 +139,16 @@ class DeviceSide:
         return images.contiguous(memory_format=self.memory_format), labels
 
     def copy_s(self) -> float:
-        """Seconds spent copying CPU crops to the device (mean over the copies timed, times the batches)."""
-        if not self.copies:
+        """Seconds spent copying CPU crops to the device (mean over the copies timed, times the batches). The copies
+        timed so far, each waited for: a :class:`Prefetcher`'s thread may time another meanwhile, recorded after any
+        device-wide synchronize (an H100 JPEG trial failed on one, its window measured: "Both events must be
+        completed before calculating elapsed time")."""
+        copies = list(self.copies)
+        if not copies:
             return self.copy_host_s
-        torch.cuda.synchronize(self.device)
-        ms = [a.elapsed_time(b) for a, b in self.copies]
+        for _start, end in copies:
+            end.synchronize()  # recorded after its start on the same stream: both complete
+        ms = [a.elapsed_time(b) for a, b in copies]
         return sum(ms) / len(ms) / 1e3 * self.batches
 
 
