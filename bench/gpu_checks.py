@@ -216,12 +216,47 @@ def _op_flops(p: dict[str, Any], batch: int) -> dict[str, float]:
     return out
 
 
+def _timed_then_profiled(work: Any, device: Any, warmups: int, steps: int) -> tuple[float, float, Any]:
+    """The warm-up's seconds (compile included), then a step's seconds over ``steps``, then ``steps`` more under
+    torch.profiler (CPU and, on a GPU, CUDA activity): (warm-up s, step s, the profile)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    t0 = time.perf_counter()
+    for _ in range(warmups):  # compile + warm-up
+        work.step(work.next_batch())
+    sync()
+    warm_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        work.step(work.next_batch())
+    sync()
+    step_s = (time.perf_counter() - t0) / steps
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            work.step(work.next_batch())
+        sync()
+    return warm_s, step_s, prof
+
+
+def _matmul_8192_ms(device: Any) -> float:
+    """The card's bf16 8192^3 matmul in ms (do_bench); NaN off a GPU."""
+    import torch
+
+    if device.type != "cuda":
+        return float("nan")
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    c = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    return gv._do_bench_ms(lambda: torch.matmul(a, c))
+
+
 def stage_mfu_cap(b: Checks) -> None:
     """What caps transformer_block's MFU: one profiled window of the sweep's best configuration, its CUDA kernel
     time split into GEMM, attention, optimizer, copies and the rest (elementwise, norms), each class's achieved
     TFLOP/s, and the card's own bf16 matmul ceiling (do_bench, 8192^3) against the peak the MFU divides by."""
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
     import workloads
     from sweeper.trial.gpu import peak_tflops
@@ -230,24 +265,9 @@ def stage_mfu_cap(b: Checks) -> None:
     cfg = b.config("transformer_block", overrides)
     device = torch.device(cfg["device"])
     work = workloads.load("transformer_block").build(cfg, device)
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     steps = 2 if b.smoke else 10
     try:
-        t0 = time.perf_counter()
-        for _ in range(3 if b.smoke else 6):  # compile + warm-up
-            work.step(work.next_batch())
-        sync()
-        warm_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            work.step(work.next_batch())
-        sync()
-        step_s = (time.perf_counter() - t0) / steps
-        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-        with profile(activities=activities) as prof:
-            for _ in range(steps):
-                work.step(work.next_batch())
-            sync()
+        warm_s, step_s, prof = _timed_then_profiled(work, device, 3 if b.smoke else 6, steps)
     finally:
         work.close()
     per_class = kernel_s_by_class(prof, steps, device.type == "cuda")
@@ -255,13 +275,7 @@ def stage_mfu_cap(b: Checks) -> None:
     flops = _op_flops(cfg["workload"], batch)
     total = work.flops_per_step
     peak = peak_tflops(b.info.name, "bf16") if device.type == "cuda" else float("nan")
-    matmul_ms = float("nan")
-    if device.type == "cuda":
-        a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-        c = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-        matmul_ms = gv._do_bench_ms(lambda: torch.matmul(a, c))
-        del a, c
-    matmul_tflops = 2 * 8192**3 / matmul_ms / 1e9
+    matmul_tflops = 2 * 8192**3 / _matmul_8192_ms(device) / 1e9
     kernel_s = sum(per_class.values())
     matmul_s = per_class.get("gemm", 0.0) + per_class.get("attention", 0.0)
     b.record(
