@@ -463,11 +463,13 @@ def test_a_replayed_default_sweep_measures_compile_and_uses_its_budget(case: str
     assert out.best() >= 0.98 * hand, f"{case}: best {out.best():.0f} of the hand loop's {hand:.0f}"
 
 
-# Where 0.99 of the sweep's own final best within half its budget can hold: the segmentation model's first compiled
-# trial ends after 150 s; ResNet-50's reduce-overhead (+2.2 % here) comes after six fruitless screening trials that
-# cost 57 s, under the 59 s of a compiled trial; the JPEG pipeline's compiled GPU decoding needs the eager GPU
-# decoding found first (at 136 s).
-EARLY = ["gpt", "lstm_h100", "vit"]
+# Where 0.99 of the sweep's own final best within half its budget can hold. The segmentation model on the H100: its
+# first compiled trial ended at 216 s while the handbook's start ran cuDNN's benchmark (84 s of its first step at
+# batch 128); the start leaves the benchmark to the search and ends at 133 s. On the H200 landscape (its 140 s
+# compile recorded with the benchmark inside) it ends after 150 s; ResNet-50's reduce-overhead (+2.2 % here) comes
+# after six fruitless screening trials that cost 57 s, under the 59 s of a compiled trial; the JPEG pipeline's
+# compiled GPU decoding needs the eager GPU decoding found first (at 136 s).
+EARLY = ["gpt", "lstm_h100", "seg_h100", "vit"]
 
 
 @pytest.mark.parametrize("case", EARLY)
