@@ -34,11 +34,9 @@ def _start(params: dict, defaults: dict, device: DeviceInfo) -> dict | None:
 
 
 def test_the_handbook_start_on_a_gpu_takes_every_rule_the_space_allows() -> None:
-    """cuDNN's benchmark is not one of them: a one-time cost in every trial's first step (62-75 s of DeepLabV3's
-    compiled first step at batch 128 on an H100) for no measured gain; the search tries it beside the start."""
     start = _start(CNN, DEFAULTS, H200)
     assert start == {"knobs.precision": "bf16", "knobs.memory_format": "channels_last", "knobs.compile": "default",
-                     "knobs.batch_size": 256, "knobs.cudnn_benchmark": False, "knobs.optimizer_impl": "fused",
+                     "knobs.batch_size": 256, "knobs.cudnn_benchmark": True, "knobs.optimizer_impl": "fused",
                      "knobs.num_workers": 8, "knobs.pin_memory": True, "knobs.seed_of_mine": 1}  # fmt: skip
     assert _start(CNN, DEFAULTS, T4)["knobs.precision"] == "fp16", "no bf16 before compute capability 8.0"
 

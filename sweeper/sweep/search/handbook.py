@@ -13,15 +13,12 @@ space gives, on the device the sweep runs on:
 * ``memory_format``: ``channels_last`` (a workload declares it where its model has convolutions);
 * a batch size (``batch_size``, ``*_batch_size``): the largest the space gives (one that does not fit in memory is
   an infeasible trial; the search goes on around it);
-* on a GPU: ``pin_memory`` and ``non_blocking`` on; ``num_workers``: the most the space gives (a DataLoader's
-  workers; a workload declares the knob only where it has one).
+* on a GPU: ``cudnn_benchmark``, ``pin_memory`` and ``non_blocking`` on; ``num_workers``: the most the space gives
+  (a DataLoader's workers; a workload declares the knob only where it has one).
 
-``cudnn_benchmark`` stays at the baseline's and is left to the search: cuDNN's benchmark runs in the first step of
-every trial process and its cost grows with the model's distinct convolutions and the batch, while cuDNN's own
-heuristics pick as fast a kernel on recorded sweeps (H100, 2026-12-05/06: ResNet-50 compiled fp16 batch 1024 6,409
-img/s with it, 6,409 without, its first step 3 s longer; ConvNeXt-Tiny eager bf16 2,497 and 2,502, 7 s longer;
-DeepLabV3-MobileNetV3 at batch 128: 62-75 s of a 131-153 s first compiled step). Where it pays, the search finds it
-as the start's neighbour, priced by the first step it measured.
+cuDNN's benchmark costs every trial process's first step (62-75 s of DeepLabV3-MobileNetV3's at batch 128 on an
+H100) and gained nothing measurable on ResNet-50 or ConvNeXt-Tiny, but the same start without it ran at 348 img/s
+against 431 on DeepLabV3 (H100, 2026-12-06): its gain is the model's, so the start measures it on.
 
 Values a device check refuses (``workloads.spec.training.check_common``) are left at the baseline's.
 """
@@ -75,7 +72,7 @@ def _rule(leaf: str, choices: list[Any], gpu: bool, device: DeviceInfo) -> Any:
     if leaf == "batch_size" or leaf.endswith("_batch_size"):
         numbers = [c for c in choices if isinstance(c, (int, float)) and not isinstance(c, bool)]
         return max(numbers) if numbers else None
-    if gpu and leaf in ("pin_memory", "non_blocking"):
+    if gpu and leaf in ("cudnn_benchmark", "pin_memory", "non_blocking"):
         return True if True in choices else None
     if gpu and leaf == "num_workers":
         numbers = [c for c in choices if isinstance(c, int) and not isinstance(c, bool)]
