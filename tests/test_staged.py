@@ -242,6 +242,47 @@ def test_a_data_bound_incumbent_changes_its_input_pipeline_first() -> None:
     assert firsts[1] == (3, 0)
 
 
+def test_a_device_bound_incumbent_moves_input_work_back_to_the_host_first() -> None:
+    """The incumbent decodes half of each batch on the GPU, kept it 99 % busy and never waited for its data: its
+    neighbour that decodes one share step less there comes before a model knob's value never measured and before
+    the other shares. With the GPU 80 % busy, or its step waiting for data, the value never measured leads."""
+    params = {"knobs.a": "choice(1,2,3)", "knobs.decode_device": "choice(cpu, cuda, hybrid)",
+              "knobs.gpu_share": "choice(0.25, 0.375, 0.5, 0.75)"}  # fmt: skip
+    defaults = {"knobs.a": 1, "knobs.decode_device": "cpu", "knobs.gpu_share": 0.5}
+    conditions = {"knobs.gpu_share": "knobs.decode_device == 'hybrid'"}
+    space = build_space(params, conditions, [], defaults)
+    measured = {(1, "cpu", None): 1.0, (2, "cpu", None): 1.5, (2, "hybrid", 0.5): 2.0}
+    firsts = []
+    for util, wait in ((99.0, 0.001), (80.0, 0.001), (99.0, 0.05)):
+        sampler = samplers.make_sampler("staged", 0, space, {}, defaults)
+        study = optuna.create_study(direction="maximize", sampler=sampler)
+        for (a, dev, share), v in measured.items():
+            config = {"knobs.a": a, "knobs.decode_device": dev, **({"knobs.gpu_share": share} if share else {})}
+            attrs = {"gpu_util_mean": util, "data_wait_frac": wait}
+            dists = {k: space.params[k] for k in config}
+            study.add_trial(create_trial(params=config, distributions=dists, values=[v], user_attrs=attrs))
+        v = st.sample(study.ask(), space, defaults)
+        firsts.append((v["knobs.a"], v["knobs.decode_device"], v.get("knobs.gpu_share")))
+    assert firsts[0] == (2, "hybrid", 0.375), firsts
+    assert firsts[1][0] == 3 and firsts[2][0] == 3, firsts
+
+
+def test_toward_host_is_one_step_along_each_split_knob() -> None:
+    from workloads.spec.data import toward_host
+
+    shares = (0.25, 0.375, 0.5, 0.75)
+    assert toward_host("gpu_share", 0.5, 0.375, shares) and not toward_host("gpu_share", 0.5, 0.25, shares)
+    assert not toward_host("gpu_share", 0.5, 0.75, shares) and not toward_host("gpu_share", 0.25, 0.375, shares)
+    devices = ("cpu", "cuda", "hybrid")
+    assert toward_host("decode_device", "cuda", "hybrid", devices)
+    assert toward_host("decode_device", "hybrid", "cpu", devices)
+    assert not toward_host("decode_device", "cuda", "cpu", devices)
+    assert not toward_host("decode_device", "cpu", "hybrid", devices)
+    assert toward_host("decode_device", "cuda", "cpu", ("cpu", "cuda")), "one step among the values the space gives"
+    assert toward_host("augment_device", "cuda", "cpu", ("cpu", "cuda"))
+    assert not toward_host("num_workers", 8, 4, (4, 8)), "not a split between host and device"
+
+
 def test_a_data_bound_pair_measures_no_mode_and_teaches_none() -> None:
     """The compiled start and its screened twin both waited for their data (5.0 vs 5.0): the pair says nothing of
     compile's default mode, so no ratio of 1.0 is read off it, and neither mode is learned on that configuration;

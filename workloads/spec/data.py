@@ -64,6 +64,34 @@ class DataKnobs:
     """GPU: copy and normalize CPU-decoded batches on a side stream, a few batches ahead."""
 
 
+# The knobs that split the input pipeline's work between the host and the device, each with its values ordered from
+# the host toward the device (``gpu_share``: a number, the larger the more on the device). Where a step keeps the
+# device busy and never waits for its data, the search moves that work one step back to the host first.
+HOST_TO_DEVICE: dict[str, tuple[str, ...] | None] = {
+    "decode_device": ("cpu", "hybrid", "cuda"),
+    "augment_device": AUGMENT_DEVICES,
+    "gpu_share": None,
+}
+
+
+def toward_host(leaf: str, value: Any, other: Any, choices: typing.Sequence[Any]) -> bool:
+    """Whether ``leaf`` changed from ``value`` to ``other`` moves the input pipeline's work one step from the device
+    back to the host (``HOST_TO_DEVICE``): the next value toward the host among ``choices``."""
+    if leaf not in HOST_TO_DEVICE:
+        return False
+    order = HOST_TO_DEVICE[leaf]
+    if order is None:
+        numbers_ = [c for c in choices if isinstance(c, numbers.Real) and not isinstance(c, bool)]
+        if not isinstance(value, numbers.Real) or other not in numbers_:
+            return False
+        below = [c for c in numbers_ if c < value]
+        return bool(below) and other == max(below)
+    ranked = [c for c in order if c in choices]
+    if value not in ranked or other not in ranked:
+        return False
+    return ranked.index(other) == ranked.index(value) - 1
+
+
 def nvimgcodec_missing() -> str | None:
     """Why ``gpu_decoder: nvimgcodec`` cannot run here (nvImageCodec is not installed), or None."""
     try:  # found, not imported: importing it loads its codec libraries (and logs the missing ones)

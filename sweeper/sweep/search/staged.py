@@ -53,7 +53,14 @@ from sweeper.sweep.search.budget import Budget
 from sweeper.sweep.search.costs import DATA_BOUND_WAIT, PIPELINE, _leaf
 from sweeper.sweep.search.costs import _cache as compile_cache
 from sweeper.sweep.study import optuna_private as private
-from sweeper.sweep.study.attrs import CONFIRM_KEY, COST_KEY, DATA_WAIT_KEY, STAGE_KEY, WARM_KEY
+from sweeper.sweep.study.attrs import CONFIRM_KEY, COST_KEY, DATA_WAIT_KEY, GPU_UTIL_KEY, STAGE_KEY, WARM_KEY
+from workloads.spec.data import toward_host
+
+# A step whose device was busy this share of its window (NVML's utilization, percent: the report's busy GPU,
+# sweeper.report.diagnose.BUSY_UTIL) while it waited for its data less than FED_WAIT of it: the device sets its
+# speed, and input work the device does beside the model is worth moving back to the host.
+BUSY_UTIL = 95.0
+FED_WAIT = 0.02
 
 
 class StagedSampler(BaseSampler):
@@ -252,11 +259,16 @@ class StagedSampler(BaseSampler):
     ) -> dict[str, Any]:
         """The untried one-knob neighbour of ``best`` that fits, the changed value's main effect best first; where
         ``best`` waited for its data, a change of its input pipeline's knobs first (the model's cannot speed a step
-        the DataLoader sets). ``need``: the log gain a neighbour must hope for (its value's main effect over the
-        base's, with the ``slack`` allowance) to pass the best so far; a value never measured always may (a
-        baseline's neighbours with no worker, 330 img/s beside a best of 3,090, were queued as spare time)."""
+        the DataLoader sets); where it kept the device busy and never waited, a step of its input work from the
+        device back to the host first (``workloads.spec.data.toward_host``: a JPEG pipeline decoding half of each
+        batch on an H100 kept it 99 % busy with no wait, its host decoding the other half with cores to spare).
+        ``need``: the log gain a neighbour must hope for (its value's main effect over the base's, with the
+        ``slack`` allowance) to pass the best so far; a value never measured always may (a baseline's neighbours
+        with no worker, 330 img/s beside a best of 3,090, were queued as spare time)."""
         tried = self._tried(trials)
-        starved = any(_fed_slowly(t) for t in measured if _same(t.params, best))
+        alike = [t for t in measured if _same(t.params, best)]
+        starved = any(_fed_slowly(t) for t in alike)
+        busy = bool(alike) and all(_device_busy(t) for t in alike)
         options = []
         for name, dist in self.space.params.items():
             if name not in best or not isinstance(dist, CategoricalDistribution):
@@ -272,7 +284,10 @@ class StagedSampler(BaseSampler):
                     gain = _main_effect(measured, name, value, sign) - here
                     if need is not None and gain + math.log1p(self.slack) < need:
                         continue  # cannot reach the best so far: not worth the time left
-                    options.append((starved and _leaf(name) in PIPELINE, gain, self._rng.random(), plan))
+                    first = (starved and _leaf(name) in PIPELINE) or (
+                        busy and toward_host(_leaf(name), best[name], value, dist.choices)
+                    )
+                    options.append((first, gain, self._rng.random(), plan))
         return max(options, key=lambda o: o[:3])[3] if options else {}
 
     def _tried(self, trials: list[FrozenTrial]) -> list[dict[str, Any]]:
@@ -445,6 +460,14 @@ def _fed_slowly(t: FrozenTrial) -> bool:
     so a pair it is the cheap side of says nothing of what an expensive value does to the model."""
     wait = t.user_attrs.get(DATA_WAIT_KEY)
     return isinstance(wait, (int, float)) and wait >= DATA_BOUND_WAIT
+
+
+def _device_busy(t: FrozenTrial) -> bool:
+    """Its device was busy (``gpu_util_mean`` >= ``BUSY_UTIL``) and its step did not wait for its data (``FED_WAIT``):
+    the device, not the host, set its speed. False where either was not measured (a CPU trial)."""
+    util, wait = t.user_attrs.get(GPU_UTIL_KEY), t.user_attrs.get(DATA_WAIT_KEY)
+    numbers_ = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (util, wait))
+    return numbers_ and util >= BUSY_UTIL and wait < FED_WAIT
 
 
 def _feasible(t: FrozenTrial) -> bool:

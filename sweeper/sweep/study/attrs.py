@@ -56,6 +56,7 @@ GRAPH_OPS_KEY = "graph_ops"  # distinct operations of its eager step (sweeper.tr
 CACHE_HITS_KEY = "compile_cache_hits"  # graphs Inductor's cache held compiled (a compiled trial's)
 CACHE_MISSES_KEY = "compile_cache_misses"  # graphs it compiled
 DATA_WAIT_KEY = "data_wait_frac"  # the share of its measured window spent waiting for data (data-bound >= 0.2)
+GPU_UTIL_KEY = "gpu_util_mean"  # NVML's mean utilization of its device over its window (percent; GPUs only)
 STEP_MS_KEY = "step_ms_mean"  # its mean step time in its measured window (ms): prices a profile's own steps
 
 # ---- trial system attributes the sweeper writes
