@@ -91,3 +91,30 @@ def test_a_handbook_start_out_of_memory_is_measured_again_at_the_next_smaller_ba
     assert queued() == [], "no smaller batch in the space"
     out_of_memory({**DEFAULTS, "knobs.batch_size": 256})
     assert queued() == [], "not the handbook's start"
+
+
+def test_the_knobs_a_start_wakes_are_fixed_not_drawn() -> None:
+    """The start's workers make their prefetch depth, niceness and any other knob under ``num_workers > 0`` active,
+    none of which the baseline (no worker) fixes: the start takes the fewest prefetched batches and the most
+    niceness, and the workload's default for a knob no rule names, so that it is one configuration, not a draw of
+    the sampler (two H100 JPEG sweeps measured their starts at prefetch 2 and nice 10, and at 4 and 0)."""
+    params = {
+        "knobs.precision": "choice(fp32, bf16)",
+        "knobs.num_workers": "choice(0, 4, 8)",
+        "knobs.prefetch_factor": "choice(2, 4)",
+        "knobs.worker_nice": "choice(0, 10)",
+        "knobs.persistent": "choice(false, true)",
+        "knobs.shuffle_seed": "choice(1, 2)",
+    }
+    conditions = {k: "knobs.num_workers > 0" for k in
+                  ("knobs.prefetch_factor", "knobs.worker_nice", "knobs.persistent", "knobs.shuffle_seed")}  # fmt: skip
+    defaults = {"knobs.precision": "fp32", "knobs.num_workers": 0, "knobs.prefetch_factor": None,
+                "knobs.worker_nice": 0, "knobs.persistent": True, "knobs.shuffle_seed": None}  # fmt: skip
+    space = build_space(params, conditions, [], defaults)
+    baseline = baseline_params(space, defaults)
+    assert "knobs.prefetch_factor" not in baseline and "knobs.worker_nice" not in baseline
+    start = start_params(space, defaults, baseline, H200)
+    assert start == {"knobs.precision": "bf16", "knobs.num_workers": 8, "knobs.prefetch_factor": 2,
+                     "knobs.worker_nice": 10, "knobs.persistent": True}, start  # fmt: skip
+    # no default and no rule: the sampler's (knobs.shuffle_seed); on the CPU no worker is picked, nothing wakes
+    assert start_params(space, defaults, baseline, CPU) == {"knobs.precision": "bf16", "knobs.num_workers": 0}
