@@ -300,3 +300,29 @@ def test_the_stall_watchdog_never_ends_a_sweeper_that_runs_its_trial_in_its_own_
     assert proc.returncode == 0 and "Timeout" not in proc.stderr, proc.stderr[-3000:]
     df = pd.read_parquet(results / "trials")
     assert list(df["status"]) == ["complete"], df[["status", "reason", "message"]]
+
+
+def test_a_trial_stopped_at_its_deadline_leaves_every_threads_stack_in_its_log(results: Path, tmp_path: Path) -> None:
+    """A trial that hangs in its first step (where the stall watchdog is not armed yet) is killed at trial.timeout_s;
+    before that it writes every thread's stack to its log, under a line saying why, so that the log says where it
+    hung (before, the log of such a trial was empty)."""
+    run_main(
+        [
+            *FAULTS,
+            "-m",
+            "hydra.sweeper.n_trials=1",
+            "hydra.sweeper.params={knobs.fault:'choice(hang)',knobs.work:16}",
+            "knobs.fault_step=1",
+            "measure.stall_s=null",
+            "trial.timeout_s=6",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}",
+            *NO_REMEASURE,
+        ],
+        results,
+        check=True,
+    )
+    row = pd.read_parquet(results / "trials").iloc[0]
+    assert (row["status"], row["reason"]) == ("failed", "timeout"), row["message"]
+    logs = "".join(p.read_text(errors="replace") for p in (tmp_path / "sweep").rglob("trial.log"))
+    assert "stopped at its deadline (trial.timeout_s=6)" in logs, logs[-2000:]
+    assert "in _hang" in logs and "faults.py" in logs, logs[-2000:]

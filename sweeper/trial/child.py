@@ -21,7 +21,7 @@ import torch
 from sweeper.results.outcome import Reason, Status, TrialOutcome
 from sweeper.trial import local
 from sweeper.trial.measure import NonFiniteLoss
-from sweeper.trial.proc import become_subreaper, die_with_parent, end_descendants
+from sweeper.trial.proc import STACKS_SIGNAL, become_subreaper, die_with_parent, end_descendants
 from workloads.common import ENV_KNOBS, knob_env
 
 
@@ -156,6 +156,8 @@ def child_main(cfg: dict[str, Any], conn, log_path: str) -> None:
     sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
     sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
     faulthandler.enable()
+    # the sweeper asks for every thread's stack before it kills a trial at its deadline (``isolate._stacks``)
+    faulthandler.register(STACKS_SIGNAL, all_threads=True)
 
     def report(step: int, value: float) -> None:
         conn.send(("report", step, value))

@@ -22,7 +22,7 @@ from typing import Any
 
 from sweeper.results.outcome import Reason, Status, TrialOutcome
 from sweeper.results.procs import pid_alive
-from sweeper.trial.proc import TRIAL_ENV, kill_group, kill_marked, kill_tree
+from sweeper.trial.proc import STACKS_SIGNAL, TRIAL_ENV, kill_group, kill_marked, kill_tree
 
 _CONTEXT: Any = None
 _READY: threading.Thread | None = None  # the forkserver's imports, awaited off the main thread (``start_forkserver``)
@@ -224,6 +224,26 @@ def _await_result(
             pass
 
 
+def _stacks(pid: int, log_path: Path, deadline: str, wait_s: float = 2.0) -> None:
+    """Before a trial is killed at its deadline: a line saying so, then every thread's stack (faulthandler, on
+    ``STACKS_SIGNAL``) in its log, waited for until the log stops growing (at most ``wait_s``), so that a trial
+    that hung says where. (A compiled JPEG trial on an H100 once ran 139 s where it had taken 19 s, until the budget
+    cut it, and left an empty log.)"""
+    try:
+        with open(log_path, "a") as log:
+            log.write(f"\nstopped at its deadline ({deadline}); every thread's stack at that moment:\n")
+        first = last = log_path.stat().st_size
+        os.kill(pid, STACKS_SIGNAL)
+    except OSError:
+        return
+    end, still = time.time() + wait_s, 0
+    while time.time() < end and still < 3:  # grown, then 0.15 s without a byte more
+        time.sleep(0.05)
+        now = log_path.stat().st_size
+        still = still + 1 if now == last and now > first else 0
+        last = now
+
+
 def _profile_cut(kept: dict[str, Any], started: float) -> TrialOutcome:
     """A trial the sweep's budget stopped after its measured window (profiling, or ending): complete with what it
     measured (nothing measured is lost), the seconds since and why it has no profile (``prof_cut``: a profile's
@@ -329,6 +349,7 @@ def run_isolated(
     try:
         message, late = _await_result(proc, parent, deadline, on_report, kept)
         if late:
+            _stacks(proc.pid, log_path, "the sweep's budget" if budget_cut else f"trial.timeout_s={timeout_s:g}")
             kill_group(proc.pid)
             proc.join()
             if kept and budget_cut:  # a trial's own timeout is its failure, whatever it measured

@@ -82,6 +82,8 @@ def kill_group(pid: int) -> None:
     _kill(tree)
 
 
+# Asks a trial's process for every thread's stack in its log (faulthandler, registered in ``child.child_main``)
+STACKS_SIGNAL = signal.SIGUSR1
 TRIAL_ENV = "KNOB_SWEEPER_TRIAL"  # set in each trial process to a token of its own; its descendants inherit it
 
 
