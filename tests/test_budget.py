@@ -65,6 +65,28 @@ def test_the_cap_compares_a_trial_with_measured_trials_of_its_cost_class() -> No
     assert derived_timeout(study, eager, expensive, 600, None, 30) is None, "off by default"
 
 
+def test_a_trial_priced_from_measurements_is_capped_at_a_multiple_of_its_own_prediction() -> None:
+    """JPEG on an H100 (2026-12-06): a warm compiled trial predicted 25 s hung until the budget cut it at 139 s,
+    with two compiled trials measured (no class cap). Its own measured prediction caps it too, whichever is lower;
+    a prediction resting on the prior (a class never measured) does not."""
+    defaults = {"knobs.a": 1, "knobs.compile": "off"}
+    params = {"knobs.a": "choice(1,2)", "knobs.compile": "choice(off,default,max)"}
+    space = build_space(params, {}, [], defaults)
+    study = optuna.create_study(direction="maximize")
+    for a, compile_, cost in [(1, "off", 10.0), (2, "off", 12.0), (1, "off", 8.0), (1, "default", 50.0)]:
+        config = {"knobs.a": a, "knobs.compile": compile_}
+        study.add_trial(create_trial(params=config, distributions=dict(space.params), values=[1.0],
+                                     user_attrs={"status": "complete", "wall_s": cost}))  # fmt: skip
+    expensive = {"knobs.compile": "off"}
+    eager, compiled = {"knobs.a": 2, "knobs.compile": "off"}, {"knobs.a": 2, "knobs.compile": "default"}
+    assert derived_timeout(study, compiled, expensive, 600, 4, 30, predicted=25.0) == 100.0, "4 x its 25 s"
+    assert derived_timeout(study, compiled, expensive, 600, 4, 30, predicted=5.0) == 30.0, "never below the floor"
+    assert derived_timeout(study, eager, expensive, 600, 4, 30, predicted=20.0) == 48.0, "the class's cap is lower"
+    assert derived_timeout(study, eager, expensive, 600, 4, 30, predicted=5.0) == 30.0, "its own is lower"
+    assert derived_timeout(study, {"knobs.a": 2, "knobs.compile": "max"}, expensive, 600, 4, 30, predicted=25.0) is None
+    assert derived_timeout(study, compiled, expensive, 600, None, 30, predicted=25.0) is None, "off by default"
+
+
 def _cut(study: optuna.Study, space: object, params: dict, ran_s: float) -> None:
     """A trial of ``params`` the budget cut after ``ran_s`` seconds (as the sweep records it)."""
     study.add_trial(

@@ -90,7 +90,8 @@ class KnobSweeperConf:
     # Seconds past timeout_s that a running trial may take to finish before it is stopped.
     grace_s: float = 5.0
     # Cap a trial's timeout (trial.timeout_s) at this multiple of the slowest measured trial of its kind (the same
-    # `expensive` values), never below timeout_floor_s, once 3 of its kind were measured; null = off.
+    # `expensive` values) once 3 of its kind were measured, and of its own predicted wall where the cost model priced
+    # it from measurements, whichever is lower, never below timeout_floor_s; null = off.
     timeout_factor: Optional[float] = None
     # The least a capped trial timeout may be, in seconds.
     timeout_floor_s: float = 60.0

@@ -36,6 +36,7 @@ def overrides(plan: Any, settings: Any, run: Any, sweep_dir: Path, stop_at: floa
         float(plan.cfg["trial"]["timeout_s"]),
         settings.timeout_factor,
         settings.timeout_floor_s,
+        run.extra.get(PREDICTED_KEY),
     )
     if cap is not None:
         out.append(f"trial.timeout_s={cap}")
