@@ -56,9 +56,10 @@ from sweeper.sweep.study import optuna_private as private
 from sweeper.sweep.study.attrs import CONFIRM_KEY, COST_KEY, DATA_WAIT_KEY, GPU_UTIL_KEY, STAGE_KEY, WARM_KEY
 from workloads.spec.data import toward_host
 
-# A step whose device was busy this share of its window (NVML's utilization, percent: the report's busy GPU,
-# sweeper.report.diagnose.BUSY_UTIL) while it waited for its data less than FED_WAIT of it: the device sets its
-# speed, and input work the device does beside the model is worth moving back to the host.
+# A step whose device was busy BUSY_UTIL of its window (NVML's utilization, percent: the report's busy GPU,
+# sweeper.report.diagnose.BUSY_UTIL, not imported: the report's package brings pandas and SciPy into the sweeper)
+# while it waited for its data less than FED_WAIT of it: the device sets its speed, and input work the device does
+# beside the model is worth moving back to the host.
 BUSY_UTIL = 95.0
 FED_WAIT = 0.02
 
@@ -462,7 +463,7 @@ def _expected_effect(measured: list[FrozenTrial], name: str, value: Any, choices
     known = sorted((c, e) for c in numeric if (e := _main_effect(measured, name, c, sign)) != math.inf)
     if len(known) < 2 or known[0][0] < value < known[-1][0]:
         return effect
-    (near, e_near), (_, e_next) = (known[0], known[1]) if value < known[0][0] else (known[-1], known[-2])
+    (_, e_near), (_, e_next) = (known[0], known[1]) if value < known[0][0] else (known[-1], known[-2])
     return e_near if e_near < e_next else effect
 
 
