@@ -483,3 +483,20 @@ def test_spare_time_skips_numbers_beyond_a_worsening_trend_and_neighbours_below_
     assert plan.get("knobs.batch") not in (64, 128), f"beyond 256, which was worse than 512: {plan}"
     assert spare("choice(64,128,256,512,1024,2048)").get("knobs.batch") == 2048, "beyond the improving end"
     assert spare("choice(64,128,256,384,512,1024)").get("knobs.batch") == 384, "between measured numbers"
+
+
+def test_spare_time_skips_a_neighbour_of_the_best_whose_value_measured_worse() -> None:
+    """The best is compiled and no compile fits the time left; its eager twin waits in the queue. A neighbour of
+    that twin whose changed value measured worse elsewhere (c=q: 3 beside 10 and 4) cannot reach the best and is
+    not queued (it was: the best's neighbours had no bound): nothing is, and the repeats of the top get the time."""
+    params = {"knobs.a": "choice(1,2)", "knobs.c": "choice(p,q)", "knobs.compile": "choice(off,default)"}
+    defaults = {"knobs.a": 1, "knobs.c": "p", "knobs.compile": "off"}
+    space = build_space(params, {}, [], defaults)
+    sampler = StagedSampler(optuna.samplers.RandomSampler(seed=0), space, EXPENSIVE, defaults)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    for (a, c, compile_), value in [((1, "p", "default"), 10.0), ((2, "q", "off"), 3.0), ((2, "p", "off"), 4.0)]:
+        config = {"knobs.a": a, "knobs.c": c, "knobs.compile": compile_}
+        study.add_trial(create_trial(params=config, distributions=dict(space.params), values=[value]))
+    study.enqueue_trial({"knobs.a": 1, "knobs.c": "p", "knobs.compile": "off"})  # the best's twin, queued
+    sampler.fits = lambda p: p.get("knobs.compile") == "off"
+    assert sampler.spare_plan(study) == {}
