@@ -68,7 +68,7 @@ class Landscape:
     # (config) -> (warm-up steps, drain steps), where the host's differ from the DataLoader buffer's rule below
     warmup: Any = None
     conditions: dict[str, str] = field(default_factory=dict)  # the workload's ``conditions`` (knob -> expression)
-    starts: list[dict[str, Any]] = field(default_factory=list)  # the workload's ``starts``, queued after the handbook's
+    starts: list[dict[str, Any]] = field(default_factory=list)  # the workload's ``starts``, before the handbook's
 
     def throughput(self, c: dict[str, Any]) -> float:
         v = self.base
@@ -242,7 +242,7 @@ def replay(land: Landscape, budget_s: float = 300.0, seed: int = 0, grace_s: flo
 
 def _open(land: Landscape, budget_s: float, seed: int, grace_s: float) -> tuple[_Sweep, dict[str, Any]]:
     """The study with the real staged sampler, cost model, admission, scheduler and stop policy on one fake clock;
-    the baseline and the handbook's start queued first, as the sweep queues them."""
+    the baseline, the workload's starts and the handbook's start queued first, as the sweep queues them."""
     clock = Clock()
     settings = KnobSweeperConf(timeout_s=budget_s, seed=seed)
     space = build_space(land.params, land.conditions, [], land.defaults)
@@ -271,7 +271,7 @@ def _open(land: Landscape, budget_s: float, seed: int, grace_s: float) -> tuple[
     baseline = warm.baseline_params(space, land.defaults)
     study.enqueue_trial(baseline)
     start = start_params(space, land.defaults, baseline, land.device)
-    for params in [start] + [space.fix(s, land.defaults)[0] for s in land.starts]:
+    for params in [space.fix(s, land.defaults)[0] for s in land.starts] + [start]:
         if params:
             study.enqueue_trial(params)
     policy = StopPolicy(scheduler.budget)  # a space never enumerated: 100 duplicates in a row end it

@@ -166,9 +166,10 @@ class KnobSweeperConf:
     # Then the configuration PyTorch's performance handbook picks from the space on this device (the fastest
     # supported reduced precision, compile default, the fused optimizer, channels_last, the largest batch, and on a
     # GPU cuDNN autotuning, pinned memory and the most DataLoader workers; sweeper.sweep.search.handbook), with the
-    # baseline.
+    # baseline; after the `starts` below where the workload declares some (its own recipes before generic rules).
     handbook_start: bool = True
-    # Then these configurations ({dotted key: value}, e.g. a known-good recipe), before the sampler's own choices.
+    # These configurations ({dotted key: value}, e.g. a known-good recipe), right after the baseline, before the
+    # handbook's start and the sampler's own choices.
     # Keys the space does not sample, or values outside it, are left to the sampler. Not used by the grid sampler.
     # An entry's optional `when: <expression>` keeps it only where the expression holds (workload.data == 'jpeg').
     starts: List[Any] = field(default_factory=list)
