@@ -15,7 +15,7 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import create_trial
 
-from sweeper.sweep.config.settings import KnobSweeperConf
+from sweeper.sweep.config.settings import KnobSweeperConf, graph_neutral
 from sweeper.sweep.run import remeasure
 from sweeper.sweep.run.admission import Admission
 from sweeper.sweep.search.budget import Budget
@@ -247,3 +247,19 @@ def test_a_warm_compile_counted_pays_its_rest_and_the_caches_share_of_its_compil
     study, configs = _recorded("h100-2026-12-05T1750-budget-seg", trials=2)
     out = _model().phases(study, configs[1], repeat=True)
     assert out["compile"] == pytest.approx((152.892 - 69.193) + 0.13 * 69.193, rel=0.01), out
+
+
+def test_a_warm_compile_pays_the_first_step_its_graph_paid_not_its_eager_twins() -> None:
+    """ResNet-50 fed from JPEGs on an H100 (2026-12-06, 12:09 UTC): the study's first hybrid-decoded trial, eager,
+    spent 11.4 s in its first step (the pipeline's first batches, the decoder's start); the compiled hybrid after it
+    compiled cold, its 3/4 twin found the graph cached: 5.0 s of compilers and 5.4 s more. The next graph-neutral
+    change (3/8 on the GPU: 10.0 s) is priced as that graph's warm first step paid, not its compilers and the eager
+    twin's 11.4 s (16.4 s)."""
+    study, configs = _recorded("h100-2026-12-06T1209-budget-jpeg", trials=4)
+    settings = KnobSweeperConf()
+    model = CostModel(EXPENSIVE, settings.cost_prior, neutral=graph_neutral(settings))
+    share = configs[5]
+    assert share["knobs.gpu_share"] == 0.375 and configs[3]["knobs.gpu_share"] == 0.75
+    out = model.phases(study, share)
+    assert out["compile"] == pytest.approx(10.015, rel=0.1), out
+    assert abs(out["total"] - 24.99) <= 0.1 * 24.99, out

@@ -42,8 +42,10 @@ and each is predicted from the study's own measured trials (warm-start history l
   compile cache its first trial filled: it pays the warm share of its cold compile, as measured on this study's
   warm compiles, else ``WARM_COMPILE_SHARE``, and at least what its eager twin's first step pays beyond a step
   (cuDNN's benchmark, allocations: no cache holds them); where the cold trial counted its compilers' seconds
-  (``compiler_s``), the rest of its first step and the compilers' seconds this study's warm compiles counted
-  (those of its class first: a warm compile traces and loads, whatever the mode), else the warm share of those;
+  (``compiler_s``), the rest of its first step (alone where alike in ``FIRST_STEP_KNOBS`` and the samples a step
+  takes: the eager twin's can hold what a compiled one does not pay) and the compilers' seconds this study's warm
+  compiles counted (those of its class first: a warm compile traces and loads, whatever the mode), else the warm
+  share of those;
 * graph-neutral knobs, declared (``hydra.sweeper.graph_neutral``; by default the knobs the package's helpers
   apply outside the compiled forward and loss: the optimizer's implementation, the input pipeline's) or learned: a
   configuration that differs from a measured compiled one of its class only in such knobs pays the warm share, as
@@ -499,25 +501,40 @@ class CostModel:
 
     def _warm(self, phased: list[Seen], cold: Seen, params: Mapping[str, Any], share: float) -> float:
         """A warm compile's first-step excess, from the cold one ``cold``: where its compilers' seconds were counted,
-        the rest of its first step (cuDNN's benchmark, allocations: no cache holds them) and ``share`` of those
-        seconds; else ``share`` of its excess, and never less than the first step of ``params`` run eager pays (its
-        eager twin's excess as :meth:`_first_step_excess` prices it). ConvNeXt-Tiny on an H100 (2026-12-05): warm
-        reduce-overhead first steps of 22-23 s, its eager twin's 17-20 s, 13 % of its cold compile 8 s; ResNet-50
-        on the H200: 5.8 s warm, its twin's 3.3 s, 13 % of the cold 5.9 s."""
+        the rest of its first step (cuDNN's benchmark, allocations: no cache holds them; :meth:`_rest`) and
+        ``share`` of those seconds; else ``share`` of its excess, and never less than the first step of ``params``
+        run eager pays (its eager twin's excess as :meth:`_first_step_excess` prices it). ConvNeXt-Tiny on an H100
+        (2026-12-05): warm reduce-overhead first steps of 22-23 s, its eager twin's 17-20 s, 13 % of its cold
+        compile 8 s; ResNet-50 on the H200: 5.8 s warm, its twin's 3.3 s, 13 % of the cold 5.9 s."""
         rest = cold.init_s(self._cheap())
-        if cold.compiler_s is not None and rest is not None:  # and what ``params`` pays eager, where it pays more
+        if cold.compiler_s is not None and rest is not None:
             seconds = self._warm_compiler_s(phased, cold.cls)
             warm = share * cold.compiler_s if seconds is None else min(seconds, cold.compiler_s)
-            return max(rest, self._eager_excess(phased, params)) + warm
+            return self._rest(phased, cold, rest, params) + warm
         return min(cold.compile_s, max(self._eager_excess(phased, params), share * cold.compile_s))
 
     def _cached(self, phased: list[Seen], s: Seen, params: Mapping[str, Any], share: float) -> float:
         """A compile of ``params`` on the graph ``s`` compiled (they differ in graph-neutral knobs only): a warm
-        ``s``'s own excess (where it counted its compilers' seconds, those and what ``params`` pays eager), else
-        the warm price of ``s``'s cold compile (:meth:`_warm`)."""
+        ``s``'s own excess (where it counted its compilers' seconds, those and the rest of its first step,
+        :meth:`_rest`), else the warm price of ``s``'s cold compile (:meth:`_warm`)."""
         if not s.warm:
             return self._warm(phased, s, params, share)
-        return s.compile_s if s.compiler_s is None else s.compiler_s + self._eager_excess(phased, params)
+        rest = s.init_s(self._cheap())
+        if s.compiler_s is None or rest is None:
+            return s.compile_s
+        return s.compiler_s + self._rest(phased, s, rest, params)
+
+    def _rest(self, phased: list[Seen], s: Seen, rest: float, params: Mapping[str, Any]) -> float:
+        """What the first step of ``params``, compiled on the graph ``s`` compiled, pays beyond its compilers:
+        ``rest``, what ``s``'s own paid, where the two are alike in ``FIRST_STEP_KNOBS`` and the samples a step takes
+        (the same convolutions benchmarked at the same shapes); else the most of that and what ``params`` pays
+        eager. The eager twin's first step can pay what a compiled one does not: ResNet-50 fed from JPEGs on an H100
+        (2026-12-06 12:09), the study's first hybrid-decoded trial, eager, 11.4 s; the compiled ones on that
+        pipeline after it 5.1-5.4 s beyond their compilers."""
+        alike = _samples(s.params) == _samples(params) and all(
+            s.params.get(k) == params.get(k) for k in set(s.params) | set(params) if _leaf(k) in FIRST_STEP_KNOBS
+        )
+        return rest if alike else max(rest, self._eager_excess(phased, params))
 
     def _cold(self, phased: list[Seen], s: Seen, params: Mapping[str, Any]) -> float:
         """A cold compile of ``params`` priced from the measured cold compile ``s``: where ``s`` counted its
