@@ -76,7 +76,7 @@ def _node_lock_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 # running alone on one worker after the other has finished.
 LONGEST_FIRST = (
     "test_bench_cpu.py",  # ~300 s
-    "test_kill_points.py",  # ~250 s
+    "test_kill_points.py",  # ~150 s
     "test_sweep_e2e.py",  # ~250 s
     "test_scheduler.py",
     "test_adversarial.py",
