@@ -326,3 +326,29 @@ def test_a_trial_stopped_at_its_deadline_leaves_every_threads_stack_in_its_log(r
     logs = "".join(p.read_text(errors="replace") for p in (tmp_path / "sweep").rglob("trial.log"))
     assert "stopped at its deadline (trial.timeout_s=6)" in logs, logs[-2000:]
     assert "in _hang" in logs and "faults.py" in logs, logs[-2000:]
+
+
+def test_a_trial_stopped_at_its_deadline_leaves_its_workers_stacks_too(results: Path, tmp_path: Path) -> None:
+    """A trial whose step waits for a forked child that hangs (as a step waits for a DataLoader worker's batch): the
+    trial's own stacks show only the wait; the child, forked with the trial's handler, is asked for its stacks too,
+    under a line naming it, so the log says where the worker hung (before, only the trial's own were there)."""
+    run_main(
+        [
+            *FAULTS,
+            "-m",
+            "hydra.sweeper.n_trials=1",
+            "hydra.sweeper.params={knobs.fault:'choice(worker_hang)',knobs.work:16}",
+            "knobs.fault_step=1",
+            "measure.stall_s=null",
+            "trial.timeout_s=6",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}",
+            *NO_REMEASURE,
+        ],
+        results,
+        check=True,
+    )
+    row = pd.read_parquet(results / "trials").iloc[0]
+    assert (row["status"], row["reason"]) == ("failed", "timeout"), row["message"]
+    logs = "".join(p.read_text(errors="replace") for p in (tmp_path / "sweep").rglob("trial.log"))
+    assert "in _wait_for_worker" in logs, logs[-3000:]
+    assert "the trial's descendant" in logs and "in _hang_in_worker" in logs, logs[-3000:]

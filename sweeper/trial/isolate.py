@@ -228,20 +228,61 @@ def _stacks(pid: int, log_path: Path, deadline: str, wait_s: float = 2.0) -> Non
     """Before a trial is killed at its deadline: a line saying so, then every thread's stack (faulthandler, on
     ``STACKS_SIGNAL``) in its log, waited for until the log stops growing (at most ``wait_s``), so that a trial
     that hung says where. (A compiled JPEG trial on an H100 once ran 139 s where it had taken 19 s, until the budget
-    cut it, and left an empty log.)"""
+    cut it, and left an empty log.) Then, one by one, those of its descendants forked with the handler (DataLoader
+    workers: on an H100 a hybrid-decoding trial waited 80 s for batches its 14 workers never delivered, 2026-12-06),
+    each under a line naming it; one that does not catch the signal is left alone."""
     try:
         with open(log_path, "a") as log:
             log.write(f"\nstopped at its deadline ({deadline}); every thread's stack at that moment:\n")
+    except OSError:
+        return
+    end = time.time() + wait_s
+    if not _dump(pid, log_path, end):
+        return
+    import psutil
+
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return
+    end = time.time() + wait_s
+    for child in children:
+        if time.time() >= end or not _catches(child.pid, STACKS_SIGNAL):
+            continue
+        try:
+            with open(log_path, "a") as log:
+                log.write(f"\nprocess {child.pid} ({child.name()}), the trial's descendant:\n")
+        except (OSError, psutil.Error):
+            continue
+        _dump(child.pid, log_path, end)
+
+
+def _dump(pid: int, log_path: Path, end: float) -> bool:
+    """Send ``pid`` ``STACKS_SIGNAL`` and wait until ``log_path`` grew and then held still for 0.15 s (or ``end``);
+    False where the signal could not be sent."""
+    try:
         first = last = log_path.stat().st_size
         os.kill(pid, STACKS_SIGNAL)
     except OSError:
-        return
-    end, still = time.time() + wait_s, 0
+        return False
+    still = 0
     while time.time() < end and still < 3:  # grown, then 0.15 s without a byte more
         time.sleep(0.05)
         now = log_path.stat().st_size
         still = still + 1 if now == last and now > first else 0
         last = now
+    return True
+
+
+def _catches(pid: int, signum: int) -> bool:
+    """Whether process ``pid`` has a handler for ``signum`` (Linux: ``SigCgt`` in /proc/PID/status): sending it
+    to one without a handler would end it (SIGUSR1's default action)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            caught = next(int(line.split()[1], 16) for line in status if line.startswith("SigCgt:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return False
+    return bool(caught >> (int(signum) - 1) & 1)
 
 
 def _profile_cut(kept: dict[str, Any], started: float) -> TrialOutcome:

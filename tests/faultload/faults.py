@@ -3,6 +3,7 @@
 ``knobs.fault`` picks what happens at measured step ``knobs.fault_step``: ``none`` (a good trial, its speed set by
 ``knobs.work``), ``oom`` (a real allocation far beyond memory), ``nan`` (the loss really becomes NaN), ``raise``,
 ``segfault`` (a real invalid read), ``abort``, ``sigkill`` (what the kernel's OOM killer does), ``hang``, ``exit``,
+``worker_hang`` (the step waits for a child forked from the trial, as a DataLoader's worker is, that hangs),
 ``gpu_only`` (refused by ``check`` on a CPU: skipped before launch), ``check_raise`` (``check`` itself raises),
 ``orphan`` (a good trial whose ``build`` starts ``sleep 300`` in a new session, its pid appended to the file
 ``workload.orphans_to``), ``daemon`` (the same with a daemon forked twice, no exec),
@@ -44,6 +45,22 @@ def _hang(marker: str | None) -> None:
     if marker:
         open(marker, "w").close()
     time.sleep(3600)
+
+
+def _hang_in_worker() -> None:
+    """A forked child's hang (its frame names it in the stacks its trial's log gets)."""
+    time.sleep(3600)
+
+
+def _wait_for_worker() -> None:
+    """Fork a child that hangs and wait for it, as a step waits for a DataLoader worker's batch."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _hang_in_worker()
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
 
 
 def check(cfg: dict[str, Any], device: DeviceInfo) -> str | None:
@@ -97,6 +114,8 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
                 os.kill(os.getpid(), signal.SIGKILL)
             elif fault == "hang":
                 _hang(cfg["workload"].get("hanging_to"))
+            elif fault == "worker_hang":
+                _wait_for_worker()
             elif fault == "exit":
                 os._exit(3)
             elif fault == "bimodal" and count[0] % 2:
