@@ -302,16 +302,15 @@ def test_the_stall_watchdog_never_ends_a_sweeper_that_runs_its_trial_in_its_own_
     assert list(df["status"]) == ["complete"], df[["status", "reason", "message"]]
 
 
-def test_a_trial_stopped_at_its_deadline_leaves_every_threads_stack_in_its_log(results: Path, tmp_path: Path) -> None:
-    """A trial that hangs in its first step (where the stall watchdog is not armed yet) is killed at trial.timeout_s;
-    before that it writes every thread's stack to its log, under a line saying why, so that the log says where it
-    hung (before, the log of such a trial was empty)."""
+def _stopped_at_deadline(results: Path, tmp_path: Path, fault: str) -> str:
+    """One trial of ``fault`` hanging in its first step (where the stall watchdog is not armed yet), killed at
+    trial.timeout_s=6: its row says so; the logs of the sweep's trials."""
     run_main(
         [
             *FAULTS,
             "-m",
             "hydra.sweeper.n_trials=1",
-            "hydra.sweeper.params={knobs.fault:'choice(hang)',knobs.work:16}",
+            f"hydra.sweeper.params={{knobs.fault:'choice({fault})',knobs.work:16}}",
             "knobs.fault_step=1",
             "measure.stall_s=null",
             "trial.timeout_s=6",
@@ -323,7 +322,14 @@ def test_a_trial_stopped_at_its_deadline_leaves_every_threads_stack_in_its_log(r
     )
     row = pd.read_parquet(results / "trials").iloc[0]
     assert (row["status"], row["reason"]) == ("failed", "timeout"), row["message"]
-    logs = "".join(p.read_text(errors="replace") for p in (tmp_path / "sweep").rglob("trial.log"))
+    return "".join(p.read_text(errors="replace") for p in (tmp_path / "sweep").rglob("trial.log"))
+
+
+def test_a_trial_stopped_at_its_deadline_leaves_every_threads_stack_in_its_log(results: Path, tmp_path: Path) -> None:
+    """A trial that hangs in its first step (where the stall watchdog is not armed yet) is killed at trial.timeout_s;
+    before that it writes every thread's stack to its log, under a line saying why, so that the log says where it
+    hung (before, the log of such a trial was empty)."""
+    logs = _stopped_at_deadline(results, tmp_path, "hang")
     assert "stopped at its deadline (trial.timeout_s=6)" in logs, logs[-2000:]
     assert "in _hang" in logs and "faults.py" in logs, logs[-2000:]
 
@@ -332,23 +338,6 @@ def test_a_trial_stopped_at_its_deadline_leaves_its_workers_stacks_too(results: 
     """A trial whose step waits for a forked child that hangs (as a step waits for a DataLoader worker's batch): the
     trial's own stacks show only the wait; the child, forked with the trial's handler, is asked for its stacks too,
     under a line naming it, so the log says where the worker hung (before, only the trial's own were there)."""
-    run_main(
-        [
-            *FAULTS,
-            "-m",
-            "hydra.sweeper.n_trials=1",
-            "hydra.sweeper.params={knobs.fault:'choice(worker_hang)',knobs.work:16}",
-            "knobs.fault_step=1",
-            "measure.stall_s=null",
-            "trial.timeout_s=6",
-            f"hydra.sweep.dir={tmp_path / 'sweep'}",
-            *NO_REMEASURE,
-        ],
-        results,
-        check=True,
-    )
-    row = pd.read_parquet(results / "trials").iloc[0]
-    assert (row["status"], row["reason"]) == ("failed", "timeout"), row["message"]
-    logs = "".join(p.read_text(errors="replace") for p in (tmp_path / "sweep").rglob("trial.log"))
+    logs = _stopped_at_deadline(results, tmp_path, "worker_hang")
     assert "in _wait_for_worker" in logs, logs[-3000:]
     assert "the trial's descendant" in logs and "in _hang_in_worker" in logs, logs[-3000:]
