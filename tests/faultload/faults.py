@@ -100,28 +100,7 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
         while hold and not os.path.exists(hold):  # held running until the test creates the file
             time.sleep(0.02)
         if count[0] >= at:
-            if fault == "oom":
-                torch.empty(1 << 50, dtype=torch.uint8, device=device)  # 1 PiB: the allocator really fails
-            elif fault == "nan":
-                loss = torch.log(loss - loss - 1.0)  # log(-1) = NaN, computed for real
-            elif fault == "raise":
-                raise ValueError(f"planted failure at step {count[0]}")
-            elif fault == "segfault":
-                ctypes.string_at(0)  # read address 0: SIGSEGV
-            elif fault == "abort":
-                os.abort()
-            elif fault == "sigkill":
-                os.kill(os.getpid(), signal.SIGKILL)
-            elif fault == "hang":
-                _hang(cfg["workload"].get("hanging_to"))
-            elif fault == "worker_hang":
-                _wait_for_worker()
-            elif fault == "exit":
-                os._exit(3)
-            elif fault == "bimodal" and count[0] % 2:
-                time.sleep(BIMODAL_S)
-            elif fault == "slow" and count[0] == at:
-                time.sleep(SLOW_S)
+            loss = _planted(fault, count[0], at, loss, cfg, device)
         return loss
 
     return Workload(
@@ -133,6 +112,35 @@ def build(cfg: dict[str, Any], device: torch.device) -> Workload:
             "queues_probe": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS"),
         },
     )
+
+
+def _planted(fault: str, step: int, at: int, loss: torch.Tensor, cfg: dict[str, Any], device: Any) -> torch.Tensor:
+    """What ``fault`` does at measured step ``step`` (from ``at`` on): the loss, or the failure itself."""
+    import torch
+
+    if fault == "oom":
+        torch.empty(1 << 50, dtype=torch.uint8, device=device)  # 1 PiB: the allocator really fails
+    elif fault == "nan":
+        loss = torch.log(loss - loss - 1.0)  # log(-1) = NaN, computed for real
+    elif fault == "raise":
+        raise ValueError(f"planted failure at step {step}")
+    elif fault == "segfault":
+        ctypes.string_at(0)  # read address 0: SIGSEGV
+    elif fault == "abort":
+        os.abort()
+    elif fault == "sigkill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif fault == "hang":
+        _hang(cfg["workload"].get("hanging_to"))
+    elif fault == "worker_hang":
+        _wait_for_worker()
+    elif fault == "exit":
+        os._exit(3)
+    elif fault == "bimodal" and step % 2:
+        time.sleep(BIMODAL_S)
+    elif fault == "slow" and step == at:
+        time.sleep(SLOW_S)
+    return loss
 
 
 def _daemon(pids_file: str) -> None:
