@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,32 @@ def test_num_workers_spawns_processes_and_persistent_workers_keep_them(tmp_path:
     assert first.isdisjoint(later), "without persistent_workers each epoch starts new workers"
     first, later = seen[True]
     assert first == later, "persistent_workers keeps the same workers across epochs"
+
+
+def test_workers_are_forked_on_the_thread_that_builds_the_pipeline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fork copies only the forking thread: the workers start while the pipeline is built, before its own threads
+    run and before the first step (a compile) does, never lazily on the prefetcher's thread."""
+    starts: list[str] = []
+    start = data.Pipeline._start
+
+    def recorded(self: data.Pipeline) -> Any:
+        starts.append(threading.current_thread().name)
+        return start(self)
+
+    monkeypatch.setattr(data.Pipeline, "_start", recorded)
+    # the device thread without a GPU (check() refuses device_prefetch there; the thread itself runs on the CPU)
+    monkeypatch.setattr(data, "knob_conflict", lambda *_: None)
+    before = children()
+    pipe = pipeline(tmp_path, num_workers=2, persistent_workers=True, device_prefetch=True)
+    try:
+        assert len(children() - before) == 2, "both workers run once the pipeline is built"
+        assert starts == [threading.current_thread().name]
+        assert pipe.next()[0].shape == (4, 3, 16, 16)
+        assert starts == [threading.current_thread().name], "the first batch starts no loader of its own"
+    finally:
+        pipe.close()
 
 
 def test_worker_nice_lowers_the_workers_priority_not_the_trial_process(tmp_path: Path) -> None:

@@ -303,6 +303,14 @@ class Pipeline:
         self._switch = sys.getswitchinterval()
         if knobs.get("switch_interval_ms"):
             sys.setswitchinterval(float(knobs["switch_interval_ms"]) / 1e3)
+        # The workers are forked here, on the thread that builds the trial, before the prefetcher's threads start
+        # and before the first step compiles: a fork copies only the forking thread, and a lock another thread
+        # held at that moment (a module being imported by the compile, an allocator's) stays held in every worker.
+        # Made lazily on the decode thread, the iterator forked while the first compiled step ran, and hybrid trials
+        # sometimes waited for workers that never delivered a batch (H100, 2026-12-06: 2 of 4 in one sweep): the
+        # suspected cause. Epoch restarts without persistent_workers still fork on the thread that pulls batches.
+        if self.workers > 0:
+            self._it = self._start()
         self.prefetcher = Prefetcher(self._next_host, self.side, decode=self.share > 0) if threaded else None
 
     def _start(self) -> Any:
