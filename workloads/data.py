@@ -298,17 +298,22 @@ class Pipeline:
         self.cpu_images = 0
         self._it: Any = None
         self._closed = False
+        self._run(threaded)
+
+    def _run(self, threaded: bool) -> None:
+        """Sets the GIL's switch interval, forks the workers and starts the prefetcher's threads (``threaded``)."""
         # how soon a thread waiting for the GIL (the training step's launches) gets it from a busy one (the loader's
         # pin-memory thread, the device threads): sys.setswitchinterval while the pipeline runs, Python's 5 ms if null
         self._switch = sys.getswitchinterval()
-        if knobs.get("switch_interval_ms"):
-            sys.setswitchinterval(float(knobs["switch_interval_ms"]) / 1e3)
+        if self.knobs.get("switch_interval_ms"):
+            sys.setswitchinterval(float(self.knobs["switch_interval_ms"]) / 1e3)
         # The workers are forked here, on the thread that builds the trial, before the prefetcher's threads start
-        # and before the first step compiles: a fork copies only the forking thread, and a lock another thread
-        # held at that moment (a module being imported by the compile, an allocator's) stays held in every worker.
-        # Made lazily on the decode thread, the iterator forked while the first compiled step ran, and hybrid trials
-        # sometimes waited for workers that never delivered a batch (H100, 2026-12-06: 2 of 4 in one sweep): the
-        # suspected cause. Epoch restarts without persistent_workers still fork on the thread that pulls batches.
+        # and before the first step runs (a compile): a fork copies only the forking thread, and a lock another
+        # thread held at that moment (a module being imported, a stream's buffer) stays held in every worker. Made
+        # lazily on the decode thread, the iterator forked while the trial's first step and the device thread ran,
+        # and hybrid trials, eager and compiled, sometimes waited for workers that never delivered a batch (H100,
+        # 2026-12-06: 2 of 4 in one sweep): the suspected cause. Epoch restarts without persistent_workers still
+        # fork on the thread that pulls batches.
         if self.workers > 0:
             self._it = self._start()
         self.prefetcher = Prefetcher(self._next_host, self.side, decode=self.share > 0) if threaded else None
