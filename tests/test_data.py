@@ -114,6 +114,28 @@ def test_workers_are_forked_on_the_thread_that_builds_the_pipeline(
         pipe.close()
 
 
+def test_two_threads_pulling_at_once_each_get_whole_batches_across_restarts(tmp_path: Path) -> None:
+    """A DataLoader iterator is not thread-safe: pulls from two threads (a prefetcher's and a caller's) are taken one
+    at a time, through the epochs' restarts, and none waits for a batch the other took."""
+    pipe = pipeline(tmp_path, num_workers=1)
+    got: list[int] = []
+
+    def pull() -> None:
+        for _ in range(6):
+            got.append(len(pipe._next_host()["labels"]))
+
+    threads = [threading.Thread(target=pull, daemon=True) for _ in range(2)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert not any(t.is_alive() for t in threads), f"a pull waits for good after {len(got)} batches"
+        assert got == [4] * 12 and pipe.epochs >= 5, (got, pipe.epochs)
+    finally:
+        pipe.close()
+
+
 def test_worker_nice_lowers_the_workers_priority_not_the_trial_process(tmp_path: Path) -> None:
     own = os.getpriority(os.PRIO_PROCESS, 0)
     if own > 12:

@@ -31,6 +31,7 @@ import functools
 import gc
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -296,12 +297,15 @@ class Pipeline:
         self.epochs = 0  # loader restarts so far
         self.stats = torch.zeros(len(decode.STATS), dtype=torch.float64)
         self.cpu_images = 0
-        self._it: Any = None
         self._closed = False
         self._run(threaded)
 
     def _run(self, threaded: bool) -> None:
         """Sets the GIL's switch interval, forks the workers and starts the prefetcher's threads (``threaded``)."""
+        self._it: Any = None
+        # One pull at a time: a DataLoader iterator is not thread-safe (two threads inside its next() can leave one
+        # waiting for a batch the other took, for good), and an epoch's restart replaces it.
+        self._pull = threading.Lock()
         # how soon a thread waiting for the GIL (the training step's launches) gets it from a busy one (the loader's
         # pin-memory thread, the device threads): sys.setswitchinterval while the pipeline runs, Python's 5 ms if null
         self._switch = sys.getswitchinterval()
@@ -334,19 +338,20 @@ class Pipeline:
             gc.unfreeze()
 
     def _next_host(self) -> dict[str, torch.Tensor]:
-        if self._closed:
-            raise RuntimeError("the JPEG pipeline is closed")
-        if self._it is None:
-            self._it = self._start()
-        try:
-            host = next(self._it)
-        except StopIteration:
-            self.epochs += 1
-            self._it = self._start()  # persistent workers are reused; otherwise new ones start
-            host = next(self._it)
-        self.stats += host["stats"].sum(0)
-        self.cpu_images += len(host["stats"])
-        return host
+        with self._pull:
+            if self._closed:
+                raise RuntimeError("the JPEG pipeline is closed")
+            if self._it is None:
+                self._it = self._start()
+            try:
+                host = next(self._it)
+            except StopIteration:
+                self.epochs += 1
+                self._it = self._start()  # persistent workers are reused; otherwise new ones start
+                host = next(self._it)
+            self.stats += host["stats"].sum(0)
+            self.cpu_images += len(host["stats"])
+            return host
 
     def next(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The next batch, on the device (copies are queued, not synchronized, with ``non_blocking``)."""
