@@ -17,7 +17,8 @@ Each arm runs in a fresh process (a fresh cuDNN cache) with a fresh inductor cac
 
 Each prints one JSON line: the first step's seconds, the compilers' seconds (Dynamo's own count), the priming
 thread's seconds and how long the first run waited for it, and samples/s over the measured steps afterwards (the
-same algorithms chosen should give the same speed). Written independently of the project's code.
+same algorithms chosen should give the same speed), and the peak memory of the first step (the priming's
+included) and of the steps after. Written independently of the project's code.
 
     python bench/cudnn_overlap.py OUT.jsonl [--batch 128] [--size 512] [--steps 20] [--arms serial overlap]
     python bench/cudnn_overlap.py OUT.jsonl --device cpu --tiny   # a CPU check of the script (no cuDNN)
@@ -97,6 +98,10 @@ def _child(args: argparse.Namespace) -> dict:
     first = time.perf_counter() - t0
     if thread is not None:
         thread.join()
+    gib = 2.0**30
+    peak_first = torch.cuda.max_memory_allocated() / gib if cuda else None
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
     for _ in range(3):
         step()
     sync()
@@ -113,7 +118,9 @@ def _child(args: argparse.Namespace) -> dict:
             "batch": args.batch, "size": args.size, "first_step_s": round(first, 2),
             "compiler_s": round(compiler_s, 2) if compiler_s is not None else None,
             **{k: round(v, 2) for k, v in primed.items()},
-            "samples_s": round(args.steps * args.batch / took, 1)}  # fmt: skip
+            "samples_s": round(args.steps * args.batch / took, 1),
+            "peak_first_gib": peak_first and round(peak_first, 2),
+            "peak_steady_gib": round(torch.cuda.max_memory_allocated() / gib, 2) if cuda else None}  # fmt: skip
 
 
 def main() -> None:
