@@ -13,12 +13,14 @@ Each arm runs in a fresh process (a fresh cuDNN cache) with a fresh inductor cac
 * ``overlap``: the same, with a copy of the model (``copy.deepcopy``, the same dtype and memory format) run once
   eagerly, forward and ``torch.autograd.grad`` (no ``.grad`` written), in a thread started just before the first
   step; the compiled graph's first run waits for the thread (``torch._dynamo.callback``'s end-of-compile callback
-  joins it), so that the two never benchmark on the GPU at the same time.
+  joins it), so that the two never benchmark on the GPU at the same time;
+* ``tool``: the same model through the project's own training step (``workloads.common.TrainStep``), which primes
+  the cache that way by itself (``workloads.prime``): the one arm that imports the project.
 
 Each prints one JSON line: the first step's seconds, the compilers' seconds (Dynamo's own count), the priming
 thread's seconds and how long the first run waited for it, and samples/s over the measured steps afterwards (the
 same algorithms chosen should give the same speed), and the peak memory of the first step (the priming's
-included) and of the steps after. Written independently of the project's code.
+included) and of the steps after. The serial and overlap arms are written independently of the project's code.
 
     python bench/cudnn_overlap.py OUT.jsonl [--batch 128] [--size 512] [--steps 20] [--arms serial overlap]
     python bench/cudnn_overlap.py OUT.jsonl --device cpu --tiny   # a CPU check of the script (no cuDNN)
@@ -90,12 +92,25 @@ def _child(args: argparse.Namespace) -> dict:
         opt.step()
         opt.zero_grad(set_to_none=True)
 
+    if args.arm == "tool":  # the project's training step (workloads.common.TrainStep), which primes by itself
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        from workloads import common
+
+        knobs = {"precision": "bf16", "compile": "default", "grad_accum_steps": 1, "cudnn_benchmark": True}
+        loss_fn = lambda out, t: F.cross_entropy(out["out"], t)  # noqa: E731
+        train = common.TrainStep(model, loss_fn, opt, knobs, dev, prime_cudnn=True)
+
+        def step() -> None:  # noqa: F811
+            train((x, y))
+
     t0 = time.perf_counter()
     if thread is not None:
         thread.start()
     step()
     sync()
     first = time.perf_counter() - t0
+    if args.arm == "tool":
+        primed.update({k: v for k, v in (train.primed or {}).items() if isinstance(v, float)})
     if thread is not None:
         thread.join()
     gib = 2.0**30
@@ -132,7 +147,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--tiny", action="store_true", help="64 px, batch 2, 2 steps: a check of the script")
-    ap.add_argument("--arms", nargs="+", default=["serial", "overlap"], choices=["serial", "overlap"])
+    ap.add_argument("--arms", nargs="+", default=["serial", "overlap"], choices=["serial", "overlap", "tool"])
     ap.add_argument("--arm", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.tiny:

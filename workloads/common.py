@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from workloads import prime
 from workloads.spec.training import (  # noqa: F401 (re-exported: a workload's knob helpers in one place)
     COMPILE_MODES,
     ENV_KNOBS,
@@ -124,6 +125,7 @@ class TrainStep:
         knobs: dict[str, Any],
         device: torch.device,
         before_step: Callable[[TrainStep], Any] | None = None,
+        prime_cudnn: bool = prime.BY_DEFAULT,
     ) -> None:
         k = of(TrainingKnobs, knobs)
         self.model, self.optimizer, self.device = model, optimizer, device
@@ -145,6 +147,14 @@ class TrainStep:
         # fp32/tf32: no context entered each step (autocast checks the precision here, once)
         plain = isinstance(autocast(self.precision, device), contextlib.nullcontext)
         self.forward_loss = maybe_compile(plain_forward_loss if plain else forward_loss, k.compile)
+        # cuDNN's benchmark filled by an eager copy while the first step compiles (workloads.prime)
+        self._primer = (
+            prime.Primer(model, loss_fn, lambda: autocast(self.precision, device), device)
+            if prime_cudnn and prime.wanted(model, k.compile, device)
+            else None
+        )
+        self.peak_floor_bytes = 0  # the device's peak before a priming (its own peak is left out)
+        self.primed: dict[str, Any] | None = None  # the priming's seconds, once it ran
 
     def parameters(self) -> list[torch.Tensor]:
         """The parameters the optimizer updates (those of its param groups)."""
@@ -169,6 +179,17 @@ class TrainStep:
 
     def __call__(self, batch: Any) -> torch.Tensor:
         micro = batch if isinstance(batch, list) else [batch]
+        primer, self._primer = self._primer, None
+        if primer is not None and primer.start(*micro[0]):
+            try:
+                return self._step(micro)
+            finally:
+                primer.finish()
+                self.peak_floor_bytes = primer.peak_floor_bytes
+                self.primed = {"prime_s": primer.prime_s, "waited_s": primer.waited_s, "error": primer.error}
+        return self._step(micro)
+
+    def _step(self, micro: list) -> torch.Tensor:
         scaling = self.scaler.is_enabled()
         loss = None
         # Little a plain training loop lacks: one micro-batch, no division (an operation and its backward each
