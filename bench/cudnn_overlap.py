@@ -14,15 +14,17 @@ Each arm runs in a fresh process (a fresh cuDNN cache) with a fresh inductor cac
   eagerly, forward and ``torch.autograd.grad`` (no ``.grad`` written), in a thread started just before the first
   step; the compiled graph's first run waits for the thread (``torch._dynamo.callback``'s end-of-compile callback
   joins it), so that the two never benchmark on the GPU at the same time;
-* ``tool``: the same model through the project's own training step (``workloads.common.TrainStep``), which primes
-  the cache that way by itself (``workloads.prime``): the one arm that imports the project.
+* ``tool`` and ``tool-serial``: the same model through the project's own training step
+  (``workloads.common.TrainStep``), with and without its priming (``workloads.prime``, ``prime_cudnn``): the arms
+  that import the project. Its compiled graph holds the loss too, so compare ``tool`` with ``tool-serial``, and
+  ``overlap`` with ``serial``, never across the pairs.
 
 Each prints one JSON line: the first step's seconds, the compilers' seconds (Dynamo's own count), the priming
 thread's seconds and how long the first run waited for it, and samples/s over the measured steps afterwards (the
 same algorithms chosen should give the same speed), and the peak memory of the first step (the priming's
 included) and of the steps after. The serial and overlap arms are written independently of the project's code.
 
-    python bench/cudnn_overlap.py OUT.jsonl [--batch 128] [--size 512] [--steps 20] [--arms serial overlap]
+    python bench/cudnn_overlap.py OUT.jsonl [--batch 128] [--size 512] [--steps 20] [--arms tool-serial tool]
     python bench/cudnn_overlap.py OUT.jsonl --device cpu --tiny   # a CPU check of the script (no cuDNN)
 """
 
@@ -92,13 +94,13 @@ def _child(args: argparse.Namespace) -> dict:
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    if args.arm == "tool":  # the project's training step (workloads.common.TrainStep), which primes by itself
+    if args.arm in ("tool", "tool-serial"):  # the project's training step (workloads.common.TrainStep)
         sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         from workloads import common
 
         knobs = {"precision": "bf16", "compile": "default", "grad_accum_steps": 1, "cudnn_benchmark": True}
         loss_fn = lambda out, t: F.cross_entropy(out["out"], t)  # noqa: E731
-        train = common.TrainStep(model, loss_fn, opt, knobs, dev, prime_cudnn=True)
+        train = common.TrainStep(model, loss_fn, opt, knobs, dev, prime_cudnn=args.arm == "tool")
 
         def step() -> None:  # noqa: F811
             train((x, y))
@@ -109,7 +111,7 @@ def _child(args: argparse.Namespace) -> dict:
     step()
     sync()
     first = time.perf_counter() - t0
-    if args.arm == "tool":
+    if args.arm in ("tool", "tool-serial"):
         primed.update({k: v for k, v in (train.primed or {}).items() if isinstance(v, float)})
     if thread is not None:
         thread.join()
@@ -147,7 +149,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--tiny", action="store_true", help="64 px, batch 2, 2 steps: a check of the script")
-    ap.add_argument("--arms", nargs="+", default=["serial", "overlap"], choices=["serial", "overlap", "tool"])
+    arms = ["serial", "overlap", "tool", "tool-serial"]
+    ap.add_argument("--arms", nargs="+", default=["tool-serial", "tool"], choices=arms)
     ap.add_argument("--arm", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.tiny:

@@ -37,8 +37,10 @@ log = logging.getLogger(__name__)
 # Compile modes whose compile runs nothing on the device: max-autotune's modes time their kernel choices on the GPU
 # while they compile, and two benchmarks timed beside each other could both choose worse.
 QUIET_MODES = ("default", "reduce-overhead")
-# TrainStep(prime_cudnn=...)'s default: off until a GPU has measured the priming against the serial first step
-# (bench/cudnn_overlap.py, its "serial" and "tool" arms in one call).
+# TrainStep(prime_cudnn=...)'s default: off until measured. On an H100 (DeepLabV3-MobileNetV3, batch 64,
+# 2026-12-06) the first step's rest beyond the compilers fell from 30.6 s to 13.9 s but the compile grew from 43 s
+# to 57 s (the copy's eager step takes the GIL between its operations): 71 s against 74 s, and the two arms did not
+# compile the same graph. bench/cudnn_overlap.py --arms tool-serial tool is the like-for-like measurement.
 BY_DEFAULT = False
 COMPILING = os.path.join("_dynamo", "convert_frame.py")  # a thread whose stack holds it waits on the compile lock
 
