@@ -6,7 +6,7 @@ benchmark cache is one per process, keyed by a convolution's shapes, strides, dt
 caller: an eager forward and backward of a copy of the model, run once in a thread while the compile runs, fills it,
 and the compiled graph finds its algorithms chosen. The graph's first run waits for the thread (Dynamo's
 end-of-compile callback joins it), so the two never benchmark on the GPU at once: a benchmark timed beside other
-kernels could choose worse algorithms.
+kernels could choose worse algorithms. Off by default (``BY_DEFAULT``: measured once, not yet like for like).
 
 The copy (``copy.deepcopy``: its parameters, no optimizer state) lives while the thread runs; the thread writes no
 ``.grad`` (``torch.autograd.grad``) and touches neither the model nor its batch (a clone of the batch's inputs). The
@@ -14,7 +14,9 @@ peak memory the trial records leaves the priming out: the peak before it is kept
 device's peak counter restarts once the thread has ended. Anything the priming cannot do (a model that does not
 copy, an out-of-memory) leaves the step as it was: the graph benchmarks its own convolutions. The copy draws from
 the global random generators (a dropout layer's masks): the compiled steps after it see other random numbers than
-they would have, as after any other extra forward.
+they would have, as after any other extra forward. ``torch.compiler.is_compiling()`` is a flag of the process (torch
+2.14): the copy's eager step sees it True while the step compiles, and a model that branches on it runs its
+compiled branch in the copy.
 """
 
 from __future__ import annotations
