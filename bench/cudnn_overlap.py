@@ -41,58 +41,63 @@ import threading
 import time
 
 
-def _child(args: argparse.Namespace) -> dict:
+def _setup(args: argparse.Namespace) -> tuple:
+    """The model (channels_last, cuDNN's benchmark on), its fused AdamW, one batch on the device."""
     import torch
-    import torch.nn.functional as F
     import torchvision
 
     dev = torch.device(args.device)
-    cuda = dev.type == "cuda"
     torch.backends.cudnn.benchmark = True
     torch.manual_seed(0)
     fmt = torch.channels_last
     model = torchvision.models.segmentation.deeplabv3_mobilenet_v3_large(
         weights=None, weights_backbone=None, num_classes=args.classes, aux_loss=False
     ).to(device=dev, memory_format=fmt)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=cuda)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=dev.type == "cuda")
     x = torch.randn(args.batch, 3, args.size, args.size, device=dev).contiguous(memory_format=fmt)
     y = torch.randint(0, args.classes, (args.batch, args.size, args.size), device=dev)
-    dtype = torch.bfloat16
+    return dev, model, opt, x, y
 
-    def sync() -> None:
-        if cuda:
-            torch.cuda.synchronize()
 
-    primed: dict[str, float] = {}
-    thread = None
-    if args.arm == "overlap":
-        twin = copy.deepcopy(model)
+def _sync(dev: object) -> None:
+    import torch
 
-        def prime() -> None:
+    if getattr(dev, "type", None) == "cuda":
+        torch.cuda.synchronize()
+
+
+def _overlap_thread(model: object, x: object, y: object, dev: object, primed: dict, t0: list) -> threading.Thread:
+    """The overlap arm's priming thread, and Dynamo's end-of-compile callback that joins it (not started yet)."""
+    import torch
+    import torch.nn.functional as F
+
+    twin = copy.deepcopy(model)
+
+    def prime() -> None:
+        t = time.perf_counter()
+        with torch.autocast(dev.type, dtype=torch.bfloat16):
+            loss = F.cross_entropy(twin(x.clone())["out"], y)
+        torch.autograd.grad(loss, [p for p in twin.parameters() if p.requires_grad])
+        _sync(dev)
+        primed["prime_s"] = time.perf_counter() - t
+
+    thread = threading.Thread(target=prime, name="cudnn-prime", daemon=True)
+
+    def join(*_args: object) -> None:
+        if thread.is_alive():
             t = time.perf_counter()
-            with torch.autocast(dev.type, dtype=dtype):
-                loss = F.cross_entropy(twin(x.clone())["out"], y)
-            torch.autograd.grad(loss, [p for p in twin.parameters() if p.requires_grad])
-            sync()
-            primed["prime_s"] = time.perf_counter() - t
+            thread.join()
+            primed["waited_s"] = primed.get("waited_s", 0.0) + time.perf_counter() - t
+        primed.setdefault("compile_end_at_s", time.perf_counter() - t0[0])
 
-        def join(*_args: object) -> None:
-            if thread is not None and thread.is_alive():
-                t = time.perf_counter()
-                thread.join()
-                primed["waited_s"] = primed.get("waited_s", 0.0) + time.perf_counter() - t
-            primed.setdefault("compile_end_at_s", time.perf_counter() - t0)
+    torch._dynamo.callback.callback_handler.register_end_callback(join)
+    return thread
 
-        torch._dynamo.callback.callback_handler.register_end_callback(join)
-        thread = threading.Thread(target=prime, name="cudnn-prime", daemon=True)
-    compiled = torch.compile(model)
 
-    def step() -> None:
-        with torch.autocast(dev.type, dtype=dtype):
-            loss = F.cross_entropy(compiled(x)["out"], y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+def _step(args: argparse.Namespace, model: object, opt: object, x: object, y: object, dev: object) -> tuple:
+    """One training step of the arm, and the project's TrainStep where the arm uses it (else None)."""
+    import torch
+    import torch.nn.functional as F
 
     if args.arm in ("tool", "tool-serial"):  # the project's training step (workloads.common.TrainStep)
         sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -101,17 +106,35 @@ def _child(args: argparse.Namespace) -> dict:
         knobs = {"precision": "bf16", "compile": "default", "grad_accum_steps": 1, "cudnn_benchmark": True}
         loss_fn = lambda out, t: F.cross_entropy(out["out"], t)  # noqa: E731
         train = common.TrainStep(model, loss_fn, opt, knobs, dev, prime_cudnn=args.arm == "tool")
+        return (lambda: train((x, y))), train
+    compiled = torch.compile(model)
 
-        def step() -> None:  # noqa: F811
-            train((x, y))
+    def step() -> None:
+        with torch.autocast(dev.type, dtype=torch.bfloat16):
+            loss = F.cross_entropy(compiled(x)["out"], y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
 
-    t0 = time.perf_counter()
+    return step, None
+
+
+def _child(args: argparse.Namespace) -> dict:
+    import torch
+
+    dev, model, opt, x, y = _setup(args)
+    cuda = dev.type == "cuda"
+    primed: dict[str, float] = {}
+    t0 = [0.0]
+    thread = _overlap_thread(model, x, y, dev, primed, t0) if args.arm == "overlap" else None
+    step, train = _step(args, model, opt, x, y, dev)
+    t0[0] = time.perf_counter()
     if thread is not None:
         thread.start()
     step()
-    sync()
-    first = time.perf_counter() - t0
-    if args.arm in ("tool", "tool-serial"):
+    _sync(dev)
+    first = time.perf_counter() - t0[0]
+    if train is not None:
         primed.update({k: v for k, v in (train.primed or {}).items() if isinstance(v, float)})
     if thread is not None:
         thread.join()
@@ -121,11 +144,11 @@ def _child(args: argparse.Namespace) -> dict:
         torch.cuda.reset_peak_memory_stats()
     for _ in range(3):
         step()
-    sync()
+    _sync(dev)
     t = time.perf_counter()
     for _ in range(args.steps):
         step()
-    sync()
+    _sync(dev)
     took = time.perf_counter() - t
     try:  # Dynamo's own count of its compilers' seconds (a private helper: None where it is missing)
         compiler_s = float(torch._dynamo.utils.calculate_time_spent()["total_wall_time"])
