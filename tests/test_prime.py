@@ -3,6 +3,7 @@ compiled graph's first run waits for the priming thread, and the step trains exa
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 
@@ -10,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from sweeper.trial import measure
 from workloads import common, prime
 
 
@@ -65,7 +67,7 @@ class _Null:
         return None
 
 
-def _one_step(monkeypatch, primed: bool) -> tuple[list[torch.Tensor], int]:
+def _one_step(monkeypatch, primed: bool) -> tuple[list[torch.Tensor], int, dict]:
     monkeypatch.setattr(prime, "wanted", lambda *_: primed)  # the CPU has no cuDNN: the condition forced
     model = _model()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
@@ -78,13 +80,15 @@ def _one_step(monkeypatch, primed: bool) -> tuple[list[torch.Tensor], int]:
     train(_batch())
     train(_batch())  # the priming runs once, on the first step only
     state = [p.detach().clone() for p in model.parameters()] + [b.clone() for b in model.buffers()]
-    return state, len(started)
+    return state, len(started), measure._primed(train)  # the row's columns of the priming
 
 
 def test_a_primed_step_trains_exactly_as_an_unprimed_one(monkeypatch) -> None:
-    plain, _ = _one_step(monkeypatch, primed=False)
-    primed, starts = _one_step(monkeypatch, primed=True)
+    plain, _, unprimed_row = _one_step(monkeypatch, primed=False)
+    primed, starts, row = _one_step(monkeypatch, primed=True)
     assert starts == 1
+    assert row["prime_s"] > 0 and row["prime_waited_s"] >= 0  # the trial's row says what the priming took
+    assert math.isnan(unprimed_row["prime_s"]) and math.isnan(unprimed_row["prime_waited_s"])
     assert all(torch.equal(a, b) for a, b in zip(plain, primed, strict=True))  # BatchNorm's running stats too
 
 

@@ -258,6 +258,19 @@ def _warm_up(work: Workload, warmup_steps: int, clock: _Clock, watch: Watchdog, 
     return _WarmUp(first_step_s, warmup_steps, est_step_s, drain_steps, drained, loss, graph_ops, compiler_s)
 
 
+def _primed(step: Any) -> dict[str, float]:
+    """The priming's seconds (``prime_s``: the eager copy's thread, cuDNN's benchmark of each convolution in it;
+    ``prime_waited_s``: how long the compiled graph's first run waited for it), NaN where no priming ran to its
+    end: what the cost model prices an eager twin's first step and a warm repeat's by (the benchmark, no longer
+    after the compile, is hidden in it)."""
+    primed = getattr(step, "primed", None) or {}
+    ran = isinstance(primed, dict) and primed.get("error") is None and primed.get("prime_s") is not None
+    return {
+        "prime_s": float(primed["prime_s"]) if ran else math.nan,
+        "prime_waited_s": float(primed.get("waited_s") or 0.0) if ran else math.nan,
+    }
+
+
 def _compiler_seconds() -> float | None:
     """Seconds this process has spent inside torch.compile's compilers (Dynamo's own count: the frames' compile,
     a lazily compiled backward included, and Triton's autotuning at a kernel's first launch, which Inductor's cache
@@ -532,6 +545,7 @@ def window_metrics(window: Window, work: Workload, device: torch.device, gpu_nam
     # a step that primed cuDNN's benchmark from an eager copy (workloads.prime) keeps the peak from before it
     floor = getattr(work.step, "peak_floor_bytes", 0) or 0
     metrics["peak_mem_bytes"] = max(metrics["peak_mem_bytes"], floor)
+    metrics.update(_primed(work.step))
     metrics.update(stability(step_s))  # steps switching between two speeds (a shared CPU): flagged
     metrics.update(window.util)
     metrics.update(checked_extra(work.extra_metrics(), metrics))
