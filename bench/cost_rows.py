@@ -76,9 +76,12 @@ SWEEPS = {
     "jpeg 2026-12-06 (H100, 10, starts first)": ("h100-2026-12-06T1209-budget-jpeg", 166, DEFAULT_MEASURE),
     "jpeg 2026-12-06 (H100, 11, starts first)": ("h100-2026-12-06T1315-budget-jpeg", 166, DEFAULT_MEASURE),
     "jpeg 2026-12-06 (H100, 12, workers forked at build)": ("h100-2026-12-06T1721-budget-jpeg", 166, DEFAULT_MEASURE),
+    "seg 2026-12-06 (H100, 6, primed)": ("h100-2026-12-06T1959-budget-seg", 351, DEFAULT_MEASURE),
+    "jpeg 2026-12-06 (H100, 13, primed)": ("h100-2026-12-06T2007-budget-jpeg", 166, DEFAULT_MEASURE),
+    "resnet50 2026-12-06 (H100, 4, primed)": ("h100-2026-12-06T2013-budget-resnet50", 166, DEFAULT_MEASURE),
 }
 PHASES = ("setup_s", "compile_s", "first_step_s", "measured_s", "step_ms_mean", "warmup_steps", "warmup_drain_steps",
-          "steps_measured", "prof_s", "data_wait_frac", "compiler_s")  # fmt: skip
+          "steps_measured", "prof_s", "data_wait_frac", "compiler_s", "prime_s")  # fmt: skip
 
 
 def _plain(v: Any) -> Any:

@@ -6,7 +6,8 @@ benchmark cache is one per process, keyed by a convolution's shapes, strides, dt
 caller: an eager forward and backward of a copy of the model, run once in a thread while the compile runs, fills it,
 and the compiled graph finds its algorithms chosen. The graph's first run waits for the thread (Dynamo's
 end-of-compile callback joins it), so the two never benchmark on the GPU at once: a benchmark timed beside other
-kernels could choose worse algorithms. Off by default (``BY_DEFAULT``: measured once, not yet like for like).
+kernels could choose worse algorithms. On by default (``BY_DEFAULT``); the trial's row records the thread's
+seconds (``prime_s``, ``prime_waited_s``: the cost model prices an eager twin's first step by them).
 
 The copy (``copy.deepcopy``: its parameters, no optimizer state) lives while the thread runs; the thread writes no
 ``.grad`` (``torch.autograd.grad``) and touches neither the model nor its batch (a clone of the batch's inputs). The
@@ -39,11 +40,13 @@ log = logging.getLogger(__name__)
 # Compile modes whose compile runs nothing on the device: max-autotune's modes time their kernel choices on the GPU
 # while they compile, and two benchmarks timed beside each other could both choose worse.
 QUIET_MODES = ("default", "reduce-overhead")
-# TrainStep(prime_cudnn=...)'s default: off until measured. On an H100 (DeepLabV3-MobileNetV3, batch 64,
-# 2026-12-06) the first step's rest beyond the compilers fell from 30.6 s to 13.9 s but the compile grew from 43 s
-# to 57 s (the copy's eager step takes the GIL between its operations): 71 s against 74 s, and the two arms did not
-# compile the same graph. bench/cudnn_overlap.py --arms tool-serial tool is the like-for-like measurement.
-BY_DEFAULT = False
+# TrainStep(prime_cudnn=...)'s default. Like for like on an H100 (DeepLabV3-MobileNetV3, 512 px, batch 128, bf16,
+# compile default, 2026-12-06, bench/cudnn_overlap.py --arms tool-serial tool, one fresh process and cold inductor
+# cache each): the first step 123.2 s unprimed, 87.4 s primed (the compilers' seconds grew from 46.4 to 68.6: the
+# copy's eager step takes the GIL between its operations; the thread 54.9 s, the graph waited 17.0 s); 430.9 and
+# 429.8 img/s afterwards, 16.4 GiB peak both. The sweep's compiled start of that model then ran its first step in
+# 95 s (111 s in the hand loop beside it, unprimed).
+BY_DEFAULT = True
 COMPILING = os.path.join("_dynamo", "convert_frame.py")  # a thread whose stack holds it waits on the compile lock
 
 
