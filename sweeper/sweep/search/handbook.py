@@ -25,8 +25,9 @@ A knob the picks make active and no rule names (its condition held not at the ba
 default where the space gives it, else is left to the sampler: the start is one configuration, not a draw.
 
 cuDNN's benchmark costs every trial process's first step (62-75 s of DeepLabV3-MobileNetV3's at batch 128 on an
-H100) and gained nothing measurable on ResNet-50 or ConvNeXt-Tiny, but the same start without it ran at 348 img/s
-against 431 on DeepLabV3 (H100, 2026-12-06): its gain is the model's, so the start measures it on.
+H100; a compiled step runs it beside its compile, ``workloads.prime``: that first step 87 s instead of 123 s) and
+gained nothing measurable on ResNet-50 or ConvNeXt-Tiny, but the same start without it ran at 348 img/s against 431
+on DeepLabV3 (H100, 2026-12-06): its gain is the model's, so the start measures it on.
 
 Values a device check refuses (``workloads.spec.training.check_common``) are left at the baseline's.
 """
