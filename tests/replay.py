@@ -65,6 +65,9 @@ class Landscape:
     # (config) -> what its first step pays beyond a step and any compile, eager or compiled (cuDNN's benchmark);
     # where given, compiled trials record their compilers' seconds (``compiler_s``) apart from it
     first_step: Any = None
+    # (config, compile seconds, cache warm) -> (compilers' seconds, first-step excess, priming seconds) of a compiled
+    # trial that primes cuDNN's benchmark beside its compile (workloads.prime), None where it does not
+    prime: Any = None
     # (config) -> (warm-up steps, drain steps), where the host's differ from the DataLoader buffer's rule below
     warmup: Any = None
     conditions: dict[str, str] = field(default_factory=dict)  # the workload's ``conditions`` (knob -> expression)
@@ -90,7 +93,8 @@ class Landscape:
         mode = str(c.get("knobs.compile", "off"))
         key = tuple(sorted((k, repr(v)) for k, v in c.items()))
         compiled = mode != "off"
-        compile_s = (self.compile_warm if self._cached(key, ran) else self.compile_cold).get(mode, 0.0)
+        cached = self._cached(key, ran)
+        compile_s = (self.compile_warm if cached else self.compile_cold).get(mode, 0.0)
         compile_s = compile_s if compiled else 0.0
         ran.add(key)
         thr = self.throughput(c)
@@ -108,11 +112,13 @@ class Landscape:
         setup = self.setup_s[1 if compiled else 0]
         prof = 5 * step + 2.0 if profile else 0.0
         init = float(self.first_step(c)) if self.first_step else 0.0
-        wall = setup + compile_s + init + step + max(0, warmup - 1 + drain) * step + measured * step + prof
+        primed = self.prime(c, compile_s, cached) if self.prime and compiled else None
+        compiler, excess, prime_s = primed if primed else (compile_s, compile_s + init, None)
+        wall = setup + excess + step + max(0, warmup - 1 + drain) * step + measured * step + prof
         attrs = {
             "setup_s": setup,
-            "compile_s": compile_s + init,
-            "first_step_s": compile_s + init + step,
+            "compile_s": excess,
+            "first_step_s": excess + step,
             "measured_s": measured * step,
             "step_ms_mean": step * 1e3,
             "warmup_steps": warmup,
@@ -127,7 +133,9 @@ class Landscape:
         if profile:
             attrs["prof_s"] = prof
         if self.first_step:
-            attrs["compiler_s"] = compile_s
+            attrs["compiler_s"] = compiler
+        if prime_s is not None:
+            attrs["prime_s"] = prime_s
         if self.graph_ops and not compiled:
             attrs["graph_ops"] = self.graph_ops
         return {"attrs": attrs, "throughput": thr, "spent": self.start_s + wall}
