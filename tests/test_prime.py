@@ -67,12 +67,12 @@ class _Null:
         return None
 
 
-def _one_step(monkeypatch, primed: bool) -> tuple[list[torch.Tensor], int, dict]:
+def _one_step(monkeypatch, primed: bool, loss_fn=F.cross_entropy) -> tuple[list[torch.Tensor], int, dict]:
     monkeypatch.setattr(prime, "wanted", lambda *_: primed)  # the CPU has no cuDNN: the condition forced
     model = _model()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     knobs = {"precision": "fp32", "compile": "off", "grad_accum_steps": 1}
-    train = common.TrainStep(model, F.cross_entropy, opt, knobs, torch.device("cpu"), prime_cudnn=True)
+    train = common.TrainStep(model, loss_fn, opt, knobs, torch.device("cpu"), prime_cudnn=True)
     started = []
     if primed:
         real = prime.Primer.start
@@ -90,6 +90,22 @@ def test_a_primed_step_trains_exactly_as_an_unprimed_one(monkeypatch) -> None:
     assert row["prime_s"] > 0 and row["prime_waited_s"] >= 0  # the trial's row says what the priming took
     assert math.isnan(unprimed_row["prime_s"]) and math.isnan(unprimed_row["prime_waited_s"])
     assert all(torch.equal(a, b) for a, b in zip(plain, primed, strict=True))  # BatchNorm's running stats too
+
+
+def test_a_priming_that_runs_out_of_memory_leaves_the_step_as_it_was(monkeypatch) -> None:
+    """The copy's eager step can need more memory than the compiled one (a batch that fits only compiled): its
+    out-of-memory stays in the thread, the step trains as unprimed, and the row says no priming ran."""
+
+    def loss_fn(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        if threading.current_thread().name == "cudnn-prime":  # the copy only
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return F.cross_entropy(out, target)
+
+    plain, _, _ = _one_step(monkeypatch, primed=False)
+    primed, starts, row = _one_step(monkeypatch, primed=True, loss_fn=loss_fn)
+    assert starts == 1
+    assert all(torch.equal(a, b) for a, b in zip(plain, primed, strict=True))
+    assert math.isnan(row["prime_s"]) and math.isnan(row["prime_waited_s"])
 
 
 def test_priming_is_wanted_only_for_a_compiled_model_with_convolutions_on_a_gpu_benchmarking() -> None:
