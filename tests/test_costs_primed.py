@@ -17,7 +17,8 @@ from sweeper.sweep.config.settings import KnobSweeperConf, graph_neutral
 from sweeper.sweep.search.costs import CostModel
 
 STEP_S = 0.297
-PRIMED = {"knobs.compile": "default", "knobs.cudnn_benchmark": True, "knobs.batch_size": 128, "knobs.precision": "bf16"}
+PRIMED = {"knobs.compile": "default", "knobs.cudnn_benchmark": True, "knobs.batch_size": 128, "knobs.precision": "bf16",
+          "knobs.optimizer_impl": "fused"}  # fmt: skip
 EAGER_TWIN = {**PRIMED, "knobs.compile": "off"}
 
 
@@ -74,3 +75,22 @@ def test_a_cold_compile_priced_from_a_primed_one_does_not_add_the_benchmark_afte
     assert _model().phases(study, fp16)["compile"] == pytest.approx(94.8 + (59.4 - 54.9), rel=0.02)
     not_benchmarked = {**fp16, "knobs.cudnn_benchmark": False}
     assert _model().phases(study, not_benchmarked)["compile"] < 94.8, "no benchmark, no priming: the compilers'"
+
+
+def test_the_compiled_graph_without_the_benchmark_pays_no_priming() -> None:
+    """cuDNN's benchmark off leaves the graph alone (graph-neutral: a warm compile on the primed start's graph) and
+    primes nothing: the warm share of the compilers' seconds and at most the start's 15 s wait for its copy, not the
+    copy's 54.9 s."""
+    target = {**PRIMED, "knobs.cudnn_benchmark": False}
+    assert _model().phases(_study(), target)["compile"] < 0.13 * 79.6 + 15.5 + 1.0
+
+
+def test_a_primed_warm_compile_is_recognised_by_its_compilers_seconds() -> None:
+    """A graph-neutral change of the primed start (the optimizer's implementation) compiled warm (10 s in its
+    compilers) but its first step waited for the copy (61 s, over half the cold 95 s): rows without the cache's
+    counters are read by the compilers' seconds, so the knob stays graph-neutral and the next such change is priced
+    warm (the priming and a warm compile, ~65 s), not as a cold compile (95 s)."""
+    study = _study()
+    _trial(study, {**PRIMED, "knobs.optimizer_impl": "foreach"}, 61.4, 10.3, 54.9)
+    target = {**PRIMED, "knobs.optimizer_impl": "for_loop"}
+    assert _model().phases(study, target)["compile"] < 70.0

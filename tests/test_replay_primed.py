@@ -67,14 +67,14 @@ def test_the_landscape_is_the_measured_one() -> None:
     assert land.run(start, ran)["spent"] > 68.7  # the repeat the budget cut after 68.7 s
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_a_primed_sweep_prices_its_eager_twin_and_repeat_and_ends_in_its_budget(seed: int) -> None:
+def test_a_primed_sweep_prices_its_eager_twin_and_repeat_and_ends_in_its_budget() -> None:
     """The recorded sweep's course, replayed: the primed start first (0.99 of the best at ~130 s). Priced by the
     rest beyond its compilers, its eager twin (35 s for 84) ran, and the best's repeat (54 s for 89) started with 54 s
     left and ran past the budget (335 s here; the sweep's own was cut at 308 s). Priced by ``prime_s``: every
     prediction within 30 %, the twin left for a trial that fits, the best re-measured, the sweep ended within the
-    budget having used at least 85 % of it."""
-    out = replay(seg_h100_primed(), budget_s=300.0, seed=seed)
+    budget having used at least 85 % of it. (Its course is the same for every seed: the queued starts and the
+    spare-time choices decide it.)"""
+    out = replay(seg_h100_primed(), budget_s=300.0, seed=0)
     best = out.best()
     at = min(e.at + (e.actual or 0.0) for e in out.ran() if (e.throughput or 0.0) >= 0.99 * best)
     assert at <= 150.0, f"0.99 of its best at {at:.0f} s"

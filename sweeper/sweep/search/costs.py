@@ -240,14 +240,17 @@ class CostModel:
         say so; without them, at most ``WARM_COMPILE_MAX_SHARE`` of their class's slowest cold compile before
         them), and the knobs each showed graph-neutral: those in which it differs from the nearest earlier cold
         compile of its class. A warm compile with no cold one of its class before it found another night's cache:
-        nothing is learned from it."""
+        nothing is learned from it. A primed compile waits for its copy's benchmark however warm its cache: where
+        it and the cold ones counted their compilers' seconds, those are compared."""
         cheap = self._cheap()
         for i, s in enumerate(seen):
             if not s.phased or s.repeat or s.cls == cheap or s.cache is False:
                 continue
             cold = [e for e in seen[:i] if e.phased and e.cls == s.cls and not e.warm]
-            slowest = max((e.compile_s for e in cold), default=0.0)
-            guessed = slowest > 1.0 and s.compile_s <= WARM_COMPILE_MAX_SHARE * slowest
+            counted = s.prime_s is not None and all(e.compiler_s is not None for e in [s, *cold])
+            seconds = (lambda e: e.compiler_s or 0.0) if counted else (lambda e: e.compile_s)
+            slowest = max((seconds(e) for e in cold), default=0.0)
+            guessed = slowest > 1.0 and seconds(s) <= WARM_COMPILE_MAX_SHARE * slowest
             if not cold or not (s.cache or guessed):
                 continue
             near = max(cold, key=lambda e: (len(_same(e.params, s.params)), e.compile_s))
@@ -541,9 +544,14 @@ class CostModel:
         (the same convolutions benchmarked at the same shapes); else the most of that and what ``params`` pays
         eager. The eager twin's first step can pay what a compiled one does not: ResNet-50 fed from JPEGs on an H100
         (2026-12-06 12:09), the study's first hybrid-decoded trial, eager, 11.4 s; the compiled ones on that
-        pipeline after it 5.1-5.4 s beyond their compilers."""
+        pipeline after it 5.1-5.4 s beyond their compilers. A primed ``s`` (``prime_s``) benchmarked in its copy:
+        a first step unlike it (cuDNN's benchmark off: no priming) pays at most ``s``'s wait, not its priming."""
         alike = _samples(s.params) == _samples(params) and _alike_first_step(s.params, params)
-        return rest if alike else max(rest, self._eager_excess(phased, params))
+        if alike:
+            return rest
+        if s.prime_s is not None and s.compiler_s is not None:
+            rest = max(0.0, s.compile_s - s.compiler_s)
+        return max(rest, self._eager_excess(phased, params))
 
     def _cold(self, phased: list[Seen], s: Seen, params: Mapping[str, Any]) -> float:
         """A cold compile of ``params`` priced from the measured cold compile ``s``: where ``s`` counted its
