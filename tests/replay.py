@@ -279,7 +279,10 @@ def _open(land: Landscape, budget_s: float, seed: int, grace_s: float) -> tuple[
     baseline = warm.baseline_params(space, land.defaults)
     study.enqueue_trial(baseline)
     start = start_params(space, land.defaults, baseline, land.device)
-    for params in [space.fix(s, land.defaults)[0] for s in land.starts] + [start]:
+    starts = [space.fix(s, land.defaults)[0] for s in land.starts]
+    plan.handbook, plan.starts = start, [("starts", p, {}) for p in starts]
+    sampler.deferred = warm.deferred_start(plan)  # the sweep loop's wiring: proposed by the sampler, not queued
+    for params in starts + ([] if sampler.deferred else [start]):
         if params:
             study.enqueue_trial(params)
     policy = StopPolicy(scheduler.budget)  # a space never enumerated: 100 duplicates in a row end it

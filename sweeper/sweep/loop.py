@@ -145,6 +145,7 @@ class Sweep:
         if isinstance(sampler, optuna.samplers.BaseSampler) and hasattr(sampler, "fits"):
             sampler.fits = self.admission.fits  # the staged sampler promotes only what fits
             sampler.neutral = graph_neutral(s)  # ... and knows which knobs leave a compiled graph as it is
+            sampler.deferred = warm.deferred_start(plan, s.baseline_first)  # ... and proposes the handbook's start
 
     # ------------------------------------------------------------------ the command: two phases
 

@@ -24,6 +24,7 @@ from optuna.trial import FrozenTrial, TrialState, create_trial
 from sweeper.errors import ConfigError
 from sweeper.results.outcome import Status
 from sweeper.sweep.config.space import SearchSpace
+from sweeper.sweep.search.staged import is_staged
 from sweeper.sweep.study.attrs import COST_KEY, QUEUED_KEY, STAGE_KEY, WORKLOAD_KEY, status_of
 from sweeper.sweep.study.attrs import WARM_KEY as FROM_KEY  # "<study>#<trial>" a seeded trial was measured as
 from sweeper.sweep.study.faults import fault_point
@@ -184,7 +185,7 @@ def queue_first(plan: Any, k: int, baseline_first: bool = True) -> None:
         if params and params not in enqueued:
             enqueued.append(params)
     start = getattr(plan, "handbook", None) if baseline_first else None  # the handbook's rules on the space
-    if start and start not in enqueued:
+    if start and start not in enqueued and not deferred_start(plan, baseline_first):
         enqueued.append(start)
     by_starts: dict[tuple[str, ...], list[str]] = {}  # one notice per set of starts, not one per knob and start
     for (name, why), keys in left.items():
@@ -198,6 +199,18 @@ def queue_first(plan: Any, k: int, baseline_first: bool = True) -> None:
     have = {t.user_attrs.get(FROM_KEY) for t in plan.study.get_trials(deepcopy=False) if FROM_KEY in t.user_attrs}
     plan.study.add_trials([t for t in history if t.user_attrs.get(FROM_KEY) not in have])  # after the queue
     plan.study.set_user_attr(QUEUED_KEY, True)
+
+
+def deferred_start(plan: Any, baseline_first: bool = True) -> dict[str, Any]:
+    """The handbook's start where the staged sampler proposes it (``StagedSampler.deferred``) instead of the queue:
+    the workload declared starts (its own recipes, measured first) and the sampler is the staged one. Once they
+    ran, the best one's diagnosis may ask for warm steps worth more than the generic rules' cold compile: on an
+    H100 (2026-12-06) ResNet-50 from JPEGs spent 64 s on the handbook's CPU-fed start (5,604 img/s) before the
+    step of its best's GPU decoding share toward the host that gave 5,951 in 20 s. Empty otherwise."""
+    start = getattr(plan, "handbook", None) if baseline_first else None
+    if not start or not any(params for _key, params, _dropped in plan.starts) or not is_staged(plan.study.sampler):
+        return {}
+    return dict(start)
 
 
 def baseline_params(space: SearchSpace, defaults: Mapping[str, Any], say: bool = True) -> dict[str, Any] | None:
