@@ -177,6 +177,7 @@ class Sweep:
         plan, s = self.plan, self.settings
         if not isinstance(plan.study.sampler, optuna.samplers.GridSampler):
             warm.queue_first(plan, s.warm_start_k, s.baseline_first)
+            warm.queue_deferred(plan, s.baseline_first)  # one an earlier command left to the staged sampler
         for params in recovery.requeue_interrupted(plan.study):  # cut by the budget too often
             said = " ".join(f"{k}={v}" for k, v in params.items())
             self.progress.note(

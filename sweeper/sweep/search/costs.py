@@ -800,21 +800,33 @@ def derived_timeout(
     predicted: float | None = None,
 ) -> float | None:
     """The capped timeout for a trial of ``values`` (``hydra.sweeper.timeout_factor``), or None when it keeps
-    ``timeout_s`` (no factor, no cap below it): ``factor`` x the slowest complete trial of its class once
-    ``MIN_MEASURED`` were measured, and ``factor`` x its own predicted wall (``predicted``, at its launch) where the
-    cost model priced it from measurements, whichever is lower, never below ``floor_s``. (JPEG on an H100: a warm
-    compiled trial predicted 25 s, 19-26 s in earlier sweeps, hung until the budget cut it at 139 s; two compiled
-    trials measured, no class cap. Measured predictions were at most ~2.2x short on the thirty recorded sweeps.)"""
+    ``timeout_s`` (no factor, no cap below it), never below ``floor_s``. Where the cost model priced it from
+    measurements: ``factor`` x its own predicted wall (``predicted``, at its launch), or x what it would cost
+    without the declared graph-neutral knobs' warm cache where that is more (a knob declared neutral that changes
+    a user's graph after all: the compile is cold, and its trial must not be killed before the model learns it).
+    Else ``factor`` x the slowest complete trial of its class once ``MIN_MEASURED`` were measured, never below
+    twice its own prediction (a trial admitted on that price is not to be killed for sure). (JPEG on an H100: a
+    warm compiled trial predicted 25 s, 19-26 s in earlier sweeps, hung until the budget cut it at 139 s; two
+    compiled trials measured, no class cap. Measured predictions were at most ~2.2x short on the thirty recorded
+    sweeps.)"""
     if not factor:
         return None
-    model = CostModel(expensive)
-    caps = []
-    if (
-        isinstance(predicted, (int, float))
-        and predicted > 0
-        and model.phases(study, dict(values))["basis"] == "measured"
-    ):
-        caps.append(max(float(floor_s), float(factor) * float(predicted)))
+    model = CostModel(expensive)  # no declared graph-neutral knob: only a cache measured warm prices a compile so
+    own = float(predicted) if isinstance(predicted, (int, float)) and predicted > 0 else None
+    undeclared = model.phases(study, dict(values))
+    if own is not None and undeclared["basis"] == "measured":
+        cap = max(float(floor_s), float(factor) * max(own, float(undeclared["total"])))
+    else:
+        cap = _class_cap(study, model, values, float(factor), float(floor_s))
+        cap = max(cap, 2.0 * own) if own is not None else cap
+    return round(cap, 1) if cap < float(timeout_s) else None
+
+
+def _class_cap(
+    study: optuna.Study, model: CostModel, values: Mapping[str, Any], factor: float, floor_s: float
+) -> float:
+    """``factor`` x the slowest complete trial of the class of ``values`` (at least ``floor_s``) once
+    ``MIN_MEASURED`` were measured; else no cap (infinite)."""
     mine = model.cost_class(values)
     costs = [
         float(t.user_attrs[COST_KEY])
@@ -824,7 +836,4 @@ def derived_timeout(
         and isinstance(t.user_attrs.get(COST_KEY), (int, float))
         and model.cost_class(t.params) == mine
     ]
-    if len(costs) >= MIN_MEASURED:
-        caps.append(max(float(floor_s), float(factor) * max(costs)))
-    cap = min(caps, default=math.inf)
-    return round(cap, 1) if cap < float(timeout_s) else None
+    return max(floor_s, factor * max(costs)) if len(costs) >= MIN_MEASURED else math.inf

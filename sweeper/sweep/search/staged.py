@@ -160,8 +160,10 @@ class StagedSampler(BaseSampler):
     # ------------------------------------------------------------------ the stages
 
     def next_plan(self, study: Study) -> tuple[str, dict[str, Any]]:
-        """The stage of the next trial and the knobs it fixes: ("screen", the cheap values), ("promote", a whole
-        configuration) or ("search", {})."""
+        """The stage of the next trial and the knobs it fixes: ("led", the best's diagnosed step, while screening;
+        "search" after it: the screen does not come back), ("start", the handbook's deferred start), ("screen",
+        the cheap values), ("promote", a whole configuration) or ("search", {}). Only "promote" and "search" end
+        the screen for good."""
         trials = study.get_trials(deepcopy=False)
         sign = 1.0 if study.directions[0] == StudyDirection.MAXIMIZE else -1.0
         measured = [t for t in trials if _feasible(t)]
@@ -169,7 +171,7 @@ class StagedSampler(BaseSampler):
         screening = self._screening(trials, sign)
         led = self._led_step(trials, measured, sign, compiled_only=screening)
         if led:
-            return "led", led
+            return ("led" if screening else "search"), led
         if self.deferred and self._untried(trials, self.deferred):
             return "start", dict(self.deferred)
         if screening:
@@ -212,9 +214,24 @@ class StagedSampler(BaseSampler):
                     busy and toward_host(_leaf(name), here, value, dist.choices)
                 )
                 plan = self._promoted(best.params, {name: value}) if led and value != here else None
-                if plan and self._untried(trials, plan):
+                if plan and not self._wakes(best.params, plan) and self._untried(trials, plan):
                     options.append((gain, self._rng.random(), plan))
         return max(options, key=lambda o: o[:2])[2] if options else {}
+
+    def _wakes(self, params: Mapping[str, Any], plan: Mapping[str, Any]) -> bool:
+        """Whether ``plan`` (``params`` with one knob changed) makes a knob active that ``params`` left inactive:
+        the base sampler would draw it (``decode_device`` cuda -> hybrid wakes ``gpu_share``), so the trial is not
+        one step of a warm graph."""
+        ns = {**self.defaults, **self.space.fixed}
+        for name in self.space.params:  # dependency order, as :meth:`_promoted` walks it
+            cond = self.space.conditions.get(name)
+            if cond is not None and not evaluate(cond, ns):
+                ns[name] = None
+                continue
+            if name not in plan:  # active, and neither ``params`` nor the step gives it a value
+                return True
+            ns[name] = plan[name]
+        return False
 
     def _cheap_twin(self, study: Study) -> dict[str, Any]:
         """While screening: the best configuration measured so far with its expensive knobs cheap, when it is not

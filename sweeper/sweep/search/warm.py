@@ -25,7 +25,8 @@ from sweeper.errors import ConfigError
 from sweeper.results.outcome import Status
 from sweeper.sweep.config.space import SearchSpace
 from sweeper.sweep.search.staged import is_staged
-from sweeper.sweep.study.attrs import COST_KEY, QUEUED_KEY, STAGE_KEY, WORKLOAD_KEY, status_of
+from sweeper.sweep.study import optuna_private as private
+from sweeper.sweep.study.attrs import COST_KEY, DEFERRED_KEY, QUEUED_KEY, STAGE_KEY, WORKLOAD_KEY, status_of
 from sweeper.sweep.study.attrs import WARM_KEY as FROM_KEY  # "<study>#<trial>" a seeded trial was measured as
 from sweeper.sweep.study.faults import fault_point
 from sweeper.sweep.study.optuna_private import CONSTRAINTS_KEY
@@ -185,8 +186,11 @@ def queue_first(plan: Any, k: int, baseline_first: bool = True) -> None:
         if params and params not in enqueued:
             enqueued.append(params)
     start = getattr(plan, "handbook", None) if baseline_first else None  # the handbook's rules on the space
-    if start and start not in enqueued and not deferred_start(plan, baseline_first):
-        enqueued.append(start)
+    if start and start not in enqueued:
+        if deferred_start(plan, baseline_first):
+            plan.study.set_user_attr(DEFERRED_KEY, start)  # a later command with another sampler queues it
+        else:
+            enqueued.append(start)
     by_starts: dict[tuple[str, ...], list[str]] = {}  # one notice per set of starts, not one per knob and start
     for (name, why), keys in left.items():
         by_starts.setdefault(tuple(keys), []).append(f"{name} ({why})")
@@ -211,6 +215,16 @@ def deferred_start(plan: Any, baseline_first: bool = True) -> dict[str, Any]:
     if not start or not any(params for _key, params, _dropped in plan.starts) or not is_staged(plan.study.sampler):
         return {}
     return dict(start)
+
+
+def queue_deferred(plan: Any, baseline_first: bool = True) -> None:
+    """The handbook's start an earlier command on this study left to the staged sampler (``DEFERRED_KEY``), queued
+    where this command's sampler does not propose it (another sampler, or no starts now) and no trial has it."""
+    start = plan.study.user_attrs.get(DEFERRED_KEY)
+    if not start or not baseline_first or deferred_start(plan, baseline_first):
+        return
+    if all(private.configuration(t) != start for t in plan.study.get_trials(deepcopy=False)):
+        plan.study.enqueue_trial(start, skip_if_exists=True)
 
 
 def baseline_params(space: SearchSpace, defaults: Mapping[str, Any], say: bool = True) -> dict[str, Any] | None:

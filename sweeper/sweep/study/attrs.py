@@ -61,7 +61,8 @@ STEP_MS_KEY = "step_ms_mean"  # its mean step time in its measured window (ms): 
 
 # ---- trial system attributes the sweeper writes
 REQUEUED_KEY = "knob_sweeper:requeued"  # queued again after a cut run (measured first)
-STAGE_KEY = "knob_sweeper:stage"  # the staged sampler's stage: screen | promote (search trials carry none)
+DEFERRED_KEY = "knob_sweeper:deferred_start"  # the handbook's start, left to the staged sampler (its params)
+STAGE_KEY = "knob_sweeper:stage"  # the staged sampler's stage: screen | led | start | promote | search
 
 # ---- study user attributes
 STUDY_ID_KEY = "knob_sweeper:study_id"  # a random id, telling apart studies of one name
