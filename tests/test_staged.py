@@ -500,3 +500,47 @@ def test_spare_time_skips_a_neighbour_of_the_best_whose_value_measured_worse() -
     study.enqueue_trial({"knobs.a": 1, "knobs.c": "p", "knobs.compile": "off"})  # the best's twin, queued
     sampler.fits = lambda p: p.get("knobs.compile") == "off"
     assert sampler.spare_plan(study) == {}
+
+
+def test_a_diagnosed_step_sets_the_knobs_it_wakes_to_their_defaults_or_is_not_taken() -> None:
+    """A compiled best that keeps the GPU busy without waiting: the step of its input work toward the host is
+    proposed before the screen, the knobs the step makes active at the workload's defaults (hybrid -> cpu wakes
+    ``device_prefetch``); a step that wakes a knob with no default among its choices (cuda -> hybrid wakes
+    ``gpu_share``) is not one step on a warm graph and is left to the search."""
+    params = {"knobs.compile": "choice(off,default)", "knobs.decode_device": "choice(cpu,cuda,hybrid)",
+              "knobs.gpu_share": "choice(0.25,0.5)", "knobs.cpu_decoder": "choice(torchvision,pil)",
+              "knobs.device_prefetch": "choice(false,true)"}  # fmt: skip
+    conditions = {"knobs.gpu_share": "knobs.decode_device == 'hybrid'",
+                  "knobs.cpu_decoder": "knobs.decode_device != 'cuda'",
+                  "knobs.device_prefetch": "knobs.decode_device == 'cpu'"}  # fmt: skip
+    defaults = {"knobs.compile": "off", "knobs.decode_device": "cpu", "knobs.gpu_share": None,
+                "knobs.cpu_decoder": "torchvision", "knobs.device_prefetch": False}  # fmt: skip
+    space = build_space(params, conditions, [], defaults)
+    busy = {"wall_s": 40.0, "gpu_util_mean": 99.0, "data_wait_frac": 0.0}
+    for best, step in (
+        (
+            {
+                "knobs.compile": "default",
+                "knobs.decode_device": "hybrid",
+                "knobs.gpu_share": 0.25,
+                "knobs.cpu_decoder": "pil",
+            },  # fmt: skip
+            {
+                "knobs.compile": "default",
+                "knobs.decode_device": "cpu",
+                "knobs.cpu_decoder": "pil",
+                "knobs.device_prefetch": False,
+            },
+        ),
+        ({"knobs.compile": "default", "knobs.decode_device": "cuda"}, None),
+    ):
+        sampler = StagedSampler(optuna.samplers.RandomSampler(seed=1), space, EXPENSIVE, defaults)
+        sampler.neutral = frozenset(k for k in params if k != "knobs.compile")
+        study = optuna.create_study(direction="maximize", sampler=sampler)
+        dists = {k: space.params[k] for k in best}
+        study.add_trial(create_trial(params=best, distributions=dists, values=[100.0], user_attrs=busy))
+        stage, plan = sampler.next_plan(study)
+        if step is None:
+            assert stage == "screen", plan
+        else:
+            assert (stage, plan) == ("led", step)

@@ -195,43 +195,69 @@ class StagedSampler(BaseSampler):
         pays: a host decoding value's main effect holds the baseline's worker-less trials). JPEG on an H100
         (2026-12-06): the compiled best decoding half of each batch on the GPU kept it 99 % busy; the step to 3/8
         ran 20 s for +1.4 %, after the handbook's start (a cold compile, 64 s, -4.5 %) and an unmeasured compile
-        mode's promotion (44 s, -1.1 %). Empty when none fits."""
+        mode's promotion (44 s, -1.1 %). The steps go on from a configuration as good as the best (within
+        ``min_gain``) where its own diagnosis asks: on another H100 host that evening 3/8 ran as fast as 1/2
+        (5,790 and 5,804 img/s), and further on, 1/4 5,930, nothing decoded on the GPU 6,000 (bench/host_ladder.sh).
+        Empty when none fits."""
         if not self.neutral or not measured:
             return {}
-        best = max(measured, key=lambda t: sign * t.values[0])
-        if compiled_only and self._is_cheap(best.params):
-            return {}
-        alike = [t for t in measured if _same(t.params, best.params)]
+        top = max(sign * t.values[0] for t in measured)
+        level = top - self.min_gain * abs(top)  # within min_gain of the best: as good, for the trial-to-trial noise
+        bases: list[dict[str, Any]] = []
+        for t in sorted(measured, key=lambda t: -sign * t.values[0]):
+            if sign * t.values[0] < level:
+                break
+            if (compiled_only and self._is_cheap(t.params)) or any(_same(t.params, b) for b in bases):
+                continue
+            bases.append(dict(t.params))
+            plan = self._led_from(trials, measured, bases[-1], sign)
+            if plan:
+                return plan
+        return {}
+
+    def _led_from(
+        self, trials: list[FrozenTrial], measured: list[FrozenTrial], base: dict[str, Any], sign: float
+    ) -> dict[str, Any]:
+        """:meth:`_led_step`'s step from ``base`` (the best, or one as good): the diagnosis of its trials asks for
+        it, it changes one graph-neutral knob (a knob it wakes takes the workload's default), it fits and is
+        untried; the changed value's main effect best first."""
+        alike = [t for t in measured if _same(t.params, base)]
         starved, busy = any(map(_fed_slowly, alike)), all(map(_device_busy, alike))
         options = []
         for name, dist in self.space.params.items():
-            if name not in self.neutral or name not in best.params or not isinstance(dist, CategoricalDistribution):
+            if name not in self.neutral or name not in base or not isinstance(dist, CategoricalDistribution):
                 continue
-            here = best.params[name]
+            here = base[name]
             for value in dist.choices:
                 gain = _main_effect(measured, name, value, sign) - _main_effect(measured, name, here, sign)
                 led = (starved and _leaf(name) in PIPELINE and math.isfinite(gain) and gain > 0) or (
                     busy and toward_host(_leaf(name), here, value, dist.choices)
                 )
-                plan = self._promoted(best.params, {name: value}) if led and value != here else None
-                if plan and not self._wakes(best.params, plan) and self._untried(trials, plan):
+                plan = self._promoted(base, {name: value}) if led and value != here else None
+                plan = self._woken_defaults(plan) if plan else None
+                if plan and self._untried(trials, plan):
                     options.append((gain, self._rng.random(), plan))
         return max(options, key=lambda o: o[:2])[2] if options else {}
 
-    def _wakes(self, params: Mapping[str, Any], plan: Mapping[str, Any]) -> bool:
-        """Whether ``plan`` (``params`` with one knob changed) makes a knob active that ``params`` left inactive:
-        the base sampler would draw it (``decode_device`` cuda -> hybrid wakes ``gpu_share``), so the trial is not
-        one step of a warm graph."""
-        ns = {**self.defaults, **self.space.fixed}
-        for name in self.space.params:  # dependency order, as :meth:`_promoted` walks it
+    def _woken_defaults(self, plan: dict[str, Any]) -> dict[str, Any] | None:
+        """``plan`` (a configuration with one knob changed) with each knob the change made active set to the
+        workload's default, as the handbook's start sets them (``decode_device`` hybrid -> cpu wakes
+        ``device_prefetch``: false); None where such a knob's default is not among its choices (cuda -> hybrid
+        wakes ``gpu_share``, whose default is none): the base sampler would draw it, and the trial would not be
+        one step on a warm graph."""
+        out, ns = dict(plan), {**self.defaults, **self.space.fixed}
+        for name, dist in self.space.params.items():  # dependency order, as :meth:`_promoted` walks it
             cond = self.space.conditions.get(name)
             if cond is not None and not evaluate(cond, ns):
                 ns[name] = None
                 continue
-            if name not in plan:  # active, and neither ``params`` nor the step gives it a value
-                return True
-            ns[name] = plan[name]
-        return False
+            if name not in out:
+                default = self.defaults.get(name)
+                if default is None or not isinstance(dist, CategoricalDistribution) or default not in dist.choices:
+                    return None
+                out[name] = default
+            ns[name] = out[name]
+        return out
 
     def _cheap_twin(self, study: Study) -> dict[str, Any]:
         """While screening: the best configuration measured so far with its expensive knobs cheap, when it is not
