@@ -29,6 +29,7 @@ from sweeper.trial import ops
 from sweeper.trial.gpu import UtilizationSampler, mfu_peak
 from sweeper.trial.returned import check_workload, checked_extra
 from sweeper.trial.stability import stability
+from workloads import prime
 from workloads.base import Workload
 
 REPORT_EVERY_S = 0.2  # intermediate throughput goes to the pruner at most this often; its step unit
@@ -230,6 +231,7 @@ def _warm_up(work: Workload, warmup_steps: int, clock: _Clock, watch: Watchdog, 
     """The first step alone, the warm-up steps, then the drain of what the input pipeline prepared meanwhile.
     ``count``: the first step runs under the operation counter (``sweeper.trial.ops``; its few milliseconds are the
     first step's, beside lazy initialization), again without it if it refused the counter."""
+    prime.forget()  # this measurement records its own priming only
     compiled_before = _compiler_seconds()
     t0 = time.perf_counter()
     watch.arm()  # the first batch (the input pipeline's start); not the first step, which compiles
@@ -263,7 +265,7 @@ def _primed(step: Any) -> dict[str, float]:
     ``prime_waited_s``: how long the compiled graph's first run waited for it), NaN where no priming ran to its
     end: what the cost model prices an eager twin's first step and a warm repeat's by (the benchmark, no longer
     after the compile, is hidden in it)."""
-    primed = getattr(step, "primed", None) or {}
+    primed = getattr(step, "primed", None) or prime.last() or {}  # a step wrapping its TrainStep: the process's
     ran = isinstance(primed, dict) and primed.get("error") is None and primed.get("prime_s") is not None
     return {
         "prime_s": float(primed["prime_s"]) if ran else math.nan,
@@ -543,7 +545,7 @@ def window_metrics(window: Window, work: Workload, device: torch.device, gpu_nam
     }
     metrics.update(_peak_memory(device))
     # a step that primed cuDNN's benchmark from an eager copy (workloads.prime) keeps the peak from before it
-    floor = getattr(work.step, "peak_floor_bytes", 0) or 0
+    floor = getattr(work.step, "peak_floor_bytes", 0) or (prime.last() or {}).get("peak_floor_bytes") or 0
     metrics["peak_mem_bytes"] = max(metrics["peak_mem_bytes"], floor)
     metrics.update(_primed(work.step))
     metrics.update(stability(step_s))  # steps switching between two speeds (a shared CPU): flagged
