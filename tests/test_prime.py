@@ -108,6 +108,26 @@ def test_a_step_that_wraps_its_trainstep_records_its_priming_too(monkeypatch) ->
     assert math.isnan(later["prime_s"])
 
 
+def test_a_trainstep_that_did_not_prime_records_none_of_another_ones_priming(monkeypatch) -> None:
+    """The process's last priming is a wrapped step's record only: a TrainStep that was not primed (its own
+    ``primed`` None) records none, even after another TrainStep in the process primed; the record keeps the
+    error's text, not the exception (whose frames hold the copy of the model)."""
+    _one_step(monkeypatch, primed=True, wrapped=True)
+    assert prime.last() is not None and prime.last()["prime_s"] > 0
+    monkeypatch.setattr(prime, "wanted", lambda *_: False)
+    model = _model()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    knobs = {"precision": "fp32", "compile": "off", "grad_accum_steps": 1}
+    plain = common.TrainStep(model, F.cross_entropy, opt, knobs, torch.device("cpu"), prime_cudnn=True)
+    plain(_batch())
+    assert math.isnan(measure._primed(plain)["prime_s"])
+    primer = prime.Primer(model, F.cross_entropy, _Null, torch.device("cpu"))
+    primer.thread, primer.error, primer._handler = threading.Thread(target=lambda: None), MemoryError("x"), None
+    primer.thread.start()
+    primer.finish()
+    assert prime.last()["error"] == "MemoryError('x')"
+
+
 def test_a_priming_that_runs_out_of_memory_leaves_the_step_as_it_was(monkeypatch) -> None:
     """The copy's eager step can need more memory than the compiled one (a batch that fits only compiled): its
     out-of-memory stays in the thread, the step trains as unprimed, and the row says no priming ran."""

@@ -152,7 +152,8 @@ class Primer:
             except ValueError:
                 pass
         global _LAST
-        _LAST = {"prime_s": self.prime_s, "waited_s": self.waited_s, "error": self.error,
+        error = None if self.error is None else repr(self.error)  # not the exception: its frames hold the copy
+        _LAST = {"prime_s": self.prime_s, "waited_s": self.waited_s, "error": error,
                  "peak_floor_bytes": self.peak_floor_bytes}  # fmt: skip
 
 

@@ -265,7 +265,7 @@ def _primed(step: Any) -> dict[str, float]:
     ``prime_waited_s``: how long the compiled graph's first run waited for it), NaN where no priming ran to its
     end: what the cost model prices an eager twin's first step and a warm repeat's by (the benchmark, no longer
     after the compile, is hidden in it)."""
-    primed = getattr(step, "primed", None) or prime.last() or {}  # a step wrapping its TrainStep: the process's
+    primed = (step.primed if hasattr(step, "primed") else prime.last()) or {}  # a wrapped TrainStep: the process's
     ran = isinstance(primed, dict) and primed.get("error") is None and primed.get("prime_s") is not None
     return {
         "prime_s": float(primed["prime_s"]) if ran else math.nan,
@@ -545,7 +545,8 @@ def window_metrics(window: Window, work: Workload, device: torch.device, gpu_nam
     }
     metrics.update(_peak_memory(device))
     # a step that primed cuDNN's benchmark from an eager copy (workloads.prime) keeps the peak from before it
-    floor = getattr(work.step, "peak_floor_bytes", 0) or (prime.last() or {}).get("peak_floor_bytes") or 0
+    own = hasattr(work.step, "peak_floor_bytes")  # a TrainStep; else the process's last priming (a wrapped one)
+    floor = (work.step.peak_floor_bytes if own else (prime.last() or {}).get("peak_floor_bytes")) or 0
     metrics["peak_mem_bytes"] = max(metrics["peak_mem_bytes"], floor)
     metrics.update(_primed(work.step))
     metrics.update(stability(step_s))  # steps switching between two speeds (a shared CPU): flagged

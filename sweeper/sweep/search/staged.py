@@ -210,27 +210,31 @@ class StagedSampler(BaseSampler):
             if (compiled_only and self._is_cheap(t.params)) or any(_same(t.params, b) for b in bases):
                 continue
             bases.append(dict(t.params))
-            plan = self._led_from(trials, measured, bases[-1], sign)
+            plan = self._led_from(trials, measured, bases[-1], sign, first=len(bases) == 1)
             if plan:
                 return plan
         return {}
 
     def _led_from(
-        self, trials: list[FrozenTrial], measured: list[FrozenTrial], base: dict[str, Any], sign: float
+        self, trials: list[FrozenTrial], measured: list[FrozenTrial], base: dict[str, Any], sign: float, first: bool
     ) -> dict[str, Any]:
-        """:meth:`_led_step`'s step from ``base`` (the best, or one as good): the diagnosis of its trials asks for
-        it, it changes one graph-neutral knob (a knob it wakes takes the workload's default), it fits and is
-        untried; the changed value's main effect best first."""
+        """:meth:`_led_step`'s step from ``base`` (the best, ``first``, or one as good): the diagnosis of its trials
+        asks for it, it changes one graph-neutral knob (a knob it wakes takes the workload's default, and must be
+        graph-neutral too), it fits and is untried; the changed value's main effect best first. A pipeline value
+        for a base that waited for its data must beat its value's main effect by ``min_gain`` (noise is no
+        reason), and only from the best: on a plateau of data-bound configurations every step lands as good as
+        the best again, and steps from each of them would never end; the steps toward the host end where the
+        split does."""
         alike = [t for t in measured if _same(t.params, base)]
-        starved, busy = any(map(_fed_slowly, alike)), all(map(_device_busy, alike))
-        options = []
+        starved, busy = first and any(map(_fed_slowly, alike)), all(map(_device_busy, alike))
+        options, noise = [], math.log1p(self.min_gain)
         for name, dist in self.space.params.items():
             if name not in self.neutral or name not in base or not isinstance(dist, CategoricalDistribution):
                 continue
             here = base[name]
             for value in dist.choices:
                 gain = _main_effect(measured, name, value, sign) - _main_effect(measured, name, here, sign)
-                led = (starved and _leaf(name) in PIPELINE and math.isfinite(gain) and gain > 0) or (
+                led = (starved and _leaf(name) in PIPELINE and math.isfinite(gain) and gain > noise) or (
                     busy and toward_host(_leaf(name), here, value, dist.choices)
                 )
                 plan = self._promoted(base, {name: value}) if led and value != here else None
@@ -244,7 +248,7 @@ class StagedSampler(BaseSampler):
         workload's default, as the handbook's start sets them (``decode_device`` hybrid -> cpu wakes
         ``device_prefetch``: false); None where such a knob's default is not among its choices (cuda -> hybrid
         wakes ``gpu_share``, whose default is none): the base sampler would draw it, and the trial would not be
-        one step on a warm graph."""
+        one step on a warm graph; None too where a woken knob is not graph-neutral."""
         out, ns = dict(plan), {**self.defaults, **self.space.fixed}
         for name, dist in self.space.params.items():  # dependency order, as :meth:`_promoted` walks it
             cond = self.space.conditions.get(name)
@@ -254,6 +258,8 @@ class StagedSampler(BaseSampler):
             if name not in out:
                 default = self.defaults.get(name)
                 if default is None or not isinstance(dist, CategoricalDistribution) or default not in dist.choices:
+                    return None
+                if name not in self.neutral:  # a knob of the model's graph: the step would compile it anew
                     return None
                 out[name] = default
             ns[name] = out[name]
