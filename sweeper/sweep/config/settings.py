@@ -89,9 +89,10 @@ class KnobSweeperConf:
     timeout_s: Optional[float] = None
     # Seconds past timeout_s that a running trial may take to finish before it is stopped.
     grace_s: float = 5.0
-    # Cap a trial's timeout (trial.timeout_s) at this multiple of the slowest measured trial of its kind (the same
-    # `expensive` values) once 3 of its kind were measured, and of its own predicted wall where the cost model priced
-    # it from measurements, whichever is lower, never below timeout_floor_s; null = off. On by default: a trial
+    # Cap a trial's timeout (trial.timeout_s) at this multiple of its own predicted wall where the cost model priced
+    # it from measurements (or of its price without the declared graph-neutral knobs' warm cache, where that is
+    # more), else of the slowest measured trial of its kind (the same `expensive` values) once 3 of its kind were
+    # measured, never below twice its prediction; never below timeout_floor_s; null = off. On by default: a trial
     # that hangs (a warm compiled JPEG trial predicted 25 s ran until an H100 sweep's budget cut it at 139 s) must
     # not eat a user's time box; measured predictions were at most ~2.2x short over the recorded sweeps.
     timeout_factor: Optional[float] = 4.0
