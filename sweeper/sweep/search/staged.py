@@ -139,7 +139,7 @@ class StagedSampler(BaseSampler):
         if trial.system_attrs.get(private.FIXED_PARAMS_KEY):
             return  # the sweep loop queued this configuration
         if not self.expensive:  # the handbook's deferred start, then the local search
-            deferred = self.deferred and self._untried(study.get_trials(deepcopy=False), self.deferred)
+            deferred = self.deferred and self._untried(self._tried(study.get_trials(deepcopy=False)), self.deferred)
             plan = dict(self.deferred) if deferred else self._polish(study)
             if plan:
                 self._plans[trial.number] = plan
@@ -172,16 +172,16 @@ class StagedSampler(BaseSampler):
         led = self._led_step(trials, measured, sign, compiled_only=screening)
         if led:
             return ("led" if screening else "search"), led
-        if self.deferred and self._untried(trials, self.deferred):
+        if self.deferred and self._untried(self._tried(trials), self.deferred):
             return "start", dict(self.deferred)
         if screening:
             return "screen", dict(self.expensive)
         plan = self._next_promotion(trials, measured, screened, sign)
         return ("promote", plan) if plan else ("search", {})
 
-    def _untried(self, trials: list[FrozenTrial], plan: Mapping[str, Any]) -> bool:
-        """No trial measured, runs or waits with ``plan`` (nor this sampler fixed it for one), and it fits."""
-        return not any(_same(plan, p, keys=plan) for p in self._tried(trials)) and self._affordable(plan)
+    def _untried(self, tried: list[dict[str, Any]], plan: Mapping[str, Any]) -> bool:
+        """No configuration of ``tried`` (:meth:`_tried`) has ``plan``'s values, and it fits."""
+        return not any(_same(plan, p, keys=plan) for p in tried) and self._affordable(plan)
 
     def _led_step(
         self, trials: list[FrozenTrial], measured: list[FrozenTrial], sign: float, compiled_only: bool = False
@@ -204,19 +204,20 @@ class StagedSampler(BaseSampler):
         top = max(sign * t.values[0] for t in measured)
         level = top - self.min_gain * abs(top)  # within min_gain of the best: as good, for the trial-to-trial noise
         bases: list[dict[str, Any]] = []
+        tried = self._tried(trials)
         for t in sorted(measured, key=lambda t: -sign * t.values[0]):
             if sign * t.values[0] < level:
                 break
             if (compiled_only and self._is_cheap(t.params)) or any(_same(t.params, b) for b in bases):
                 continue
             bases.append(dict(t.params))
-            plan = self._led_from(trials, measured, bases[-1], sign, first=len(bases) == 1)
+            plan = self._led_from(tried, measured, bases[-1], sign, first=len(bases) == 1)
             if plan:
                 return plan
         return {}
 
     def _led_from(
-        self, trials: list[FrozenTrial], measured: list[FrozenTrial], base: dict[str, Any], sign: float, first: bool
+        self, tried: list[dict[str, Any]], measured: list[FrozenTrial], base: dict[str, Any], sign: float, first: bool
     ) -> dict[str, Any]:
         """:meth:`_led_step`'s step from ``base`` (the best, ``first``, or one as good): the diagnosis of its trials
         asks for it, it changes one graph-neutral knob (a knob it wakes takes the workload's default, and must be
@@ -239,7 +240,7 @@ class StagedSampler(BaseSampler):
                 )
                 plan = self._promoted(base, {name: value}) if led and value != here else None
                 plan = self._woken_defaults(plan) if plan else None
-                if plan and self._untried(trials, plan):
+                if plan and self._untried(tried, plan):
                     options.append((gain, self._rng.random(), plan))
         return max(options, key=lambda o: o[:2])[2] if options else {}
 
@@ -330,7 +331,7 @@ class StagedSampler(BaseSampler):
         moved = {k: v for k, v in best.params.items() if k in self.neutral}
         for compiled in ranked:
             plan = self._promoted(compiled.params, moved)
-            if plan and not any(_same(plan, p, keys=plan) for p in tried) and self._affordable(plan):
+            if plan and self._untried(tried, plan):
                 return plan
         return {}
 
@@ -381,7 +382,7 @@ class StagedSampler(BaseSampler):
                 if value == best[name]:
                     continue
                 plan = self._promoted(best, {name: value})
-                if plan and not any(_same(plan, p, keys=plan) for p in tried) and self._affordable(plan):
+                if plan and self._untried(tried, plan):
                     here = _main_effect(measured, name, best[name], sign)
                     # the search explores (a value never measured first); spare time (``need``) bounds it by a trend
                     effect = _main_effect(measured, name, value, sign)
@@ -472,7 +473,7 @@ class StagedSampler(BaseSampler):
         for rank, cand in enumerate(ranked):
             for i, alt in enumerate(self.alternatives):
                 plan = self._promoted(cand.params, alt)
-                if plan is None or any(_same(plan, p, keys=plan) for p in tried) or not self._affordable(plan):
+                if plan is None or not self._untried(tried, plan):
                     continue
                 ratio, cost = self._effect(alt, measured, screened, sign)
                 if ratio is None:  # unmeasured: learn it on one configuration first
