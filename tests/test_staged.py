@@ -267,6 +267,35 @@ def test_a_device_bound_incumbent_moves_input_work_back_to_the_host_first() -> N
     assert firsts[1][0] == 3 and firsts[2][0] == 3, firsts
 
 
+def test_a_device_bound_incumbent_changes_its_own_work_before_its_pipeline() -> None:
+    """The incumbent kept the GPU 99 % busy and never waited, and its one step toward the host was measured: the
+    device sets its speed, so a model knob's value never measured (a=3) comes before an input pipeline's value
+    never measured (8 workers, or a knob that exists for the pipeline's sake: ``cuda_connections`` under a
+    condition on the decoder) at every seed; a model value measured worse than the incumbent's (a=0) does not."""
+    params = {"knobs.a": "choice(0,1,2,3)", "knobs.num_workers": "choice(4,8)",
+              "knobs.decode_device": "choice(cpu, hybrid)", "knobs.cuda_connections": "choice(8, 32)"}  # fmt: skip
+    defaults = {"knobs.a": 1, "knobs.num_workers": 4, "knobs.decode_device": "cpu", "knobs.cuda_connections": 8}
+    space = build_space(params, {"knobs.cuda_connections": "knobs.decode_device != 'cpu'"}, [], defaults)
+    measured = {(1, "hybrid"): 1.0, (0, "hybrid"): 0.5, (2, "hybrid"): 2.0, (2, "cpu"): 1.9}
+    for seed in range(8):
+        sampler = samplers.make_sampler("staged", seed, space, {}, defaults)
+        study = optuna.create_study(direction="maximize", sampler=sampler)
+        for (a, dev), v in measured.items():
+            config = {"knobs.a": a, "knobs.num_workers": 4, "knobs.decode_device": dev}
+            config |= {"knobs.cuda_connections": 32} if dev == "hybrid" else {}
+            attrs = {"gpu_util_mean": 99.0, "data_wait_frac": 0.001}
+            dists = {k: space.params[k] for k in config}
+            study.add_trial(create_trial(params=config, distributions=dists, values=[v], user_attrs=attrs))
+        asked = []
+        for _ in range(2):
+            trial = study.ask()
+            v = st.sample(trial, space, defaults)
+            asked.append(v["knobs.a"])
+            study.tell(trial, 1.0)
+        assert asked[0] == 3, (seed, asked)
+        assert asked[1] == 2, (seed, asked)  # then the pipeline's values never measured, before a=0
+
+
 def test_toward_host_is_one_step_along_each_split_knob() -> None:
     from workloads.spec.data import toward_host
 
