@@ -90,3 +90,23 @@ def test_a_later_staged_command_with_starts_leaves_it_to_its_sampler_and_none_on
                                        values=[3.0]))  # fmt: skip
     for sampler_name, starts in (("staged", [START]), ("tpe", [START])):
         assert HANDBOOK not in _queued(_command(storage, sampler_name, starts).study), sampler_name
+
+
+def test_a_start_the_sampler_ran_fed_by_the_best_pipeline_is_not_queued_again() -> None:
+    """The staged sampler ran the start with the best one's input pipeline (stage ``start``, another configuration
+    than the rules' own): a later command with another sampler does not queue the rules' configuration again, nor
+    does a staged one propose it."""
+    from sweeper.sweep.study.attrs import STAGE_KEY
+
+    storage = optuna.storages.InMemoryStorage()
+    first = _command(storage, "staged", [START])
+    space = first.space
+    fed = {**HANDBOOK, "knobs.batch_size": 64}  # stands for the start with the best's pipeline
+    first.study.add_trial(create_trial(params=fed, distributions={k: space.params[k] for k in fed}, values=[3.0],
+                                       system_attrs={STAGE_KEY: "start"}))  # fmt: skip
+    assert HANDBOOK not in _queued(_command(storage, "tpe", [START]).study)
+    later = _command(storage, "staged", [START])
+    for _ in range(3):  # the baseline, the start, then the sampler's own
+        trial = later.study.ask()
+        assert st.sample(trial, later.space, DEFAULTS) != HANDBOOK
+        later.study.tell(trial, 1.0)

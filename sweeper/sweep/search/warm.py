@@ -219,11 +219,13 @@ def deferred_start(plan: Any, baseline_first: bool = True) -> dict[str, Any]:
 
 def queue_deferred(plan: Any, baseline_first: bool = True) -> None:
     """The handbook's start an earlier command on this study left to the staged sampler (``DEFERRED_KEY``), queued
-    where this command's sampler does not propose it (another sampler, or no starts now) and no trial has it."""
+    where this command's sampler does not propose it (another sampler, or no starts now) and no trial has it, nor
+    ran it as the staged sampler proposes it (stage ``start``: fed by the best's pipeline)."""
     start = plan.study.user_attrs.get(DEFERRED_KEY)
     if not start or not baseline_first or deferred_start(plan, baseline_first):
         return
-    if all(private.configuration(t) != start for t in plan.study.get_trials(deepcopy=False)):
+    trials = plan.study.get_trials(deepcopy=False)
+    if all(private.configuration(t) != start and t.system_attrs.get(STAGE_KEY) != "start" for t in trials):
         plan.study.enqueue_trial(start, skip_if_exists=True)
 
 
