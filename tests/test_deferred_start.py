@@ -16,10 +16,10 @@ from sweeper.sweep.search import samplers, warm
 from sweeper.sweep.study import trials as st
 
 PARAMS = {"knobs.precision": "choice(fp32,bf16)", "knobs.compile": "choice(off,default)",
-          "knobs.batch_size": "choice(64,256)"}  # fmt: skip
-DEFAULTS = {"knobs.precision": "fp32", "knobs.compile": "off", "knobs.batch_size": 64}
-HANDBOOK = {"knobs.precision": "bf16", "knobs.compile": "default", "knobs.batch_size": 256}
-START = {"knobs.precision": "bf16", "knobs.compile": "off", "knobs.batch_size": 64}
+          "knobs.batch_size": "choice(64,256)", "knobs.num_workers": "choice(0,4)"}  # fmt: skip
+DEFAULTS = {"knobs.precision": "fp32", "knobs.compile": "off", "knobs.batch_size": 64, "knobs.num_workers": 0}
+HANDBOOK = {"knobs.precision": "bf16", "knobs.compile": "default", "knobs.batch_size": 256, "knobs.num_workers": 4}
+START = {"knobs.precision": "bf16", "knobs.compile": "off", "knobs.batch_size": 64, "knobs.num_workers": 0}
 
 
 @pytest.fixture(autouse=True)
@@ -93,17 +93,14 @@ def test_a_later_staged_command_with_starts_leaves_it_to_its_sampler_and_none_on
 
 
 def test_a_start_the_sampler_ran_fed_by_the_best_pipeline_is_not_queued_again() -> None:
-    """The staged sampler ran the start with the best one's input pipeline (stage ``start``, another configuration
-    than the rules' own): a later command with another sampler does not queue the rules' configuration again, nor
-    does a staged one propose it."""
-    from sweeper.sweep.study.attrs import STAGE_KEY
-
+    """The staged sampler ran the start with the best one's input pipeline (no worker, where the rules give 4): a
+    later command with another sampler does not queue the rules' configuration again, nor does a staged one
+    propose it."""
     storage = optuna.storages.InMemoryStorage()
     first = _command(storage, "staged", [START])
     space = first.space
-    fed = {**HANDBOOK, "knobs.batch_size": 64}  # stands for the start with the best's pipeline
-    first.study.add_trial(create_trial(params=fed, distributions={k: space.params[k] for k in fed}, values=[3.0],
-                                       system_attrs={STAGE_KEY: "start"}))  # fmt: skip
+    fed = {**HANDBOOK, "knobs.num_workers": 0}
+    first.study.add_trial(create_trial(params=fed, distributions={k: space.params[k] for k in fed}, values=[3.0]))
     assert HANDBOOK not in _queued(_command(storage, "tpe", [START]).study)
     later = _command(storage, "staged", [START])
     for _ in range(3):  # the baseline, the start, then the sampler's own

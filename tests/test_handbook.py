@@ -91,6 +91,9 @@ def test_a_handbook_start_out_of_memory_is_measured_again_at_the_next_smaller_ba
     assert queued() == [], "no smaller batch in the space"
     out_of_memory({**DEFAULTS, "knobs.batch_size": 256})
     assert queued() == [], "not the handbook's start"
+    fed = {**start, "knobs.num_workers": 4, "knobs.pin_memory": False}  # the staged sampler's: the best's pipeline
+    out_of_memory(fed)
+    assert queued() == [{**fed, "knobs.batch_size": 128}], "the start fed otherwise keeps its pipeline"
 
 
 def test_the_knobs_a_start_wakes_are_fixed_not_drawn() -> None:

@@ -619,3 +619,45 @@ def test_a_diagnosed_step_that_wakes_a_knob_of_the_graph_is_not_taken() -> None:
     sampler.neutral = frozenset({"knobs.decode_device", "knobs.memory_format"})
     assert sampler.next_plan(study) == ("led", {**best, "knobs.decode_device": "cpu",
                                                 "knobs.memory_format": "channels_last"})  # fmt: skip
+
+
+def test_without_an_expensive_knob_the_diagnosed_step_then_the_start_fed_by_the_best_pipeline() -> None:
+    """No expensive knob in the space: the busy best's step toward the host first, then the handbook's deferred
+    start with the best's input pipeline (the step's, which beat it) in place of the rules' own (8 workers, half
+    of each batch decoded on the GPU), once: a model value the start measured is not proposed again with another
+    pipeline."""
+    params = {"knobs.a": "choice(1, 2)", "knobs.gpu_share": "choice(0.25, 0.5)", "knobs.num_workers": "choice(4, 8)"}
+    defaults = {"knobs.a": 1, "knobs.gpu_share": 0.5, "knobs.num_workers": 4}
+    space = build_space(params, {}, [], defaults)
+    sampler = samplers.make_sampler("staged", 0, space, {}, defaults)
+    sampler.neutral = frozenset({"knobs.gpu_share", "knobs.num_workers"})
+    sampler.deferred = {"knobs.a": 2, "knobs.gpu_share": 0.5, "knobs.num_workers": 8}
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    best = {"knobs.a": 1, "knobs.gpu_share": 0.5, "knobs.num_workers": 4}
+    study.add_trial(create_trial(params=best, distributions={k: space.params[k] for k in best}, values=[2.0],
+                                 user_attrs={"gpu_util_mean": 99.0, "data_wait_frac": 0.001}))  # fmt: skip
+    asked = []
+    for value, wait in ((2.1, 0.05), (1.0, 0.0), (1.0, 0.0)):
+        trial = study.ask()
+        asked.append(st.sample(trial, space, defaults))
+        trial.set_user_attr("data_wait_frac", wait)
+        trial.set_user_attr("gpu_util_mean", 99.0)
+        study.tell(trial, value)
+    assert asked[0] == {**best, "knobs.gpu_share": 0.25}, asked
+    assert asked[1] == {**best, "knobs.a": 2, "knobs.gpu_share": 0.25}, asked
+    assert asked[2]["knobs.a"] == 1, asked
+
+
+def test_a_knob_feeds_the_pipeline_by_its_name_or_the_names_its_condition_reads() -> None:
+    from sweeper.sweep.search.costs import feeds
+
+    params = {"knobs.decode_device": "choice(cpu, hybrid)", "knobs.cuda_connections": "choice(8, 32)",
+              "knobs.num_workers_x": "choice(1, 2)", "knobs.tag": "choice(a, b)",
+              "knobs.b": "choice(1, 2)"}  # fmt: skip
+    conditions = {"knobs.cuda_connections": "knobs.decode_device != 'cpu'", "knobs.b": "knobs.num_workers_x > 1",
+                  "knobs.tag": "'knobs.num_workers' != knobs.num_workers_x"}  # fmt: skip
+    defaults = {"knobs.decode_device": "cpu", "knobs.cuda_connections": 8, "knobs.num_workers_x": 1,
+                "knobs.tag": "a", "knobs.b": 1}  # fmt: skip
+    space = build_space(params, conditions, [], defaults)
+    assert feeds(space, "knobs.decode_device") and feeds(space, "knobs.cuda_connections")
+    assert not any(feeds(space, k) for k in ("knobs.num_workers_x", "knobs.b", "knobs.tag"))

@@ -75,6 +75,11 @@ class SearchSpace:
                 )
         return out
 
+    def reads(self, name: str) -> set[str]:
+        """The names ``name``'s condition reads (dotted, with their prefixes: ``knobs``, ``knobs.num_workers``)."""
+        cond = self.conditions.get(name)
+        return _names(cond) if cond is not None else set()
+
     def fix(self, values: Mapping[str, Any], defaults: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
         """What ``values`` (e.g. a recipe to measure first) fixes of the sampled knobs, in dependency order: a knob
         is fixed when the space samples it, its condition holds (given the defaults, the pinned values and what is

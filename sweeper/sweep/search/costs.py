@@ -700,6 +700,13 @@ def _leaf(name: str) -> str:
     return name.rsplit(".", 1)[-1]
 
 
+def feeds(space: Any, name: str) -> bool:
+    """Whether knob ``name`` of ``space`` (a ``SearchSpace``) belongs to the input pipeline: one of its knobs
+    (``PIPELINE``), or one whose condition reads one (it exists for the pipeline's sake: ``cuda_connections``
+    under a GPU decoder's condition)."""
+    return _leaf(name) in PIPELINE or any(_leaf(n) in PIPELINE for n in space.reads(name))
+
+
 def _samples(params: Mapping[str, Any]) -> int | None:
     """The samples one step takes: ``batch_size`` x ``grad_accum_steps`` (1 when not set); None without a batch."""
     batch = _leaf_int(params, "batch_size")

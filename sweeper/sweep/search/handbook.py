@@ -40,6 +40,7 @@ from typing import Any
 from optuna.distributions import CategoricalDistribution
 
 from sweeper.sweep.config.space import SearchSpace
+from sweeper.sweep.search.costs import feeds
 from workloads.base import DeviceInfo
 from workloads.spec.training import check_common
 
@@ -96,18 +97,19 @@ def _rule(leaf: str, choices: list[Any], gpu: bool, device: DeviceInfo) -> Any:
 
 def smaller_batch(space: SearchSpace, start: Mapping[str, Any] | None, params: Mapping[str, Any]) -> dict | None:
     """The handbook's start again with the next smaller batch the space gives, after ``params`` (the start, or such
-    a retry) ran out of memory: "the largest batch that fits". None for any other configuration, or no smaller
-    batch."""
+    a retry) ran out of memory: "the largest batch that fits". ``params`` is the start in all but its batch and
+    its input pipeline's knobs (the staged sampler runs a deferred start fed by the best's pipeline), which the
+    retry keeps. None for any other configuration, or no smaller batch."""
     if not start:
         return None
     names = [n for n in start if n.rsplit(".", 1)[-1] == "batch_size" or n.endswith("_batch_size")]
     if not names or not isinstance(space.params.get(names[0]), CategoricalDistribution):
         return None
     name = names[0]
-    same = {k: v for k, v in params.items() if k != name and v is not None}
-    if same != {k: v for k, v in start.items() if k != name and v is not None}:
+    model = {k for k in {**start, **params} if k != name and not feeds(space, k)}
+    if any(params.get(k) != start.get(k) for k in model):
         return None
     now = params.get(name)
     numbers = [c for c in space.params[name].choices if isinstance(c, (int, float)) and not isinstance(c, bool)]
     below = [c for c in numbers if isinstance(now, (int, float)) and c < now]
-    return {**start, name: max(below)} if below else None
+    return {**{k: v for k, v in params.items() if v is not None}, name: max(below)} if below else None

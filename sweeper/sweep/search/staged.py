@@ -50,7 +50,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from sweeper.sweep.config.space import SearchSpace, evaluate
 from sweeper.sweep.search.budget import Budget
-from sweeper.sweep.search.costs import DATA_BOUND_WAIT, PIPELINE, _leaf
+from sweeper.sweep.search.costs import DATA_BOUND_WAIT, PIPELINE, _leaf, feeds
 from sweeper.sweep.search.costs import _cache as compile_cache
 from sweeper.sweep.study import optuna_private as private
 from sweeper.sweep.study.attrs import CONFIRM_KEY, COST_KEY, DATA_WAIT_KEY, GPU_UTIL_KEY, STAGE_KEY, WARM_KEY
@@ -138,12 +138,11 @@ class StagedSampler(BaseSampler):
         self.base.before_trial(study, trial)
         if trial.system_attrs.get(private.FIXED_PARAMS_KEY):
             return  # the sweep loop queued this configuration
-        if not self.expensive:  # the handbook's deferred start, then the local search
+        if not self.expensive:  # the diagnosed step, the handbook's deferred start, then the local search
             trials = study.get_trials(deepcopy=False)
             sign = 1.0 if study.directions[0] == StudyDirection.MAXIMIZE else -1.0
-            plan = self._deferred_plan(trials, [t for t in trials if _feasible(t)], sign)
-            if plan:
-                private.storage_of(study).set_trial_system_attr(private.trial_id(trial), STAGE_KEY, "start")
+            measured = [t for t in trials if _feasible(t)]
+            plan = self._led_step(trials, measured, sign) or self._deferred_plan(trials, measured, sign)
             plan = plan or self._polish(study)
             if plan:
                 self._plans[trial.number] = plan
@@ -186,20 +185,22 @@ class StagedSampler(BaseSampler):
 
     def _deferred_plan(self, trials: list[FrozenTrial], measured: list[FrozenTrial], sign: float) -> dict[str, Any]:
         """The handbook's deferred start (``deferred``), once, with the best configuration's input pipeline (its
-        graph-neutral knobs) where that one was fed: the starts and the diagnosed steps measured what feeds this
-        host, the handbook's pipeline values are its rules' guess, so the start tests the handbook's model side
-        (its precision, batch, compile, memory format) where its speed can show. On an H100 (2026-12-06 22:13) the
-        JPEG start fed by its own pipeline (14 workers, float32 crops) ran 85 s for 4,060 img/s, data-bound,
-        beside a best of 5,804 decoding a share on the GPU. Empty once proposed, or where it does not fit."""
-        if not self.deferred or any(t.system_attrs.get(STAGE_KEY) == "start" for t in trials):
-            return {}
+        graph-neutral knobs that feed it, :func:`~sweeper.sweep.search.costs.feeds`) where this study measured
+        that one fed (its data wait recorded, below a fifth): the starts and the diagnosed steps measured what
+        feeds this host, the handbook's pipeline values are its rules' guess, so the start tests the handbook's
+        model side (its precision, batch, compile, memory format, optimizer) where its speed can show. On an H100
+        (2026-12-06 22:13) the JPEG start fed by its own pipeline (14 workers, float32 crops) ran 85 s for 4,060
+        img/s, data-bound, beside a best of 5,804 decoding a share on the GPU. Empty once a configuration with its
+        model side was tried (:func:`started`), or where it does not fit."""
         tried = self._tried(trials)
-        if any(_same(self.deferred, p, keys=self.deferred) for p in tried):
-            return {}  # measured already (queued by another command)
+        if not self.deferred or started(self.space, self.deferred, tried):
+            return {}
         plan: dict[str, Any] | None = dict(self.deferred)
-        best = max(measured, key=lambda t: sign * t.values[0]) if measured else None
-        if best is not None and self.neutral and not _fed_slowly(best):
-            moved = {k: v for k, v in best.params.items() if k in self.neutral}
+        here = [t for t in measured if self._measured_here(t)]
+        best = max(here, key=lambda t: sign * t.values[0]) if here else None
+        wait = best.user_attrs.get(DATA_WAIT_KEY) if best is not None else None
+        if isinstance(wait, (int, float)) and wait < DATA_BOUND_WAIT and self.neutral:
+            moved = {k: v for k, v in best.params.items() if k in self.neutral and feeds(self.space, k)}
             plan = self._woken_defaults(self._promoted(self.deferred, moved) or {}) or plan
         return dict(plan) if plan and self._untried(tried, plan) else {}
 
@@ -416,22 +417,14 @@ class StagedSampler(BaseSampler):
                     if need is not None and gain + math.log1p(self.slack) < need:
                         continue  # cannot reach the best so far: not worth the time left
                     if starved:  # the DataLoader set the step: its knobs first
-                        tier = int(self._feeds(name))
+                        tier = int(feeds(self.space, name))
                     elif busy:  # the device set it: input work back to the host, then its own work's knobs
                         toward = toward_host(_leaf(name), best[name], value, dist.choices)
-                        tier = 2 if toward else int(gain >= 0 and not self._feeds(name))  # not one known worse
+                        tier = 2 if toward else int(gain >= 0 and not feeds(self.space, name))  # not one known worse
                     else:
                         tier = 0
                     options.append((tier, gain, self._rng.random(), plan))
         return max(options, key=lambda o: o[:3])[3] if options else {}
-
-    def _feeds(self, name: str) -> bool:
-        """Whether knob ``name`` belongs to the input pipeline: one of its knobs (``PIPELINE``), or one whose
-        condition names one (it exists for the pipeline's sake: ``cuda_connections``, the GPU decoder's queues)."""
-        if _leaf(name) in PIPELINE:
-            return True
-        cond = self.space.conditions.get(name)
-        return cond is not None and any(f"knobs.{leaf}" in cond for leaf in PIPELINE)
 
     def _tried(self, trials: list[FrozenTrial]) -> list[dict[str, Any]]:
         """The configurations measured, running, or queued (a waiting trial's fixed params: a spare plan queued
@@ -566,6 +559,13 @@ class StagedSampler(BaseSampler):
             if base is not None and base.values[0] != 0 and not _fed_slowly(base):
                 ratios.append(t.values[0] / base.values[0])
         return (_mean(ratios) if ratios else None), _mean(costs)
+
+
+def started(space: SearchSpace, start: Mapping[str, Any], tried: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a configuration of ``tried`` is the handbook's ``start`` in all but its input pipeline's knobs (it
+    ran as the rules give it, or fed by another configuration's pipeline: :meth:`StagedSampler._deferred_plan`)."""
+    model = [k for k in start if not feeds(space, k)]
+    return any(_same(start, p, keys=model) for p in tried)
 
 
 def _alternatives(params: Mapping[str, BaseDistribution], expensive: Mapping[str, Any]) -> list[dict[str, Any]]:
