@@ -6,7 +6,10 @@
 # the first step again (drift). One line per step in $OUT/ladder.txt, every row in $OUT/rows-ladder.parquet.
 #   bash bench/host_ladder.sh [Hydra overrides for every step ...]
 # The steps: half of each batch decoded on the GPU, a quarter, none (uint8 crops normalized on the GPU; the same
-# with the copy and normalization on a side stream; float32 crops normalized by the workers).
+# with the copy and normalization on a side stream; float32 crops normalized by the workers). LADDER_STEPS
+# replaces them ("step;step;...", each step Hydra overrides). With LADDER_HAND set, the synthetic hand loop
+# (bench/hand_loop.py, fp16 batch 1024 compiled, its own inductor cache) runs first in the same call: the JPEG
+# case's reference, to $OUT/hand.jsonl.
 set -uo pipefail
 out=${OUT:?set OUT to the folder that comes back}
 scratch=${SCRATCH:-/tmp/host-ladder}
@@ -28,6 +31,12 @@ steps=("knobs.decode_device=hybrid knobs.gpu_share=0.5 knobs.transfer_dtype=uint
        "knobs.decode_device=cpu knobs.transfer_dtype=uint8 knobs.device_prefetch=true"
        "knobs.decode_device=cpu knobs.transfer_dtype=float32"
        "knobs.decode_device=hybrid knobs.gpu_share=0.5 knobs.transfer_dtype=uint8 knobs.cuda_connections=32")
+if [ -n "${LADDER_STEPS:-}" ]; then IFS=';' read -r -a steps <<< "$LADDER_STEPS"; fi
+if [ -n "${LADDER_HAND:-}" ]; then
+  TORCHINDUCTOR_CACHE_DIR=$scratch/hand-inductor python bench/hand_loop.py --precision fp16 --batch 1024 \
+    --zero-init --json "$out/hand.jsonl" > "$scratch/hand.out" 2>&1
+  echo "hand loop rc=$? $(tail -1 "$out/hand.jsonl" 2>/dev/null)" | tee -a "$out/ladder.txt"
+fi
 i=0
 for step in "${steps[@]}"; do
   i=$((i + 1))
