@@ -93,14 +93,23 @@ def test_a_later_staged_command_with_starts_leaves_it_to_its_sampler_and_none_on
 
 
 def test_a_start_the_sampler_ran_fed_by_the_best_pipeline_is_not_queued_again() -> None:
-    """The staged sampler ran the start with the best one's input pipeline (no worker, where the rules give 4): a
-    later command with another sampler does not queue the rules' configuration again, nor does a staged one
-    propose it."""
+    """The staged sampler ran the start with the best one's input pipeline (no worker, where the rules give 4;
+    marked as the start): a later command with another sampler does not queue the rules' configuration again,
+    nor does a staged one propose it. Another trial with its model side (not the start: a data-bound baseline, a
+    declared start, another night's) leaves it to run."""
+    from sweeper.sweep.study.attrs import STAGE_KEY
+
+    fed = {**HANDBOOK, "knobs.num_workers": 0}
+    other = optuna.storages.InMemoryStorage()
+    space = _command(other, "staged", [START]).space
+    dists = {k: space.params[k] for k in fed}
+    optuna.load_study(study_name="s", storage=other).add_trial(create_trial(params=fed, distributions=dists,
+                                                                            values=[3.0]))  # fmt: skip
+    assert HANDBOOK in _queued(_command(other, "tpe", [START]).study), "not marked: the start has not run"
     storage = optuna.storages.InMemoryStorage()
     first = _command(storage, "staged", [START])
-    space = first.space
-    fed = {**HANDBOOK, "knobs.num_workers": 0}
-    first.study.add_trial(create_trial(params=fed, distributions={k: space.params[k] for k in fed}, values=[3.0]))
+    first.study.add_trial(create_trial(params=fed, distributions=dists, values=[3.0],
+                                       system_attrs={STAGE_KEY: "start"}))  # fmt: skip
     assert HANDBOOK not in _queued(_command(storage, "tpe", [START]).study)
     later = _command(storage, "staged", [START])
     for _ in range(3):  # the baseline, the start, then the sampler's own

@@ -63,6 +63,8 @@ def test_a_handbook_start_out_of_memory_is_measured_again_at_the_next_smaller_ba
 
     from sweeper.results.outcome import Status, TrialOutcome
     from sweeper.sweep.run.settle import Settler
+    from sweeper.sweep.study.attrs import STAGE_KEY, START_KEY
+    from sweeper.sweep.study.optuna_private import storage_of
 
     space = build_space(CNN, {}, [], DEFAULTS)
     start = start_params(space, DEFAULTS, baseline_params(space, DEFAULTS), H200)
@@ -72,8 +74,12 @@ def test_a_handbook_start_out_of_memory_is_measured_again_at_the_next_smaller_ba
                            study_name="s", study_id="id", cfg=cfg, objectives=[("throughput", "maximize")])  # fmt: skip
     settler = Settler(plan)
 
-    def out_of_memory(params: dict) -> None:
+    def out_of_memory(params: dict, mark: tuple = ()) -> None:
         trial = study.ask()
+        if mark == ("stage", "start"):  # the staged sampler's mark on the start it proposes
+            storage_of(study).set_trial_system_attr(trial._trial_id, STAGE_KEY, "start")
+        elif mark:
+            trial.set_user_attr(*mark)
         for name in params:
             trial.suggest_categorical(name, list(space.params[name].choices))  # type: ignore[attr-defined]
         settler.settle(trial._trial_id, trial.number, params, TrialOutcome(Status.INFEASIBLE, "oom", "out of memory"),
@@ -93,7 +99,13 @@ def test_a_handbook_start_out_of_memory_is_measured_again_at_the_next_smaller_ba
     assert queued() == [], "not the handbook's start"
     fed = {**start, "knobs.num_workers": 4, "knobs.pin_memory": False}  # the staged sampler's: the best's pipeline
     out_of_memory(fed)
+    assert queued() == [], "the start's model side on another pipeline, not marked: another configuration"
+    out_of_memory(fed, ("stage", "start"))
     assert queued() == [{**fed, "knobs.batch_size": 128}], "the start fed otherwise keeps its pipeline"
+    (retry,) = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+    assert retry.user_attrs == {START_KEY: True}
+    out_of_memory({**fed, "knobs.batch_size": 128}, (START_KEY, True))  # the retry, popped from the queue
+    assert queued() == [{**fed, "knobs.batch_size": 64}]
 
 
 def test_the_knobs_a_start_wakes_are_fixed_not_drawn() -> None:

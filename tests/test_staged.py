@@ -621,31 +621,53 @@ def test_a_diagnosed_step_that_wakes_a_knob_of_the_graph_is_not_taken() -> None:
                                                 "knobs.memory_format": "channels_last"})  # fmt: skip
 
 
-def test_without_an_expensive_knob_the_diagnosed_step_then_the_start_fed_by_the_best_pipeline() -> None:
-    """No expensive knob in the space: the busy best's step toward the host first, then the handbook's deferred
-    start with the best's input pipeline (the step's, which beat it) in place of the rules' own (8 workers, half
-    of each batch decoded on the GPU), once: a model value the start measured is not proposed again with another
-    pipeline."""
-    params = {"knobs.a": "choice(1, 2)", "knobs.gpu_share": "choice(0.25, 0.5)", "knobs.num_workers": "choice(4, 8)"}
-    defaults = {"knobs.a": 1, "knobs.gpu_share": 0.5, "knobs.num_workers": 4}
+def _fed_start_study(wait: float | None = 0.001) -> tuple[optuna.Study, object, dict, dict]:
+    """A space without an expensive knob; the handbook's deferred start wants a=2, fused, half of each batch on the
+    GPU and 8 workers; the best measured (a=1, foreach, 1/2, 4 workers) kept the GPU busy, waiting ``wait``."""
+    params = {"knobs.a": "choice(1, 2)", "knobs.optimizer_impl": "choice(foreach, fused)",
+              "knobs.gpu_share": "choice(0.25, 0.5)", "knobs.num_workers": "choice(4, 8)"}  # fmt: skip
+    defaults = {"knobs.a": 1, "knobs.optimizer_impl": "foreach", "knobs.gpu_share": 0.5, "knobs.num_workers": 4}
     space = build_space(params, {}, [], defaults)
     sampler = samplers.make_sampler("staged", 0, space, {}, defaults)
-    sampler.neutral = frozenset({"knobs.gpu_share", "knobs.num_workers"})
-    sampler.deferred = {"knobs.a": 2, "knobs.gpu_share": 0.5, "knobs.num_workers": 8}
+    sampler.neutral = frozenset({"knobs.optimizer_impl", "knobs.gpu_share", "knobs.num_workers"})
+    sampler.deferred = {"knobs.a": 2, "knobs.optimizer_impl": "fused", "knobs.gpu_share": 0.5, "knobs.num_workers": 8}
     study = optuna.create_study(direction="maximize", sampler=sampler)
-    best = {"knobs.a": 1, "knobs.gpu_share": 0.5, "knobs.num_workers": 4}
-    study.add_trial(create_trial(params=best, distributions={k: space.params[k] for k in best}, values=[2.0],
-                                 user_attrs={"gpu_util_mean": 99.0, "data_wait_frac": 0.001}))  # fmt: skip
-    asked = []
-    for value, wait in ((2.1, 0.05), (1.0, 0.0), (1.0, 0.0)):
-        trial = study.ask()
-        asked.append(st.sample(trial, space, defaults))
-        trial.set_user_attr("data_wait_frac", wait)
-        trial.set_user_attr("gpu_util_mean", 99.0)
-        study.tell(trial, value)
-    assert asked[0] == {**best, "knobs.gpu_share": 0.25}, asked
-    assert asked[1] == {**best, "knobs.a": 2, "knobs.gpu_share": 0.25}, asked
-    assert asked[2]["knobs.a"] == 1, asked
+    best = dict(defaults)
+    attrs = {"gpu_util_mean": 99.0, **({"data_wait_frac": wait} if wait is not None else {})}
+    study.add_trial(create_trial(params=best, distributions=dict(space.params), values=[2.0], user_attrs=attrs))
+    return study, space, defaults, best
+
+
+def _run(study: optuna.Study, space: object, defaults: dict, value: float, wait: float) -> dict:
+    trial = study.ask()
+    config = st.sample(trial, space, defaults)
+    trial.set_user_attr("data_wait_frac", wait)
+    trial.set_user_attr("gpu_util_mean", 99.0)
+    study.tell(trial, value)
+    return config
+
+
+def test_without_an_expensive_knob_the_diagnosed_step_then_the_start_fed_by_the_best_pipeline() -> None:
+    """No expensive knob in the space: the busy best's step toward the host first, then the handbook's deferred
+    start with the best's input pipeline (the step's, which beat it: 1/4 on the GPU, 4 workers) in place of the
+    rules' own, its other knobs the rules' (fused, though graph-neutral too), once: after a new best on another
+    pipeline, not again."""
+    study, space, defaults, best = _fed_start_study()
+    assert _run(study, space, defaults, 2.1, 0.05) == {**best, "knobs.gpu_share": 0.25}
+    fed = _run(study, space, defaults, 1.0, 0.0)
+    assert fed == {**best, "knobs.a": 2, "knobs.optimizer_impl": "fused", "knobs.gpu_share": 0.25}, fed
+    eight = {**best, "knobs.gpu_share": 0.25, "knobs.num_workers": 8}
+    study.add_trial(create_trial(params=eight, distributions=dict(space.params), values=[3.0],
+                                 user_attrs={"gpu_util_mean": 80.0, "data_wait_frac": 0.0}))  # fmt: skip
+    again = {**eight, "knobs.a": 2, "knobs.optimizer_impl": "fused"}  # the start fed by the new best's pipeline
+    assert all(_run(study, space, defaults, 1.0, 0.0) != again for _ in range(3))
+
+
+def test_the_start_takes_no_pipeline_from_a_best_whose_data_wait_is_unknown() -> None:
+    """A best with no data wait recorded (an older row, another study's history) says nothing of its pipeline: the
+    start runs with the rules' own."""
+    study, space, defaults, _best = _fed_start_study(wait=None)
+    assert _run(study, space, defaults, 1.0, 0.0) == study.sampler.deferred
 
 
 def test_a_knob_feeds_the_pipeline_by_its_name_or_the_names_its_condition_reads() -> None:

@@ -6,6 +6,7 @@ else is executed. An evaluation error is an :class:`ExpressionError`, never a cr
 from __future__ import annotations
 
 import ast
+import functools
 import operator
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -51,9 +52,10 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
-def _names(expr: str) -> set[str]:
+@functools.lru_cache(maxsize=1024)
+def _names(expr: str) -> frozenset[str]:
     tree = ast.parse(expr, mode="eval")
-    return {d for n in ast.walk(tree) if isinstance(n, (ast.Name, ast.Attribute)) and (d := _dotted(n))}
+    return frozenset(d for n in ast.walk(tree) if isinstance(n, (ast.Name, ast.Attribute)) and (d := _dotted(n)))
 
 
 class ExpressionError(ValueError):

@@ -75,10 +75,10 @@ class SearchSpace:
                 )
         return out
 
-    def reads(self, name: str) -> set[str]:
+    def reads(self, name: str) -> frozenset[str]:
         """The names ``name``'s condition reads (dotted, with their prefixes: ``knobs``, ``knobs.num_workers``)."""
         cond = self.conditions.get(name)
-        return _names(cond) if cond is not None else set()
+        return _names(cond) if cond is not None else frozenset()
 
     def fix(self, values: Mapping[str, Any], defaults: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
         """What ``values`` (e.g. a recipe to measure first) fixes of the sampled knobs, in dependency order: a knob

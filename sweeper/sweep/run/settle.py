@@ -29,6 +29,7 @@ from sweeper.sweep.config.space import value_types
 from sweeper.sweep.search.handbook import smaller_batch
 from sweeper.sweep.study import optuna_private as private
 from sweeper.sweep.study import trials as studies
+from sweeper.sweep.study.attrs import START_KEY, is_start
 from sweeper.sweep.study.faults import fault_point
 
 log = logging.getLogger("sweeper.sweep")
@@ -63,9 +64,10 @@ class Settler:
         self.tell(trial_id, outcome)
         fault_point(f"{path}told")
         if outcome.status is Status.INFEASIBLE:  # the handbook's start out of memory: its next smaller batch
-            retry = smaller_batch(self.plan.space, getattr(self.plan, "handbook", None), values)
+            marked = is_start(private.storage_of(self.plan.study).get_trial(trial_id))
+            retry = smaller_batch(self.plan.space, getattr(self.plan, "handbook", None), values, marked)
             if retry is not None:
-                self.plan.study.enqueue_trial(retry, skip_if_exists=True)
+                self.plan.study.enqueue_trial(retry, user_attrs={START_KEY: True}, skip_if_exists=True)
         if show and self.progress is not None:
             self.progress.trial_done(number, outcome, values, self.plan.study)
 

@@ -40,7 +40,6 @@ from typing import Any
 from optuna.distributions import CategoricalDistribution
 
 from sweeper.sweep.config.space import SearchSpace
-from sweeper.sweep.search.costs import feeds
 from workloads.base import DeviceInfo
 from workloads.spec.training import check_common
 
@@ -95,21 +94,24 @@ def _rule(leaf: str, choices: list[Any], gpu: bool, device: DeviceInfo) -> Any:
     return None
 
 
-def smaller_batch(space: SearchSpace, start: Mapping[str, Any] | None, params: Mapping[str, Any]) -> dict | None:
-    """The handbook's start again with the next smaller batch the space gives, after ``params`` (the start, or such
-    a retry) ran out of memory: "the largest batch that fits". ``params`` is the start in all but its batch and
-    its input pipeline's knobs (the staged sampler runs a deferred start fed by the best's pipeline), which the
-    retry keeps. None for any other configuration, or no smaller batch."""
+def smaller_batch(
+    space: SearchSpace, start: Mapping[str, Any] | None, params: Mapping[str, Any], marked: bool = False
+) -> dict | None:
+    """The handbook's start again with the next smaller batch the space gives, after ``params`` ran out of memory:
+    "the largest batch that fits". ``params`` is the start (or such a retry) where it equals it apart from the
+    batch, or where the trial is ``marked`` as the start (``sweeper.sweep.study.attrs.is_start``: the staged
+    sampler runs it fed by the best's pipeline, which the retry keeps). None for any other configuration, or no
+    smaller batch."""
     if not start:
         return None
     names = [n for n in start if n.rsplit(".", 1)[-1] == "batch_size" or n.endswith("_batch_size")]
     if not names or not isinstance(space.params.get(names[0]), CategoricalDistribution):
         return None
     name = names[0]
-    model = {k for k in {**start, **params} if k != name and not feeds(space, k)}
-    if any(params.get(k) != start.get(k) for k in model):
+    same = {k: v for k, v in params.items() if k != name and v is not None}
+    if not marked and same != {k: v for k, v in start.items() if k != name and v is not None}:
         return None
     now = params.get(name)
     numbers = [c for c in space.params[name].choices if isinstance(c, (int, float)) and not isinstance(c, bool)]
     below = [c for c in numbers if isinstance(now, (int, float)) and c < now]
-    return {**{k: v for k, v in params.items() if v is not None}, name: max(below)} if below else None
+    return {**same, name: max(below)} if below else None

@@ -39,7 +39,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import optuna
@@ -53,7 +53,7 @@ from sweeper.sweep.search.budget import Budget
 from sweeper.sweep.search.costs import DATA_BOUND_WAIT, PIPELINE, _leaf, feeds
 from sweeper.sweep.search.costs import _cache as compile_cache
 from sweeper.sweep.study import optuna_private as private
-from sweeper.sweep.study.attrs import CONFIRM_KEY, COST_KEY, DATA_WAIT_KEY, GPU_UTIL_KEY, STAGE_KEY, WARM_KEY
+from sweeper.sweep.study.attrs import CONFIRM_KEY, COST_KEY, DATA_WAIT_KEY, GPU_UTIL_KEY, STAGE_KEY, WARM_KEY, is_start
 from workloads.spec.data import toward_host
 
 # A step whose device was busy BUSY_UTIL of its window (NVML's utilization, percent: the report's busy GPU,
@@ -142,7 +142,9 @@ class StagedSampler(BaseSampler):
             trials = study.get_trials(deepcopy=False)
             sign = 1.0 if study.directions[0] == StudyDirection.MAXIMIZE else -1.0
             measured = [t for t in trials if _feasible(t)]
-            plan = self._led_step(trials, measured, sign) or self._deferred_plan(trials, measured, sign)
+            plan = self._led_step(trials, measured, sign)
+            if not plan and (plan := self._deferred_plan(trials, measured, sign)):
+                private.storage_of(study).set_trial_system_attr(private.trial_id(trial), STAGE_KEY, "start")
             plan = plan or self._polish(study)
             if plan:
                 self._plans[trial.number] = plan
@@ -191,10 +193,10 @@ class StagedSampler(BaseSampler):
         model side (its precision, batch, compile, memory format, optimizer) where its speed can show. On an H100
         (2026-12-06 22:13) the JPEG start fed by its own pipeline (14 workers, float32 crops) ran 85 s for 4,060
         img/s, data-bound, beside a best of 5,804 decoding a share on the GPU. Empty once a configuration with its
-        model side was tried (:func:`started`), or where it does not fit."""
-        tried = self._tried(trials)
-        if not self.deferred or started(self.space, self.deferred, tried):
+        start ran (:func:`started`), or where it does not fit."""
+        if not self.deferred or started(self.deferred, trials, self._plans.values()):
             return {}
+        tried = self._tried(trials)
         plan: dict[str, Any] | None = dict(self.deferred)
         here = [t for t in measured if self._measured_here(t)]
         best = max(here, key=lambda t: sign * t.values[0]) if here else None
@@ -561,11 +563,19 @@ class StagedSampler(BaseSampler):
         return (_mean(ratios) if ratios else None), _mean(costs)
 
 
-def started(space: SearchSpace, start: Mapping[str, Any], tried: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether a configuration of ``tried`` is the handbook's ``start`` in all but its input pipeline's knobs (it
-    ran as the rules give it, or fed by another configuration's pipeline: :meth:`StagedSampler._deferred_plan`)."""
-    model = [k for k in start if not feeds(space, k)]
-    return any(_same(start, p, keys=model) for p in tried)
+def started(start: Mapping[str, Any], trials: Sequence[FrozenTrial], plans: Iterable[Mapping[str, Any]] = ()) -> bool:
+    """Whether the handbook's ``start`` ran or runs: a trial (or one of ``plans``, being sampled) has its own
+    configuration, or this study's trial carries its mark (``is_start``: the staged sampler's start, fed by the
+    best's pipeline, or its retry at a smaller batch) with a configuration or still to run (not a surplus trial
+    failed before it was sampled; not another study's trial, copied as history)."""
+    for t in trials:
+        config = private.configuration(t)
+        if config and _same(start, config, keys=start):
+            return True
+        live = t.state in (TrialState.RUNNING, TrialState.WAITING)
+        if is_start(t) and WARM_KEY not in t.user_attrs and (config or live):
+            return True
+    return any(_same(start, p, keys=start) for p in plans)
 
 
 def _alternatives(params: Mapping[str, BaseDistribution], expensive: Mapping[str, Any]) -> list[dict[str, Any]]:

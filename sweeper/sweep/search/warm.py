@@ -25,7 +25,6 @@ from sweeper.errors import ConfigError
 from sweeper.results.outcome import Status
 from sweeper.sweep.config.space import SearchSpace
 from sweeper.sweep.search.staged import is_staged, started
-from sweeper.sweep.study import optuna_private as private
 from sweeper.sweep.study.attrs import COST_KEY, DEFERRED_KEY, QUEUED_KEY, STAGE_KEY, WORKLOAD_KEY, status_of
 from sweeper.sweep.study.attrs import WARM_KEY as FROM_KEY  # "<study>#<trial>" a seeded trial was measured as
 from sweeper.sweep.study.faults import fault_point
@@ -219,13 +218,12 @@ def deferred_start(plan: Any, baseline_first: bool = True) -> dict[str, Any]:
 
 def queue_deferred(plan: Any, baseline_first: bool = True) -> None:
     """The handbook's start an earlier command on this study left to the staged sampler (``DEFERRED_KEY``), queued
-    where this command's sampler does not propose it (another sampler, or no starts now) and no trial has it, nor
-    its model side fed by another pipeline, as the staged sampler runs it (``started``)."""
+    where this command's sampler does not propose it (another sampler, or no starts now) and it did not run, as
+    it is or as the staged sampler runs it (``started``)."""
     start = plan.study.user_attrs.get(DEFERRED_KEY)
     if not start or not baseline_first or deferred_start(plan, baseline_first):
         return
-    configs = [c for c in map(private.configuration, plan.study.get_trials(deepcopy=False)) if c]
-    if not started(plan.space, start, configs):
+    if not started(start, plan.study.get_trials(deepcopy=False)):
         plan.study.enqueue_trial(start, skip_if_exists=True)
 
 

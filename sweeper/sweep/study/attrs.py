@@ -31,6 +31,7 @@ CONFIG_KEY = "config_key"  # its sampled values, canonical JSON (sweeper.sweep.s
 WAITS_KEY = "waits_for"  # the running trial this one waits for (-1: it measures, waits for nobody)
 REMEASURE_FOR_KEY = "remeasure_for"  # the sweep target whose re-measurements it is (sweeper.sweep.run.remeasure)
 PROFILE_KEY = "profile"  # run under torch.profiler after its measured window
+START_KEY = "handbook_start"  # the handbook's start queued again at a smaller batch after running out of memory
 BOOKKEEPING = (
     OWNER_KEY,
     STATUS_KEY,
@@ -105,6 +106,12 @@ def owner_state(t: Any) -> Owner:
     except psutil.Error:
         return Owner.DEAD
     return Owner.ALIVE if pid_alive(int(pid)) else Owner.DEAD
+
+
+def is_start(t: Any) -> bool:
+    """Whether trial ``t`` is the handbook's start as the sweep ran it: proposed by the staged sampler (stage
+    ``start``, fed by the best's pipeline) or queued again at a smaller batch (``START_KEY``)."""
+    return t.system_attrs.get(STAGE_KEY) == "start" or t.user_attrs.get(START_KEY) is True
 
 
 def reason_of(t: Any) -> Reason:
