@@ -192,8 +192,8 @@ class StagedSampler(BaseSampler):
         feeds this host, the handbook's pipeline values are its rules' guess, so the start tests the handbook's
         model side (its precision, batch, compile, memory format, optimizer) where its speed can show. On an H100
         (2026-12-06 22:13) the JPEG start fed by its own pipeline (14 workers, float32 crops) ran 85 s for 4,060
-        img/s, data-bound, beside a best of 5,804 decoding a share on the GPU. Empty once a configuration with its
-        start ran (:func:`started`), or where it does not fit."""
+        img/s, data-bound, beside a best of 5,804 decoding a share on the GPU. Empty once the start ran
+        (:func:`started`), or where it does not fit."""
         if not self.deferred or started(self.deferred, trials, self._plans.values()):
             return {}
         tried = self._tried(trials)

@@ -31,7 +31,7 @@ CONFIG_KEY = "config_key"  # its sampled values, canonical JSON (sweeper.sweep.s
 WAITS_KEY = "waits_for"  # the running trial this one waits for (-1: it measures, waits for nobody)
 REMEASURE_FOR_KEY = "remeasure_for"  # the sweep target whose re-measurements it is (sweeper.sweep.run.remeasure)
 PROFILE_KEY = "profile"  # run under torch.profiler after its measured window
-START_KEY = "handbook_start"  # the handbook's start queued again at a smaller batch after running out of memory
+START_KEY = "handbook_start_retry"  # the handbook's start queued again at a smaller batch after an OOM
 BOOKKEEPING = (
     OWNER_KEY,
     STATUS_KEY,
@@ -45,6 +45,7 @@ BOOKKEEPING = (
     WAITS_KEY,
     REMEASURE_FOR_KEY,
     PROFILE_KEY,
+    START_KEY,
 )  # none of them is a metric: a duplicate reusing another trial's result takes that trial's metrics but these
 
 # ---- trial user attributes that are metrics of the row (every metric is one), read back by the sweeper
