@@ -83,7 +83,7 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -102,6 +102,9 @@ from sweeper.sweep.study.attrs import (
     status_of,
 )
 from workloads.spec.data import DataKnobs
+
+if TYPE_CHECKING:
+    from sweeper.sweep.config.space import SearchSpace
 
 MIN_MEASURED = 3  # trials of a cost class measured before its timeout is derived
 FIRST_TRIAL_S = 30.0  # the cheap class's cost before any trial was measured (a process start, a few steps)
@@ -700,8 +703,8 @@ def _leaf(name: str) -> str:
     return name.rsplit(".", 1)[-1]
 
 
-def feeds(space: Any, name: str) -> bool:
-    """Whether knob ``name`` of ``space`` (a ``SearchSpace``) belongs to the input pipeline: one of its knobs
+def feeds(space: SearchSpace, name: str) -> bool:
+    """Whether knob ``name`` of ``space`` belongs to the input pipeline: one of its knobs
     (``PIPELINE``), or one whose condition reads one (it exists for the pipeline's sake: ``cuda_connections``
     under a GPU decoder's condition)."""
     return _leaf(name) in PIPELINE or any(_leaf(n) in PIPELINE for n in space.reads(name))
