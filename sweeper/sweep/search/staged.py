@@ -391,7 +391,8 @@ class StagedSampler(BaseSampler):
         ``best`` waited for its data, a change of its input pipeline's knobs first (the model's cannot speed a step
         the DataLoader sets); where it kept the device busy and never waited, a step of its input work from the
         device back to the host first (``workloads.spec.data.toward_host``: a JPEG pipeline decoding half of each
-        batch on an H100 kept it 99 % busy with no wait, its host decoding the other half with cores to spare).
+        batch on an H100 kept it 99 % busy with no wait, its host decoding the other half with cores to spare),
+        then its own work's values, not one measured worse or beyond a worse one (:func:`_expected_effect`).
         ``need``: the log gain a neighbour must hope for (its value's main effect over the base's, with the
         ``slack`` allowance) to pass the best so far; a value never measured always may (a baseline's neighbours
         with no worker, 330 img/s beside a best of 3,090, were queued as spare time)."""
@@ -422,7 +423,8 @@ class StagedSampler(BaseSampler):
                         tier = int(feeds(self.space, name))
                     elif busy:  # the device set it: input work back to the host, then its own work's knobs
                         toward = toward_host(_leaf(name), best[name], value, dist.choices)
-                        tier = 2 if toward else int(gain >= 0 and not feeds(self.space, name))  # not one known worse
+                        trend = _expected_effect(measured, name, value, dist.choices, sign) - here
+                        tier = 2 if toward else int(trend >= 0 and not feeds(self.space, name))  # none known worse
                     else:
                         tier = 0
                     options.append((tier, gain, self._rng.random(), plan))
