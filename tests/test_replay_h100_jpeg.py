@@ -91,7 +91,7 @@ DEFAULTS = {
     "knobs.device_prefetch": False,
     "knobs.cuda_connections": None,
 }
-# the workload's starts (conf/workload/resnet50.yaml: eager hybrid, compiled hybrid, compiled hybrid 0.75)
+# the workload's starts (conf/workload/resnet50.yaml: eager hybrid, compiled hybrid)
 EAGER_HYBRID = {
     "knobs.precision": "fp16",
     "knobs.memory_format": "channels_last",
@@ -111,8 +111,7 @@ EAGER_HYBRID = {
     "knobs.transfer_dtype": "uint8",
     "knobs.cuda_connections": 32,
 }
-STARTS = [EAGER_HYBRID, {**EAGER_HYBRID, "knobs.compile": "default"},
-          {**EAGER_HYBRID, "knobs.compile": "default", "knobs.gpu_share": 0.75}]  # fmt: skip
+STARTS = [EAGER_HYBRID, {**EAGER_HYBRID, "knobs.compile": "default"}]
 
 FACTORS = {
     "knobs.precision": {"tf32": 1.265, "fp16": 1.26, "bf16": 1.24},
@@ -325,18 +324,20 @@ def test_a_busy_compiled_best_moves_its_decoding_toward_the_host_before_the_hand
     reduce-overhead promotion first, reached 3/8 at 242 s and never 1/4. With the start queued and no such step (the
     order before), this landscape's sweeps run the same course and end at the half share (5,838; 1/4: 6,032).
     Nothing decoded on the GPU (uint8 crops) is the next step from 1/4, the knob it wakes (``device_prefetch``) at
-    its default."""
+    its default. With the workload's two starts, 0.99 of the final best is measured by 150 s; a third start
+    (3/4 on the GPU: 5,657, slower than the half share) put it at 171 s."""
     for seed in (0, 1, 2):
         land = today(h100_jpeg())
         out = replay(land, budget_s=300.0, seed=seed)
         ran = [e for e in out.ran() if not e.repeat]
-        after = [(e.params.get("knobs.decode_device"), e.params.get("knobs.gpu_share")) for e in ran[4:]]
+        after = [(e.params.get("knobs.decode_device"), e.params.get("knobs.gpu_share")) for e in ran[len(STARTS) + 1 :]]
         assert after[:3] == [("hybrid", 0.375), ("hybrid", 0.25), ("cpu", None)], [(e.at, e.params) for e in ran]
-        assert ran[6].params.get("knobs.device_prefetch") is False and ran[6].params["knobs.transfer_dtype"] == "uint8"
+        host = ran[len(STARTS) + 3].params
+        assert host.get("knobs.device_prefetch") is False and host["knobs.transfer_dtype"] == "uint8"
         quarter = land.throughput({**STARTS[1], "knobs.gpu_share": 0.25})
         assert out.best() == quarter > land.throughput(STARTS[1]) * 1.02  # 1/4 just above the host alone
         t99 = min(e.at + e.actual for e in ran if e.throughput >= 0.99 * out.best())
-        assert t99 <= 180.0, t99
+        assert t99 <= 150.0, t99  # the bar of a sweep of 300 s (171 s with a third start, 3/4 on the GPU)
         assert out.ended_at <= 300.0 + 10.0
 
 
@@ -355,9 +356,9 @@ def test_the_steps_toward_the_host_go_on_from_a_step_as_good_as_the_best() -> No
 
         out = replay(dataclasses.replace(land, cap=flat), budget_s=300.0, seed=seed)
         ran = [e for e in out.ran() if not e.repeat]
-        after = [(e.params.get("knobs.decode_device"), e.params.get("knobs.gpu_share")) for e in ran[4:]]
+        after = [(e.params.get("knobs.decode_device"), e.params.get("knobs.gpu_share")) for e in ran[len(STARTS) + 1 :]]
         assert after[:2] == [("hybrid", 0.375), ("cpu", None)], [(e.at, e.params) for e in ran]
-        assert out.best() == land.throughput({**ran[5].params}) > land.throughput(STARTS[1]) * 1.02
+        assert out.best() == land.throughput({**ran[len(STARTS) + 2].params}) > land.throughput(STARTS[1]) * 1.02
 
 
 def its_main_process_decodes_faster(c: dict) -> float:
