@@ -419,15 +419,16 @@ class StagedSampler(BaseSampler):
                     gain = effect - here
                     if need is not None and gain + math.log1p(self.slack) < need:
                         continue  # cannot reach the best so far: not worth the time left
+                    rank = gain
                     if starved:  # the DataLoader set the step: its knobs first
                         tier = int(feeds(self.space, name))
                     elif busy:  # the device set it: input work back to the host, then its own work's knobs
                         toward = toward_host(_leaf(name), best[name], value, dist.choices)
-                        trend = _expected_effect(measured, name, value, dist.choices, sign) - here
-                        tier = 2 if toward else int(trend >= 0 and not feeds(self.space, name))  # none known worse
+                        rank = _expected_effect(measured, name, value, dist.choices, sign) - here  # the trend's
+                        tier = 2 if toward else int(rank >= 0 and not feeds(self.space, name))  # none known worse
                     else:
                         tier = 0
-                    options.append((tier, gain, self._rng.random(), plan))
+                    options.append((tier, rank, self._rng.random(), plan))
         return max(options, key=lambda o: o[:3])[3] if options else {}
 
     def _tried(self, trials: list[FrozenTrial]) -> list[dict[str, Any]]:
