@@ -11,7 +11,7 @@ import pytest
 from optuna.trial import TrialState, create_trial
 
 from sweeper.results.outcome import Status, TrialOutcome
-from sweeper.sweep.config.space import build_space
+from sweeper.sweep.config.space import SearchSpace, build_space
 from sweeper.sweep.search import samplers
 from sweeper.sweep.search.budget import Budget
 from sweeper.sweep.search.staged import STAGE_KEY, StagedSampler
@@ -276,22 +276,12 @@ def test_a_device_bound_incumbent_changes_its_own_work_before_its_pipeline() -> 
               "knobs.decode_device": "choice(cpu, hybrid)", "knobs.cuda_connections": "choice(8, 32)"}  # fmt: skip
     defaults = {"knobs.a": 1, "knobs.num_workers": 4, "knobs.decode_device": "cpu", "knobs.cuda_connections": 8}
     space = build_space(params, {"knobs.cuda_connections": "knobs.decode_device != 'cpu'"}, [], defaults)
-    measured = {(1, "hybrid"): 1.0, (0, "hybrid"): 0.5, (2, "hybrid"): 2.0, (2, "cpu"): 1.9}
+    values = {(1, "hybrid"): 1.0, (0, "hybrid"): 0.5, (2, "hybrid"): 2.0, (2, "cpu"): 1.9}
+    hybrid = {"knobs.cuda_connections": 32}
+    measured = [({"knobs.a": a, "knobs.num_workers": 4, "knobs.decode_device": dev}
+                 | (hybrid if dev == "hybrid" else {}), v) for (a, dev), v in values.items()]  # fmt: skip
     for seed in range(8):
-        sampler = samplers.make_sampler("staged", seed, space, {}, defaults)
-        study = optuna.create_study(direction="maximize", sampler=sampler)
-        for (a, dev), v in measured.items():
-            config = {"knobs.a": a, "knobs.num_workers": 4, "knobs.decode_device": dev}
-            config |= {"knobs.cuda_connections": 32} if dev == "hybrid" else {}
-            attrs = {"gpu_util_mean": 99.0, "data_wait_frac": 0.001}
-            dists = {k: space.params[k] for k in config}
-            study.add_trial(create_trial(params=config, distributions=dists, values=[v], user_attrs=attrs))
-        asked = []
-        for _ in range(2):
-            trial = study.ask()
-            v = st.sample(trial, space, defaults)
-            asked.append(v["knobs.a"])
-            study.tell(trial, 1.0)
+        asked = [v["knobs.a"] for v in _asked_after_busy(space, defaults, measured, seed, 2)]
         assert asked[0] == 3, (seed, asked)
         assert asked[1] == 2, (seed, asked)  # then the pipeline's values never measured, before a=0
 
@@ -306,23 +296,29 @@ def test_a_device_bound_incumbent_steps_its_batch_along_the_measured_trend() -> 
               "knobs.num_workers": "choice(4, 8)"}  # fmt: skip
     defaults = {"knobs.batch_size": 256, "knobs.a": 0, "knobs.num_workers": 4}
     space = build_space(params, {}, [], defaults)
-    measured = {256: 1.0, 512: 2.0}
+    measured = [({"knobs.batch_size": b, "knobs.a": 0, "knobs.num_workers": 4}, v) for b, v in ((256, 1.0), (512, 2.0))]
     for seed in range(8):
-        sampler = samplers.make_sampler("staged", seed, space, {}, defaults)
-        study = optuna.create_study(direction="maximize", sampler=sampler)
-        for batch, v in measured.items():
-            config = {"knobs.batch_size": batch, "knobs.a": 0, "knobs.num_workers": 4}
-            attrs = {"gpu_util_mean": 99.0, "data_wait_frac": 0.001}
-            dists = {k: space.params[k] for k in config}
-            study.add_trial(create_trial(params=config, distributions=dists, values=[v], user_attrs=attrs))
-        asked = []
-        for _ in range(3):
-            trial = study.ask()
-            v = st.sample(trial, space, defaults)
-            asked.append((v["knobs.batch_size"], v["knobs.a"], v["knobs.num_workers"]))
-            study.tell(trial, 1.0)
+        keys = ("knobs.batch_size", "knobs.a", "knobs.num_workers")
+        asked = [tuple(v[k] for k in keys) for v in _asked_after_busy(space, defaults, measured, seed, 3)]
         assert sorted(asked[:2]) == [(512, 1, 4), (1024, 0, 4)], (seed, asked)
         assert asked[2] == (512, 0, 8), (seed, asked)  # then the pipeline's unmeasured value, before batch 128, 64
+
+
+def _asked_after_busy(space: SearchSpace, defaults: dict, measured: list, seed: int, n: int) -> list[dict]:
+    """The staged sampler's next ``n`` configurations after ``measured`` ((config, value) pairs), each trial of
+    which kept the GPU 99 % busy and never waited for its data."""
+    sampler = samplers.make_sampler("staged", seed, space, {}, defaults)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    for config, v in measured:
+        attrs = {"gpu_util_mean": 99.0, "data_wait_frac": 0.001}
+        dists = {k: space.params[k] for k in config}
+        study.add_trial(create_trial(params=config, distributions=dists, values=[v], user_attrs=attrs))
+    asked = []
+    for _ in range(n):
+        trial = study.ask()
+        asked.append(st.sample(trial, space, defaults))
+        study.tell(trial, 1.0)
+    return asked
 
 
 def test_toward_host_is_one_step_along_each_split_knob() -> None:
