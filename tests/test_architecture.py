@@ -327,6 +327,7 @@ def test_a_sweep_keeps_its_own_process_free_of_torch(tmp_path: Path) -> None:
         "hydra.sweeper.n_trials=2",
         "hydra.sweeper.params={knobs.fault:none,knobs.work:'choice(8,16)'}",
         "hydra.sweeper.profile=1",
+        "hydra.sweeper.confirm_unstable=false",  # the runner-up's noisy CPU steps would add a repeat, at times
         f"results_dir={tmp_path / 'results'}",
         f"hydra.sweep.dir={tmp_path / 'sweep'}",
     ]
@@ -341,7 +342,8 @@ def test_a_sweep_keeps_its_own_process_free_of_torch(tmp_path: Path) -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "sweep done: 4 complete" in done.stderr, done.stderr[-3000:]  # 2 searched, baseline and best again
+    # 2 searched, the best again (profiled); no baseline: the default knobs.work=32 is outside the space
+    assert "sweep done: 3 complete" in done.stderr, done.stderr[-3000:]
     assert "TORCH False" in done.stderr, "a trial's result imported torch into the sweeper"
     from sweeper.results.read import read_rows
 
