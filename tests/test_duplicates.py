@@ -85,15 +85,29 @@ def test_a_running_identical_configuration_is_waited_for_in_one_sweep(results: P
     assert "space exhausted" in proc.stderr
 
 
-def test_a_waiter_whose_twin_fails_is_launched_and_measured(results: Path) -> None:
-    """Two slots, one failing configuration: trial 1 waits for trial 0; trial 0 fails, so trial 1 is launched
-    (the waiter's launch path, not the sampler's) and fails on its own. The sweep ends normally with both rows."""
-    fails = "hydra.sweeper.params={knobs.fault:raise,knobs.work:'choice(16)'}"
+def test_a_waiter_whose_twin_crashes_is_launched_and_measured(results: Path) -> None:
+    """Two slots, one configuration whose process exits without a result (a crash may pass): trial 1 waits for
+    trial 0; trial 0 fails, so trial 1 is launched (the waiter's launch path, not the sampler's) and fails on its
+    own. The sweep ends normally with both rows."""
+    fails = "hydra.sweeper.params={knobs.fault:exit,knobs.work:'choice(16)'}"
     proc = run_main([*FAULTS, fails, "-m", "hydra.sweeper.n_trials=2", "hydra.sweeper.n_jobs=2"], results, check=True)
     assert "trial 1 waits: trial 0 is measuring the same configuration" in proc.stderr
     df = pd.read_parquet(results / "trials").sort_values("trial")
     assert list(df["trial"]) == [0, 1] and list(df["status"]) == ["failed", "failed"], df[["trial", "status"]]
-    assert list(df["reason"]) == ["exception:ValueError"] * 2, (df[["trial", "status", "reason"]], proc.stderr)
+    assert list(df["reason"]) == ["exit:3"] * 2, (df[["trial", "status", "reason"]], proc.stderr)
+
+
+def test_a_waiter_whose_twin_raises_takes_that_answer(results: Path) -> None:
+    """Two slots, one configuration whose workload raises: the same code gives the same answer, so trial 1, which
+    waited for trial 0, is not launched once trial 0 failed: it is skipped as its duplicate, saying why."""
+    fails = "hydra.sweeper.params={knobs.fault:raise,knobs.work:'choice(16)'}"
+    proc = run_main([*FAULTS, fails, "-m", "hydra.sweeper.n_trials=2", "hydra.sweeper.n_jobs=2"], results, check=True)
+    assert "trial 1 waits: trial 0 is measuring the same configuration" in proc.stderr
+    df = pd.read_parquet(results / "trials").sort_values("trial")
+    assert list(df["status"])[:2] == ["failed", "skipped"], (df[["trial", "status", "reason"]], proc.stderr)
+    assert list(df["reason"])[:2] == ["exception:ValueError", "duplicate:0"]
+    assert "which failed (exception:ValueError) in this sweep: not run again" in df.iloc[1]["message"]
+    assert (df["status"] == "failed").sum() == 1, "the failing configuration ran once"
 
 
 def test_a_configuration_running_in_another_sweeper_is_not_launched_again(results: Path, tmp_path: Path) -> None:

@@ -76,14 +76,17 @@ def test_failure_budget_stops_a_broken_sweep(results: Path) -> None:
             "-m",
             "hydra.sweeper.n_trials=10",
             "hydra.sweeper.max_failures=3",
-            "hydra.sweeper.params={knobs.fault:raise}",
+            # distinct configurations: one that failed is not run again by the same command
+            "hydra.sweeper.params={knobs.fault:raise,knobs.work:'choice(8,16,24,32,48)'}",
         ],
         results,
     )
     assert proc.returncode == 1
     assert "max_failures=3" in proc.stderr
     df = pd.read_parquet(results / "trials")
-    assert len(df) == 3 and (df["status"] == "failed").all()
+    failed = df[df["status"] == "failed"]
+    assert len(failed) == 3 and failed["knob.work"].nunique() == 3, df[["trial", "status", "reason"]]
+    assert (df["status"].isin(["failed", "skipped"])).all()
 
 
 def _children_of(pid: int) -> list[psutil.Process]:

@@ -41,6 +41,7 @@ class Reason(str, enum.Enum):
     CHECK = "check"  # the workload's own check() refused or raised
     INVALID = "invalid"  # invalid:<why>: a constraint, the device, a declared condition
     DUPLICATE = "duplicate"  # duplicate:<trial>: the study measured (or measures) this configuration
+    FAILS = "fails"  # fails:<knob>=<value>: every trial of this sweep that ran that value failed (search.failing)
     OVER_BUDGET = "over-budget"  # over-budget:<why>: predicted not to end in the time left
     PRUNED = "pruned"  # stopped early by the pruner
     SURPLUS = "surplus"  # another process on the study reached the target first: never ran

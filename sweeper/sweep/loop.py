@@ -127,10 +127,11 @@ class Sweep:
         )
         self.scheduler = Scheduler(plan.slots, plan.node, grace_s=s.grace_s, budget=budget)
         self.admission = Admission(plan, s, self.costs, budget)
-        self.configurations = Configurations(plan.study, plan.space, plan.defaults)  # enumerated at a duplicate
+        # enumerated at a duplicate; this command's failures by the workload's answer are answers (plan.since)
+        self.configurations = Configurations(plan.study, plan.space, plan.defaults, plan.since)
         self.policy = StopPolicy(budget, self.configurations)  # the search's; the re-measurements get their own
         self.heartbeat = studies.Heartbeat(plan.storage)
-        self.waits = dedup.Waiting()  # trials whose configuration another trial is measuring right now
+        self.waits = dedup.Waiting(plan.since)  # trials whose configuration another trial is measuring right now
         self.cut = 0  # trials the budget's end stopped (the summary's last line counts them)
         self.waits.heartbeat = self.heartbeat  # waiting trials beat too: other trials may wait for them
         self.device = gpu.device_info()  # the same description the plan built the defaults with

@@ -8,6 +8,7 @@ a :class:`ConfigError` (one line, exit 2) raised here, before any trial starts.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import math
 import warnings
 from collections.abc import Mapping
@@ -87,6 +88,8 @@ class SweepPlan:
     expensive: dict[str, Any] = dataclasses.field(default_factory=dict)  # hydra.sweeper.expensive (cost classes)
     created: bool = False  # this command created the study (else it continues one)
     handbook: dict[str, Any] | None = None  # the handbook's start on this device (hydra.sweeper.handbook_start)
+    # when this command began: its own trials' failures by the workload's answer are not run again (dedup)
+    since: datetime.datetime = dataclasses.field(default_factory=datetime.datetime.now)
 
 
 def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[str], budget: Any = None) -> SweepPlan:

@@ -7,11 +7,12 @@ from typing import Any
 
 import optuna
 
+from sweeper.results import lookup
 from sweeper.results.outcome import Reason, Status, TrialOutcome
 from sweeper.sweep.config.space import ExpressionError, evaluate
 from sweeper.sweep.config.trial_config import with_values
 from sweeper.sweep.run.job import CheckFailed, device_check
-from sweeper.sweep.search import dedup
+from sweeper.sweep.search import dedup, failing
 from sweeper.sweep.study import trials as studies
 from sweeper.sweep.study.attrs import BOOKKEEPING, CONFIG_KEY, WAITS_KEY
 
@@ -32,6 +33,11 @@ def sample(
                 return values, TrialOutcome(Status.SKIPPED, Reason.INVALID.tag(expr), why)
     except ExpressionError as e:  # e.g. a division by a sampled zero: this configuration is not launched
         return dict(trial.params), TrialOutcome(Status.SKIPPED, Reason.INVALID.tag(e), f"an expression failed: {e}")
+    since = getattr(plan, "since", None)  # the sweep command's start: its failures are answers
+    blame = None if repeat else failing.blame_of(values, failing.blamed(plan.study.get_trials(deepcopy=False), since))
+    if blame is not None:  # a value every trial of this sweep that ran it failed with: not launched again
+        row = lookup.read_trial_outcome(plan.trials_dir, plan.study_name, blame.trials[0], plan.study_id)
+        return values, blame.outcome((row.message.strip().splitlines() or [""])[0] if row and row.message else "")
     # The device check runs here, before any launcher job (a SLURM job is never submitted only to be skipped).
     try:
         reason = device_check(with_values(plan.cfg, {**plan.space.fixed, **values}), device)
@@ -44,7 +50,7 @@ def sample(
     if repeat:
         return values, None
     dedup.await_lower_keys(plan.study, trial.number)
-    found = dedup.find(plan.study, key, trial.number)
+    found = dedup.find(plan.study, key, trial.number, since)
     if found is None:
         trial.set_user_attr(WAITS_KEY, -1)  # it measures: twins asked later wait for it
         return values, None

@@ -232,6 +232,9 @@ class SweepProgress:
             detail = shown + f"  {outcome.wall_s:.1f} s"
         elif outcome.kind is Reason.DUPLICATE:
             detail = f"same as trial {outcome.detail} (not measured again)"
+        elif outcome.kind is Reason.FAILS:  # why, once: the value, the failures that blame it
+            first = self.reasons.setdefault(outcome.reason, number)
+            detail = outcome.message if first == number else f"{outcome.detail} fails (as trial {first})"
         elif outcome.kind is Reason.INTERRUPTED:  # "interrupted interrupted": say by what
             detail = "(Ctrl-C, SIGTERM or its sweeper's end)"
         elif outcome.kind is Reason.PRUNED:  # "pruned pruned": by what
@@ -262,7 +265,7 @@ class SweepProgress:
         self.progress.console.print(self.line(number, outcome, values), soft_wrap=False)
         if study is not None:
             self._show_best(study)
-        if outcome.kind is not Reason.DUPLICATE:  # the bar counts trials toward n_trials
+        if outcome.kind not in (Reason.DUPLICATE, Reason.FAILS):  # the bar counts trials toward n_trials
             self.progress.advance(self.task)
 
     def _show_best(self, study: Any) -> None:

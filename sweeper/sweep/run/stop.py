@@ -22,11 +22,12 @@ reached, ``n_trials``); :meth:`~StopPolicy.remeasure` opens the re-measurements'
 from __future__ import annotations
 
 import enum
+import json
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sweeper.results.outcome import Reason, Status, TrialOutcome
-from sweeper.sweep.search import dedup
+from sweeper.sweep.search import dedup, failing
 from sweeper.sweep.search.budget import Budget
 
 MAX_DUPLICATES_IN_A_ROW = 100  # a space too large to enumerate: the sampler is taken to be stuck
@@ -101,8 +102,9 @@ class Space(Protocol):
 class Configurations:
     """The search space's valid configurations (``dedup.valid_keys``), enumerated once, at the first question."""
 
-    def __init__(self, study: Any, space: Any, defaults: dict[str, Any]) -> None:
+    def __init__(self, study: Any, space: Any, defaults: dict[str, Any], since: Any = None) -> None:
         self.study, self.space, self.defaults = study, space, defaults
+        self.since = since  # the sweep command's start: its own failures by the workload's answer are answers
         self.enumerated = False
         self.keys: set[str] | None = None
 
@@ -115,12 +117,18 @@ class Configurations:
         keys = self.valid_keys()
         return len(keys) if keys else None
 
+    def open_keys(self) -> set[str] | None:
+        """The valid configurations but those holding a value this sweep's failures blame (``failing``)."""
+        keys = self.valid_keys()
+        blames = failing.blamed(self.study.get_trials(deepcopy=False), self.since) if keys else []
+        return {k for k in keys if failing.blame_of(json.loads(k), blames) is None} if keys and blames else keys
+
     def exhausted(self) -> bool:
-        return dedup.exhausted(self.study, self.valid_keys())
+        return dedup.exhausted(self.study, self.open_keys(), self.since)
 
     def queue_untried(self) -> int:
         """Queue the next configuration nobody measured (``dedup.enqueue_untried``); how many were left untried."""
-        return dedup.enqueue_untried(self.study, self.valid_keys())
+        return dedup.enqueue_untried(self.study, self.open_keys(), self.since)
 
 
 def left_text(budget: Budget | None) -> str:
@@ -171,7 +179,7 @@ class StopPolicy:
             return None
         if outcome.kind is Reason.OVER_BUDGET:
             return self._over_budget(trial)
-        if outcome.kind is Reason.DUPLICATE:
+        if outcome.kind in (Reason.DUPLICATE, Reason.FAILS):  # nothing new: measured, or known to fail
             return self._duplicate()
         return None
 

@@ -6,6 +6,11 @@ it is no measurement, so it neither counts toward ``n_trials`` nor enters import
 Found among RUNNING trials (this sweeper's other slots, or another process on the same study), the trial waits
 for that one instead of measuring the same configuration at the same time. A discrete space whose every valid
 configuration is measured is exhausted: the sweep says so and stops.
+
+A configuration that failed in this sweep command by the workload's own answer (:func:`failed_answer`: an
+exception its code raised, a non-finite loss, out of memory) is not launched again by the same command either: the
+same code gives the same answer (``skipped``, ``duplicate:<trial>``, no metrics). The next command may run it
+again: its code may have changed since.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from sweeper.sweep.config.space import SearchSpace, evaluate
 from sweeper.sweep.study import optuna_private as private
 from sweeper.sweep.study.attrs import (
     BOOKKEEPING,
+    NODE_SHARED_KEY,
     OWNER_KEY,
     REASON_KEY,
     UNOWNED_S,
@@ -37,6 +43,7 @@ from sweeper.sweep.study.attrs import CONFIG_KEY as KEY
 UNDECIDED_S = 120.0  # the longest a trial waits for lower-numbered ones of live sweepers to record their configuration
 RECENT_S = 60.0  # a trial of another host without a configuration older than this is taken for dead, not undecided
 MAX_ENUMERATED = 5_000  # spaces larger than this are not enumerated (~1 s on a 2-core machine; never exhausted)
+ANSWERS = (Reason.EXCEPTION, Reason.NONFINITE, Reason.CHECK)  # failures the workload's own code gives
 
 
 def config_key(values: dict[str, Any]) -> str:
@@ -57,9 +64,27 @@ def measuring(t: FrozenTrial) -> bool:
     return t.state == TrialState.RUNNING and t.user_attrs.get(WAITS_KEY) == -1
 
 
-def find(study: optuna.Study, key: str, number: int) -> tuple[str, FrozenTrial] | None:
-    """The trial whose result ``number`` should take: ("complete", t) for a measured one, ("running", t) for a
-    running one it must wait for; None when it must be measured.
+def failed_answer(t: FrozenTrial, since: datetime.datetime | None) -> bool:
+    """``t`` is a trial of this sweep command (asked by this process at ``since`` or later; None: no command's)
+    whose failure is the workload's answer for its configuration: an exception its code raised (in its
+    ``check()`` too), a non-finite loss, or out of memory on a device no other trial shared. Not a crash, a hang
+    or a budget's cut: those may pass."""
+    if since is None or t.datetime_start is None or t.datetime_start < since:
+        return False
+    status = status_of(t)
+    if status is Status.INFEASIBLE:
+        answer = not t.user_attrs.get(NODE_SHARED_KEY)
+    else:
+        answer = status is Status.FAILED and reason_of(t) in ANSWERS
+    return answer and owner_state(t) is Owner.SELF
+
+
+def find(
+    study: optuna.Study, key: str, number: int, since: datetime.datetime | None = None
+) -> tuple[str, FrozenTrial] | None:
+    """The trial whose result ``number`` should take: ("complete", t) for a measured one, ("failed", t) for one of
+    this sweep command (asked ``since`` its start) that failed by the workload's answer (:func:`failed_answer`),
+    ("running", t) for a running one it must wait for; None when it must be measured.
 
     It waits for a running twin that decided to measure, whatever its number (an enqueued trial, numbered when it
     was queued, may be asked after a higher-numbered twin started), else for the lowest-numbered running twin
@@ -69,16 +94,20 @@ def find(study: optuna.Study, key: str, number: int) -> tuple[str, FrozenTrial] 
 
     A waiting trial counts: when the trial it waits for fails, the lowest-numbered waiter measures and every
     higher one keeps waiting for it, in whichever process each polls and in whichever order."""
-    decided = lower = None
-    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
+    decided = lower = failed = None
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING, TrialState.FAIL)):
         if t.number == number or t.user_attrs.get(KEY) != key:
             continue
         if measured(t):
             return "complete", t
-        if measuring(t):
+        if failed is None and failed_answer(t, since):
+            failed = t
+        elif measuring(t):
             decided = t if decided is None or t.number < decided.number else decided
         elif t.state == TrialState.RUNNING and t.number < number:
             lower = t if lower is None or t.number < lower.number else lower
+    if failed is not None:
+        return "failed", failed
     running = decided or lower
     return ("running", running) if running is not None else None
 
@@ -149,43 +178,53 @@ def valid_keys(space: SearchSpace, defaults: dict[str, Any]) -> set[str] | None:
     return keys
 
 
-def settled(t: FrozenTrial) -> bool:
-    """The configuration's answer is known: measured, out of memory, or not runnable on this device (a failed
-    trial is not: its configuration may be asked again)."""
+def settled(t: FrozenTrial, since: datetime.datetime | None = None) -> bool:
+    """The configuration's answer is known: measured, out of memory, not runnable on this device, or (in the
+    sweep command begun at ``since``) failed by the workload's answer (any other failed trial is not: its
+    configuration may be asked again)."""
     status = status_of(t)
     over_budget = reason_of(t) is Reason.OVER_BUDGET  # it may fit another night
     skipped = status is Status.SKIPPED and not is_duplicate(t) and not over_budget
-    return measured(t) or status is Status.INFEASIBLE or skipped
+    return measured(t) or status is Status.INFEASIBLE or skipped or failed_answer(t, since)
 
 
-def exhausted(study: optuna.Study, keys: set[str] | None) -> bool:
-    """Every valid configuration of the space has its answer in the study."""
+_ENDED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+
+
+def exhausted(study: optuna.Study, keys: set[str] | None, since: datetime.datetime | None = None) -> bool:
+    """Every valid configuration of the space has its answer in the study (``since``: :func:`settled`'s)."""
     if not keys:
         return False
-    done = {
-        t.user_attrs.get(KEY)
-        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
-        if settled(t)
-    }
+    done = {t.user_attrs.get(KEY) for t in study.get_trials(deepcopy=False, states=_ENDED) if settled(t, since)}
     return keys <= done
 
 
-def untried(study: optuna.Study, keys: set[str] | None) -> list[dict[str, Any]]:
+def untried(study: optuna.Study, keys: set[str] | None, since: datetime.datetime | None = None) -> list[dict[str, Any]]:
     """The valid configurations (as sampler params: inactive knobs left out) that no trial of the study has
-    settled or is measuring, in a fixed order; empty when the space is not enumerated."""
+    settled (``since``: :func:`settled`'s) or is measuring, in a fixed order; empty when the space is not
+    enumerated."""
     if not keys:
         return []
     seen = {
         t.user_attrs.get(KEY)
-        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING))
-        if t.state == TrialState.RUNNING or settled(t)
+        for t in study.get_trials(deepcopy=False, states=(*_ENDED, TrialState.RUNNING))
+        if t.state == TrialState.RUNNING or settled(t, since)
     }
     return [{k: v for k, v in json.loads(key).items() if v is not None} for key in sorted(keys - seen)]
 
 
 def reuse(t: FrozenTrial, bookkeeping: tuple[str, ...] = BOOKKEEPING) -> TrialOutcome:
     """The outcome of a trial whose configuration ``t`` measured: skipped, with ``t``'s metrics (its user
-    attributes but the ``bookkeeping`` ones)."""
+    attributes but the ``bookkeeping`` ones); or whose configuration ``t`` failed in this sweep command: skipped,
+    no metrics."""
+    if not measured(t):
+        verb = "was infeasible" if status_of(t) is Status.INFEASIBLE else "failed"
+        said = f"{verb} ({t.user_attrs.get(REASON_KEY)})"
+        return TrialOutcome(
+            Status.SKIPPED,
+            Reason.DUPLICATE.tag(t.number),
+            f"same configuration as trial {t.number}, which {said} in this sweep: not run again",
+        )
     metrics = {k: v for k, v in t.user_attrs.items() if k not in (KEY, WAITS_KEY, *bookkeeping)}
     return TrialOutcome(
         Status.SKIPPED,
@@ -203,7 +242,8 @@ class Waiting:
     waiting trials go stale and are failed by another process, instead of holding that process's waiters forever.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, since: datetime.datetime | None = None) -> None:
+        self.since = since  # the sweep command's start (:func:`find`'s)
         self.waiting: list[tuple[Any, dict[str, Any]]] = []
         self.ready: list[tuple[Any, dict[str, Any]]] = []  # the other one ended without a result: measure these
         self.heartbeat: Any = None
@@ -221,11 +261,12 @@ class Waiting:
             self.heartbeat.discard(private.trial_id(trial))
 
     def poll(self, study: optuna.Study) -> list[tuple[Any, dict[str, Any], FrozenTrial]]:
-        """Trials whose awaited one ended: (trial, values, measured trial) to settle as duplicates; those whose
-        awaited trial failed move to ``ready`` (launch them when a slot frees)."""
+        """Trials whose awaited one ended: (trial, values, its trial) to settle as duplicates (measured, or failed
+        by the workload's answer); those whose awaited trial failed otherwise move to ``ready`` (launch them when a
+        slot frees)."""
         still, settled = [], []
         for trial, values in self.waiting:
-            found = find(study, trial.user_attrs[KEY], trial.number)
+            found = find(study, trial.user_attrs[KEY], trial.number, self.since)
             if found is not None and found[0] == "running":
                 if found[1].number != trial.user_attrs.get(WAITS_KEY):  # it waited for one that failed
                     trial.set_user_attr(WAITS_KEY, found[1].number)
@@ -249,13 +290,13 @@ class Waiting:
         self.waiting, self.ready = [], []
 
 
-def enqueue_untried(study: optuna.Study, keys: set[str] | None) -> int:
+def enqueue_untried(study: optuna.Study, keys: set[str] | None, since: datetime.datetime | None = None) -> int:
     """The sampler keeps proposing measured configurations of an enumerable space (TPE on a small grid does): the
     next configuration nobody has measured is queued, so the space is finished instead of abandoned. Returns how
     many were left untried (0: nothing queued)."""
     if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
         return 0  # something is queued already: it runs next
-    todo = untried(study, keys)
+    todo = untried(study, keys, since)
     if todo:
         study.enqueue_trial(todo[0], skip_if_exists=False)
     return len(todo)

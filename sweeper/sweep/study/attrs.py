@@ -57,6 +57,7 @@ UNIT_KEY = "throughput_unit"  # the unit of its throughput (the console's best l
 GRAPH_OPS_KEY = "graph_ops"  # distinct operations of its eager step (sweeper.trial.ops): prices a first compile
 CACHE_HITS_KEY = "compile_cache_hits"  # graphs Inductor's cache held compiled (a compiled trial's)
 CACHE_MISSES_KEY = "compile_cache_misses"  # graphs it compiled
+NODE_SHARED_KEY = "node_shared"  # another trial ran on its cores or GPUs during its window (its OOM may pass)
 DATA_WAIT_KEY = "data_wait_frac"  # the share of its measured window spent waiting for data (data-bound >= 0.2)
 GPU_UTIL_KEY = "gpu_util_mean"  # NVML's mean utilization of its device over its window (percent; GPUs only)
 STEP_MS_KEY = "step_ms_mean"  # its mean step time in its measured window (ms): prices a profile's own steps

@@ -124,11 +124,12 @@ def is_remeasure(t: FrozenTrial) -> bool:
 
 def is_counted(t: FrozenTrial) -> bool:
     """Trials that count toward the target: everything except interrupted runs, surplus asks, duplicates
-    (``n_trials`` means new measurements; a duplicate reuses another trial's), configurations left out because
+    (``n_trials`` means new measurements; a duplicate reuses another trial's), proposals holding a value this
+    sweep's failures blame (``search.failing``: nothing run), configurations left out because
     they would overrun the budget, re-measurements after the search, and warm-start history (an earlier study's
     trials)."""
     return (
-        reason_of(t) not in (Reason.SURPLUS, Reason.DUPLICATE, Reason.OVER_BUDGET)
+        reason_of(t) not in (Reason.SURPLUS, Reason.DUPLICATE, Reason.FAILS, Reason.OVER_BUDGET)
         and WARM_KEY not in t.user_attrs
         and not is_remeasure(t)
         and not is_interrupted(t)

@@ -1,0 +1,81 @@
+"""A knob value the sweep's own failures blame: no proposal with it is launched again in this sweep command.
+
+A search sampler learns nothing from a failed trial (Optuna's samplers leave FAIL trials out), so a value that
+makes the workload raise (a precision its model cannot run, a compile mode its graph breaks) is proposed again
+and again, each time at a launch's cost (a compile's, on a GPU). The rule, from the trials of this sweep command
+alone (``dedup.failed_answer``: the workload's own exception or non-finite loss, not a crash or a hang):
+
+* the failures of one kind (``exception:RuntimeError``, ``nonfinite``) are grouped; a value ``knob=v`` is blamed
+  when at least ``MIN_FAILURES`` of them ran it, no trial that ran it measured anything (complete, or pruned after
+  its steps), and it is the only such never-working value those failures all share (two candidates, say ``bf16``
+  and ``compile=default`` in every failure so far, blame neither until a trial separates them);
+* a proposal holding a blamed value is ``skipped`` (``fails:<knob>=<value>``), told PRUNED (TPE ranks it below
+  every measured configuration, so it proposes elsewhere), counted like a duplicate by the stop rules.
+
+The next command runs it again (its code may have changed).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Iterable
+from typing import Any
+
+from optuna.trial import FrozenTrial, TrialState
+
+from sweeper.results.outcome import Reason, Status, TrialOutcome
+from sweeper.sweep.search.dedup import failed_answer, measured
+from sweeper.sweep.study.attrs import REASON_KEY, status_of
+
+MIN_FAILURES = 2  # one failure blames nothing: a value and its trial's other values are not told apart
+
+
+@dataclasses.dataclass(frozen=True)
+class Blame:
+    knob: str
+    value: Any
+    trials: tuple[int, ...]  # the failed trials that ran it
+    kind: str  # their reason, e.g. exception:RuntimeError
+
+    def outcome(self, error: str = "") -> TrialOutcome:
+        """A proposal holding it: skipped; ``error``: the first failure's message (its first line)."""
+        numbers = ", ".join(str(n) for n in self.trials)
+        said = f"{self.kind}: {error[:200]}" if error else self.kind
+        return TrialOutcome(
+            Status.SKIPPED,
+            Reason.FAILS.tag(f"{self.knob}={self.value}"),
+            f"{self.knob}={self.value} failed in every trial of this sweep that ran it (trials {numbers}, {said}):"
+            " not run again in this sweep",
+        )
+
+
+def _worked(t: FrozenTrial) -> bool:
+    """It ran its measured steps: a measurement, or pruned by the pruner after some."""
+    return measured(t) or (t.state == TrialState.PRUNED and status_of(t) is Status.PRUNED)
+
+
+def blamed(trials: Iterable[FrozenTrial], since: datetime.datetime | None) -> list[Blame]:
+    """The values this sweep command's failures blame (the module's rule), in knob order."""
+    failed: dict[str, list[FrozenTrial]] = {}
+    ran: set[tuple[str, str]] = set()
+    for t in trials:
+        if _worked(t):
+            ran.update((k, repr(v)) for k, v in t.params.items())
+        elif t.state == TrialState.FAIL and failed_answer(t, since):
+            failed.setdefault(str(t.user_attrs.get(REASON_KEY)), []).append(t)
+    found: dict[tuple[str, str], Blame] = {}
+    for kind, group in failed.items():
+        for knob, value in {(k, v) for t in group for k, v in t.params.items() if (k, repr(v)) not in ran}:
+            runs = [t for t in group if knob in t.params and t.params[knob] == value]
+            if len(runs) < MIN_FAILURES:
+                continue
+            shared = set.intersection(*({(k, repr(v)) for k, v in t.params.items()} for t in runs)) - ran
+            if shared == {(knob, repr(value))}:
+                found.setdefault((knob, repr(value)), Blame(knob, value, tuple(t.number for t in runs), kind))
+    return sorted(found.values(), key=lambda b: (b.knob, repr(b.value)))
+
+
+def blame_of(values: dict[str, Any], blames: list[Blame]) -> Blame | None:
+    """The first blamed value among a proposal's ``values``, or None."""
+    return next((b for b in blames if b.knob in values and values[b.knob] == b.value), None)

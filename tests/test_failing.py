@@ -1,0 +1,123 @@
+"""A sweep learns from its failures: a configuration that failed by the workload's own answer is not run again
+in the same command, and a knob value every trial of which failed is blamed and no longer launched
+(``sweeper.sweep.search.failing``, ``dedup.failed_answer``)."""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pandas as pd
+from optuna.distributions import CategoricalDistribution
+from optuna.trial import TrialState
+
+from sweeper.sweep.search import dedup, failing
+from sweeper.sweep.study.trials import owner_id
+
+from conftest import run_main
+
+SPACE = {
+    "knobs.precision": CategoricalDistribution(["fp32", "bf16"]),
+    "knobs.compile": CategoricalDistribution(["off", "default"]),
+    "knobs.batch_size": CategoricalDistribution([32, 64, 128]),
+}
+DEFAULTS = {"knobs.precision": "fp32", "knobs.compile": "off", "knobs.batch_size": 64}
+
+
+def _study(*trials: tuple[dict[str, Any], str, str], owner: str | None = None) -> optuna.Study:
+    """A study of finished trials, each (changed values, status, reason), asked by ``owner`` (this process)."""
+    study = optuna.create_study(direction="maximize")
+    for changed, status, reason in trials:
+        params = {**DEFAULTS, **changed}
+        attrs = {"owner": owner or owner_id(), "status": status, "reason": reason,
+                 "config_key": dedup.config_key(params)}  # fmt: skip
+        state = {"complete": TrialState.COMPLETE, "failed": TrialState.FAIL}[status]
+        value = 100.0 if status == "complete" else None
+        study.add_trial(optuna.trial.create_trial(
+            state=state, value=value, params=params, distributions=SPACE, user_attrs=attrs))  # fmt: skip
+    return study
+
+
+BEFORE = datetime.datetime.now() - datetime.timedelta(seconds=5)  # a command that began before these trials
+RAISED = "exception:RuntimeError"
+
+
+def _blamed(study: optuna.Study, since: datetime.datetime | None = BEFORE) -> list[tuple[str, Any]]:
+    return [(b.knob, b.value) for b in failing.blamed(study.get_trials(deepcopy=False), since)]
+
+
+def test_the_one_value_two_failures_share_and_no_measurement_ran_is_blamed() -> None:
+    study = _study(
+        ({}, "complete", ""),
+        ({"knobs.precision": "bf16", "knobs.compile": "default", "knobs.batch_size": 128}, "failed", RAISED),
+        ({"knobs.precision": "bf16", "knobs.batch_size": 32}, "failed", RAISED),
+    )
+    assert _blamed(study) == [("knobs.precision", "bf16")]
+    blame = failing.blamed(study.get_trials(deepcopy=False), BEFORE)[0]
+    assert blame.trials == (1, 2)
+    assert failing.blame_of({**DEFAULTS, "knobs.precision": "bf16"}, [blame]) is blame
+    assert failing.blame_of(DEFAULTS, [blame]) is None
+
+
+def test_two_values_every_failure_shares_blame_neither_until_a_trial_separates_them() -> None:
+    both = {"knobs.precision": "bf16", "knobs.compile": "default"}
+    failures = [({**both, "knobs.batch_size": b}, "failed", RAISED) for b in (128, 32)]
+    assert _blamed(_study(({}, "complete", ""), *failures)) == [], "bf16 or compile: not told apart"
+    separated = _study(({}, "complete", ""), *failures, ({"knobs.compile": "default"}, "complete", ""))
+    assert _blamed(separated) == [("knobs.precision", "bf16")], "compile ran: bf16 is what fails"
+
+
+def test_what_blames_nothing() -> None:
+    bf16 = [({"knobs.precision": "bf16", "knobs.batch_size": b}, "failed", RAISED) for b in (32, 128)]
+    assert _blamed(_study(({}, "complete", ""), bf16[0])) == [], "one failure blames nothing"
+    assert _blamed(_study(({}, "complete", ""), *bf16, ({"knobs.precision": "bf16"}, "complete", ""))) == [], (
+        "a value that was measured once is not blamed"
+    )
+    crashes = [(c, "failed", "exit:3") for c, _s, _r in bf16]
+    assert _blamed(_study(({}, "complete", ""), *crashes)) == [], "a crash may pass: not the workload's answer"
+    mixed = [(bf16[0][0], "failed", RAISED), (bf16[1][0], "failed", "exception:ValueError")]
+    assert _blamed(_study(({}, "complete", ""), *mixed)) == [], "two kinds of failure are two causes"
+    later = datetime.datetime.now() + datetime.timedelta(seconds=5)
+    assert _blamed(_study(({}, "complete", ""), *bf16), since=later) == [], "an earlier command's failures"
+    assert _blamed(_study(({}, "complete", ""), *bf16), since=None) == []
+    assert _blamed(_study(({}, "complete", ""), *bf16, owner="elsewhere:1")) == [], "another process's"
+
+
+def test_a_configuration_that_raised_in_this_command_is_its_own_answer() -> None:
+    bf16 = {**DEFAULTS, "knobs.precision": "bf16"}
+    study = _study(({"knobs.precision": "bf16"}, "failed", RAISED))
+    key = dedup.config_key(bf16)
+    found = dedup.find(study, key, 99, BEFORE)
+    assert found is not None and found[0] == "failed" and found[1].number == 0
+    outcome = dedup.reuse(found[1])
+    assert outcome.status.value == "skipped" and outcome.reason == "duplicate:0" and not outcome.metrics
+    assert "failed (exception:RuntimeError) in this sweep" in outcome.message
+    assert dedup.find(study, key, 99, None) is None, "no command's start: a failure is asked again"
+    assert dedup.find(study, key, 99, datetime.datetime.now() + datetime.timedelta(seconds=5)) is None
+    crashed = _study(({"knobs.precision": "bf16"}, "failed", "signal:SIGSEGV"))
+    assert dedup.find(crashed, key, 99, BEFORE) is None, "a crash may pass: measured again"
+    assert dedup.untried(study, {key}, BEFORE) == [] and dedup.exhausted(study, {key}, BEFORE)
+    assert dedup.untried(study, {key}) == [bf16], "without the command's start it is untried"
+
+
+FAULTS = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=faults"]
+
+
+def test_a_sweep_stops_launching_a_value_that_always_raises(results: Path) -> None:
+    """Half the space raises (``knobs.fault=raise``); Optuna's samplers leave failed trials out, so without the
+    rule they propose it again and again, each a launch. With it: two failures (different work sizes) blame the
+    value, the rest of the space is measured, and the sweep ends exhausted, not on its failure budget."""
+    space = "hydra.sweeper.params={knobs.fault:'choice(none,raise)',knobs.work:'choice(16,24,32,48,64)'}"
+    proc = run_main([*FAULTS, space, "-m", "hydra.sweeper.n_trials=30", "hydra.sweeper.confirm_top_k=0"], results)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    df = pd.read_parquet(results / "trials").sort_values("trial")
+    failed = df[df["status"] == "failed"]
+    assert len(failed) == 2 and set(failed["knob.fault"]) == {"raise"}, df[["trial", "status", "reason"]]
+    assert failed["knob.work"].nunique() == 2
+    measured = df[(df["status"] == "complete") & (df["confirm_of"].isna())]
+    assert set(measured["knob.work"]) == {16, 24, 32, 48, 64} and set(measured["knob.fault"]) == {"none"}
+    skipped = df[df["reason"].str.startswith("fails:")]
+    assert (skipped["reason"] == "fails:knobs.fault=raise").all() and (skipped["knob.fault"] == "raise").all()
+    assert "the search space is exhausted" in proc.stderr
