@@ -42,7 +42,7 @@ from sweeper.sweep.run.scheduler import Running, Scheduler, process_start
 from sweeper.sweep.run.settle import Settler
 from sweeper.sweep.run.stop import Act, Action, Configurations, Decision, Ended, Stop, StopPolicy, left_text
 from sweeper.sweep.run.words import DEFAULT_N_TRIALS, costs_error, failure_text, why_ended
-from sweeper.sweep.search import dedup, warm
+from sweeper.sweep.search import dedup, failing, warm
 from sweeper.sweep.search.budget import Budget
 from sweeper.sweep.search.costs import CostModel
 from sweeper.sweep.study import optuna_private as private
@@ -400,6 +400,7 @@ class Sweep:
     def _say_why(self) -> None:
         """Why the sweep ended, the budget it used, and how far the cost model's predictions were from the walls."""
         why = why_ended(self.policy.ended(), self.settings, self.scheduler, self.n_trials, self.cut)
-        for line in (why, costs_error(self.plan.study)):
+        blames = failing.blamed(self.plan.study.get_trials(deepcopy=False), self.plan.since)
+        for line in (why, costs_error(self.plan.study), *(b.left_out() for b in blames)):
             if line:
                 self.progress.note(line)

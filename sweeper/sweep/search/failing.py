@@ -49,6 +49,14 @@ class Blame:
             " not run again in this sweep",
         )
 
+    def left_out(self) -> str:
+        """The sweep summary's line: what the search left out, and why."""
+        numbers = ", ".join(str(n) for n in self.trials)
+        return (
+            f"left out: {self.knob}={self.value}, which failed in every trial that ran it (trials {numbers}: "
+            f"{self.kind}; the first one's trial.log has the traceback)"
+        )
+
 
 def _worked(t: FrozenTrial) -> bool:
     """It ran its measured steps: a measurement, or pruned by the pruner after some."""
