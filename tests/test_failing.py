@@ -121,4 +121,6 @@ def test_a_sweep_stops_launching_a_value_that_always_raises(results: Path) -> No
     skipped = df[df["reason"].str.startswith("fails:")]
     assert (skipped["reason"] == "fails:knobs.fault=raise").all() and (skipped["knob.fault"] == "raise").all()
     assert "the search space is exhausted" in proc.stderr
+    ran = df[(df["status"] == "complete") & (df["predicted_wall_s"] > 0)]
+    assert f" of {len(ran)} trials' predicted wall times" in proc.stderr, "the cost model's error: complete trials"
     assert "left out: knobs.fault=raise, which failed in every trial that ran it" in proc.stderr, "the summary says"

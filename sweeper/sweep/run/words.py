@@ -49,14 +49,15 @@ def why_ended(reason: Stop | None, settings: Any, scheduler: Any, n_trials: int,
 
 
 def costs_error(study: optuna.Study) -> str | None:
-    """How far the predicted wall times (at launch) were from the actual ones, over this study's launched trials."""
+    """How far the predicted wall times (at launch) were from the actual ones, over this study's launched trials
+    that ran to their end (a failed, out-of-memory or cut trial ended early: its wall is not the run predicted)."""
     errors = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)):
         predicted, actual = t.user_attrs.get(PREDICTED_KEY), t.user_attrs.get(SPENT_KEY)
         if WARM_KEY in t.user_attrs or not isinstance(predicted, (int, float)) or not isinstance(actual, (int, float)):
             continue
-        if status_of(t) is Status.INTERRUPTED or actual <= 0 or predicted <= 0 or not math.isfinite(predicted):
-            continue  # a cut trial's wall is a lower bound, not its cost; 0: predicted before anything was measured
+        if status_of(t) is not Status.COMPLETE or actual <= 0 or predicted <= 0 or not math.isfinite(predicted):
+            continue  # 0: predicted before anything was measured
         errors.append((predicted - actual) / actual)
     if not errors:
         return None
