@@ -26,15 +26,18 @@ SPACE = {
 DEFAULTS = {"knobs.precision": "fp32", "knobs.compile": "off", "knobs.batch_size": 64}
 
 
-def _study(*trials: tuple[dict[str, Any], str, str], owner: str | None = None) -> optuna.Study:
-    """A study of finished trials, each (changed values, status, reason), asked by ``owner`` (this process)."""
+def _study(*trials: tuple, owner: str | None = None, **extra: Any) -> optuna.Study:
+    """A study of finished trials, each (changed values, status, reason[, error]), asked by ``owner`` (this
+    process); ``extra``: more user attributes of each."""
     study = optuna.create_study(direction="maximize")
-    for changed, status, reason in trials:
+    for changed, status, reason, *error in trials:
         params = {**DEFAULTS, **changed}
         attrs = {"owner": owner or owner_id(), "status": status, "reason": reason,
-                 "config_key": dedup.config_key(params)}  # fmt: skip
-        state = {"complete": TrialState.COMPLETE, "failed": TrialState.FAIL}[status]
-        value = 100.0 if status == "complete" else None
+                 "config_key": dedup.config_key(params), **extra}  # fmt: skip
+        if error:
+            attrs["failed_with"] = error[0]
+        state = {"complete": TrialState.COMPLETE, "failed": TrialState.FAIL, "infeasible": TrialState.COMPLETE}[status]
+        value = 0.0 if status == "infeasible" else 100.0 if status == "complete" else None
         study.add_trial(optuna.trial.create_trial(
             state=state, value=value, params=params, distributions=SPACE, user_attrs=attrs))  # fmt: skip
     return study
@@ -85,6 +88,32 @@ def test_what_blames_nothing() -> None:
     assert _blamed(_study(({}, "complete", ""), *bf16, owner="elsewhere:1")) == [], "another process's"
 
 
+def test_nothing_is_blamed_before_anything_was_measured() -> None:
+    """A workload that fails everywhere is broken as a whole: the failure budget's case, not a value's."""
+    failures = [({"knobs.precision": p, "knobs.batch_size": b}, "failed", RAISED) for p, b in
+                (("fp32", 32), ("bf16", 64), ("fp32", 128), ("bf16", 32))]  # fmt: skip
+    assert _blamed(_study(*failures)) == []
+    measured = _blamed(_study(({}, "complete", ""), *failures))  # the defaults ran: fp32 and batch 64 work
+    assert measured == [("knobs.batch_size", 32), ("knobs.precision", "bf16")], "then the rule applies"
+
+
+def test_one_exception_type_with_two_messages_is_two_causes() -> None:
+    """bf16 raises one RuntimeError, compile another: the batch size both failures ran is not blamed."""
+    study = _study(
+        ({"knobs.batch_size": 32}, "complete", ""),
+        ({"knobs.precision": "bf16", "knobs.batch_size": 128}, "failed", RAISED, "dtypes do not match"),
+        ({"knobs.compile": "default", "knobs.batch_size": 128}, "failed", RAISED, "no compiled path"),
+    )
+    assert _blamed(study) == []
+    study.add_trial(optuna.trial.create_trial(
+        state=TrialState.FAIL, params={**DEFAULTS, "knobs.precision": "bf16", "knobs.batch_size": 32},
+        distributions=SPACE, user_attrs={"owner": owner_id(), "status": "failed", "reason": RAISED,
+                                         "failed_with": "dtypes do not match"}))  # fmt: skip
+    blames = failing.blamed(study.get_trials(deepcopy=False), BEFORE)
+    assert [(b.knob, b.value, b.error) for b in blames] == [("knobs.precision", "bf16", "dtypes do not match")]
+    assert "dtypes do not match" in blames[0].outcome().message and "dtypes do not match" in blames[0].left_out()
+
+
 def test_a_configuration_that_raised_in_this_command_is_its_own_answer() -> None:
     bf16 = {**DEFAULTS, "knobs.precision": "bf16"}
     study = _study(({"knobs.precision": "bf16"}, "failed", RAISED))
@@ -100,6 +129,18 @@ def test_a_configuration_that_raised_in_this_command_is_its_own_answer() -> None
     assert dedup.find(crashed, key, 99, BEFORE) is None, "a crash may pass: measured again"
     assert dedup.untried(study, {key}, BEFORE) == [] and dedup.exhausted(study, {key}, BEFORE)
     assert dedup.untried(study, {key}) == [bf16], "without the command's start it is untried"
+    assert dedup.exhausted(study, set(), BEFORE), "every configuration left out: nothing is left to answer"
+    assert not dedup.exhausted(study, None, BEFORE), "a space never enumerated is never exhausted"
+
+
+def test_out_of_memory_is_an_answer_unless_another_trial_shared_the_device() -> None:
+    key = dedup.config_key({**DEFAULTS, "knobs.batch_size": 128})
+    alone = _study(({"knobs.batch_size": 128}, "infeasible", "oom"), node_shared=False)
+    found = dedup.find(alone, key, 99, BEFORE)
+    assert found is not None and found[0] == "failed"
+    assert "was infeasible (oom) in this sweep" in dedup.reuse(found[1]).message
+    shared = _study(({"knobs.batch_size": 128}, "infeasible", "oom"), node_shared=True)
+    assert dedup.find(shared, key, 99, BEFORE) is None, "beside another trial: measured again"
 
 
 FAULTS = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=faults"]
@@ -124,3 +165,17 @@ def test_a_sweep_stops_launching_a_value_that_always_raises(results: Path) -> No
     ran = df[(df["status"] == "complete") & (df["predicted_wall_s"] > 0)]
     assert f" of {len(ran)} trials' predicted wall times" in proc.stderr, "the cost model's error: complete trials"
     assert "left out: knobs.fault=raise, which failed in every trial that ran it" in proc.stderr, "the summary says"
+
+
+def test_a_configuration_whose_check_raised_is_not_checked_again(results: Path) -> None:
+    """``check()`` raising is the workload's answer too: each such configuration fails once, then the value that
+    all of them share is left out; the rest of the space is measured."""
+    space = "hydra.sweeper.params={knobs.fault:'choice(none,check_raise)',knobs.work:'choice(16,32,48)'}"
+    proc = run_main([*FAULTS, space, "-m", "hydra.sweeper.n_trials=20", "hydra.sweeper.confirm_top_k=0"], results)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    df = pd.read_parquet(results / "trials").sort_values("trial")
+    failed = df[df["status"] == "failed"]
+    assert set(failed["reason"]) == {"check"} and failed["knob.work"].is_unique, df[["trial", "status", "reason"]]
+    assert len(failed) == 2, "two failures blame the value; none is run twice"
+    measured = df[df["status"] == "complete"]
+    assert set(measured["knob.work"]) == {16, 32, 48} and set(measured["knob.fault"]) == {"none"}

@@ -7,7 +7,6 @@ from typing import Any
 
 import optuna
 
-from sweeper.results import lookup
 from sweeper.results.outcome import Reason, Status, TrialOutcome
 from sweeper.sweep.config.space import ExpressionError, evaluate
 from sweeper.sweep.config.trial_config import with_values
@@ -34,19 +33,20 @@ def sample(
     except ExpressionError as e:  # e.g. a division by a sampled zero: this configuration is not launched
         return dict(trial.params), TrialOutcome(Status.SKIPPED, Reason.INVALID.tag(e), f"an expression failed: {e}")
     since = getattr(plan, "since", None)  # the sweep command's start: its failures are answers
-    blame = None if repeat else failing.blame_of(values, failing.blamed(plan.study.get_trials(deepcopy=False), since))
+    active = {k: v for k, v in values.items() if k in trial.params}  # an inactive knob is not a value it runs
+    blame = None if repeat else failing.blame_of(active, failing.blamed(plan.study.get_trials(deepcopy=False), since))
     if blame is not None:  # a value every trial of this sweep that ran it failed with: not launched again
-        row = lookup.read_trial_outcome(plan.trials_dir, plan.study_name, blame.trials[0], plan.study_id)
-        return values, blame.outcome((row.message.strip().splitlines() or [""])[0] if row and row.message else "")
+        return values, blame.outcome()
+    key = dedup.config_key(values)
+    trial.set_user_attr(CONFIG_KEY, key)  # before the device check: a check() that raised is an answer too
     # The device check runs here, before any launcher job (a SLURM job is never submitted only to be skipped).
     try:
         reason = device_check(with_values(plan.cfg, {**plan.space.fixed, **values}), device)
-    except CheckFailed as e:  # the workload's check() raised: this trial's failure
-        return values, e.outcome()
+    except CheckFailed as e:  # the workload's check() raised: this trial's failure, unless it was already
+        earlier = None if repeat else dedup.find(plan.study, key, trial.number, since)
+        return values, dedup.reuse(earlier[1], bookkeeping) if earlier and earlier[0] == "failed" else e.outcome()
     if reason:
         return values, TrialOutcome(Status.SKIPPED, Reason.INVALID.tag(reason), reason)
-    key = dedup.config_key(values)
-    trial.set_user_attr(CONFIG_KEY, key)
     if repeat:
         return values, None
     dedup.await_lower_keys(plan.study, trial.number)

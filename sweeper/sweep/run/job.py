@@ -27,6 +27,7 @@ from sweeper.sweep.config import schema
 from sweeper.sweep.config.space import parse_param, sweep_facts, value_types
 from sweeper.sweep.config.trial_config import as_dict, load_workload, preset_params, trial_config
 from sweeper.sweep.run.slots import Occupancy, node_lock_dir, trial_units
+from sweeper.sweep.study.attrs import NODE_SHARED_KEY
 from sweeper.trial import gpu, trace_analysis
 from workloads.base import DeviceInfo
 
@@ -117,7 +118,9 @@ def _run_recorded(tcfg: dict[str, Any], context: dict[str, Any]) -> tuple[TrialO
 
             outcome = run_here(tcfg)
         occupancy.ran(outcome.started_at, outcome.ended_at)
-        return outcome, occupancy.shared_with(time.time())
+        shared = occupancy.shared_with(time.time())
+        outcome.metrics[NODE_SHARED_KEY] = bool(shared)  # the study's too: an OOM beside another trial may pass
+        return outcome, shared
 
 
 _SAID: set[tuple[str, str, str]] = set()

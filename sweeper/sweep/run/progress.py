@@ -230,6 +230,9 @@ class SweepProgress:
             unit = outcome.metrics.get(UNIT_KEY, "")
             shown = si(value, unit) if metric == "throughput" else f"{metric}={metric_text(metric, value, unit)}"
             detail = shown + f"  {outcome.wall_s:.1f} s"
+        elif outcome.kind is Reason.DUPLICATE and ", which " in outcome.message:  # a twin that failed here
+            which = outcome.message.partition(", which ")[2].partition(" in this sweep")[0]
+            detail = f"same as trial {outcome.detail}, which {which} (not run again)"
         elif outcome.kind is Reason.DUPLICATE:
             detail = f"same as trial {outcome.detail} (not measured again)"
         elif outcome.kind is Reason.FAILS:  # why, once: the value, the failures that blame it

@@ -121,7 +121,10 @@ class Configurations:
         """The valid configurations but those holding a value this sweep's failures blame (``failing``)."""
         keys = self.valid_keys()
         blames = failing.blamed(self.study.get_trials(deepcopy=False), self.since) if keys else []
-        return {k for k in keys if failing.blame_of(json.loads(k), blames) is None} if keys and blames else keys
+        if not keys or not blames:
+            return keys
+        active = ({k: v for k, v in json.loads(key).items() if v is not None} for key in keys)  # inactive: None
+        return {key for key, values in zip(keys, active) if failing.blame_of(values, blames) is None}
 
     def exhausted(self) -> bool:
         return dedup.exhausted(self.study, self.open_keys(), self.since)

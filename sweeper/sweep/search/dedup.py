@@ -192,8 +192,9 @@ _ENDED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
 
 def exhausted(study: optuna.Study, keys: set[str] | None, since: datetime.datetime | None = None) -> bool:
-    """Every valid configuration of the space has its answer in the study (``since``: :func:`settled`'s)."""
-    if not keys:
+    """Every valid configuration of the space has its answer in the study (``since``: :func:`settled`'s); None:
+    a space never enumerated (an empty set: nothing left to answer)."""
+    if keys is None:
         return False
     done = {t.user_attrs.get(KEY) for t in study.get_trials(deepcopy=False, states=_ENDED) if settled(t, since)}
     return keys <= done

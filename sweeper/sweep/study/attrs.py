@@ -32,6 +32,7 @@ WAITS_KEY = "waits_for"  # the running trial this one waits for (-1: it measures
 REMEASURE_FOR_KEY = "remeasure_for"  # the sweep target whose re-measurements it is (sweeper.sweep.run.remeasure)
 PROFILE_KEY = "profile"  # run under torch.profiler after its measured window
 START_KEY = "handbook_start_retry"  # the handbook's start queued again at a smaller batch after an OOM
+FAILED_WITH_KEY = "failed_with"  # a failed trial's error, its first line (sweeper.sweep.search.failing)
 BOOKKEEPING = (
     OWNER_KEY,
     STATUS_KEY,
@@ -46,6 +47,7 @@ BOOKKEEPING = (
     REMEASURE_FOR_KEY,
     PROFILE_KEY,
     START_KEY,
+    FAILED_WITH_KEY,
 )  # none of them is a metric: a duplicate reusing another trial's result takes that trial's metrics but these
 
 # ---- trial user attributes that are metrics of the row (every metric is one), read back by the sweeper

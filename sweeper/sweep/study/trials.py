@@ -27,6 +27,7 @@ from sweeper.sweep.study.attrs import (  # noqa: F401 (the attributes' names, re
     CONFIRM_KEY,
     CONSTRAINT_KEY,
     COST_KEY,
+    FAILED_WITH_KEY,
     FINISHED_KEY,
     OWNER_KEY,
     REASON_KEY,
@@ -318,6 +319,8 @@ def tell(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome, object
     attrs[COST_KEY] = outcome.wall_s  # what the trial cost: the staged sampler weighs gains by it
     if outcome.reason:
         attrs[REASON_KEY] = outcome.reason
+    if outcome.status is Status.FAILED and outcome.message:  # what it failed with: one cause, one line
+        attrs[FAILED_WITH_KEY] = (outcome.message.strip().splitlines() or [""])[0][:200]
     private.set_user_attrs(trial, attrs)  # one transaction, not one per metric
     if outcome.status is Status.COMPLETE:
         values = outcome.objective_values(objectives)
