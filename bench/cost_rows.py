@@ -81,6 +81,7 @@ SWEEPS = {
     "resnet50 2026-12-06 (H100, 4, primed)": ("h100-2026-12-06T2013-budget-resnet50", 166, DEFAULT_MEASURE),
     "jpeg 2026-12-06 (H100, 14, diagnosed steps)": ("h100-2026-12-06T2213-budget-jpeg", 166, DEFAULT_MEASURE),
     "convnext 2026-12-06 (H100, 4, priming unrecorded)": ("h100-2026-12-06T2224-budget-convnext", 208, DEFAULT_MEASURE),
+    "jpeg 2026-12-07 (H100, 15, two starts)": ("h100-2026-12-07T0657-budget-jpeg", 166, DEFAULT_MEASURE),
 }
 PHASES = ("setup_s", "compile_s", "first_step_s", "measured_s", "step_ms_mean", "warmup_steps", "warmup_drain_steps",
           "steps_measured", "prof_s", "data_wait_frac", "compiler_s", "prime_s")  # fmt: skip
