@@ -179,3 +179,21 @@ def test_a_configuration_whose_check_raised_is_not_checked_again(results: Path) 
     assert len(failed) == 2, "two failures blame the value; none is run twice"
     measured = df[df["status"] == "complete"]
     assert set(measured["knob.work"]) == {16, 32, 48} and set(measured["knob.fault"]) == {"none"}
+
+
+def test_a_proposal_or_a_waiter_is_checked_against_the_blamed_values() -> None:
+    """``checks.blame``: what a sampled proposal and a waiter whose twin crashed both pass before launching; a knob
+    the trial did not sample (inactive) is not a value it runs."""
+    from types import SimpleNamespace
+
+    from sweeper.sweep.run import checks
+
+    bf16 = [({"knobs.precision": "bf16", "knobs.batch_size": b}, "failed", RAISED) for b in (32, 128)]
+    study = _study(({}, "complete", ""), *bf16)
+    plan = SimpleNamespace(study=study, since=BEFORE)
+    proposal = study.trials[1]
+    outcome = checks.blame(plan, proposal, dict(proposal.params))
+    assert outcome is not None and outcome.reason == "fails:knobs.precision=bf16"
+    inactive = SimpleNamespace(params={k: v for k, v in proposal.params.items() if k != "knobs.precision"})
+    assert checks.blame(plan, inactive, dict(proposal.params)) is None
+    assert checks.blame(SimpleNamespace(study=study, since=None), proposal, dict(proposal.params)) is None

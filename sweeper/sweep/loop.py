@@ -247,7 +247,7 @@ class Sweep:
             slot = self.scheduler.take_slot()
             if slot is None:
                 return True
-            item = self._admit(*self.waits.ready.pop(0), outcome=None) if self.waits.ready else self._next()
+            item = self._admit_ready(*self.waits.ready.pop(0)) if self.waits.ready else self._next()
             if item is None:
                 self.scheduler.give_back(slot)
                 continue
@@ -258,6 +258,10 @@ class Sweep:
         return False
 
     # ------------------------------------------------------------------ ask -> check -> fit the budget
+
+    def _admit_ready(self, trial: Any, values: dict[str, Any]) -> Launch | None:
+        """A waiter whose twin failed otherwise (a crash, a hang) measures, unless its value was blamed meanwhile."""
+        return self._admit(trial, values, outcome=checks.blame(self.plan, trial, values))
 
     def _next(self) -> Launch | None:
         """Ask one trial, check it, fit it to the budget: a Launch, or None (settled without launching, waiting

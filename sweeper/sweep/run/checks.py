@@ -33,10 +33,9 @@ def sample(
     except ExpressionError as e:  # e.g. a division by a sampled zero: this configuration is not launched
         return dict(trial.params), TrialOutcome(Status.SKIPPED, Reason.INVALID.tag(e), f"an expression failed: {e}")
     since = getattr(plan, "since", None)  # the sweep command's start: its failures are answers
-    active = {k: v for k, v in values.items() if k in trial.params}  # an inactive knob is not a value it runs
-    blame = None if repeat else failing.blame_of(active, failing.blamed(plan.study.get_trials(deepcopy=False), since))
-    if blame is not None:  # a value every trial of this sweep that ran it failed with: not launched again
-        return values, blame.outcome()
+    blamed = None if repeat else blame(plan, trial, values)
+    if blamed is not None:  # a value every trial of this sweep that ran it failed with: not launched again
+        return values, blamed
     key = dedup.config_key(values)
     trial.set_user_attr(CONFIG_KEY, key)  # before the device check: a check() that raised is an answer too
     # The device check runs here, before any launcher job (a SLURM job is never submitted only to be skipped).
@@ -58,3 +57,12 @@ def sample(
         trial.set_user_attr(WAITS_KEY, found[1].number)
         return values, WAIT
     return values, dedup.reuse(found[1], bookkeeping)
+
+
+def blame(plan: Any, trial: optuna.Trial, values: dict[str, Any]) -> TrialOutcome | None:
+    """The skip of a proposal holding a value this command's failures blame (``search.failing``), or None; an
+    inactive knob (absent from the trial's params) is not a value it runs."""
+    active = {k: v for k, v in values.items() if k in trial.params}
+    blames = failing.blamed(plan.study.get_trials(deepcopy=False), getattr(plan, "since", None))
+    found = failing.blame_of(active, blames)
+    return None if found is None else found.outcome()
