@@ -114,6 +114,17 @@ def test_one_exception_type_with_two_messages_is_two_causes() -> None:
     assert "dtypes do not match" in blames[0].outcome().message and "dtypes do not match" in blames[0].left_out()
 
 
+def test_one_error_at_two_step_counts_or_batch_sizes_is_one_cause() -> None:
+    """The error's numbers are masked: a loss that diverged after 12 or after 30 measured steps, one shape
+    mismatch at two batch sizes."""
+    nan = [({"knobs.precision": "bf16", "knobs.batch_size": b}, "failed", "nonfinite",
+            f"loss is not finite after {n} measured steps") for b, n in ((32, 12), (128, 30))]  # fmt: skip
+    assert _blamed(_study(({}, "complete", ""), *nan)) == [("knobs.precision", "bf16")]
+    shapes = [({"knobs.compile": "default", "knobs.batch_size": b}, "failed", RAISED,
+               f"shape '[{b}, 8]' is invalid for input of size {b * 7.5}") for b in (32, 128)]  # fmt: skip
+    assert _blamed(_study(({}, "complete", ""), *shapes)) == [("knobs.compile", "default")]
+
+
 def test_a_configuration_that_raised_in_this_command_is_its_own_answer() -> None:
     bf16 = {**DEFAULTS, "knobs.precision": "bf16"}
     study = _study(({"knobs.precision": "bf16"}, "failed", RAISED))

@@ -7,11 +7,11 @@ alone (``dedup.failed_answer``: the workload's own exception or non-finite loss,
 
 * nothing is blamed before some configuration was measured (a workload that fails everywhere is broken as a
   whole: the failure budget's case, not a value's);
-* the failures of one cause (their reason, ``exception:RuntimeError``, and the first line of their error) are
-  grouped; a value ``knob=v`` is blamed when at least ``MIN_FAILURES`` of them ran it, no trial that ran it
-  measured anything (complete, or pruned after its steps), and it is the only such never-working value those
-  failures all share (two candidates, say ``bf16`` and ``compile=default`` in every failure so far, blame neither
-  until a trial separates them);
+* the failures of one cause (their reason, ``exception:RuntimeError``, and the first line of their error, its
+  numbers masked) are grouped; a value ``knob=v`` is blamed when at least ``MIN_FAILURES`` of them ran it, no trial
+  that ran it measured anything (complete, or pruned after its steps), and it is the only such never-working value
+  those failures all share (two candidates, say ``bf16`` and ``compile=default`` in every failure so far, blame
+  neither until a trial separates them);
 * a proposal holding a blamed value is ``skipped`` (``fails:<knob>=<value>``), told PRUNED (TPE ranks it below
   every measured configuration, so it proposes elsewhere), counted like a duplicate by the stop rules.
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -67,6 +68,13 @@ def _worked(t: FrozenTrial) -> bool:
     return measured(t) or (t.state == TrialState.PRUNED and status_of(t) is Status.PRUNED)
 
 
+def _cause(t: FrozenTrial) -> tuple[str, str]:
+    """A failure's cause: its reason and its error's first line with the numbers masked (``loss is not finite
+    after 12 measured steps`` and ``... after 30 ...`` are one cause; so are one shape mismatch at two batch
+    sizes)."""
+    return str(t.user_attrs.get(REASON_KEY)), re.sub(r"\d+(\.\d+)?", "#", str(t.user_attrs.get(FAILED_WITH_KEY) or ""))
+
+
 def blamed(trials: Iterable[FrozenTrial], since: datetime.datetime | None) -> list[Blame]:
     """The values this sweep command's failures blame (the module's rule), in knob order."""
     failed: dict[tuple[str, str], list[FrozenTrial]] = {}
@@ -75,12 +83,12 @@ def blamed(trials: Iterable[FrozenTrial], since: datetime.datetime | None) -> li
         if _worked(t):
             ran.update((k, repr(v)) for k, v in t.params.items())
         elif t.state == TrialState.FAIL and failed_answer(t, since):
-            cause = (str(t.user_attrs.get(REASON_KEY)), str(t.user_attrs.get(FAILED_WITH_KEY) or ""))
-            failed.setdefault(cause, []).append(t)
+            failed.setdefault(_cause(t), []).append(t)
     if not ran:  # nothing measured yet: the failures do not tell a value apart from the workload
         return []
     found: dict[tuple[str, str], Blame] = {}
-    for (kind, error), group in failed.items():
+    for (kind, _error), group in failed.items():
+        error = str(group[0].user_attrs.get(FAILED_WITH_KEY) or "")  # as the first one said it
         for knob, value in {(k, v) for t in group for k, v in t.params.items() if (k, repr(v)) not in ran}:
             runs = [t for t in group if knob in t.params and t.params[knob] == value]
             if len(runs) < MIN_FAILURES:
