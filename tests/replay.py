@@ -282,6 +282,7 @@ def _open(land: Landscape, budget_s: float, seed: int, grace_s: float) -> tuple[
     starts = [space.fix(s, land.defaults)[0] for s in land.starts]
     plan.handbook, plan.starts = start, [("starts", p, {}) for p in starts]
     sampler.deferred = warm.deferred_start(plan)  # the sweep loop's wiring: proposed by the sampler, not queued
+    sampler.handbook = dict(start or {})  # ... and a knob a diagnosed step wakes takes its values
     for params in starts + ([] if sampler.deferred else [start]):
         if params:
             study.enqueue_trial(params)

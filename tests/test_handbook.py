@@ -21,11 +21,13 @@ CNN = {
     "knobs.optimizer_impl": "choice(foreach, fused)",
     "knobs.num_workers": "choice(0, 4, 8)",
     "knobs.pin_memory": "choice(false, true)",
+    "knobs.device_prefetch": "choice(false, true)",
     "knobs.seed_of_mine": "choice(1, 2)",
 }
 DEFAULTS = {"knobs.precision": "fp32", "knobs.memory_format": "contiguous", "knobs.compile": "off",
             "knobs.batch_size": 64, "knobs.cudnn_benchmark": False, "knobs.optimizer_impl": "foreach",
-            "knobs.num_workers": 0, "knobs.pin_memory": False, "knobs.seed_of_mine": 1}  # fmt: skip
+            "knobs.num_workers": 0, "knobs.pin_memory": False, "knobs.device_prefetch": False,
+            "knobs.seed_of_mine": 1}  # fmt: skip
 
 
 def _start(params: dict, defaults: dict, device: DeviceInfo) -> dict | None:
@@ -37,7 +39,8 @@ def test_the_handbook_start_on_a_gpu_takes_every_rule_the_space_allows() -> None
     start = _start(CNN, DEFAULTS, H200)
     assert start == {"knobs.precision": "bf16", "knobs.memory_format": "channels_last", "knobs.compile": "default",
                      "knobs.batch_size": 256, "knobs.cudnn_benchmark": True, "knobs.optimizer_impl": "fused",
-                     "knobs.num_workers": 8, "knobs.pin_memory": True, "knobs.seed_of_mine": 1}  # fmt: skip
+                     "knobs.num_workers": 8, "knobs.pin_memory": True, "knobs.device_prefetch": True,
+                     "knobs.seed_of_mine": 1}  # fmt: skip
     assert _start(CNN, DEFAULTS, T4)["knobs.precision"] == "fp16", "no bf16 before compute capability 8.0"
 
 
@@ -47,7 +50,7 @@ def test_the_handbook_start_on_the_cpu_takes_bf16_and_compile_and_leaves_the_gpu
     assert start["knobs.precision"] == "bf16" and start["knobs.compile"] == "default"
     assert start["knobs.batch_size"] == 256 and start["knobs.memory_format"] == "channels_last"
     assert start["knobs.cudnn_benchmark"] is False and start["knobs.num_workers"] == 0
-    assert start["knobs.pin_memory"] is False
+    assert start["knobs.pin_memory"] is False and start["knobs.device_prefetch"] is False
 
 
 def test_a_space_without_handbook_knobs_has_no_handbook_start() -> None:

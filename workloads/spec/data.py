@@ -92,6 +92,12 @@ def toward_host(leaf: str, value: Any, other: Any, choices: typing.Sequence[Any]
     return ranked.index(other) == ranked.index(value) - 1
 
 
+def moves_a_stage(leaf: str) -> bool:
+    """Whether a step of ``leaf`` toward the host (:func:`toward_host`) moves a whole stage of the input pipeline
+    (where images are decoded, where they are cropped), not a share of one (``gpu_share``)."""
+    return HOST_TO_DEVICE.get(leaf) is not None
+
+
 def nvimgcodec_missing() -> str | None:
     """Why ``gpu_decoder: nvimgcodec`` cannot run here (nvImageCodec is not installed), or None."""
     try:  # found, not imported: importing it loads its codec libraries (and logs the missing ones)

@@ -14,7 +14,10 @@ space gives, on the device the sweep runs on:
 * a batch size (``batch_size``, ``*_batch_size``): the largest the space gives (one that does not fit in memory is
   an infeasible trial; the search goes on around it);
 * on a GPU: ``cudnn_benchmark``, ``pin_memory`` and ``non_blocking`` on; ``num_workers``: the most the space gives
-  (a DataLoader's workers; a workload declares the knob only where it has one);
+  (a DataLoader's workers; a workload declares the knob only where it has one); ``device_prefetch`` on (the copy
+  of host-decoded batches to the device, and their normalization, on a side stream a few batches ahead: the
+  handbook's streams, copies overlapping kernels): ResNet-50 compiled, from JPEGs decoded on an H100's host, ran
+  6,040 img/s with it against 6,000 without, waiting 0.1 % of the window against 3.2 % (2026-12-06 22:20);
 * with workers: ``prefetch_factor`` the fewest batches the space gives (PyTorch's default is 2: a deeper buffer
   lengthens every trial's warm-up and decodes more images while the first step compiles) and ``worker_nice`` the
   most (the workers yield the cores to the trial's own process: its compile, its launches). On an H100 the JPEG
@@ -82,7 +85,7 @@ def _rule(leaf: str, choices: list[Any], gpu: bool, device: DeviceInfo) -> Any:
     if leaf == "batch_size" or leaf.endswith("_batch_size"):
         numbers = [c for c in choices if isinstance(c, (int, float)) and not isinstance(c, bool)]
         return max(numbers) if numbers else None
-    if gpu and leaf in ("cudnn_benchmark", "pin_memory", "non_blocking"):
+    if gpu and leaf in ("cudnn_benchmark", "pin_memory", "non_blocking", "device_prefetch"):
         return True if True in choices else None
     numbers = [c for c in choices if isinstance(c, int) and not isinstance(c, bool)]
     if gpu and leaf == "num_workers":

@@ -54,7 +54,7 @@ from sweeper.sweep.search.costs import DATA_BOUND_WAIT, PIPELINE, _leaf, feeds
 from sweeper.sweep.search.costs import _cache as compile_cache
 from sweeper.sweep.study import optuna_private as private
 from sweeper.sweep.study.attrs import CONFIRM_KEY, COST_KEY, DATA_WAIT_KEY, GPU_UTIL_KEY, STAGE_KEY, WARM_KEY, is_start
-from workloads.spec.data import toward_host
+from workloads.spec.data import moves_a_stage, toward_host
 
 # A step whose device was busy BUSY_UTIL of its window (NVML's utilization, percent: the report's busy GPU,
 # sweeper.report.diagnose.BUSY_UTIL, not imported: the report's package brings pandas and SciPy into the sweeper)
@@ -107,6 +107,9 @@ class StagedSampler(BaseSampler):
         # proposes once they ran and the best one's diagnosed steps (``_led_step``) are measured, instead of the
         # queue (sweeper.sweep.search.warm.deferred_start).
         self.deferred: dict[str, Any] = {}
+        # Set by the sweep loop: the handbook's start on this device (``SweepPlan.handbook``), whose values a knob a
+        # diagnosed step wakes takes (:meth:`_woken_defaults`).
+        self.handbook: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ the sampler interface
 
@@ -252,7 +255,11 @@ class StagedSampler(BaseSampler):
         for a base that waited for its data must beat its value's main effect by ``min_gain`` (noise is no
         reason), and only from the best: on a plateau of data-bound configurations every step lands as good as
         the best again, and steps from each of them would never end; the steps toward the host end where the
-        split does."""
+        split does. Toward the host, a step that moves a whole stage there (``decode_device`` hybrid -> cpu) comes
+        before one that trims a share (``gpu_share`` 1/2 -> 3/8): one trial measures whether the host alone feeds
+        the model (its data wait says by how much it falls short, and the shares come next from the best); on the
+        H100 hosts of 2026-12-06 and 12-07 it did, and three 26 s steps of the share came before it
+        (bench/host_ladder.sh: 1/2 5,780, 1/4 5,930, the host 6,040 img/s)."""
         alike = [t for t in measured if _same(t.params, base)]
         starved, busy = first and any(map(_fed_slowly, alike)), all(map(_device_busy, alike))
         options, noise = [], math.log1p(self.min_gain)
@@ -262,29 +269,31 @@ class StagedSampler(BaseSampler):
             here = base[name]
             for value in dist.choices:
                 gain = _main_effect(measured, name, value, sign) - _main_effect(measured, name, here, sign)
-                led = (starved and _leaf(name) in PIPELINE and math.isfinite(gain) and gain > noise) or (
-                    busy and toward_host(_leaf(name), here, value, dist.choices)
-                )
+                home = busy and toward_host(_leaf(name), here, value, dist.choices)
+                led = (starved and _leaf(name) in PIPELINE and math.isfinite(gain) and gain > noise) or home
                 plan = self._promoted(base, {name: value}) if led and value != here else None
                 plan = self._woken_defaults(plan) if plan else None
                 if plan and self._untried(tried, plan):
-                    options.append((gain, self._rng.random(), plan))
-        return max(options, key=lambda o: o[:2])[2] if options else {}
+                    options.append((home and moves_a_stage(_leaf(name)), gain, self._rng.random(), plan))
+        return max(options, key=lambda o: o[:3])[3] if options else {}
 
     def _woken_defaults(self, plan: dict[str, Any]) -> dict[str, Any] | None:
-        """``plan`` (a configuration with one knob changed) with each knob the change made active set to the
-        workload's default, as the handbook's start sets them (``decode_device`` hybrid -> cpu wakes
-        ``device_prefetch``: false); None where such a knob's default is not among its choices (cuda -> hybrid
-        wakes ``gpu_share``, whose default is none): the base sampler would draw it, and the trial would not be
-        one step on a warm graph; None too where a woken knob is not graph-neutral."""
+        """``plan`` (a configuration with one knob changed) with each knob the change made active set as the
+        handbook's start sets it (``handbook``: its rule's value, else the workload's default; ``decode_device``
+        hybrid -> cpu wakes ``device_prefetch``: on, on a GPU); None where that value is not among its choices
+        (cuda -> hybrid wakes ``gpu_share``, whose default is none): the base sampler would draw it, and the trial
+        would not be one step on a warm graph; None too where a woken knob is not graph-neutral. On an H100
+        (2026-12-07) the step to host decoding woke it at the workload's default (off) and ran 5,806 img/s, waiting
+        3.8 % of its window, below the 1/4 share it stepped from (5,909)."""
         out, ns = dict(plan), {**self.defaults, **self.space.fixed}
+        picks = {**self.defaults, **{k: v for k, v in self.handbook.items() if v is not None}}
         for name, dist in self.space.params.items():  # dependency order, as :meth:`_promoted` walks it
             cond = self.space.conditions.get(name)
             if cond is not None and not evaluate(cond, ns):
                 ns[name] = None
                 continue
             if name not in out:
-                default = self.defaults.get(name)
+                default = picks.get(name)
                 if default is None or not isinstance(dist, CategoricalDistribution) or default not in dist.choices:
                     return None
                 if name not in self.neutral:  # a knob of the model's graph: the step would compile it anew
