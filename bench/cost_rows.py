@@ -82,6 +82,10 @@ SWEEPS = {
     "jpeg 2026-12-06 (H100, 14, diagnosed steps)": ("h100-2026-12-06T2213-budget-jpeg", 166, DEFAULT_MEASURE),
     "convnext 2026-12-06 (H100, 4, priming unrecorded)": ("h100-2026-12-06T2224-budget-convnext", 208, DEFAULT_MEASURE),
     "jpeg 2026-12-07 (H100, 15, two starts)": ("h100-2026-12-07T0657-budget-jpeg", 166, DEFAULT_MEASURE),
+    "jpeg 2026-12-07 (H100, 16, host first)": ("h100-2026-12-07T0829-budget-jpeg", 166, DEFAULT_MEASURE),
+    "convnext 2026-12-07 (H100, 5)": ("h100-2026-12-07T0835-budget-convnext", 208, DEFAULT_MEASURE),
+    "seg 2026-12-07 (H100, 7)": ("h100-2026-12-07T0843-budget-seg", 351, DEFAULT_MEASURE),
+    "resnet50 2026-12-07 (H100, 5)": ("h100-2026-12-07T0849-budget-resnet50", 166, DEFAULT_MEASURE),
 }
 PHASES = ("setup_s", "compile_s", "first_step_s", "measured_s", "step_ms_mean", "warmup_steps", "warmup_drain_steps",
           "steps_measured", "prof_s", "data_wait_frac", "compiler_s", "prime_s")  # fmt: skip
