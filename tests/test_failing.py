@@ -144,6 +144,38 @@ def test_a_configuration_that_raised_in_this_command_is_its_own_answer() -> None
     assert not dedup.exhausted(study, None, BEFORE), "a space never enumerated is never exhausted"
 
 
+def test_a_configuration_that_crashed_or_hung_twice_in_this_command_has_its_answer() -> None:
+    """A crash or a hang may pass: run again once; the second such failure in the command is the answer (a hang
+    costs the trial's whole timeout each time). An earlier command's, another process's, or a budget's cut are
+    not."""
+    bf16 = {**DEFAULTS, "knobs.precision": "bf16"}
+    key = dedup.config_key(bf16)
+    once = _study(({"knobs.precision": "bf16"}, "failed", "timeout"))
+    assert dedup.find(once, key, 99, BEFORE) is None and dedup.untried(once, {key}, BEFORE) == [bf16]
+    for first, second in (("timeout", "timeout"), ("signal:SIGKILL", "stalled"), ("exit:3", "timeout")):
+        twice = _study(({"knobs.precision": "bf16"}, "failed", first), ({"knobs.precision": "bf16"}, "failed", second))
+        found = dedup.find(twice, key, 99, BEFORE)
+        assert found is not None and found[0] == "failed" and found[1].number == 1, (first, second)
+        assert f"failed again ({second}) in this sweep: not run again" in dedup.reuse(found[1]).message
+        assert dedup.exhausted(twice, {key}, BEFORE) and dedup.untried(twice, {key}, BEFORE) == []
+        assert dedup.find(twice, key, 99, datetime.datetime.now() + datetime.timedelta(seconds=5)) is None
+    theirs = _study(*[({"knobs.precision": "bf16"}, "failed", "timeout")] * 2, owner="elsewhere:1:1")
+    assert dedup.find(theirs, key, 99, BEFORE) is None, "another process's hangs: its own command's"
+    cut = _study(*[({"knobs.precision": "bf16"}, "failed", "budget")] * 2)
+    assert dedup.find(cut, key, 99, BEFORE) is None, "the budget's cut is no answer"
+
+
+def test_a_sweep_runs_a_crashing_configuration_twice_not_again_and_again(results: Path) -> None:
+    """Half the space exits without a result (``knobs.fault=exit``, a crash); the samplers leave failed trials
+    out and propose it again. It runs twice, the second crash is its answer, and the sweep ends exhausted."""
+    space = "hydra.sweeper.params={knobs.fault:'choice(none,exit)',knobs.work:'choice(16)'}"
+    proc = run_main([*FAULTS, space, "-m", "hydra.sweeper.n_trials=12", "hydra.sweeper.confirm_top_k=0"], results)
+    df = pd.read_parquet(results / "trials").sort_values("trial")
+    failed = df[df["status"] == "failed"]
+    assert len(failed) == 2 and set(failed["knob.fault"]) == {"exit"}, df[["trial", "status", "reason"]]
+    assert proc.returncode == 0 and "the search space is exhausted" in proc.stderr, proc.stderr[-3000:]
+
+
 def test_out_of_memory_is_an_answer_unless_another_trial_shared_the_device() -> None:
     key = dedup.config_key({**DEFAULTS, "knobs.batch_size": 128})
     alone = _study(({"knobs.batch_size": 128}, "infeasible", "oom"), node_shared=False)

@@ -9,8 +9,10 @@ configuration is measured is exhausted: the sweep says so and stops.
 
 A configuration that failed in this sweep command by the workload's own answer (:func:`failed_answer`: an
 exception its code raised, a non-finite loss, out of memory) is not launched again by the same command either: the
-same code gives the same answer (``skipped``, ``duplicate:<trial>``, no metrics). The next command may run it
-again: its code may have changed since.
+same code gives the same answer (``skipped``, ``duplicate:<trial>``, no metrics). One that crashed or hung (a
+signal, an exit without a result, past its timeout, stalled) may pass and is run again, once: a second such failure
+in the command is its answer (:func:`answered`; a hang costs the trial's whole timeout each time). The next command
+may run it again: its code may have changed since.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ UNDECIDED_S = 120.0  # the longest a trial waits for lower-numbered ones of live
 RECENT_S = 60.0  # a trial of another host without a configuration older than this is taken for dead, not undecided
 MAX_ENUMERATED = 5_000  # spaces larger than this are not enumerated (~1 s on a 2-core machine; never exhausted)
 ANSWERS = (Reason.EXCEPTION, Reason.NONFINITE, Reason.CHECK)  # failures the workload's own code gives
+MAY_PASS = (Reason.SIGNAL, Reason.EXIT, Reason.TIMEOUT, Reason.STALLED)  # crashes and hangs: run again ...
+AGAIN = 1  # ... this many times in one command; the next such failure of the configuration is its answer
 
 
 def config_key(values: dict[str, Any]) -> str:
@@ -68,22 +72,47 @@ def failed_answer(t: FrozenTrial, since: datetime.datetime | None) -> bool:
     """``t`` is a trial of this sweep command (asked by this process at ``since`` or later; None: no command's)
     whose failure is the workload's answer for its configuration: an exception its code raised (in its
     ``check()`` too), a non-finite loss, or out of memory on a device no other trial shared. Not a crash, a hang
-    or a budget's cut: those may pass."""
-    if since is None or t.datetime_start is None or t.datetime_start < since:
+    or a budget's cut: those may pass (:func:`answered`)."""
+    if not _this_command(t, since):
         return False
     status = status_of(t)
     if status is Status.INFEASIBLE:
-        answer = not t.user_attrs.get(NODE_SHARED_KEY)
-    else:
-        answer = status is Status.FAILED and reason_of(t) in ANSWERS
-    return answer and owner_state(t) is Owner.SELF
+        return not t.user_attrs.get(NODE_SHARED_KEY)
+    return status is Status.FAILED and reason_of(t) in ANSWERS
+
+
+def _this_command(t: FrozenTrial, since: datetime.datetime | None) -> bool:
+    """``t`` was asked by this process at ``since`` or later (None: no command's)."""
+    if since is None or t.datetime_start is None or t.datetime_start < since:
+        return False
+    return owner_state(t) is Owner.SELF
+
+
+def answered(trials: list[FrozenTrial], since: datetime.datetime | None) -> dict[str, FrozenTrial]:
+    """Configuration key -> the trial of this sweep command (``since``) whose failure is its answer: the first
+    that failed by the workload's answer (:func:`failed_answer`), or the crash or hang (``MAY_PASS``) that
+    followed ``AGAIN`` such failures of it. A DataLoader worker killed by the host's memory, a compile that hangs:
+    the same configuration run a third time in one command spends its timeout again for the same end."""
+    out: dict[str, FrozenTrial] = {}
+    again: dict[str, int] = {}
+    for t in sorted(trials, key=lambda t: t.number):
+        key = t.user_attrs.get(KEY)
+        if key is None or key in out or t.state != TrialState.FAIL and status_of(t) is not Status.INFEASIBLE:
+            continue
+        if failed_answer(t, since):
+            out[key] = t
+        elif status_of(t) is Status.FAILED and reason_of(t) in MAY_PASS and _this_command(t, since):
+            again[key] = again.get(key, 0) + 1
+            if again[key] > AGAIN:
+                out[key] = t
+    return out
 
 
 def find(
     study: optuna.Study, key: str, number: int, since: datetime.datetime | None = None
 ) -> tuple[str, FrozenTrial] | None:
     """The trial whose result ``number`` should take: ("complete", t) for a measured one, ("failed", t) for one of
-    this sweep command (asked ``since`` its start) that failed by the workload's answer (:func:`failed_answer`),
+    this sweep command (asked ``since`` its start) whose failure answers it (:func:`answered`),
     ("running", t) for a running one it must wait for; None when it must be measured.
 
     It waits for a running twin that decided to measure, whatever its number (an enqueued trial, numbered when it
@@ -94,15 +123,17 @@ def find(
 
     A waiting trial counts: when the trial it waits for fails, the lowest-numbered waiter measures and every
     higher one keeps waiting for it, in whichever process each polls and in whichever order."""
-    decided = lower = failed = None
-    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING, TrialState.FAIL)):
-        if t.number == number or t.user_attrs.get(KEY) != key:
-            continue
+    decided = lower = None
+    twins = [
+        t
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING, TrialState.FAIL))
+        if t.number != number and t.user_attrs.get(KEY) == key
+    ]
+    failed = answered(twins, since).get(key)
+    for t in twins:
         if measured(t):
             return "complete", t
-        if failed is None and failed_answer(t, since):
-            failed = t
-        elif measuring(t):
+        if measuring(t):
             decided = t if decided is None or t.number < decided.number else decided
         elif t.state == TrialState.RUNNING and t.number < number:
             lower = t if lower is None or t.number < lower.number else lower
@@ -178,39 +209,41 @@ def valid_keys(space: SearchSpace, defaults: dict[str, Any]) -> set[str] | None:
     return keys
 
 
-def settled(t: FrozenTrial, since: datetime.datetime | None = None) -> bool:
-    """The configuration's answer is known: measured, out of memory, not runnable on this device, or (in the
-    sweep command begun at ``since``) failed by the workload's answer (any other failed trial is not: its
-    configuration may be asked again)."""
+def settled(t: FrozenTrial) -> bool:
+    """The configuration's answer is known from ``t`` alone: measured, out of memory, or not runnable on this
+    device (a failure answers it only in the command that saw it: :func:`answered_keys`)."""
     status = status_of(t)
     over_budget = reason_of(t) is Reason.OVER_BUDGET  # it may fit another night
     skipped = status is Status.SKIPPED and not is_duplicate(t) and not over_budget
-    return measured(t) or status is Status.INFEASIBLE or skipped or failed_answer(t, since)
+    return measured(t) or status is Status.INFEASIBLE or skipped
 
 
 _ENDED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
 
+def answered_keys(trials: list[FrozenTrial], since: datetime.datetime | None = None) -> set[str]:
+    """The configurations whose answer the study holds: :func:`settled` by a trial, or by a failure of the sweep
+    command begun at ``since`` (:func:`answered`; None: no command's)."""
+    ended = [t for t in trials if t.state in _ENDED]
+    return {t.user_attrs.get(KEY) for t in ended if settled(t)} | set(answered(ended, since))
+
+
 def exhausted(study: optuna.Study, keys: set[str] | None, since: datetime.datetime | None = None) -> bool:
-    """Every valid configuration of the space has its answer in the study (``since``: :func:`settled`'s); None:
-    a space never enumerated (an empty set: nothing left to answer)."""
+    """Every valid configuration of the space has its answer in the study (``since``: :func:`answered_keys`'s);
+    None: a space never enumerated (an empty set: nothing left to answer)."""
     if keys is None:
         return False
-    done = {t.user_attrs.get(KEY) for t in study.get_trials(deepcopy=False, states=_ENDED) if settled(t, since)}
-    return keys <= done
+    return keys <= answered_keys(study.get_trials(deepcopy=False), since)
 
 
 def untried(study: optuna.Study, keys: set[str] | None, since: datetime.datetime | None = None) -> list[dict[str, Any]]:
     """The valid configurations (as sampler params: inactive knobs left out) that no trial of the study has
-    settled (``since``: :func:`settled`'s) or is measuring, in a fixed order; empty when the space is not
-    enumerated."""
+    answered (``since``: :func:`answered_keys`'s) or is measuring, in a fixed order; empty when the space is
+    not enumerated."""
     if not keys:
         return []
-    seen = {
-        t.user_attrs.get(KEY)
-        for t in study.get_trials(deepcopy=False, states=(*_ENDED, TrialState.RUNNING))
-        if t.state == TrialState.RUNNING or settled(t, since)
-    }
+    trials = study.get_trials(deepcopy=False)
+    seen = answered_keys(trials, since) | {t.user_attrs.get(KEY) for t in trials if t.state == TrialState.RUNNING}
     return [{k: v for k, v in json.loads(key).items() if v is not None} for key in sorted(keys - seen)]
 
 
@@ -220,6 +253,7 @@ def reuse(t: FrozenTrial, bookkeeping: tuple[str, ...] = BOOKKEEPING) -> TrialOu
     no metrics."""
     if not measured(t):
         verb = "was infeasible" if status_of(t) is Status.INFEASIBLE else "failed"
+        verb += " again" if reason_of(t) in MAY_PASS else ""
         said = f"{verb} ({t.user_attrs.get(REASON_KEY)})"
         return TrialOutcome(
             Status.SKIPPED,
