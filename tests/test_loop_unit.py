@@ -244,3 +244,31 @@ def test_the_re_measurements_that_fit_run_when_others_do_not(
     err = " ".join(capsys.readouterr().err.split())
     assert "budget: 1 of 2 re-measurements do not fit the 20 s left; measuring the 1 that fit" in err, err
     assert clock.t == 50.0, "within the budget: the best's repeat (40 s) was not started"
+
+
+def test_the_handbooks_picks_are_for_the_device_the_trials_run_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a host with a GPU, trials asked to run on the CPU get the CPU's picks (no side-stream copy, which a CPU
+    trial refuses); on the GPU they get the GPU's. The picks reach the staged sampler whether or not the handbook's
+    start is measured (a knob a diagnosed step wakes takes them)."""
+    from workloads.base import DeviceInfo
+
+    h100 = DeviceInfo(kind="cuda", name="NVIDIA H100", count=1, compute_capability=(9, 0), memory_bytes=80 << 30)
+    monkeypatch.setattr("sweeper.trial.gpu.device_info", lambda: h100)
+    jpeg = ["+workload=resnet50", "workload.data=jpeg", "preset=tiny", f"results_dir={tmp_path / 'results'}"]
+    picks = {}
+    for device, handbook in (("cpu", "true"), ("cuda", "true"), ("cuda", "false")):
+        from sweeper.__main__ import _conf_dir, register_plugin
+
+        register_plugin()
+        with initialize_config_dir(_conf_dir(), version_base=None):
+            overrides = [*jpeg, f"device={device}", f"hydra.sweeper.handbook_start={handbook}"]
+            config = compose("config", overrides=overrides, return_hydra_config=True)
+        settings = settings_of(config.hydra.sweeper)
+        plan = prepare(settings, config, None, [], Budget(None))
+        sweep = Sweep(plan, settings, Budget(None), 10, None, tmp_path / "jobs")
+        assert plan.rules is not None and sweep.plan.study.sampler.handbook == plan.rules
+        assert (plan.handbook is None) == (handbook == "false")
+        picks[device] = plan.rules.get("knobs.device_prefetch")
+    assert picks == {"cpu": False, "cuda": True}

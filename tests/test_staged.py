@@ -708,3 +708,28 @@ def test_a_knob_feeds_the_pipeline_by_its_name_or_the_names_its_condition_reads(
     space = build_space(params, conditions, [], defaults)
     assert feeds(space, "knobs.decode_device") and feeds(space, "knobs.cuda_connections")
     assert not any(feeds(space, k) for k in ("knobs.num_workers_x", "knobs.b", "knobs.tag"))
+
+
+def test_a_starved_best_without_workers_steps_to_workers_with_the_handbooks_prefetch() -> None:
+    """A diagnosed step from a best that waited for its data and has no DataLoader workers to the worker count whose
+    measured main effect beats its own wakes ``prefetch_factor`` (its condition: workers), whose default is null:
+    it takes the handbook's pick (the fewest batches), so the step is one warm trial instead of none; with no
+    handbook picks it is left to the search, as before."""
+    params = {"knobs.a": "choice(1,2)", "knobs.num_workers": "choice(0,4)", "knobs.prefetch_factor": "choice(2,4)"}
+    defaults = {"knobs.a": 1, "knobs.num_workers": 0, "knobs.prefetch_factor": None}
+    space = build_space(params, {"knobs.prefetch_factor": "knobs.num_workers > 0"}, [], defaults)
+    steps = []
+    for picks in ({"knobs.prefetch_factor": 2}, {}):
+        sampler = samplers.make_sampler("staged", 0, space, {}, defaults)
+        sampler.neutral, sampler.handbook = frozenset(params), picks
+        study = optuna.create_study(direction="maximize", sampler=sampler)
+        measured = {(1, 0, None): (1.0, 0.5), (1, 4, 4): (1.6, 0.0), (2, 0, None): (2.0, 0.5)}
+        for (a, w, pf), (v, wait) in measured.items():
+            config = {"knobs.a": a, "knobs.num_workers": w, **({"knobs.prefetch_factor": pf} if pf else {})}
+            dists = {k: space.params[k] for k in config}
+            study.add_trial(create_trial(params=config, distributions=dists, values=[v],
+                                         user_attrs={"data_wait_frac": wait}))  # fmt: skip
+        trials = study.get_trials(deepcopy=False)
+        steps.append(sampler._led_step(trials, trials, 1.0))
+    assert steps[0] == {"knobs.a": 2, "knobs.num_workers": 4, "knobs.prefetch_factor": 2}
+    assert steps[1] == {}

@@ -147,7 +147,7 @@ class Sweep:
             sampler.fits = self.admission.fits  # the staged sampler promotes only what fits
             sampler.neutral = graph_neutral(s)  # ... and knows which knobs leave a compiled graph as it is
             sampler.deferred = warm.deferred_start(plan, s.baseline_first)  # ... and proposes the handbook's start
-            sampler.handbook = dict(plan.handbook or {})  # ... whose values a knob a diagnosed step wakes takes
+            sampler.handbook = dict(plan.rules or {})  # ... whose values a knob a diagnosed step wakes takes
 
     # ------------------------------------------------------------------ the command: two phases
 

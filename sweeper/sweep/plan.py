@@ -31,6 +31,7 @@ from sweeper.sweep.search.handbook import start_params
 from sweeper.sweep.search.prune import make_pruner
 from sweeper.sweep.study import trials as studies
 from sweeper.trial import gpu
+from workloads.base import DeviceInfo
 
 KNOWN_METRICS = (
     "throughput",
@@ -88,6 +89,9 @@ class SweepPlan:
     expensive: dict[str, Any] = dataclasses.field(default_factory=dict)  # hydra.sweeper.expensive (cost classes)
     created: bool = False  # this command created the study (else it continues one)
     handbook: dict[str, Any] | None = None  # the handbook's start on this device (hydra.sweeper.handbook_start)
+    # the handbook's picks on the trials' device whether or not its start is measured: a knob a diagnosed step wakes
+    # takes its value there (sweeper.sweep.search.staged.StagedSampler.handbook)
+    rules: dict[str, Any] | None = None
     # when this command began: its own trials' failures by the workload's answer are not run again (dedup)
     since: datetime.datetime = dataclasses.field(default_factory=datetime.datetime.now)
 
@@ -125,10 +129,10 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
         study.set_user_attr(warm.WORKLOAD_KEY, workload_key)
     study_id = studies.study_id(study, created)
     pruner_conf = _checked_pruner(settings, objectives)
-    baseline = warm.baseline_params(space, defaults, say=False) if settings.baseline_first else None
-    handbook = start_params(space, defaults, baseline, gpu.device_info()) if settings.handbook_start else None
+    rules = _handbook_picks(cfg, space, defaults)
     return SweepPlan(
-        handbook=handbook,
+        handbook=rules if settings.handbook_start and settings.baseline_first else None,
+        rules=rules,
         cfg=cfg,
         space=space,
         defaults=defaults,
@@ -152,6 +156,13 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
         created=created,
         expensive=expensive,
     )
+
+
+def _handbook_picks(cfg: dict[str, Any], space: SearchSpace, defaults: dict[str, Any]) -> dict[str, Any] | None:
+    """The handbook's picks from ``space`` for the device the trials run on: the host's GPU, unless they run on
+    the CPU (a CPU trial refuses the GPU's picks, ``device_prefetch``); None where they are the defaults."""
+    device = gpu.device_info() if str(cfg["device"]).startswith("cuda") else DeviceInfo(kind="cpu")
+    return start_params(space, defaults, warm.baseline_params(space, defaults, say=False), device)
 
 
 def _check_workload(

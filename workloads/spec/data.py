@@ -92,10 +92,12 @@ def toward_host(leaf: str, value: Any, other: Any, choices: typing.Sequence[Any]
     return ranked.index(other) == ranked.index(value) - 1
 
 
-def moves_a_stage(leaf: str) -> bool:
-    """Whether a step of ``leaf`` toward the host (:func:`toward_host`) moves a whole stage of the input pipeline
-    (where images are decoded, where they are cropped), not a share of one (``gpu_share``)."""
-    return HOST_TO_DEVICE.get(leaf) is not None
+def moves_a_stage(leaf: str, other: Any) -> bool:
+    """Whether a step of ``leaf`` to ``other`` toward the host (:func:`toward_host`) leaves none of its stage of the
+    input pipeline on the device (``decode_device`` hybrid -> cpu, ``augment_device`` cuda -> cpu), not a share of
+    it (``gpu_share`` 1/2 -> 3/8; ``decode_device`` cuda -> hybrid)."""
+    order = HOST_TO_DEVICE.get(leaf)
+    return order is not None and other == order[0]
 
 
 def nvimgcodec_missing() -> str | None:

@@ -168,8 +168,9 @@ class KnobSweeperConf:
     baseline_first: bool = True
     # Then the configuration PyTorch's performance handbook picks from the space on this device (the fastest
     # supported reduced precision, compile default, the fused optimizer, channels_last, the largest batch, and on a
-    # GPU cuDNN autotuning, pinned memory and the most DataLoader workers; sweeper.sweep.search.handbook), with the
-    # baseline; after the `starts` below where the workload declares some (its own recipes before generic rules).
+    # GPU cuDNN autotuning, pinned memory, non-blocking copies, the side-stream copy (device_prefetch) and the most
+    # DataLoader workers; sweeper.sweep.search.handbook), with the baseline; after the `starts` below where the
+    # workload declares some (its own recipes before generic rules).
     handbook_start: bool = True
     # These configurations ({dotted key: value}, e.g. a known-good recipe), right after the baseline, before the
     # handbook's start and the sampler's own choices.

@@ -107,8 +107,8 @@ class StagedSampler(BaseSampler):
         # proposes once they ran and the best one's diagnosed steps (``_led_step``) are measured, instead of the
         # queue (sweeper.sweep.search.warm.deferred_start).
         self.deferred: dict[str, Any] = {}
-        # Set by the sweep loop: the handbook's start on this device (``SweepPlan.handbook``), whose values a knob a
-        # diagnosed step wakes takes (:meth:`_woken_defaults`).
+        # Set by the sweep loop: the handbook's picks on the trials' device (``SweepPlan.rules``, whether or not its
+        # start is measured), whose values a knob a diagnosed step wakes takes (:meth:`_woken_defaults`).
         self.handbook: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ the sampler interface
@@ -250,11 +250,12 @@ class StagedSampler(BaseSampler):
         self, tried: list[dict[str, Any]], measured: list[FrozenTrial], base: dict[str, Any], sign: float, first: bool
     ) -> dict[str, Any]:
         """:meth:`_led_step`'s step from ``base`` (the best, ``first``, or one as good): the diagnosis of its trials
-        asks for it, it changes one graph-neutral knob (a knob it wakes takes the workload's default, and must be
-        graph-neutral too), it fits and is untried; the changed value's main effect best first. A pipeline value
-        for a base that waited for its data must beat its value's main effect by ``min_gain`` (noise is no
-        reason), and only from the best: on a plateau of data-bound configurations every step lands as good as
-        the best again, and steps from each of them would never end; the steps toward the host end where the
+        asks for it, it changes one graph-neutral knob (a knob it wakes takes the handbook's value, else the
+        workload's default, and must be graph-neutral too: :meth:`_woken_defaults`), it fits and is untried; the
+        changed value's main effect best first. A pipeline value for a base that waited for its data must beat its
+        value's main effect by ``min_gain`` (noise is no reason), and only from the best: on a plateau of
+        data-bound configurations every step lands as good as the best again, and steps from each of them would
+        never end; the steps toward the host end where the
         split does. Toward the host, a step that moves a whole stage there (``decode_device`` hybrid -> cpu) comes
         before one that trims a share (``gpu_share`` 1/2 -> 3/8): one trial measures whether the host alone feeds
         the model (its data wait says by how much it falls short, and the shares come next from the best); on the
@@ -274,7 +275,7 @@ class StagedSampler(BaseSampler):
                 plan = self._promoted(base, {name: value}) if led and value != here else None
                 plan = self._woken_defaults(plan) if plan else None
                 if plan and self._untried(tried, plan):
-                    options.append((home and moves_a_stage(_leaf(name)), gain, self._rng.random(), plan))
+                    options.append((home and moves_a_stage(_leaf(name), value), gain, self._rng.random(), plan))
         return max(options, key=lambda o: o[:3])[3] if options else {}
 
     def _woken_defaults(self, plan: dict[str, Any]) -> dict[str, Any] | None:
