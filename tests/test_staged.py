@@ -304,6 +304,28 @@ def test_a_device_bound_incumbent_steps_its_batch_along_the_measured_trend() -> 
         assert asked[2] == (512, 0, 8), (seed, asked)  # then the pipeline's unmeasured value, before batch 128, 64
 
 
+def test_a_device_bound_incumbent_tries_tf32_after_the_knobs_that_may_pay() -> None:
+    """fp16 runs best on a busy GPU, fp32 measured far slower, tf32 never: tf32 is expected no better than the
+    better of them (half fp16's tensor-core rate), so the batch step along its improving trend comes first at every
+    seed, then tf32 (on the H100 JPEG sweep of 2026-12-07 a tf32 trial cost 58 s for 3,242 img/s beside fp16's
+    6,216, before batch 1024 was tried). Where fp32 ran nearly as fast as fp16 (a step set by launches, not the
+    tensor cores) and the batch's other values ran slower, tf32 may pay: it comes with fp32 among the first two."""
+    params = {"knobs.precision": "choice(fp32, tf32, fp16)", "knobs.batch_size": "choice(256, 512, 1024)"}
+    defaults = {"knobs.precision": "fp32", "knobs.batch_size": 256}
+    space = build_space(params, {}, [], defaults)
+    keys = ("knobs.precision", "knobs.batch_size")
+    slow = [(("fp32", 256), 0.3), (("fp16", 256), 1.0), (("fp16", 512), 1.2)]
+    near = [(("fp32", 256), 1.15), (("fp16", 256), 1.0), (("fp16", 512), 1.2), (("fp16", 1024), 1.1)]
+    for seed in range(4):
+        for landscape in (slow, near):
+            measured = [(dict(zip(keys, c)), v) for c, v in landscape]
+            asked = [tuple(v[k] for k in keys) for v in _asked_after_busy(space, defaults, measured, seed, 2)]
+            if landscape is slow:
+                assert asked == [("fp16", 1024), ("tf32", 512)], (seed, asked)
+            else:
+                assert ("tf32", 512) in asked and ("fp32", 512) in asked, (seed, asked)
+
+
 def _asked_after_busy(space: SearchSpace, defaults: dict, measured: list, seed: int, n: int) -> list[dict]:
     """The staged sampler's next ``n`` configurations after ``measured`` ((config, value) pairs), each trial of
     which kept the GPU 99 % busy and never waited for its data."""

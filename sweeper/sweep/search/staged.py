@@ -614,8 +614,18 @@ def _expected_effect(measured: list[FrozenTrial], name: str, value: Any, choices
     knob (a batch size): where the measured value nearest it is worse than the next one inward, it is expected no
     better than that nearest one (a monotone trend: beyond a worse value, worse), instead of +inf. A number
     between measured ones, or beyond an end that was improving, stays +inf: worth trying. (JPEG on an H100: with
-    batch 1024 best and 512 and 256 measured worse, eager trials at batch 128 and 64 were spare time's choices.)"""
+    batch 1024 best and 512 and 256 measured worse, eager trials at batch 128 and 64 were spare time's choices.)
+
+    And one for ``precision`` tf32 never measured: it runs fp32's kernels, its matrix products and convolutions on
+    tensor cores at half the rate of fp16's and bf16's, its activations twice their bytes: it is expected no better
+    than the best of fp32 (where casts or launches set the step) and the reduced precisions measured. (The same H100
+    JPEG sweep, 2026-12-07: with fp16 best at 6,216 img/s, a tf32 trial cost 58 s for 3,242, chosen before batch
+    1024 because nothing was known of it; in the recorded sweeps tf32 ran 0.41-0.52x fp16 or bf16 with the other
+    knobs alike: ConvNeXt, the decoder LM, ResNet-50.)"""
     effect = _main_effect(measured, name, value, sign)
+    if effect == math.inf and _leaf(name) == "precision" and value == "tf32":
+        bounds = [_main_effect(measured, name, c, sign) for c in ("fp32", "fp16", "bf16") if c in choices]
+        return max((e for e in bounds if e != math.inf), default=effect)
     numeric = [c for c in choices if isinstance(c, (int, float)) and not isinstance(c, bool)]
     if effect != math.inf or value not in numeric or len(numeric) != len(choices):
         return effect
