@@ -255,12 +255,12 @@ class StagedSampler(BaseSampler):
         changed value's main effect best first. A pipeline value for a base that waited for its data must beat its
         value's main effect by ``min_gain`` (noise is no reason), and only from the best: on a plateau of
         data-bound configurations every step lands as good as the best again, and steps from each of them would
-        never end; the steps toward the host end where the
-        split does. Toward the host, a step that moves a whole stage there (``decode_device`` hybrid -> cpu) comes
-        before one that trims a share (``gpu_share`` 1/2 -> 3/8): one trial measures whether the host alone feeds
-        the model (its data wait says by how much it falls short, and the shares come next from the best); on the
-        H100 hosts of 2026-12-06 and 12-07 it did, and three 26 s steps of the share came before it
-        (bench/host_ladder.sh: 1/2 5,780, 1/4 5,930, the host 6,040 img/s)."""
+        never end; the steps toward the host end where the split does. Toward the host, a step that leaves none of
+        a stage on the device (``decode_device`` hybrid -> cpu) comes before one that trims a share (``gpu_share``
+        1/2 -> 3/8): one trial measures whether the host alone feeds the model (its data wait says by how much it
+        falls short, and the shares come next from the best); on the H100 hosts of 2026-12-06 and 12-07 it did,
+        and three 26 s steps of the share came before it (bench/host_ladder.sh: 1/2 5,780, 1/4 5,930, the host
+        6,040 img/s)."""
         alike = [t for t in measured if _same(t.params, base)]
         starved, busy = first and any(map(_fed_slowly, alike)), all(map(_device_busy, alike))
         options, noise = [], math.log1p(self.min_gain)
