@@ -36,7 +36,8 @@ def _study(*trials: tuple, owner: str | None = None, **extra: Any) -> optuna.Stu
                  "config_key": dedup.config_key(params), **extra}  # fmt: skip
         if error:
             attrs["failed_with"] = error[0]
-        state = {"complete": TrialState.COMPLETE, "failed": TrialState.FAIL, "infeasible": TrialState.COMPLETE}[status]
+        states = {"complete": TrialState.COMPLETE, "infeasible": TrialState.COMPLETE}
+        state = states.get(status, TrialState.FAIL)  # failed, interrupted
         value = 0.0 if status == "infeasible" else 100.0 if status == "complete" else None
         study.add_trial(optuna.trial.create_trial(
             state=state, value=value, params=params, distributions=SPACE, user_attrs=attrs))  # fmt: skip
@@ -161,8 +162,10 @@ def test_a_configuration_that_crashed_or_hung_twice_in_this_command_has_its_answ
         assert dedup.find(twice, key, 99, datetime.datetime.now() + datetime.timedelta(seconds=5)) is None
     theirs = _study(*[({"knobs.precision": "bf16"}, "failed", "timeout")] * 2, owner="elsewhere:1:1")
     assert dedup.find(theirs, key, 99, BEFORE) is None, "another process's hangs: its own command's"
-    cut = _study(*[({"knobs.precision": "bf16"}, "failed", "budget")] * 2)
+    cut = _study(*[({"knobs.precision": "bf16"}, "interrupted", "budget")] * 2)
     assert dedup.find(cut, key, 99, BEFORE) is None, "the budget's cut is no answer"
+    beside = _study(*[({"knobs.precision": "bf16"}, "failed", "signal:SIGKILL")] * 2, node_shared=True)
+    assert dedup.find(beside, key, 99, BEFORE) is None, "beside another trial: its doing, maybe; run again"
 
 
 def test_a_sweep_runs_a_crashing_configuration_twice_not_again_and_again(results: Path) -> None:

@@ -314,6 +314,13 @@ def test_a_device_bound_incumbent_tries_tf32_after_the_knobs_that_may_pay() -> N
     defaults = {"knobs.precision": "fp32", "knobs.batch_size": 256}
     space = build_space(params, {}, [], defaults)
     keys = ("knobs.precision", "knobs.batch_size")
+    from sweeper.sweep.search.staged import _expected_effect
+
+    alone = [create_trial(params={"knobs.precision": "fp32", "knobs.batch_size": 256}, distributions=dict(space.params),
+                          values=[0.3])]  # fmt: skip
+    assert _expected_effect(alone, "knobs.precision", "tf32", ["fp32", "tf32", "fp16"], 1.0) == float("inf"), (
+        "beside fp32 alone tf32 may be several times faster: nothing bounds it"
+    )
     slow = [(("fp32", 256), 0.3), (("fp16", 256), 1.0), (("fp16", 512), 1.2)]
     near = [(("fp32", 256), 1.15), (("fp16", 256), 1.0), (("fp16", 512), 1.2), (("fp16", 1024), 1.1)]
     for seed in range(4):

@@ -176,8 +176,8 @@ def test_duplicates_on_an_enumerable_space_queue_an_untried_configuration_every_
     assert action == Action(Act.QUEUE_REPEAT, STUCK_AFTER + 1)  # a budget's time left: see the test below
     assert p.done(action, None) == Ended(
         Stop.EXHAUSTED,
-        "space exhausted: all 12 configurations of the search space are measured (or cannot run here, or hold a "
-        "value that failed); widen the space (or hydra.sweeper.repeat=true to measure again)",
+        "space exhausted: all 12 configurations of the search space are measured (or cannot run here, failed in "
+        "this command, or hold a value that failed); widen the space (or hydra.sweeper.repeat=true to measure again)",
     )
 
 

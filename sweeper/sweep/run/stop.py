@@ -299,8 +299,8 @@ class StopPolicy:
     def _exhausted_line(self) -> str:
         size = None if self.space is None else self.space.size()
         return (
-            f"space exhausted: all {size} configurations of the search space are measured (or cannot run here, or "
-            "hold a value that failed); "
+            f"space exhausted: all {size} configurations of the search space are measured (or cannot run here, "
+            "failed in this command, or hold a value that failed); "
             "widen the space (or hydra.sweeper.repeat=true to measure again)"
         )
 

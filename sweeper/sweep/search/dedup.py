@@ -73,12 +73,12 @@ def failed_answer(t: FrozenTrial, since: datetime.datetime | None) -> bool:
     whose failure is the workload's answer for its configuration: an exception its code raised (in its
     ``check()`` too), a non-finite loss, or out of memory on a device no other trial shared. Not a crash, a hang
     or a budget's cut: those may pass (:func:`answered`)."""
-    if not _this_command(t, since):
-        return False
     status = status_of(t)
     if status is Status.INFEASIBLE:
-        return not t.user_attrs.get(NODE_SHARED_KEY)
-    return status is Status.FAILED and reason_of(t) in ANSWERS
+        answer = not t.user_attrs.get(NODE_SHARED_KEY)
+    else:
+        answer = status is Status.FAILED and reason_of(t) in ANSWERS
+    return answer and _this_command(t, since)  # the owner's process looked up last: for the few that qualify
 
 
 def _this_command(t: FrozenTrial, since: datetime.datetime | None) -> bool:
@@ -88,11 +88,17 @@ def _this_command(t: FrozenTrial, since: datetime.datetime | None) -> bool:
     return owner_state(t) is Owner.SELF
 
 
+def _may_pass(t: FrozenTrial) -> bool:
+    """A crash or a hang (``MAY_PASS``) alone on its node: run again, ``AGAIN`` times in a command."""
+    return status_of(t) is Status.FAILED and reason_of(t) in MAY_PASS and not t.user_attrs.get(NODE_SHARED_KEY)
+
+
 def answered(trials: list[FrozenTrial], since: datetime.datetime | None) -> dict[str, FrozenTrial]:
     """Configuration key -> the trial of this sweep command (``since``) whose failure is its answer: the first
     that failed by the workload's answer (:func:`failed_answer`), or the crash or hang (``MAY_PASS``) that
-    followed ``AGAIN`` such failures of it. A DataLoader worker killed by the host's memory, a compile that hangs:
-    the same configuration run a third time in one command spends its timeout again for the same end."""
+    followed ``AGAIN`` such failures of it, each on a node no other trial shared (beside one, the kernel's OOM
+    killer or a stall may be the other's doing). A DataLoader worker killed by the host's memory, a compile that
+    hangs: the same configuration run a third time in one command spends its timeout again for the same end."""
     out: dict[str, FrozenTrial] = {}
     again: dict[str, int] = {}
     for t in sorted(trials, key=lambda t: t.number):
@@ -101,7 +107,7 @@ def answered(trials: list[FrozenTrial], since: datetime.datetime | None) -> dict
             continue
         if failed_answer(t, since):
             out[key] = t
-        elif status_of(t) is Status.FAILED and reason_of(t) in MAY_PASS and _this_command(t, since):
+        elif _may_pass(t) and _this_command(t, since):
             again[key] = again.get(key, 0) + 1
             if again[key] > AGAIN:
                 out[key] = t

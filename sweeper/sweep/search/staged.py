@@ -404,7 +404,8 @@ class StagedSampler(BaseSampler):
         batch on an H100 kept it 99 % busy with no wait, its host decoding the other half with cores to spare),
         then its own work's values, not one measured worse or beyond a worse one (:func:`_expected_effect`).
         ``need``: the log gain a neighbour must hope for (its value's main effect over the base's, with the
-        ``slack`` allowance) to pass the best so far; a value never measured always may (a baseline's neighbours
+        ``slack`` allowance) to pass the best so far; a value never measured may (but tf32 beside a measured fp16
+        or bf16, and a number beyond a worse one: :func:`_expected_effect`; a baseline's neighbours
         with no worker, 330 img/s beside a best of 3,090, were queued as spare time)."""
         tried = self._tried(trials)
         alike = [t for t in measured if _same(t.params, best)]
@@ -616,16 +617,20 @@ def _expected_effect(measured: list[FrozenTrial], name: str, value: Any, choices
     between measured ones, or beyond an end that was improving, stays +inf: worth trying. (JPEG on an H100: with
     batch 1024 best and 512 and 256 measured worse, eager trials at batch 128 and 64 were spare time's choices.)
 
-    And one for ``precision`` tf32 never measured: it runs fp32's kernels, its matrix products and convolutions on
-    tensor cores at half the rate of fp16's and bf16's, its activations twice their bytes: it is expected no better
-    than the best of fp32 (where casts or launches set the step) and the reduced precisions measured. (The same H100
+    And one for ``precision`` tf32 never measured where fp16 or bf16 was: it runs fp32's kernels, its matrix
+    products and convolutions on tensor cores at half the rate of fp16's and bf16's, its activations twice their
+    bytes: it is expected no better than the best of the reduced precisions measured and fp32 (where casts or
+    launches set the step). With neither measured it stays +inf: beside fp32 alone tf32 may be several times faster
+    (an H100's dense fp32 67 TFLOP/s against tf32's 495). (The same H100
     JPEG sweep, 2026-12-07: with fp16 best at 6,216 img/s, a tf32 trial cost 58 s for 3,242, chosen before batch
     1024 because nothing was known of it; in the recorded sweeps tf32 ran 0.41-0.52x fp16 or bf16 with the other
     knobs alike: ConvNeXt, the decoder LM, ResNet-50.)"""
     effect = _main_effect(measured, name, value, sign)
     if effect == math.inf and _leaf(name) == "precision" and value == "tf32":
-        bounds = [_main_effect(measured, name, c, sign) for c in ("fp32", "fp16", "bf16") if c in choices]
-        return max((e for e in bounds if e != math.inf), default=effect)
+        reduced = [_main_effect(measured, name, c, sign) for c in ("fp16", "bf16") if c in choices]
+        reduced = [e for e in reduced if e != math.inf]
+        fp32 = _main_effect(measured, name, "fp32", sign) if "fp32" in choices else math.inf
+        return max(reduced + ([fp32] if fp32 != math.inf else [])) if reduced else effect
     numeric = [c for c in choices if isinstance(c, (int, float)) and not isinstance(c, bool)]
     if effect != math.inf or value not in numeric or len(numeric) != len(choices):
         return effect
