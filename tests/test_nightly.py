@@ -18,10 +18,14 @@ from sweeper.report.nightly import nightly, select, trend
 from conftest import run_main, run_report
 
 DAY = "2026-11-30"
+# Each step works, then waits 5 ms: most of a step keeps its length on a loaded machine, so the same configuration
+# measured on two nights compares as the same (a compute-only step ran 0.7x on one night while another process
+# shared the 2 cores).
 SHORT = [
     "knobs.fault=none",
     "knobs.work=32",
     "workload.reps=36",
+    "workload.wait_ms=5",
     "measure.warmup_steps=3",
     "measure.steps=10",
     "measure.min_time_s=0.1",
