@@ -333,13 +333,36 @@ def test_a_device_bound_incumbent_tries_tf32_after_the_knobs_that_may_pay() -> N
                 assert ("tf32", 512) in asked and ("fp32", 512) in asked, (seed, asked)
 
 
+def test_the_plain_local_search_tries_values_nothing_bounds_before_tf32() -> None:
+    """Trials the device did not set (no GPU utilization measured: neither busy nor starved), fp16 measured
+    best and fp32 far behind: the local search explores values never measured, but tf32 is bounded by the
+    reduced precision measured (:func:`_expected_effect`), so channels_last, which nothing bounds, comes first
+    at every seed, and tf32 no earlier than second (each a cold compile of a compiled best)."""
+    params = {"knobs.precision": "choice(fp32, tf32, fp16)", "knobs.memory_format": "choice(contiguous, cl)",
+              "knobs.batch_size": "choice(256, 512)"}  # fmt: skip
+    defaults = {"knobs.precision": "fp32", "knobs.memory_format": "contiguous", "knobs.batch_size": 256}
+    space = build_space(params, {}, [], defaults)
+    keys = ("knobs.precision", "knobs.memory_format", "knobs.batch_size")
+    landscape = [(("fp32", "contiguous", 256), 0.3), (("fp16", "contiguous", 256), 1.0),
+                 (("fp16", "contiguous", 512), 1.2)]  # fmt: skip
+    measured = [(dict(zip(keys, c)), v) for c, v in landscape]
+    for seed in range(8):
+        asked = [tuple(v[k] for k in keys) for v in _asked_after(space, defaults, measured, seed, 1, {})]
+        assert asked == [("fp16", "cl", 512)], (seed, asked)
+
+
 def _asked_after_busy(space: SearchSpace, defaults: dict, measured: list, seed: int, n: int) -> list[dict]:
     """The staged sampler's next ``n`` configurations after ``measured`` ((config, value) pairs), each trial of
     which kept the GPU 99 % busy and never waited for its data."""
+    return _asked_after(space, defaults, measured, seed, n, {"gpu_util_mean": 99.0, "data_wait_frac": 0.001})
+
+
+def _asked_after(space: SearchSpace, defaults: dict, measured: list, seed: int, n: int, attrs: dict) -> list[dict]:
+    """The staged sampler's next ``n`` configurations after ``measured`` ((config, value) pairs, each trial with
+    the user attributes ``attrs``)."""
     sampler = samplers.make_sampler("staged", seed, space, {}, defaults)
     study = optuna.create_study(direction="maximize", sampler=sampler)
     for config, v in measured:
-        attrs = {"gpu_util_mean": 99.0, "data_wait_frac": 0.001}
         dists = {k: space.params[k] for k in config}
         study.add_trial(create_trial(params=config, distributions=dists, values=[v], user_attrs=attrs))
     asked = []

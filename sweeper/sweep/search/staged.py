@@ -24,7 +24,8 @@ sweepers on one study, pick up where it stands):
 
 In the screen and the search, a trial is first a step of a **local search** around the incumbent (the best
 configuration so far; while screening, the best screened one with its expensive knobs left cheap): the one-knob
-neighbour no trial has measured whose changed value has the best main effect so far (a value never measured first).
+neighbour no trial has measured whose changed value has the best main effect so far (a value never measured first,
+unless a measured trend bounds it: :func:`_expected_effect`).
 The base sampler proposes the trial when the incumbent's neighbourhood is measured out. Knob effects on training
 throughput are largely multiplicative, so climbing one knob at a time from the baseline reaches the best region
 fast, and TPE's global model escapes where the climb stops (``bench/sampler_efficiency.py``: on the H200 JPEG
@@ -376,7 +377,8 @@ class StagedSampler(BaseSampler):
         """Local search around the incumbent, every ``polish_every``-th measured trial: the one-knob neighbour of
         the best configuration so far (the best screened one while screening, its expensive knobs left cheap)
         that no trial has measured, the one whose changed knob value has the best main effect in the measurements
-        so far (a value never measured first; ties at random). Empty when none is left or it is not the turn:
+        so far (a value never measured first, unless a measured trend bounds it: :func:`_expected_effect`; ties at
+        random). Empty when none is left or it is not the turn:
         the base sampler then proposes the trial."""
         if self.polish_every <= 0:
             return {}
@@ -423,11 +425,8 @@ class StagedSampler(BaseSampler):
                 plan = self._promoted(best, {name: value})
                 if plan and self._untried(tried, plan):
                     here = _main_effect(measured, name, best[name], sign)
-                    # the search explores (a value never measured first); spare time (``need``) bounds it by a trend
-                    effect = _main_effect(measured, name, value, sign)
-                    if need is not None:
-                        effect = _expected_effect(measured, name, value, dist.choices, sign)
-                    gain = effect - here
+                    # the search explores a value never measured first, unless a measured trend bounds it
+                    gain = _expected_effect(measured, name, value, dist.choices, sign) - here
                     if need is not None and gain + math.log1p(self.slack) < need:
                         continue  # cannot reach the best so far: not worth the time left
                     rank = gain
@@ -435,7 +434,6 @@ class StagedSampler(BaseSampler):
                         tier = int(feeds(self.space, name))
                     elif busy:  # the device set it: input work back to the host, then its own work's knobs
                         toward = toward_host(_leaf(name), best[name], value, dist.choices)
-                        rank = _expected_effect(measured, name, value, dist.choices, sign) - here  # the trend's
                         tier = 2 if toward else int(rank >= 0 and not feeds(self.space, name))  # none known worse
                     else:
                         tier = 0
