@@ -148,6 +148,10 @@ def main() -> None:
         print(f"{name}: {within}/{len(preds)} predicted within 30 %; misses (trial: predicted / actual s): "
               + (", ".join(f"{m['trial']}: {m['predicted']} / {m['actual']}" for m in misses) or "none"))  # fmt: skip
         everything[name] = preds
+    preds = [p for ps in everything.values() for p in ps]
+    within = sum(abs(p["predicted"] - p["actual"]) <= 0.3 * p["actual"] for p in preds)
+    share = 100 * within / len(preds)
+    print(f"all {len(everything)} sweeps: {within}/{len(preds)} predicted within 30 % ({share:.1f} %)")
     if args.json:
         args.json.write_text(json.dumps(everything, indent=1))
 
