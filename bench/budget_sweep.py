@@ -93,11 +93,14 @@ CASES: dict[str, dict[str, Any]] = {
     "lstm": {"args": ["-cd", "bench/zoo/conf", "+workload=zoo_lstm"], "metric": "throughput", "unit": "tokens/s",
              "kind": "recurrent LM (2-layer LSTM 1024, seq 128)", "pythonpath": "bench/zoo",
              "hand": ["bench/zoo/hand_zoo.py", "--model", "lstm", "--batch", "512", "--batch", "256"]},
+    "rec": {"args": ["-cd", "bench/zoo/conf", "+workload=zoo_rec"], "metric": "throughput", "unit": "samples/s",
+            "kind": "recommender (DLRM-style, 26 tables x 100k x 64)", "pythonpath": "bench/zoo",
+            "hand": ["bench/zoo/hand_zoo.py", "--model", "rec", "--batch", "16384", "--batch", "8192"]},
     "seg": {"args": ["-cd", "bench/zoo/conf", "+workload=zoo_seg"], "metric": "throughput", "unit": "img/s",
             "kind": "segmentation (DeepLabV3-MobileNetV3, 512 px, DataLoader)", "pythonpath": "bench/zoo",
             "hand": ["bench/zoo/hand_zoo.py", "--model", "seg", "--batch", "128", "--batch", "64"]},
 }  # fmt: skip
-ZOO = ("convnext", "gpt", "lstm", "seg")
+ZOO = ("convnext", "gpt", "lstm", "rec", "seg")
 for _name in ZOO:  # --smoke: the hand loop too, on the CPU at the tiny preset's sizes, eager (a CPU compile: minutes)
     CASES[_name]["smoke_hand"] = [*CASES[_name]["hand"][:3], "--device", "cpu", "--tiny", "--compile", "off",
                                   "--seconds", "1"]  # fmt: skip

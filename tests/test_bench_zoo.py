@@ -18,7 +18,7 @@ import yaml
 from conftest import ROOT
 
 ZOO = ROOT / "bench" / "zoo"
-MODELS = ("convnext", "gpt", "lstm", "seg")
+MODELS = ("convnext", "gpt", "lstm", "rec", "seg")
 
 
 def _load(name: str, path: Path) -> ModuleType:
@@ -53,7 +53,7 @@ def test_hand_loop_sizes_are_the_workloads(model: str) -> None:
         assert hand.SIZES[model]["full"]["workers"] == max(_choices(space["knobs.num_workers"]))
 
 
-def test_hand_written_language_models_have_the_workloads_parameters() -> None:
+def test_hand_written_models_have_the_workloads_parameters() -> None:
     hand = _load("hand_zoo", ZOO / "hand_zoo.py")
     count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
     s = hand.SIZES["gpt"]["tiny"]
@@ -64,6 +64,10 @@ def test_hand_written_language_models_have_the_workloads_parameters() -> None:
     lstm = _load("zoo_lstm", ZOO / "zoo_lstm.py")
     sizes = (s["vocab"], s["embed"], s["hidden"], s["layers"])
     assert count(lstm.LSTMLanguageModel(*sizes)) == count(hand.LSTMLM(*sizes))
+    s = hand.SIZES["rec"]["tiny"]
+    rec = _load("zoo_rec", ZOO / "zoo_rec.py")
+    sizes = (s["dense"], s["tables"], s["rows"], s["dim"])
+    assert count(rec.ClickModel(*sizes)) == count(hand.DLRM(*sizes))
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ AdamW, channels_last for the convolutional models, a large batch, and for the se
 pinned memory, workers and non-blocking copies. Steps are timed after a warm-up (CUDA events on a GPU); each batch
 prints one JSON row with ``samples_s`` (img/s or tokens/s, the workload's unit).
 
-    python bench/zoo/hand_zoo.py --model convnext|gpt|lstm|seg [--batch 512 --batch 256] [--compile default]
+    python bench/zoo/hand_zoo.py --model convnext|gpt|lstm|rec|seg [--batch 512 --batch 256] [--compile default]
         [--precision auto|bf16|fp16] [--device cuda|cpu] [--tiny] [--seconds 3] [--all] [--json OUT]
 
 Batches are tried in order; the first that runs (one that does not fit in memory is recorded and skipped) ends the
@@ -37,6 +37,8 @@ SIZES: dict[str, dict[str, dict[str, int]]] = {
             "tiny": {"vocab": 256, "width": 64, "depth": 2, "heads": 2, "seq_len": 32, "batch": 8}},
     "lstm": {"full": {"vocab": 10000, "embed": 512, "hidden": 1024, "layers": 2, "seq_len": 128, "batch": 512},
              "tiny": {"vocab": 128, "embed": 32, "hidden": 64, "layers": 2, "seq_len": 16, "batch": 8}},
+    "rec": {"full": {"dense": 13, "tables": 26, "rows": 100000, "dim": 64, "batch": 16384},
+            "tiny": {"dense": 13, "tables": 4, "rows": 100, "dim": 8, "batch": 64}},
     "seg": {"full": {"image_size": 512, "num_classes": 21, "batch": 128, "workers": 12},
             "tiny": {"image_size": 64, "num_classes": 4, "batch": 4, "workers": 1}},
 }  # fmt: skip
@@ -74,6 +76,26 @@ class LSTMLM(nn.Module):
         return self.head(self.lstm(self.embed(idx))[0])
 
 
+class DLRM(nn.Module):
+    """Click model: every categorical feature's table stacked in one embedding (a row offset per table), a bottom
+    MLP 13-512-256-dim over the dense features, a top MLP over [bottom, lookups] ending in one logit."""
+
+    def __init__(self, dense: int, tables: int, rows: int, dim: int) -> None:
+        super().__init__()
+        self.rows = rows
+        self.table = nn.Embedding(tables * rows, dim)
+        self.bottom = nn.Sequential(nn.Linear(dense, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(),
+                                    nn.Linear(256, dim), nn.ReLU())  # fmt: skip
+        self.top = nn.Sequential(nn.Linear((tables + 1) * dim, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
+                                 nn.Linear(1024, 512), nn.ReLU(), nn.Linear(512, 1))  # fmt: skip
+
+    def forward(self, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        dense, ids = batch
+        shift = torch.arange(ids.shape[1], device=ids.device) * self.rows
+        looked_up = self.table(ids + shift).flatten(1)
+        return self.top(torch.cat([self.bottom(dense), looked_up], dim=1)).view(-1)
+
+
 class Images(Dataset):
     """64 synthetic uint8 images and masks in memory, cycled."""
 
@@ -98,6 +120,8 @@ def setup(name: str, s: dict[str, int], batch: int, dev: torch.device) -> tuple[
         model = torchvision.models.segmentation.deeplabv3_mobilenet_v3_large(
             weights=None, weights_backbone=None, num_classes=s["num_classes"], aux_loss=False
         )
+    elif name == "rec":
+        model = DLRM(s["dense"], s["tables"], s["rows"], s["dim"])
     elif name == "gpt":
         model = GPT(s["vocab"], s["width"], s["depth"], s["heads"], s["seq_len"])
     else:
@@ -122,6 +146,12 @@ def setup(name: str, s: dict[str, int], batch: int, dev: torch.device) -> tuple[
             return xb.contiguous(memory_format=torch.channels_last), yb.to(dev, non_blocking=True).long()
 
         return model, lambda out, t: F.cross_entropy(out["out"], t), fetch, batch
+    if name == "rec":
+        dense = torch.randn(batch, s["dense"], device=dev)
+        ids = torch.randint(0, s["rows"], (batch, s["tables"]), device=dev)
+        clicks = torch.randint(0, 2, (batch,), device=dev).float()
+        loss = lambda out, t: F.binary_cross_entropy_with_logits(out.float(), t)  # noqa: E731
+        return model, loss, lambda: ((dense, ids), clicks), batch
     tokens = torch.randint(0, s["vocab"], (batch, s["seq_len"] + 1), device=dev)
     x, y = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
     return model, lambda out, t: F.cross_entropy(out.flatten(0, 1), t.flatten()), lambda: (x, y), batch * s["seq_len"]
@@ -190,7 +220,7 @@ def run(name: str, batch: int, dev: torch.device, tiny: bool, compile_mode: str,
                 step()
             elapsed += time.perf_counter() - t0
         n += 5
-    unit = "tokens/s" if name in ("gpt", "lstm") else "img/s"
+    unit = {"gpt": "tokens/s", "lstm": "tokens/s", "rec": "samples/s"}.get(name, "img/s")
     row = {"kind": "hand", "model": name, "device": dev.type, "tiny": tiny, "batch": batch, "precision": precision,
            "compile": compile_mode, "fused_adamw": True, "channels_last": name in ("convnext", "seg")}  # fmt: skip
     return {**row, "first_step_s": round(first_s, 2), "steps": n, "samples_s": n * per_step / elapsed, "unit": unit}
