@@ -785,3 +785,27 @@ def test_a_starved_best_without_workers_steps_to_workers_with_the_handbooks_pref
         steps.append(sampler._led_step(trials, trials, 1.0))
     assert steps[0] == {"knobs.a": 2, "knobs.num_workers": 4, "knobs.prefetch_factor": 2}
     assert steps[1] == {}
+
+
+def test_a_neighbour_that_wakes_a_knob_sets_it_as_the_handbook_would() -> None:
+    """The local search's neighbour of a best with no DataLoader workers, to 4 workers, wakes ``prefetch_factor``
+    (its condition: workers): it takes the handbook's pick where there is one, else the workload's default where
+    that is among its choices, else it is left to the base sampler (not a random draw from a sampler that knows
+    nothing of it, where a rule says which value to try)."""
+    params = {"knobs.a": "choice(1,2)", "knobs.num_workers": "choice(0,4)", "knobs.prefetch_factor": "choice(2,4)"}
+    conditions = {"knobs.prefetch_factor": "knobs.num_workers > 0"}
+    plans = []
+    for picks, default in (({"knobs.prefetch_factor": 4}, 2), ({}, 2), ({}, None)):
+        defaults = {"knobs.a": 1, "knobs.num_workers": 0, "knobs.prefetch_factor": default}
+        space = build_space(params, conditions, [], defaults)
+        sampler = samplers.make_sampler("staged", 0, space, {}, defaults)
+        sampler.handbook = picks
+        study = optuna.create_study(direction="maximize", sampler=sampler)
+        for (a, w), v in {(1, 0): 1.0, (2, 0): 2.0}.items():
+            config = {"knobs.a": a, "knobs.num_workers": w}
+            dists = {k: space.params[k] for k in config}
+            study.add_trial(create_trial(params=config, distributions=dists, values=[v]))
+        plans.append(sampler._polish(study))
+    assert plans[0] == {"knobs.a": 2, "knobs.num_workers": 4, "knobs.prefetch_factor": 4}
+    assert plans[1] == {"knobs.a": 2, "knobs.num_workers": 4, "knobs.prefetch_factor": 2}
+    assert plans[2] == {"knobs.a": 2, "knobs.num_workers": 4}

@@ -279,14 +279,15 @@ class StagedSampler(BaseSampler):
                     options.append((home and moves_a_stage(_leaf(name), value), gain, self._rng.random(), plan))
         return max(options, key=lambda o: o[:3])[3] if options else {}
 
-    def _woken_defaults(self, plan: dict[str, Any]) -> dict[str, Any] | None:
+    def _woken_defaults(self, plan: dict[str, Any], strict: bool = True) -> dict[str, Any] | None:
         """``plan`` (a configuration with one knob changed) with each knob the change made active set as the
         handbook's start sets it (``handbook``: its rule's value, else the workload's default; ``decode_device``
         hybrid -> cpu wakes ``device_prefetch``: on, on a GPU); None where that value is not among its choices
         (cuda -> hybrid wakes ``gpu_share``, whose default is none): the base sampler would draw it, and the trial
         would not be one step on a warm graph; None too where a woken knob is not graph-neutral. On an H100
         (2026-12-07) the step to host decoding woke it at the workload's default (off) and ran 5,806 img/s, waiting
-        3.8 % of its window, below the 1/4 share it stepped from (5,909)."""
+        3.8 % of its window, below the 1/4 share it stepped from (5,909). Not ``strict`` (a neighbour that may
+        compile anew): a woken knob without such a value is left to the base sampler, graph-neutral or not."""
         out, ns = dict(plan), {**self.defaults, **self.space.fixed}
         picks = {**self.defaults, **{k: v for k, v in self.handbook.items() if v is not None}}
         for name, dist in self.space.params.items():  # dependency order, as :meth:`_promoted` walks it
@@ -297,8 +298,10 @@ class StagedSampler(BaseSampler):
             if name not in out:
                 default = picks.get(name)
                 if default is None or not isinstance(dist, CategoricalDistribution) or default not in dist.choices:
-                    return None
-                if name not in self.neutral:  # a knob of the model's graph: the step would compile it anew
+                    if strict:
+                        return None
+                    continue
+                if strict and name not in self.neutral:  # a knob of the model's graph: the step compiles anew
                     return None
                 out[name] = default
             ns[name] = out[name]
@@ -399,7 +402,8 @@ class StagedSampler(BaseSampler):
         screening: bool,
         need: float | None = None,
     ) -> dict[str, Any]:
-        """The untried one-knob neighbour of ``best`` that fits, the changed value's main effect best first; where
+        """The untried one-knob neighbour of ``best`` that fits (a knob the change wakes set as the handbook's start
+        sets it, where it can be: :meth:`_woken_defaults`), the changed value's main effect best first; where
         ``best`` waited for its data, a change of its input pipeline's knobs first (the model's cannot speed a step
         the DataLoader sets); where it kept the device busy and never waited, a step of its input work from the
         device back to the host first (``workloads.spec.data.toward_host``: a JPEG pipeline decoding half of each
@@ -423,6 +427,7 @@ class StagedSampler(BaseSampler):
                 if value == best[name]:
                     continue
                 plan = self._promoted(best, {name: value})
+                plan = self._woken_defaults(plan, strict=False) if plan else None
                 if plan and self._untried(tried, plan):
                     here = _main_effect(measured, name, best[name], sign)
                     # the search explores a value never measured first, unless a measured trend bounds it
