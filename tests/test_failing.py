@@ -4,7 +4,6 @@ in the same command, and a knob value every trial of which failed is blamed and 
 
 from __future__ import annotations
 
-import datetime
 from pathlib import Path
 from typing import Any
 
@@ -44,11 +43,11 @@ def _study(*trials: tuple, owner: str | None = None, **extra: Any) -> optuna.Stu
     return study
 
 
-BEFORE = datetime.datetime.now() - datetime.timedelta(seconds=5)  # a command that began before these trials
+BEFORE = 0  # the study held no trial when the command began: every trial is its own
 RAISED = "exception:RuntimeError"
 
 
-def _blamed(study: optuna.Study, since: datetime.datetime | None = BEFORE) -> list[tuple[str, Any]]:
+def _blamed(study: optuna.Study, since: int | None = BEFORE) -> list[tuple[str, Any]]:
     return [(b.knob, b.value) for b in failing.blamed(study.get_trials(deepcopy=False), since)]
 
 
@@ -83,8 +82,7 @@ def test_what_blames_nothing() -> None:
     assert _blamed(_study(({}, "complete", ""), *crashes)) == [], "a crash may pass: not the workload's answer"
     mixed = [(bf16[0][0], "failed", RAISED), (bf16[1][0], "failed", "exception:ValueError")]
     assert _blamed(_study(({}, "complete", ""), *mixed)) == [], "two kinds of failure are two causes"
-    later = datetime.datetime.now() + datetime.timedelta(seconds=5)
-    assert _blamed(_study(({}, "complete", ""), *bf16), since=later) == [], "an earlier command's failures"
+    assert _blamed(_study(({}, "complete", ""), *bf16), since=3) == [], "an earlier command's failures"
     assert _blamed(_study(({}, "complete", ""), *bf16), since=None) == []
     assert _blamed(_study(({}, "complete", ""), *bf16, owner="elsewhere:1")) == [], "another process's"
 
@@ -136,7 +134,7 @@ def test_a_configuration_that_raised_in_this_command_is_its_own_answer() -> None
     assert outcome.status.value == "skipped" and outcome.reason == "duplicate:0" and not outcome.metrics
     assert "failed (exception:RuntimeError) in this sweep" in outcome.message
     assert dedup.find(study, key, 99, None) is None, "no command's start: a failure is asked again"
-    assert dedup.find(study, key, 99, datetime.datetime.now() + datetime.timedelta(seconds=5)) is None
+    assert dedup.find(study, key, 99, 1) is None, "an earlier command's failure (the study held it at the start)"
     crashed = _study(({"knobs.precision": "bf16"}, "failed", "signal:SIGSEGV"))
     assert dedup.find(crashed, key, 99, BEFORE) is None, "a crash may pass: measured again"
     assert dedup.untried(study, {key}, BEFORE) == [] and dedup.exhausted(study, {key}, BEFORE)
@@ -159,7 +157,8 @@ def test_a_configuration_that_crashed_or_hung_twice_in_this_command_has_its_answ
         assert found is not None and found[0] == "failed" and found[1].number == 1, (first, second)
         assert f"failed again ({second}) in this sweep: not run again" in dedup.reuse(found[1]).message
         assert dedup.exhausted(twice, {key}, BEFORE) and dedup.untried(twice, {key}, BEFORE) == []
-        assert dedup.find(twice, key, 99, datetime.datetime.now() + datetime.timedelta(seconds=5)) is None
+        assert dedup.find(twice, key, 99, 2) is None, "an earlier command's"
+        assert dedup.find(twice, key, 99, 1) is None, "one of them this command's: it runs again"
     theirs = _study(*[({"knobs.precision": "bf16"}, "failed", "timeout")] * 2, owner="elsewhere:1:1")
     assert dedup.find(theirs, key, 99, BEFORE) is None, "another process's hangs: its own command's"
     cut = _study(*[({"knobs.precision": "bf16"}, "interrupted", "budget")] * 2)

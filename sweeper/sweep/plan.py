@@ -8,7 +8,6 @@ a :class:`ConfigError` (one line, exit 2) raised here, before any trial starts.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import math
 import warnings
 from collections.abc import Mapping
@@ -92,8 +91,9 @@ class SweepPlan:
     # the handbook's picks on the trials' device whether or not its start is measured: a knob a diagnosed step wakes
     # takes its value there (sweeper.sweep.search.staged.StagedSampler.handbook)
     rules: dict[str, Any] | None = None
-    # when this command began: its own trials' failures by the workload's answer are not run again (dedup)
-    since: datetime.datetime = dataclasses.field(default_factory=datetime.datetime.now)
+    # the study's trial count when this command began: its own trials (numbered from here, asked by this process)
+    # fail by the workload's answer once, and are not run again (sweeper.sweep.search.dedup)
+    since: int = 0
 
 
 def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[str], budget: Any = None) -> SweepPlan:
@@ -155,6 +155,7 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
         study_id=study_id,
         created=created,
         expensive=expensive,
+        since=len(study.get_trials(deepcopy=False)),
     )
 
 

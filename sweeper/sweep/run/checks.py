@@ -32,7 +32,7 @@ def sample(
                 return values, TrialOutcome(Status.SKIPPED, Reason.INVALID.tag(expr), why)
     except ExpressionError as e:  # e.g. a division by a sampled zero: this configuration is not launched
         return dict(trial.params), TrialOutcome(Status.SKIPPED, Reason.INVALID.tag(e), f"an expression failed: {e}")
-    since = getattr(plan, "since", None)  # the sweep command's start: its failures are answers
+    since = getattr(plan, "since", None)  # the trial count at the command's start: its failures are answers
     blamed = None if repeat else blame(plan, trial, values)
     if blamed is not None:  # a value every trial of this sweep that ran it failed with: not launched again
         return values, blamed

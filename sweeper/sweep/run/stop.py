@@ -102,9 +102,9 @@ class Space(Protocol):
 class Configurations:
     """The search space's valid configurations (``dedup.valid_keys``), enumerated once, at the first question."""
 
-    def __init__(self, study: Any, space: Any, defaults: dict[str, Any], since: Any = None) -> None:
+    def __init__(self, study: Any, space: Any, defaults: dict[str, Any], since: int | None = None) -> None:
         self.study, self.space, self.defaults = study, space, defaults
-        self.since = since  # the sweep command's start: its own failures by the workload's answer are answers
+        self.since = since  # the study's trial count at the command's start: its own failures are answers
         self.enumerated = False
         self.keys: set[str] | None = None
 

@@ -68,11 +68,11 @@ def measuring(t: FrozenTrial) -> bool:
     return t.state == TrialState.RUNNING and t.user_attrs.get(WAITS_KEY) == -1
 
 
-def failed_answer(t: FrozenTrial, since: datetime.datetime | None) -> bool:
-    """``t`` is a trial of this sweep command (asked by this process at ``since`` or later; None: no command's)
-    whose failure is the workload's answer for its configuration: an exception its code raised (in its
-    ``check()`` too), a non-finite loss, or out of memory on a device no other trial shared. Not a crash, a hang
-    or a budget's cut: those may pass (:func:`answered`)."""
+def failed_answer(t: FrozenTrial, since: int | None) -> bool:
+    """``t`` is a trial of this sweep command (asked by this process, numbered ``since`` or later; None: no
+    command's) whose failure is the workload's answer for its configuration: an exception its code raised (in
+    its ``check()`` too), a non-finite loss, or out of memory on a device no other trial shared. Not a crash, a
+    hang or a budget's cut: those may pass (:func:`answered`)."""
     status = status_of(t)
     if status is Status.INFEASIBLE:
         answer = not t.user_attrs.get(NODE_SHARED_KEY)
@@ -81,9 +81,11 @@ def failed_answer(t: FrozenTrial, since: datetime.datetime | None) -> bool:
     return answer and _this_command(t, since)  # the owner's process looked up last: for the few that qualify
 
 
-def _this_command(t: FrozenTrial, since: datetime.datetime | None) -> bool:
-    """``t`` was asked by this process at ``since`` or later (None: no command's)."""
-    if since is None or t.datetime_start is None or t.datetime_start < since:
+def _this_command(t: FrozenTrial, since: int | None) -> bool:
+    """``t`` was asked by this process and numbered ``since`` or later: the study held ``since`` trials when this
+    command began (None: no command's). A number, not a clock: a wall clock may step back (a daylight-saving
+    fall-back repeats an hour of Optuna's naive local ``datetime_start``), a study's trial numbers never do."""
+    if since is None or t.number < since:
         return False
     return owner_state(t) is Owner.SELF
 
@@ -93,7 +95,7 @@ def _may_pass(t: FrozenTrial) -> bool:
     return status_of(t) is Status.FAILED and reason_of(t) in MAY_PASS and not t.user_attrs.get(NODE_SHARED_KEY)
 
 
-def answered(trials: list[FrozenTrial], since: datetime.datetime | None) -> dict[str, FrozenTrial]:
+def answered(trials: list[FrozenTrial], since: int | None) -> dict[str, FrozenTrial]:
     """Configuration key -> the trial of this sweep command (``since``) whose failure is its answer: the first
     that failed by the workload's answer (:func:`failed_answer`), or the crash or hang (``MAY_PASS``) that
     followed ``AGAIN`` such failures of it, each on a node no other trial shared (beside one, the kernel's OOM
@@ -114,11 +116,9 @@ def answered(trials: list[FrozenTrial], since: datetime.datetime | None) -> dict
     return out
 
 
-def find(
-    study: optuna.Study, key: str, number: int, since: datetime.datetime | None = None
-) -> tuple[str, FrozenTrial] | None:
+def find(study: optuna.Study, key: str, number: int, since: int | None = None) -> tuple[str, FrozenTrial] | None:
     """The trial whose result ``number`` should take: ("complete", t) for a measured one, ("failed", t) for one of
-    this sweep command (asked ``since`` its start) whose failure answers it (:func:`answered`),
+    this sweep command (numbered ``since`` or later) whose failure answers it (:func:`answered`),
     ("running", t) for a running one it must wait for; None when it must be measured.
 
     It waits for a running twin that decided to measure, whatever its number (an enqueued trial, numbered when it
@@ -227,14 +227,14 @@ def settled(t: FrozenTrial) -> bool:
 _ENDED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
 
-def answered_keys(trials: list[FrozenTrial], since: datetime.datetime | None = None) -> set[str]:
+def answered_keys(trials: list[FrozenTrial], since: int | None = None) -> set[str]:
     """The configurations whose answer the study holds: :func:`settled` by a trial, or by a failure of the sweep
-    command begun at ``since`` (:func:`answered`; None: no command's)."""
+    command whose first trial may be numbered ``since`` (:func:`answered`; None: no command's)."""
     ended = [t for t in trials if t.state in _ENDED]
     return {t.user_attrs.get(KEY) for t in ended if settled(t)} | set(answered(ended, since))
 
 
-def exhausted(study: optuna.Study, keys: set[str] | None, since: datetime.datetime | None = None) -> bool:
+def exhausted(study: optuna.Study, keys: set[str] | None, since: int | None = None) -> bool:
     """Every valid configuration of the space has its answer in the study (``since``: :func:`answered_keys`'s);
     None: a space never enumerated (an empty set: nothing left to answer)."""
     if keys is None:
@@ -242,7 +242,7 @@ def exhausted(study: optuna.Study, keys: set[str] | None, since: datetime.dateti
     return keys <= answered_keys(study.get_trials(deepcopy=False), since)
 
 
-def untried(study: optuna.Study, keys: set[str] | None, since: datetime.datetime | None = None) -> list[dict[str, Any]]:
+def untried(study: optuna.Study, keys: set[str] | None, since: int | None = None) -> list[dict[str, Any]]:
     """The valid configurations (as sampler params: inactive knobs left out) that no trial of the study has
     answered (``since``: :func:`answered_keys`'s) or is measuring, in a fixed order; empty when the space is
     not enumerated."""
@@ -283,8 +283,8 @@ class Waiting:
     waiting trials go stale and are failed by another process, instead of holding that process's waiters forever.
     """
 
-    def __init__(self, since: datetime.datetime | None = None) -> None:
-        self.since = since  # the sweep command's start (:func:`find`'s)
+    def __init__(self, since: int | None = None) -> None:
+        self.since = since  # the study's trial count at the sweep command's start (:func:`find`'s)
         self.waiting: list[tuple[Any, dict[str, Any]]] = []
         self.ready: list[tuple[Any, dict[str, Any]]] = []  # the other one ended without a result: measure these
         self.heartbeat: Any = None
@@ -331,7 +331,7 @@ class Waiting:
         self.waiting, self.ready = [], []
 
 
-def enqueue_untried(study: optuna.Study, keys: set[str] | None, since: datetime.datetime | None = None) -> int:
+def enqueue_untried(study: optuna.Study, keys: set[str] | None, since: int | None = None) -> int:
     """The sampler keeps proposing measured configurations of an enumerable space (TPE on a small grid does): the
     next configuration nobody has measured is queued, so the space is finished instead of abandoned. Returns how
     many were left untried (0: nothing queued)."""

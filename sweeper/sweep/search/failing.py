@@ -21,7 +21,6 @@ The next command runs it again (its code may have changed).
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -75,7 +74,7 @@ def _cause(t: FrozenTrial) -> tuple[str, str]:
     return str(t.user_attrs.get(REASON_KEY)), re.sub(r"\d+(\.\d+)?", "#", str(t.user_attrs.get(FAILED_WITH_KEY) or ""))
 
 
-def blamed(trials: Iterable[FrozenTrial], since: datetime.datetime | None) -> list[Blame]:
+def blamed(trials: Iterable[FrozenTrial], since: int | None) -> list[Blame]:
     """The values this sweep command's failures blame (the module's rule), in knob order."""
     failed: dict[tuple[str, str], list[FrozenTrial]] = {}
     ran: set[tuple[str, str]] = set()
