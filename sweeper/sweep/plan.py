@@ -128,7 +128,6 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
     if not study.trials:
         study.set_user_attr(warm.WORKLOAD_KEY, workload_key)
     study_id = studies.study_id(study, created)
-    pruner_conf = _checked_pruner(settings, objectives)
     rules = _handbook_picks(cfg, space, defaults)
     return SweepPlan(
         handbook=rules if settings.handbook_start and settings.baseline_first else None,
@@ -149,7 +148,7 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
         study=study,
         max_failures=settings.max_failures,
         max_failure_rate=settings.max_failure_rate,
-        pruner_conf=pruner_conf,
+        pruner_conf=_checked_pruner(settings, objectives),
         workload_key=workload_key,
         warm_sources=warm_sources,
         study_id=study_id,
