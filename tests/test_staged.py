@@ -337,7 +337,7 @@ def test_the_plain_local_search_tries_values_nothing_bounds_before_tf32() -> Non
     """Trials the device did not set (no GPU utilization measured: neither busy nor starved), fp16 measured
     best and fp32 far behind: the local search explores values never measured, but tf32 is bounded by the
     reduced precision measured (:func:`_expected_effect`), so channels_last, which nothing bounds, comes first
-    at every seed, and tf32 no earlier than second (each a cold compile of a compiled best)."""
+    at every seed, not tf32 (each a cold compile of a compiled best)."""
     params = {"knobs.precision": "choice(fp32, tf32, fp16)", "knobs.memory_format": "choice(contiguous, cl)",
               "knobs.batch_size": "choice(256, 512)"}  # fmt: skip
     defaults = {"knobs.precision": "fp32", "knobs.memory_format": "contiguous", "knobs.batch_size": 256}
@@ -809,3 +809,21 @@ def test_a_neighbour_that_wakes_a_knob_sets_it_as_the_handbook_would() -> None:
     assert plans[0] == {"knobs.a": 2, "knobs.num_workers": 4, "knobs.prefetch_factor": 4}
     assert plans[1] == {"knobs.a": 2, "knobs.num_workers": 4, "knobs.prefetch_factor": 2}
     assert plans[2] == {"knobs.a": 2, "knobs.num_workers": 4}
+
+
+def test_a_woken_knob_left_to_the_search_leaves_what_it_wakes_too() -> None:
+    """The neighbour to JPEG data wakes ``num_workers``, whose workload default (2) is not among its choices: it is
+    left to the base sampler, and so is ``prefetch_factor``, which only its value wakes or not (filled from the
+    default 2 > 0, the plan would name a knob a zero-worker trial never samples: measured, it would still look
+    untried and come again)."""
+    params = {"knobs.a": "choice(1,2)", "knobs.data": "choice(synthetic,jpeg)", "knobs.num_workers": "choice(0,4)",
+              "knobs.prefetch_factor": "choice(2,4)"}  # fmt: skip
+    conditions = {"knobs.num_workers": "knobs.data == 'jpeg'", "knobs.prefetch_factor": "knobs.num_workers > 0"}
+    defaults = {"knobs.a": 1, "knobs.data": "synthetic", "knobs.num_workers": 2, "knobs.prefetch_factor": 2}
+    space = build_space(params, conditions, [], defaults)
+    sampler = samplers.make_sampler("staged", 0, space, {}, defaults)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    for (a, data), v in {(1, "synthetic"): 1.0, (2, "synthetic"): 2.0}.items():
+        config = {"knobs.a": a, "knobs.data": data}
+        study.add_trial(create_trial(params=config, distributions={k: space.params[k] for k in config}, values=[v]))
+    assert sampler._polish(study) == {"knobs.a": 2, "knobs.data": "jpeg"}

@@ -287,9 +287,11 @@ class StagedSampler(BaseSampler):
         would not be one step on a warm graph; None too where a woken knob is not graph-neutral. On an H100
         (2026-12-07) the step to host decoding woke it at the workload's default (off) and ran 5,806 img/s, waiting
         3.8 % of its window, below the 1/4 share it stepped from (5,909). Not ``strict`` (a neighbour that may
-        compile anew): a woken knob without such a value is left to the base sampler, graph-neutral or not."""
+        compile anew): a woken knob without such a value is left to the base sampler, graph-neutral or not, and so
+        is every woken knob after it (its value decides what it wakes)."""
         out, ns = dict(plan), {**self.defaults, **self.space.fixed}
         picks = {**self.defaults, **{k: v for k, v in self.handbook.items() if v is not None}}
+        drawn = False  # a woken knob left to the base sampler: what it wakes in turn is unknown here
         for name, dist in self.space.params.items():  # dependency order, as :meth:`_promoted` walks it
             cond = self.space.conditions.get(name)
             if cond is not None and not evaluate(cond, ns):
@@ -297,9 +299,11 @@ class StagedSampler(BaseSampler):
                 continue
             if name not in out:
                 default = picks.get(name)
-                if default is None or not isinstance(dist, CategoricalDistribution) or default not in dist.choices:
+                known = isinstance(dist, CategoricalDistribution) and default is not None and default in dist.choices
+                if drawn or not known:
                     if strict:
                         return None
+                    drawn = True
                     continue
                 if strict and name not in self.neutral:  # a knob of the model's graph: the step compiles anew
                     return None
@@ -328,7 +332,7 @@ class StagedSampler(BaseSampler):
         now worth its cost, else the best configuration's graph-neutral knobs on a graph already compiled
         (:meth:`_warm_twin`), else an untried one-knob neighbour of one of the ``top`` best configurations (each
         also with its expensive knobs cheap), the changed value with the best main effect first (a value never
-        measured first). Empty when none fits."""
+        measured first, unless a measured trend bounds it: :func:`_expected_effect`). Empty when none fits."""
         trials = study.get_trials(deepcopy=False)
         sign = 1.0 if study.directions[0] == StudyDirection.MAXIMIZE else -1.0
         measured = [t for t in trials if _feasible(t)]
