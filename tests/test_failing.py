@@ -25,13 +25,13 @@ SPACE = {
 DEFAULTS = {"knobs.precision": "fp32", "knobs.compile": "off", "knobs.batch_size": 64}
 
 
-def _study(*trials: tuple, owner: str | None = None, **extra: Any) -> optuna.Study:
+def _study(*trials: tuple, owner: str | None = None, command: str = "", **extra: Any) -> optuna.Study:
     """A study of finished trials, each (changed values, status, reason[, error]), asked by ``owner`` (this
-    process); ``extra``: more user attributes of each."""
+    process) in the sweep command ``command`` (``THIS``); ``extra``: more user attributes of each."""
     study = optuna.create_study(direction="maximize")
     for changed, status, reason, *error in trials:
         params = {**DEFAULTS, **changed}
-        attrs = {"owner": owner or owner_id(), "status": status, "reason": reason,
+        attrs = {"owner": owner or owner_id(), "command": command or THIS, "status": status, "reason": reason,
                  "config_key": dedup.config_key(params), **extra}  # fmt: skip
         if error:
             attrs["failed_with"] = error[0]
@@ -43,12 +43,12 @@ def _study(*trials: tuple, owner: str | None = None, **extra: Any) -> optuna.Stu
     return study
 
 
-BEFORE = 0  # the study held no trial when the command began: every trial is its own
+THIS = "c0ffee"  # the sweep command that asked these trials (SweepPlan.command)
 RAISED = "exception:RuntimeError"
 
 
-def _blamed(study: optuna.Study, since: int | None = BEFORE) -> list[tuple[str, Any]]:
-    return [(b.knob, b.value) for b in failing.blamed(study.get_trials(deepcopy=False), since)]
+def _blamed(study: optuna.Study, command: str | None = THIS) -> list[tuple[str, Any]]:
+    return [(b.knob, b.value) for b in failing.blamed(study.get_trials(deepcopy=False), command)]
 
 
 def test_the_one_value_two_failures_share_and_no_measurement_ran_is_blamed() -> None:
@@ -58,7 +58,7 @@ def test_the_one_value_two_failures_share_and_no_measurement_ran_is_blamed() -> 
         ({"knobs.precision": "bf16", "knobs.batch_size": 32}, "failed", RAISED),
     )
     assert _blamed(study) == [("knobs.precision", "bf16")]
-    blame = failing.blamed(study.get_trials(deepcopy=False), BEFORE)[0]
+    blame = failing.blamed(study.get_trials(deepcopy=False), THIS)[0]
     assert blame.trials == (1, 2)
     assert failing.blame_of({**DEFAULTS, "knobs.precision": "bf16"}, [blame]) is blame
     assert failing.blame_of(DEFAULTS, [blame]) is None
@@ -82,9 +82,9 @@ def test_what_blames_nothing() -> None:
     assert _blamed(_study(({}, "complete", ""), *crashes)) == [], "a crash may pass: not the workload's answer"
     mixed = [(bf16[0][0], "failed", RAISED), (bf16[1][0], "failed", "exception:ValueError")]
     assert _blamed(_study(({}, "complete", ""), *mixed)) == [], "two kinds of failure are two causes"
-    assert _blamed(_study(({}, "complete", ""), *bf16), since=3) == [], "an earlier command's failures"
-    assert _blamed(_study(({}, "complete", ""), *bf16), since=None) == []
-    assert _blamed(_study(({}, "complete", ""), *bf16, owner="elsewhere:1")) == [], "another process's"
+    assert _blamed(_study(({}, "complete", ""), *bf16), command="beef") == [], "another command's failures"
+    assert _blamed(_study(({}, "complete", ""), *bf16), command=None) == []
+    assert _blamed(_study(({}, "complete", ""), *bf16, owner="elsewhere:1", command="beef")) == [], "another process's"
 
 
 def test_nothing_is_blamed_before_anything_was_measured() -> None:
@@ -106,9 +106,9 @@ def test_one_exception_type_with_two_messages_is_two_causes() -> None:
     assert _blamed(study) == []
     study.add_trial(optuna.trial.create_trial(
         state=TrialState.FAIL, params={**DEFAULTS, "knobs.precision": "bf16", "knobs.batch_size": 32},
-        distributions=SPACE, user_attrs={"owner": owner_id(), "status": "failed", "reason": RAISED,
+        distributions=SPACE, user_attrs={"owner": owner_id(), "command": THIS, "status": "failed", "reason": RAISED,
                                          "failed_with": "dtypes do not match"}))  # fmt: skip
-    blames = failing.blamed(study.get_trials(deepcopy=False), BEFORE)
+    blames = failing.blamed(study.get_trials(deepcopy=False), THIS)
     assert [(b.knob, b.value, b.error) for b in blames] == [("knobs.precision", "bf16", "dtypes do not match")]
     assert "dtypes do not match" in blames[0].outcome().message and "dtypes do not match" in blames[0].left_out()
 
@@ -128,19 +128,55 @@ def test_a_configuration_that_raised_in_this_command_is_its_own_answer() -> None
     bf16 = {**DEFAULTS, "knobs.precision": "bf16"}
     study = _study(({"knobs.precision": "bf16"}, "failed", RAISED))
     key = dedup.config_key(bf16)
-    found = dedup.find(study, key, 99, BEFORE)
+    found = dedup.find(study, key, 99, THIS)
     assert found is not None and found[0] == "failed" and found[1].number == 0
     outcome = dedup.reuse(found[1])
     assert outcome.status.value == "skipped" and outcome.reason == "duplicate:0" and not outcome.metrics
     assert "failed (exception:RuntimeError) in this sweep" in outcome.message
     assert dedup.find(study, key, 99, None) is None, "no command's start: a failure is asked again"
-    assert dedup.find(study, key, 99, 1) is None, "an earlier command's failure (the study held it at the start)"
+    assert dedup.find(study, key, 99, "beef") is None, "another command's failure: asked again"
     crashed = _study(({"knobs.precision": "bf16"}, "failed", "signal:SIGSEGV"))
-    assert dedup.find(crashed, key, 99, BEFORE) is None, "a crash may pass: measured again"
-    assert dedup.untried(study, {key}, BEFORE) == [] and dedup.exhausted(study, {key}, BEFORE)
+    assert dedup.find(crashed, key, 99, THIS) is None, "a crash may pass: measured again"
+    assert dedup.untried(study, {key}, THIS) == [] and dedup.exhausted(study, {key}, THIS)
     assert dedup.untried(study, {key}) == [bf16], "without the command's start it is untried"
-    assert dedup.exhausted(study, set(), BEFORE), "every configuration left out: nothing is left to answer"
-    assert not dedup.exhausted(study, None, BEFORE), "a space never enumerated is never exhausted"
+    assert dedup.exhausted(study, set(), THIS), "every configuration left out: nothing is left to answer"
+    assert not dedup.exhausted(study, None, THIS), "a space never enumerated is never exhausted"
+
+
+def test_a_queued_trial_is_the_command_s_that_pops_it() -> None:
+    """A trial queued before this command began (a retry or spare plan a killed command left waiting) is this
+    command's once its ask pops it: its failure by the workload's answer is not run again by this command; the
+    command is written with the owner in the same ask, on a new trial too."""
+    from sweeper.sweep.study import trials as studies
+
+    bf16 = {**DEFAULTS, "knobs.precision": "bf16"}
+    study = optuna.create_study(direction="maximize")
+    study.enqueue_trial(bf16)  # numbered 0, before the command's first ask
+    trial = studies.ask(study, THIS)
+    assert trial.number == 0 and trial.user_attrs["command"] == THIS and trial.user_attrs["owner"] == owner_id()
+    for name, value in (("status", "failed"), ("reason", RAISED), ("config_key", dedup.config_key(bf16))):
+        trial.set_user_attr(name, value)
+    for name, value in bf16.items():
+        trial.suggest_categorical(name, SPACE[name].choices)
+    study.tell(trial, state=TrialState.FAIL)
+    found = dedup.find(study, dedup.config_key(bf16), 99, THIS)
+    assert found is not None and found[0] == "failed" and found[1].number == 0
+    assert dedup.find(study, dedup.config_key(bf16), 99, "beef") is None, "the next command asks it again"
+    assert studies.ask(study, THIS).user_attrs["command"] == THIS, "a new trial: the command in the same write"
+
+
+def test_the_next_command_on_the_study_runs_a_failed_configuration_again(results: Path) -> None:
+    """Two commands on one study in one process: the first command's failure by the workload's answer is its own
+    (run once, then the space is exhausted); the second command asks it again (its code may have changed)."""
+    space = "hydra.sweeper.params={knobs.fault:'choice(none,raise)',knobs.work:'choice(16)'}"
+    args = [*FAULTS, space, "-m", "hydra.sweeper.n_trials=6", "hydra.sweeper.confirm_top_k=0"]
+    for _ in range(2):
+        proc = run_main(args, results)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert "the search space is exhausted" in proc.stderr
+    df = pd.read_parquet(results / "trials")
+    failed = df[df["status"] == "failed"]
+    assert len(failed) == 2 and set(failed["knob.fault"]) == {"raise"}, df[["trial", "status", "reason"]]
 
 
 def test_a_configuration_that_crashed_or_hung_twice_in_this_command_has_its_answer() -> None:
@@ -150,21 +186,20 @@ def test_a_configuration_that_crashed_or_hung_twice_in_this_command_has_its_answ
     bf16 = {**DEFAULTS, "knobs.precision": "bf16"}
     key = dedup.config_key(bf16)
     once = _study(({"knobs.precision": "bf16"}, "failed", "timeout"))
-    assert dedup.find(once, key, 99, BEFORE) is None and dedup.untried(once, {key}, BEFORE) == [bf16]
+    assert dedup.find(once, key, 99, THIS) is None and dedup.untried(once, {key}, THIS) == [bf16]
     for first, second in (("timeout", "timeout"), ("signal:SIGKILL", "stalled"), ("exit:3", "timeout")):
         twice = _study(({"knobs.precision": "bf16"}, "failed", first), ({"knobs.precision": "bf16"}, "failed", second))
-        found = dedup.find(twice, key, 99, BEFORE)
+        found = dedup.find(twice, key, 99, THIS)
         assert found is not None and found[0] == "failed" and found[1].number == 1, (first, second)
         assert f"failed again ({second}) in this sweep: not run again" in dedup.reuse(found[1]).message
-        assert dedup.exhausted(twice, {key}, BEFORE) and dedup.untried(twice, {key}, BEFORE) == []
-        assert dedup.find(twice, key, 99, 2) is None, "an earlier command's"
-        assert dedup.find(twice, key, 99, 1) is None, "one of them this command's: it runs again"
-    theirs = _study(*[({"knobs.precision": "bf16"}, "failed", "timeout")] * 2, owner="elsewhere:1:1")
-    assert dedup.find(theirs, key, 99, BEFORE) is None, "another process's hangs: its own command's"
+        assert dedup.exhausted(twice, {key}, THIS) and dedup.untried(twice, {key}, THIS) == []
+        assert dedup.find(twice, key, 99, "beef") is None, "another command's"
+    theirs = _study(*[({"knobs.precision": "bf16"}, "failed", "timeout")] * 2, owner="elsewhere:1:1", command="beef")
+    assert dedup.find(theirs, key, 99, THIS) is None, "another process's hangs: its own command's"
     cut = _study(*[({"knobs.precision": "bf16"}, "interrupted", "budget")] * 2)
-    assert dedup.find(cut, key, 99, BEFORE) is None, "the budget's cut is no answer"
+    assert dedup.find(cut, key, 99, THIS) is None, "the budget's cut is no answer"
     beside = _study(*[({"knobs.precision": "bf16"}, "failed", "signal:SIGKILL")] * 2, node_shared=True)
-    assert dedup.find(beside, key, 99, BEFORE) is None, "beside another trial: its doing, maybe; run again"
+    assert dedup.find(beside, key, 99, THIS) is None, "beside another trial: its doing, maybe; run again"
 
 
 def test_a_sweep_runs_a_crashing_configuration_twice_not_again_and_again(results: Path) -> None:
@@ -181,11 +216,11 @@ def test_a_sweep_runs_a_crashing_configuration_twice_not_again_and_again(results
 def test_out_of_memory_is_an_answer_unless_another_trial_shared_the_device() -> None:
     key = dedup.config_key({**DEFAULTS, "knobs.batch_size": 128})
     alone = _study(({"knobs.batch_size": 128}, "infeasible", "oom"), node_shared=False)
-    found = dedup.find(alone, key, 99, BEFORE)
+    found = dedup.find(alone, key, 99, THIS)
     assert found is not None and found[0] == "failed"
     assert "was infeasible (oom) in this sweep" in dedup.reuse(found[1]).message
     shared = _study(({"knobs.batch_size": 128}, "infeasible", "oom"), node_shared=True)
-    assert dedup.find(shared, key, 99, BEFORE) is None, "beside another trial: measured again"
+    assert dedup.find(shared, key, 99, THIS) is None, "beside another trial: measured again"
 
 
 FAULTS = ["hydra.searchpath=[file://tests/faultload/conf]", "+workload=faults"]
@@ -235,10 +270,10 @@ def test_a_proposal_or_a_waiter_is_checked_against_the_blamed_values() -> None:
 
     bf16 = [({"knobs.precision": "bf16", "knobs.batch_size": b}, "failed", RAISED) for b in (32, 128)]
     study = _study(({}, "complete", ""), *bf16)
-    plan = SimpleNamespace(study=study, since=BEFORE)
+    plan = SimpleNamespace(study=study, command=THIS)
     proposal = study.trials[1]
     outcome = checks.blame(plan, proposal, dict(proposal.params))
     assert outcome is not None and outcome.reason == "fails:knobs.precision=bf16"
     inactive = SimpleNamespace(params={k: v for k, v in proposal.params.items() if k != "knobs.precision"})
     assert checks.blame(plan, inactive, dict(proposal.params)) is None
-    assert checks.blame(SimpleNamespace(study=study, since=None), proposal, dict(proposal.params)) is None
+    assert checks.blame(SimpleNamespace(study=study, command=None), proposal, dict(proposal.params)) is None

@@ -76,8 +76,8 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
     out: list[tuple] = []
     ask, sample = studies.ask, checks.sample
 
-    def asked(study: Any) -> Any:
-        trial = ask(study)
+    def asked(study: Any, command: Any = None) -> Any:
+        trial = ask(study, command)
         out.append(("ask", trial.number))
         return trial
 

@@ -32,7 +32,7 @@ SWEEPER_COLUMNS = frozenset(
 # its configuration; named in ``sweeper.sweep.study.attrs.BOOKKEEPING``): every metric of an outcome is also a user
 # attribute (``sweeper.sweep.study.trials.tell``), so none may take one of these names.
 SWEEPER_ATTRIBUTES = frozenset(
-    """owner status reason confirm_of wall_s spent_s warm_start_from waits_for remeasure_for profile config_key
+    """owner command status reason confirm_of wall_s spent_s warm_start_from waits_for remeasure_for profile config_key
     predicted_wall_s handbook_start_retry failed_with""".split()
 )
 RESERVED_PREFIXES = ("knob.", "param.", "prof_", "knob_sweeper:")

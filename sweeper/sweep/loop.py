@@ -127,11 +127,11 @@ class Sweep:
         )
         self.scheduler = Scheduler(plan.slots, plan.node, grace_s=s.grace_s, budget=budget)
         self.admission = Admission(plan, s, self.costs, budget)
-        # enumerated at a duplicate; this command's failures by the workload's answer are answers (plan.since)
-        self.configurations = Configurations(plan.study, plan.space, plan.defaults, plan.since)
+        # enumerated at a duplicate; this command's failures by the workload's answer are answers (plan.command)
+        self.configurations = Configurations(plan.study, plan.space, plan.defaults, plan.command)
         self.policy = StopPolicy(budget, self.configurations)  # the search's; the re-measurements get their own
         self.heartbeat = studies.Heartbeat(plan.storage)
-        self.waits = dedup.Waiting(plan.since)  # trials whose configuration another trial is measuring right now
+        self.waits = dedup.Waiting(plan.command)  # trials whose configuration another trial is measuring right now
         self.cut = 0  # trials the budget's end stopped (the summary's last line counts them)
         self.waits.heartbeat = self.heartbeat  # waiting trials beat too: other trials may wait for them
         self.device = gpu.device_info()  # the same description the plan built the defaults with
@@ -302,7 +302,7 @@ class Sweep:
         study = self.plan.study
         with warnings.catch_warnings():  # the heartbeat of ask/tell trials is recorded by studies.Heartbeat
             warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
-            trial = studies.ask(study)
+            trial = studies.ask(study, self.plan.command)
         if CONFIRM_KEY not in trial.user_attrs and self._is_surplus(trial):
             trial.set_user_attr(REASON_KEY, Reason.SURPLUS.tag())
             study.tell(trial, state=TrialState.FAIL)
@@ -405,7 +405,7 @@ class Sweep:
     def _say_why(self) -> None:
         """Why the sweep ended, the budget it used, and how far the cost model's predictions were from the walls."""
         why = why_ended(self.policy.ended(), self.settings, self.scheduler, self.n_trials, self.cut)
-        blames = failing.blamed(self.plan.study.get_trials(deepcopy=False), self.plan.since)
+        blames = failing.blamed(self.plan.study.get_trials(deepcopy=False), self.plan.command)
         for line in (why, costs_error(self.plan.study), *(b.left_out() for b in blames)):
             if line:
                 self.progress.note(line)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import uuid
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -91,9 +92,9 @@ class SweepPlan:
     # the handbook's picks on the trials' device whether or not its start is measured: a knob a diagnosed step wakes
     # takes its value there (sweeper.sweep.search.staged.StagedSampler.handbook)
     rules: dict[str, Any] | None = None
-    # the study's trial count when this command began: its own trials (numbered from here, asked by this process)
-    # fail by the workload's answer once, and are not run again (sweeper.sweep.search.dedup)
-    since: int = 0
+    # this command's random id, written on each trial it asks (COMMAND_KEY): its own trials' failures by the
+    # workload's answer are not run again by it (sweeper.sweep.search.dedup)
+    command: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex)
 
 
 def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[str], budget: Any = None) -> SweepPlan:
@@ -154,7 +155,6 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
         study_id=study_id,
         created=created,
         expensive=expensive,
-        since=len(study.get_trials(deepcopy=False)),
     )
 
 

@@ -32,7 +32,7 @@ def sample(
                 return values, TrialOutcome(Status.SKIPPED, Reason.INVALID.tag(expr), why)
     except ExpressionError as e:  # e.g. a division by a sampled zero: this configuration is not launched
         return dict(trial.params), TrialOutcome(Status.SKIPPED, Reason.INVALID.tag(e), f"an expression failed: {e}")
-    since = getattr(plan, "since", None)  # the trial count at the command's start: its failures are answers
+    command = getattr(plan, "command", None)  # the sweep command: its own trials' failures are answers
     blamed = None if repeat else blame(plan, trial, values)
     if blamed is not None:  # a value every trial of this sweep that ran it failed with: not launched again
         return values, blamed
@@ -42,14 +42,14 @@ def sample(
     try:
         reason = device_check(with_values(plan.cfg, {**plan.space.fixed, **values}), device)
     except CheckFailed as e:  # the workload's check() raised: this trial's failure, unless it was already
-        earlier = None if repeat else dedup.find(plan.study, key, trial.number, since)
+        earlier = None if repeat else dedup.find(plan.study, key, trial.number, command)
         return values, dedup.reuse(earlier[1], bookkeeping) if earlier and earlier[0] == "failed" else e.outcome()
     if reason:
         return values, TrialOutcome(Status.SKIPPED, Reason.INVALID.tag(reason), reason)
     if repeat:
         return values, None
     dedup.await_lower_keys(plan.study, trial.number)
-    found = dedup.find(plan.study, key, trial.number, since)
+    found = dedup.find(plan.study, key, trial.number, command)
     if found is None:
         trial.set_user_attr(WAITS_KEY, -1)  # it measures: twins asked later wait for it
         return values, None
@@ -63,6 +63,6 @@ def blame(plan: Any, trial: optuna.Trial, values: dict[str, Any]) -> TrialOutcom
     """The skip of a proposal holding a value this command's failures blame (``search.failing``), or None; an
     inactive knob (absent from the trial's params) is not a value it runs."""
     active = {k: v for k, v in values.items() if k in trial.params}
-    blames = failing.blamed(plan.study.get_trials(deepcopy=False), getattr(plan, "since", None))
+    blames = failing.blamed(plan.study.get_trials(deepcopy=False), getattr(plan, "command", None))
     found = failing.blame_of(active, blames)
     return None if found is None else found.outcome()

@@ -102,9 +102,9 @@ class Space(Protocol):
 class Configurations:
     """The search space's valid configurations (``dedup.valid_keys``), enumerated once, at the first question."""
 
-    def __init__(self, study: Any, space: Any, defaults: dict[str, Any], since: int | None = None) -> None:
+    def __init__(self, study: Any, space: Any, defaults: dict[str, Any], command: str | None = None) -> None:
         self.study, self.space, self.defaults = study, space, defaults
-        self.since = since  # the study's trial count at the command's start: its own failures are answers
+        self.command = command  # the sweep command's id: its own trials' failures are answers
         self.enumerated = False
         self.keys: set[str] | None = None
 
@@ -120,18 +120,18 @@ class Configurations:
     def open_keys(self) -> set[str] | None:
         """The valid configurations but those holding a value this sweep's failures blame (``failing``)."""
         keys = self.valid_keys()
-        blames = failing.blamed(self.study.get_trials(deepcopy=False), self.since) if keys else []
+        blames = failing.blamed(self.study.get_trials(deepcopy=False), self.command) if keys else []
         if not keys or not blames:
             return keys
         active = ({k: v for k, v in json.loads(key).items() if v is not None} for key in keys)  # inactive: None
         return {key for key, values in zip(keys, active) if failing.blame_of(values, blames) is None}
 
     def exhausted(self) -> bool:
-        return dedup.exhausted(self.study, self.open_keys(), self.since)
+        return dedup.exhausted(self.study, self.open_keys(), self.command)
 
     def queue_untried(self) -> int:
         """Queue the next configuration nobody measured (``dedup.enqueue_untried``); how many were left untried."""
-        return dedup.enqueue_untried(self.study, self.open_keys(), self.since)
+        return dedup.enqueue_untried(self.study, self.open_keys(), self.command)
 
 
 def left_text(budget: Budget | None) -> str:

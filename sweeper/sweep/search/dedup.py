@@ -30,6 +30,7 @@ from sweeper.sweep.config.space import SearchSpace, evaluate
 from sweeper.sweep.study import optuna_private as private
 from sweeper.sweep.study.attrs import (
     BOOKKEEPING,
+    COMMAND_KEY,
     NODE_SHARED_KEY,
     OWNER_KEY,
     REASON_KEY,
@@ -68,26 +69,25 @@ def measuring(t: FrozenTrial) -> bool:
     return t.state == TrialState.RUNNING and t.user_attrs.get(WAITS_KEY) == -1
 
 
-def failed_answer(t: FrozenTrial, since: int | None) -> bool:
-    """``t`` is a trial of this sweep command (asked by this process, numbered ``since`` or later; None: no
-    command's) whose failure is the workload's answer for its configuration: an exception its code raised (in
-    its ``check()`` too), a non-finite loss, or out of memory on a device no other trial shared. Not a crash, a
-    hang or a budget's cut: those may pass (:func:`answered`)."""
+def failed_answer(t: FrozenTrial, command: str | None) -> bool:
+    """``t`` is a trial the sweep command ``command`` asked (None: no command's) whose failure is the workload's
+    answer for its configuration: an exception its code raised (in its ``check()`` too), a non-finite loss, or
+    out of memory on a device no other trial shared. Not a crash, a hang or a budget's cut: those may pass
+    (:func:`answered`)."""
     status = status_of(t)
     if status is Status.INFEASIBLE:
         answer = not t.user_attrs.get(NODE_SHARED_KEY)
     else:
         answer = status is Status.FAILED and reason_of(t) in ANSWERS
-    return answer and _this_command(t, since)  # the owner's process looked up last: for the few that qualify
+    return answer and _this_command(t, command)
 
 
-def _this_command(t: FrozenTrial, since: int | None) -> bool:
-    """``t`` was asked by this process and numbered ``since`` or later: the study held ``since`` trials when this
-    command began (None: no command's). A number, not a clock: a wall clock may step back (a daylight-saving
-    fall-back repeats an hour of Optuna's naive local ``datetime_start``), a study's trial numbers never do."""
-    if since is None or t.number < since:
-        return False
-    return owner_state(t) is Owner.SELF
+def _this_command(t: FrozenTrial, command: str | None) -> bool:
+    """``t`` was asked by the sweep command ``command`` (its id, written when it asked the trial: a queued trial
+    is the command's that popped it, whoever queued it); None: no command's. An id, not a clock: a wall clock
+    may step back (a daylight-saving fall-back repeats an hour of Optuna's naive local ``datetime_start``), and
+    a process may run several commands."""
+    return command is not None and t.user_attrs.get(COMMAND_KEY) == command
 
 
 def _may_pass(t: FrozenTrial) -> bool:
@@ -95,8 +95,8 @@ def _may_pass(t: FrozenTrial) -> bool:
     return status_of(t) is Status.FAILED and reason_of(t) in MAY_PASS and not t.user_attrs.get(NODE_SHARED_KEY)
 
 
-def answered(trials: list[FrozenTrial], since: int | None) -> dict[str, FrozenTrial]:
-    """Configuration key -> the trial of this sweep command (``since``) whose failure is its answer: the first
+def answered(trials: list[FrozenTrial], command: str | None) -> dict[str, FrozenTrial]:
+    """Configuration key -> the trial of the sweep command ``command`` whose failure is its answer: the first
     that failed by the workload's answer (:func:`failed_answer`), or the crash or hang (``MAY_PASS``) that
     followed ``AGAIN`` such failures of it, each on a node no other trial shared (beside one, the kernel's OOM
     killer or a stall may be the other's doing). A DataLoader worker killed by the host's memory, a compile that
@@ -107,18 +107,18 @@ def answered(trials: list[FrozenTrial], since: int | None) -> dict[str, FrozenTr
         key = t.user_attrs.get(KEY)
         if key is None or key in out or t.state != TrialState.FAIL and status_of(t) is not Status.INFEASIBLE:
             continue
-        if failed_answer(t, since):
+        if failed_answer(t, command):
             out[key] = t
-        elif _may_pass(t) and _this_command(t, since):
+        elif _may_pass(t) and _this_command(t, command):
             again[key] = again.get(key, 0) + 1
             if again[key] > AGAIN:
                 out[key] = t
     return out
 
 
-def find(study: optuna.Study, key: str, number: int, since: int | None = None) -> tuple[str, FrozenTrial] | None:
+def find(study: optuna.Study, key: str, number: int, command: str | None = None) -> tuple[str, FrozenTrial] | None:
     """The trial whose result ``number`` should take: ("complete", t) for a measured one, ("failed", t) for one of
-    this sweep command (numbered ``since`` or later) whose failure answers it (:func:`answered`),
+    the sweep command ``command`` whose failure answers it (:func:`answered`),
     ("running", t) for a running one it must wait for; None when it must be measured.
 
     It waits for a running twin that decided to measure, whatever its number (an enqueued trial, numbered when it
@@ -135,7 +135,7 @@ def find(study: optuna.Study, key: str, number: int, since: int | None = None) -
         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING, TrialState.FAIL))
         if t.number != number and t.user_attrs.get(KEY) == key
     ]
-    failed = answered(twins, since).get(key)
+    failed = answered(twins, command).get(key)
     for t in twins:
         if measured(t):
             return "complete", t
@@ -227,29 +227,29 @@ def settled(t: FrozenTrial) -> bool:
 _ENDED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
 
-def answered_keys(trials: list[FrozenTrial], since: int | None = None) -> set[str]:
+def answered_keys(trials: list[FrozenTrial], command: str | None = None) -> set[str]:
     """The configurations whose answer the study holds: :func:`settled` by a trial, or by a failure of the sweep
-    command whose first trial may be numbered ``since`` (:func:`answered`; None: no command's)."""
+    command ``command`` (:func:`answered`; None: no command's)."""
     ended = [t for t in trials if t.state in _ENDED]
-    return {t.user_attrs.get(KEY) for t in ended if settled(t)} | set(answered(ended, since))
+    return {t.user_attrs.get(KEY) for t in ended if settled(t)} | set(answered(ended, command))
 
 
-def exhausted(study: optuna.Study, keys: set[str] | None, since: int | None = None) -> bool:
-    """Every valid configuration of the space has its answer in the study (``since``: :func:`answered_keys`'s);
+def exhausted(study: optuna.Study, keys: set[str] | None, command: str | None = None) -> bool:
+    """Every valid configuration of the space has its answer in the study (``command``: :func:`answered_keys`'s);
     None: a space never enumerated (an empty set: nothing left to answer)."""
     if keys is None:
         return False
-    return keys <= answered_keys(study.get_trials(deepcopy=False), since)
+    return keys <= answered_keys(study.get_trials(deepcopy=False), command)
 
 
-def untried(study: optuna.Study, keys: set[str] | None, since: int | None = None) -> list[dict[str, Any]]:
+def untried(study: optuna.Study, keys: set[str] | None, command: str | None = None) -> list[dict[str, Any]]:
     """The valid configurations (as sampler params: inactive knobs left out) that no trial of the study has
-    answered (``since``: :func:`answered_keys`'s) or is measuring, in a fixed order; empty when the space is
+    answered (``command``: :func:`answered_keys`'s) or is measuring, in a fixed order; empty when the space is
     not enumerated."""
     if not keys:
         return []
     trials = study.get_trials(deepcopy=False)
-    seen = answered_keys(trials, since) | {t.user_attrs.get(KEY) for t in trials if t.state == TrialState.RUNNING}
+    seen = answered_keys(trials, command) | {t.user_attrs.get(KEY) for t in trials if t.state == TrialState.RUNNING}
     return [{k: v for k, v in json.loads(key).items() if v is not None} for key in sorted(keys - seen)]
 
 
@@ -283,8 +283,8 @@ class Waiting:
     waiting trials go stale and are failed by another process, instead of holding that process's waiters forever.
     """
 
-    def __init__(self, since: int | None = None) -> None:
-        self.since = since  # the study's trial count at the sweep command's start (:func:`find`'s)
+    def __init__(self, command: str | None = None) -> None:
+        self.command = command  # the sweep command's id (:func:`find`'s)
         self.waiting: list[tuple[Any, dict[str, Any]]] = []
         self.ready: list[tuple[Any, dict[str, Any]]] = []  # the other one ended without a result: measure these
         self.heartbeat: Any = None
@@ -307,7 +307,7 @@ class Waiting:
         slot frees)."""
         still, settled = [], []
         for trial, values in self.waiting:
-            found = find(study, trial.user_attrs[KEY], trial.number, self.since)
+            found = find(study, trial.user_attrs[KEY], trial.number, self.command)
             if found is not None and found[0] == "running":
                 if found[1].number != trial.user_attrs.get(WAITS_KEY):  # it waited for one that failed
                     trial.set_user_attr(WAITS_KEY, found[1].number)
@@ -331,13 +331,13 @@ class Waiting:
         self.waiting, self.ready = [], []
 
 
-def enqueue_untried(study: optuna.Study, keys: set[str] | None, since: int | None = None) -> int:
+def enqueue_untried(study: optuna.Study, keys: set[str] | None, command: str | None = None) -> int:
     """The sampler keeps proposing measured configurations of an enumerable space (TPE on a small grid does): the
     next configuration nobody has measured is queued, so the space is finished instead of abandoned. Returns how
     many were left untried (0: nothing queued)."""
     if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
         return 0  # something is queued already: it runs next
-    todo = untried(study, keys, since)
+    todo = untried(study, keys, command)
     if todo:
         study.enqueue_trial(todo[0], skip_if_exists=False)
     return len(todo)

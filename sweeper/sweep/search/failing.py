@@ -74,14 +74,14 @@ def _cause(t: FrozenTrial) -> tuple[str, str]:
     return str(t.user_attrs.get(REASON_KEY)), re.sub(r"\d+(\.\d+)?", "#", str(t.user_attrs.get(FAILED_WITH_KEY) or ""))
 
 
-def blamed(trials: Iterable[FrozenTrial], since: int | None) -> list[Blame]:
+def blamed(trials: Iterable[FrozenTrial], command: str | None) -> list[Blame]:
     """The values this sweep command's failures blame (the module's rule), in knob order."""
     failed: dict[tuple[str, str], list[FrozenTrial]] = {}
     ran: set[tuple[str, str]] = set()
     for t in trials:
         if _worked(t):
             ran.update((k, repr(v)) for k, v in t.params.items())
-        elif t.state == TrialState.FAIL and failed_answer(t, since):
+        elif t.state == TrialState.FAIL and failed_answer(t, command):
             failed.setdefault(_cause(t), []).append(t)
     if not ran:  # nothing measured yet: the failures do not tell a value apart from the workload
         return []

@@ -20,6 +20,7 @@ from sweeper.results.procs import pid_alive
 
 # ---- trial user attributes the sweeper writes (its bookkeeping)
 OWNER_KEY = "owner"  # host:pid of the sweeper that asked it
+COMMAND_KEY = "command"  # the sweep command that asked it: a random id per command (SweepPlan.command)
 STATUS_KEY = "status"  # its Status's value (sweeper.results.outcome.Status)
 REASON_KEY = "reason"  # its reason text (sweeper.results.outcome.Reason and a detail)
 CONFIRM_KEY = "confirm_of"  # the trial whose configuration this one measures again
@@ -35,6 +36,7 @@ START_KEY = "handbook_start_retry"  # the handbook's start queued again at a sma
 FAILED_WITH_KEY = "failed_with"  # a failed trial's error, its first line (sweeper.sweep.search.failing)
 BOOKKEEPING = (
     OWNER_KEY,
+    COMMAND_KEY,
     STATUS_KEY,
     REASON_KEY,
     CONFIRM_KEY,

@@ -24,6 +24,7 @@ from sweeper.results.poll import poll
 from sweeper.sweep.config.space import SearchSpace
 from sweeper.sweep.study import optuna_private as private
 from sweeper.sweep.study.attrs import (  # noqa: F401 (the attributes' names, re-exported)
+    COMMAND_KEY,
     CONFIRM_KEY,
     CONSTRAINT_KEY,
     COST_KEY,
@@ -264,10 +265,11 @@ def mark_finished(study: optuna.Study, target: int) -> None:
     study.set_user_attr(FINISHED_KEY, int(target))
 
 
-def ask(study: optuna.Study) -> optuna.Trial:
-    """``study.ask()`` with this process's owner recorded in the same write that creates the trial, so that no
-    kill can leave a RUNNING trial nobody owns. A queued trial (popped from WAITING) gets its owner right after
-    the pop; :func:`orphaned_running` takes an unowned one older than ``UNOWNED_S`` for dead."""
+def ask(study: optuna.Study, command: str | None = None) -> optuna.Trial:
+    """``study.ask()`` with this process's owner (and the sweep ``command`` asking it, where given) recorded in
+    the same write that creates the trial, so that no kill can leave a RUNNING trial nobody owns. A queued trial
+    (popped from WAITING) gets them right before the pop; :func:`orphaned_running` takes an unowned one older
+    than ``UNOWNED_S`` for dead."""
     import datetime
 
     private.forget_cached_trials(study)
@@ -276,6 +278,8 @@ def ask(study: optuna.Study) -> optuna.Trial:
     waiting = storage.get_all_trials(private.study_id(study), deepcopy=False, states=(TrialState.WAITING,))
     for t in sorted(waiting, key=lambda t: (not t.system_attrs.get(REQUEUED_KEY), not is_remeasure(t), t.number)):
         with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError, RuntimeError):
+            if command is not None:  # a queued trial is this command's once it pops it, whoever queued it
+                storage.set_trial_user_attr(private.trial_id(t), COMMAND_KEY, command)
             storage.set_trial_user_attr(private.trial_id(t), OWNER_KEY, owner_id())  # before the pop: no gap
         with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
             if storage.set_trial_state_values(private.trial_id(t), state=TrialState.RUNNING):
@@ -290,7 +294,7 @@ def ask(study: optuna.Study) -> optuna.Trial:
             datetime_complete=None,
             params={},
             distributions={},
-            user_attrs={OWNER_KEY: owner_id()},
+            user_attrs={OWNER_KEY: owner_id(), **({COMMAND_KEY: command} if command is not None else {})},
             system_attrs={},
             intermediate_values={},
             trial_id=-1,
