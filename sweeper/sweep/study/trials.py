@@ -268,8 +268,8 @@ def mark_finished(study: optuna.Study, target: int) -> None:
 def ask(study: optuna.Study, command: str | None = None) -> optuna.Trial:
     """``study.ask()`` with this process's owner (and the sweep ``command`` asking it, where given) recorded in
     the same write that creates the trial, so that no kill can leave a RUNNING trial nobody owns. A queued trial
-    (popped from WAITING) gets them right before the pop; :func:`orphaned_running` takes an unowned one older
-    than ``UNOWNED_S`` for dead."""
+    (popped from WAITING) gets them right before the pop and again after it; :func:`orphaned_running` takes an
+    unowned one older than ``UNOWNED_S`` for dead."""
     import datetime
 
     private.forget_cached_trials(study)
@@ -304,7 +304,9 @@ def ask(study: optuna.Study, command: str | None = None) -> optuna.Trial:
         return optuna.Trial(study, trial_id)
     fault_point("asked")
     trial = optuna.Trial(study, trial_id)
-    trial.set_user_attr(OWNER_KEY, owner_id())
+    trial.set_user_attr(OWNER_KEY, owner_id())  # again: another process may have written its own before its pop lost
+    if command is not None:
+        trial.set_user_attr(COMMAND_KEY, command)
     return trial
 
 
