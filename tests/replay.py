@@ -162,7 +162,7 @@ class Clock:
 class Event:
     at: float  # seconds after the start
     params: dict[str, Any]
-    kind: str  # run | skip
+    kind: str  # run | skip | cut (stopped by the budget before its end)
     left: float
     predicted: float | None = None
     actual: float | None = None
@@ -211,15 +211,28 @@ class _Sweep:
     ran: set = field(default_factory=set)
 
     def run(self, trial: Any, values: dict[str, Any], repeat: bool, profile: bool = False) -> None:
-        """Launch: the landscape answers, the clock moves by what the trial spent, the study is told."""
+        """Launch: the landscape answers, the clock moves by what the trial spent, the study is told; a trial still
+        running when the sweep stops it (``Scheduler.stop_at`` with what it must leave, ``Admission.keep_s``) is cut
+        there, ``interrupted`` by the budget (its compile did not reach the cache)."""
         predicted = self.admission.predict(values, profile, repeat)
+        stop = self.scheduler.stop_at(self.admission.keep_s(values, repeat))
+        ran = set(self.ran)
         r = self.land.run(values, self.ran, profile)
         left = self.scheduler.time_left()
+        at = self.clock.t - self.t0
+        if stop is not None and self.clock.t + r["spent"] > stop:
+            spent = max(0.0, stop - self.clock.t)
+            self.clock.t, self.ran = stop, ran
+            attrs = {STATUS_KEY: "interrupted", REASON_KEY: "budget", COST_KEY: spent, SPENT_KEY: spent}
+            for k, v in attrs.items():
+                trial.set_user_attr(k, v)
+            self.study.tell(trial, state=TrialState.FAIL)
+            self.out.events.append(Event(at, values, "cut", left, predicted, spent, None, repeat))
+            return
         self.clock.t += r["spent"]
         for k, v in {**r["attrs"], SPENT_KEY: r["spent"]}.items():
             trial.set_user_attr(k, v)
         self.study.tell(trial, r["throughput"])
-        at = self.clock.t - self.t0 - r["spent"]
         self.out.events.append(Event(at, values, "run", left, predicted, r["spent"], r["throughput"], repeat))
 
     def skip(self, trial: Any, outcome: TrialOutcome) -> bool:

@@ -333,7 +333,8 @@ class Sweep:
             predicted = round(self.admission.predict(values, profile, repeat), 2)
             with contextlib.suppress(Exception):
                 trial.set_user_attr(PREDICTED_KEY, predicted)  # beside its wall time in the row and the summary
-            return trial, values, {"profile": profile, PREDICTED_KEY: predicted}
+            keep = self.admission.keep_s(values, repeat)  # a guessed price may not spend the re-measurements' time
+            return trial, values, {"profile": profile, PREDICTED_KEY: predicted, "keep_s": keep}
         self.heartbeat.discard(private.trial_id(trial))  # a waiter beat while it waited
         self._settle_unlaunched(trial, values, outcome)
         return None
@@ -342,7 +343,8 @@ class Sweep:
 
     def _launch(self, run: Running) -> Any:
         """One trial through Hydra's launcher (in a worker thread; returns the JobReturn or the error)."""
-        overrides = jobs.overrides(self.plan, self.settings, run, self.sweep_dir, self.scheduler.stop_at())
+        stop_at = self.scheduler.stop_at(run.extra.get("keep_s") or 0.0)
+        overrides = jobs.overrides(self.plan, self.settings, run, self.sweep_dir, stop_at)
         try:
             return self.launch_one(overrides, run.trial.number)  # job folder = trial number
         except Exception as e:  # noqa: BLE001 - a launcher error fails this trial, not the sweep

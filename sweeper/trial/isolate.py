@@ -305,8 +305,9 @@ def _late(budget_cut: bool, timeout_s: float, started: float) -> TrialOutcome:
         return TrialOutcome(
             Status.INTERRUPTED,
             Reason.BUDGET.tag(),
-            "the sweep's time budget (hydra.sweeper.timeout_s + grace_s) ended while this trial ran; the same command "
-            "runs it again",
+            "the sweep's time budget (hydra.sweeper.timeout_s + grace_s) ended while this trial ran, or, for a trial "
+            "priced by the cost model's prior alone, the time it keeps for re-measuring the best began; the same "
+            "command runs it again",
             started_at=started,
             ended_at=time.time(),
         )

@@ -83,6 +83,21 @@ class Admission:
         with self.reading():
             return self.budget.fits(self.predict(params, profile, repeat), self.reserve() if reserve else 0.0)
 
+    def keep_s(self, params: Mapping[str, Any], repeat: bool = False) -> float:
+        """Seconds before the budget's end a trial of ``params`` is stopped at: the re-measurements' reserve where
+        its price rests on no measurement of its own class (the cost model's prior, or a cut trial's bound), else
+        0 (the budget's end). A prior is a guess: an H100 sweep of a recommender (2026-12-07) priced a
+        ``max-autotune-no-cudagraphs`` trial 90 s from the default mode's 12.6 s compile and the mode's prior;
+        it ran 217 s until the budget's end cut it, and the re-measurements of the best and the baseline, whose
+        time the admission had kept, did not run. Stopped where the reserve begins, it ends ``interrupted`` (a
+        lower bound for its configuration) and the re-measurements keep their time. A repeat keeps none."""
+        if repeat or self.budget.deadline is None:
+            return 0.0
+        with self.reading() as study:
+            if self.costs.phases(study, dict(params))["basis"] == "measured":
+                return 0.0
+            return self.reserve()
+
     def any_fits(self) -> bool:
         """Some trial may still end within the budget: the cheapest measured configuration of the cheap class (with
         nothing measured, one with the expensive knobs cheap) is predicted to."""

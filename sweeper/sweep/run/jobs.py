@@ -63,6 +63,6 @@ def context(plan: Any, trial: Any, values: dict[str, Any], sweep_dir: Path, stop
         "baseline": is_baseline(plan, values),
         "confirm_of": trial.user_attrs.get(CONFIRM_KEY),
         "facts": facts(plan),
-        "stop_at": stop_at,  # the budget's end + grace: the trial is stopped then (sweeper.trial.isolate)
+        "stop_at": stop_at,  # the budget's end + grace (or before it: keep_s): stopped then (sweeper.trial.isolate)
         "predicted_wall_s": trial.user_attrs.get(PREDICTED_KEY),  # the cost model's, beside the row's wall_s
     }

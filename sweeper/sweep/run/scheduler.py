@@ -97,9 +97,13 @@ class Scheduler:
         """A trial predicted to take ``predicted_s`` ends before the budget, ``reserve_s`` kept for later."""
         return self.budget.fits(predicted_s, reserve_s)
 
-    def stop_at(self) -> float | None:
-        """When a trial started now must be stopped (unix seconds), or None."""
-        return None if self.deadline is None else self.deadline + self.grace_s
+    def stop_at(self, keep_s: float = 0.0) -> float | None:
+        """When a trial started now must be stopped (unix seconds), or None: the budget's end and its grace, or,
+        for a trial that must leave ``keep_s`` to others (``Admission.keep_s``), that and its grace before the end
+        (what is left after it then holds those others at their predicted costs, with the grace to spare)."""
+        if self.deadline is None:
+            return None
+        return self.deadline - keep_s - self.grace_s if keep_s > 0 else self.deadline + self.grace_s
 
     def overdue(self) -> bool:
         """Past budget + grace + backstop: trials still running did not stop themselves."""
