@@ -215,14 +215,14 @@ class _Sweep:
         running when the sweep stops it (``Scheduler.stop_at`` with what it must leave, ``Admission.keep_s``) is cut
         there, ``interrupted`` by the budget (its compile did not reach the cache)."""
         predicted = self.admission.predict(values, profile, repeat)
-        stop = self.scheduler.stop_at(self.admission.keep_s(values, repeat))
+        stop = self.scheduler.stop_at(self.admission.keep_s(values, repeat), predicted)
         ran = set(self.ran)
         r = self.land.run(values, self.ran, profile)
         left = self.scheduler.time_left()
         at = self.clock.t - self.t0
         if stop is not None and self.clock.t + r["spent"] > stop:
             spent = max(0.0, stop - self.clock.t)
-            self.clock.t, self.ran = stop, ran
+            self.clock.t, self.ran = max(stop, self.clock.t), ran
             attrs = {STATUS_KEY: "interrupted", REASON_KEY: "budget", COST_KEY: spent, SPENT_KEY: spent}
             for k, v in attrs.items():
                 trial.set_user_attr(k, v)

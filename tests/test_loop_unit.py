@@ -277,16 +277,11 @@ def test_the_handbooks_picks_are_for_the_device_the_trials_run_on(
 def test_a_trial_that_must_leave_time_to_others_is_stopped_before_the_budgets_end(
     tmp_path: Path, seen: list[tuple], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The admission's ``keep_s`` (the re-measurements' reserve, for a trial priced by the prior alone) reaches
-    the trial as an earlier stop: the budget's end less that and the grace; a trial keeping nothing stops at the
-    budget's end and its grace."""
+    """The admission's ``keep_s`` (the re-measurements' reserve, for a trial priced by a guess) reaches the trial
+    as an earlier stop: the budget's end less that and the grace; a trial keeping nothing stops at the budget's
+    end and its grace."""
     from sweeper.sweep.run import jobs
 
-    clock = Clock()
-    overrides = ["hydra.sweeper.n_trials=2", "hydra.sweeper.timeout_s=100", *QUIET]
-    sweep = _sweep(tmp_path, overrides, clock, _job(clock, seen, 1.0), seen)
-    keeps = iter([30.0, 0.0])
-    monkeypatch.setattr(sweep.admission, "keep_s", lambda values, repeat=False: next(keeps))
     stops: list[float | None] = []
     real = jobs.overrides
 
@@ -295,6 +290,12 @@ def test_a_trial_that_must_leave_time_to_others_is_stopped_before_the_budgets_en
         return real(plan, settings, run, sweep_dir, stop_at)
 
     monkeypatch.setattr(jobs, "overrides", recorded)
-    sweep.run()
-    grace = float(sweep.settings.grace_s)
-    assert stops == [100.0 - 30.0 - grace, 100.0 + grace], stops
+    ends = []
+    for keep in (30.0, 0.0):
+        clock = Clock()
+        overrides = ["hydra.sweeper.n_trials=2", "hydra.sweeper.timeout_s=100", *QUIET]
+        sweep = _sweep(tmp_path / str(keep), overrides, clock, _job(clock, seen, 1.0), seen)
+        monkeypatch.setattr(sweep.admission, "keep_s", lambda values, repeat=False, keep=keep: keep)
+        sweep.run()
+        ends.append(100.0 - keep - float(sweep.settings.grace_s) if keep else 100.0 + float(sweep.settings.grace_s))
+    assert stops == [ends[0], ends[0], ends[1], ends[1]], stops

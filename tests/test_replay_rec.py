@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.replay import Landscape, replay
+from sweeper.sweep.study import trials as st
+from tests.replay import Landscape, _open, replay
 from tests.test_replay import OUTSIDE
 
 MAX_AUTOTUNE = "max-autotune-no-cudagraphs"
@@ -65,3 +66,33 @@ def test_a_trial_priced_by_a_prior_leaves_the_re_measurements_their_time(seed: i
     assert len(repeats) >= 2, "and the baseline"
     assert out.ended_at <= 300.0 + 5.0, f"ended at {out.ended_at:.0f} s"
     assert out.ended_at >= 0.85 * 300.0, f"ended at {out.ended_at:.0f} s"
+
+
+def test_what_a_trial_keeps_for_the_re_measurements() -> None:
+    """``Admission.keep_s``: nothing before a compiled class was measured (the handbook's compiled start is the
+    measurement the sweep is for), then the re-measurements' reserve for a trial priced by the prior, none for one
+    priced by a measurement of its class, none for a repeat; the stop it gives is never before the trial's own
+    predicted end."""
+    sweep, baseline = _open(rec(), 300.0, 0, 5.0)
+    admission, study = sweep.admission, sweep.study
+    tuned = {"knobs.precision": "bf16", "knobs.batch_size": 16384, "knobs.optimizer_impl": "fused"}
+    autotuned = {**tuned, "knobs.compile": MAX_AUTOTUNE}
+    compiled = {**tuned, "knobs.compile": "default"}
+
+    def measure(params: dict) -> None:
+        study.enqueue_trial(params)
+        trial = study.ask()
+        sweep.run(trial, st.sample(trial, sweep.space, rec().defaults), False)
+
+    assert admission.keep_s(autotuned) == 0.0, "nothing measured"
+    measure(baseline)
+    assert admission.keep_s(compiled) == 0.0, "no compiled class measured: the first compile keeps none"
+    measure(compiled)
+    reserve = admission.reserve()
+    assert reserve > 0 and admission.keep_s(autotuned) == pytest.approx(reserve)
+    assert admission.keep_s(autotuned, repeat=True) == 0.0, "a repeat keeps none"
+    assert admission.keep_s({**compiled, "knobs.batch_size": 8192}) == 0.0, "its class measured: a measured price"
+    scheduler, now = sweep.scheduler, sweep.clock.t
+    assert scheduler.stop_at(reserve, 10.0) == pytest.approx(scheduler.deadline - reserve - scheduler.grace_s)
+    late = scheduler.deadline - now - reserve  # predicted to end where the reserve begins: admitted, and not cut
+    assert scheduler.stop_at(reserve, late) == pytest.approx(now + late)

@@ -46,7 +46,7 @@ class Reason(str, enum.Enum):
     PRUNED = "pruned"  # stopped early by the pruner
     SURPLUS = "surplus"  # another process on the study reached the target first: never ran
     INTERRUPTED = "interrupted"  # Ctrl-C, SIGTERM, or its sweeper died
-    BUDGET = "budget"  # the sweep's budget ended while it ran
+    BUDGET = "budget"  # the sweep's budget ended while it ran (or, priced by a guess, its reserve began)
     FORKSERVER = "forkserver"  # the forkserver starting trials was killed from outside
     NONE = ""  # no reason recorded (a complete trial), or a tag this version does not know
 

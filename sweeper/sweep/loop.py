@@ -343,7 +343,7 @@ class Sweep:
 
     def _launch(self, run: Running) -> Any:
         """One trial through Hydra's launcher (in a worker thread; returns the JobReturn or the error)."""
-        stop_at = self.scheduler.stop_at(run.extra.get("keep_s") or 0.0)
+        stop_at = self.scheduler.stop_at(run.extra.get("keep_s") or 0.0, run.extra.get(PREDICTED_KEY) or 0.0)
         overrides = jobs.overrides(self.plan, self.settings, run, self.sweep_dir, stop_at)
         try:
             return self.launch_one(overrides, run.trial.number)  # job folder = trial number

@@ -306,8 +306,8 @@ def _late(budget_cut: bool, timeout_s: float, started: float) -> TrialOutcome:
             Status.INTERRUPTED,
             Reason.BUDGET.tag(),
             "the sweep's time budget (hydra.sweeper.timeout_s + grace_s) ended while this trial ran, or, for a trial "
-            "priced by the cost model's prior alone, the time it keeps for re-measuring the best began; the same "
-            "command runs it again",
+            "priced by the cost model's prior alone, the time it keeps for re-measuring the best and the baseline "
+            "began; the same command runs it again",
             started_at=started,
             ended_at=time.time(),
         )
@@ -374,10 +374,11 @@ def run_isolated(
     """Run ``cfg``'s trial in a child; never raises for anything the trial does.
 
     ``on_report(step, value) -> prune?`` answers the child's intermediate reports (for pruning). ``stop_at``
-    (unix seconds): the sweep's budget ends then; a trial still running is stopped and ends ``interrupted``
-    (reason ``budget``), so that the same command measures it again, unless it was profiling after its measured
-    window (a trial hands it over first; a distributed one once every rank measured its own): then it is complete
-    with that window, without a profile (``prof_error`` says why; the next command does not profile it again).
+    (unix seconds): the sweep's budget ends then (or the time it keeps for others); a trial still running is stopped
+    and ends ``interrupted`` (reason ``budget``), so that the same command measures it again, unless it was
+    profiling after its measured window (a trial hands it over first; a distributed one once every rank measured
+    its own): then it is complete with that window, without a profile (``prof_error`` says why; the next command
+    does not profile it again).
     """
     mp_context = _context()
     server = _ready_forkserver(mp_context)

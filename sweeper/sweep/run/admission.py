@@ -36,7 +36,7 @@ from sweeper.sweep.search import warm
 from sweeper.sweep.search.budget import Budget
 from sweeper.sweep.search.costs import CostModel
 from sweeper.sweep.study import optuna_private as private
-from sweeper.sweep.study.attrs import CONFIRM_KEY
+from sweeper.sweep.study.attrs import CONFIRM_KEY, TARGET_KEY
 from sweeper.sweep.study.view import StudyView
 
 SPARE_TOP = 2  # the best configurations a spare repeat may measure again
@@ -84,17 +84,23 @@ class Admission:
             return self.budget.fits(self.predict(params, profile, repeat), self.reserve() if reserve else 0.0)
 
     def keep_s(self, params: Mapping[str, Any], repeat: bool = False) -> float:
-        """Seconds before the budget's end a trial of ``params`` is stopped at: the re-measurements' reserve where
-        its price rests on no measurement of its own class (the cost model's prior, or a cut trial's bound), else
-        0 (the budget's end). A prior is a guess: an H100 sweep of a recommender (2026-12-07) priced a
-        ``max-autotune-no-cudagraphs`` trial 90 s from the default mode's 12.6 s compile and the mode's prior;
-        it ran 217 s until the budget's end cut it, and the re-measurements of the best and the baseline, whose
-        time the admission had kept, did not run. Stopped where the reserve begins, it ends ``interrupted`` (a
-        lower bound for its configuration) and the re-measurements keep their time. A repeat keeps none."""
+        """Seconds before the budget's end a trial of ``params`` must leave to others (its stop:
+        ``Scheduler.stop_at``): the re-measurements' reserve where its price rests on no measurement of its own
+        class (the cost model's prior, or a cut trial's bound) once the study holds a measured trial of an
+        expensive class; else 0 (the budget's end). A prior is a guess: an H100 sweep of a recommender
+        (2026-12-07) priced a ``max-autotune-no-cudagraphs`` trial 90 s from the default mode's 12.6 s compile and
+        the mode's prior; it ran 217 s until the budget's end cut it, and the re-measurements of the best and the
+        baseline, whose time the admission had kept, did not run. Stopped where the reserve begins (never before
+        its own predicted end), it ends ``interrupted`` (a lower bound for its configuration) and the
+        re-measurements keep their time. Until an expensive class was measured the first such trial (the
+        handbook's compiled start) is the measurement the sweep is for: it keeps none. A repeat keeps none."""
         if repeat or self.budget.deadline is None:
             return 0.0
         with self.reading() as study:
             if self.costs.phases(study, dict(params))["basis"] == "measured":
+                return 0.0
+            cheap = self.costs.cost_class(dict(self.costs.expensive))
+            if all(s.cls == cheap for s in self.costs.seen(study)):
                 return 0.0
             return self.reserve()
 
@@ -119,6 +125,9 @@ class Admission:
         s, plan = self.settings, self.plan
         with self.reading() as study:
             wanted = remeasure.plan(study, plan.objectives, self.baseline(), s.confirm_top_k, self.profile_k())
+            target = study.user_attrs.get(TARGET_KEY)
+            if target is not None:  # a command going on with a target: those it measured again are done
+                wanted = remeasure.pending(study, wanted, int(target))
             costs = {id(r): remeasure.cost_s(study, self.costs, r, int(s.profile_steps)) for r in wanted}
         kept = remeasure.that_fit(wanted, lambda r: costs[id(r)], self.budget.fits, 1)
         return sum(costs[id(r)] for r in kept)

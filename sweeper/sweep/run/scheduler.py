@@ -6,8 +6,9 @@ from the process's start:
 
 * a trial starts only when its predicted cost (``sweeper.sweep.search.costs``) ends before the budget does, less the
   time reserved for the re-measurements that follow the search;
-* each trial is handed ``stop_at`` = budget + ``grace_s`` (unix seconds): the trial process is stopped then and the
-  trial ends ``interrupted`` (reason ``budget``): not a failure, not counted, measured again by the same command;
+* each trial is handed ``stop_at`` = budget + ``grace_s`` (unix seconds; one priced by a guess, earlier: where the
+  re-measurements' reserve begins, :meth:`Scheduler.stop_at`): the trial process is stopped then and the trial ends
+  ``interrupted`` (reason ``budget``): not a failure, not counted, measured again by the same command;
 * a trial that cannot be stopped that way (run in the sweeper's process, or by a remote launcher) is given up on
   ``BACKSTOP_S`` later: its process group is killed and it is recorded as interrupted by the budget.
 
@@ -97,13 +98,17 @@ class Scheduler:
         """A trial predicted to take ``predicted_s`` ends before the budget, ``reserve_s`` kept for later."""
         return self.budget.fits(predicted_s, reserve_s)
 
-    def stop_at(self, keep_s: float = 0.0) -> float | None:
+    def stop_at(self, keep_s: float = 0.0, predicted_s: float = 0.0) -> float | None:
         """When a trial started now must be stopped (unix seconds), or None: the budget's end and its grace, or,
         for a trial that must leave ``keep_s`` to others (``Admission.keep_s``), that and its grace before the end
-        (what is left after it then holds those others at their predicted costs, with the grace to spare)."""
+        (what is left after it then holds those others at their predicted costs, with the grace to spare), but
+        never before its own predicted end (``predicted_s`` from now: admitted, it may run what it was priced)."""
         if self.deadline is None:
             return None
-        return self.deadline - keep_s - self.grace_s if keep_s > 0 else self.deadline + self.grace_s
+        end = self.deadline + self.grace_s
+        if keep_s <= 0:
+            return end
+        return min(end, max(self.deadline - keep_s - self.grace_s, self.clock() + predicted_s))
 
     def overdue(self) -> bool:
         """Past budget + grace + backstop: trials still running did not stop themselves."""

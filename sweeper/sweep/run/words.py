@@ -35,9 +35,15 @@ def why_ended(reason: Stop | None, settings: Any, scheduler: Any, n_trials: int,
             )
         if scheduler.expired():
             return f"sweep ended: {budget} reached as its last trial ended (none cut){used}"
+        stopped = (
+            f"; {cut} trial{'s' * (cut != 1)} priced by the prior alone stopped before the re-measurements' time, "
+            f"recorded as interrupted"
+            if cut
+            else ""
+        )
         return (
             f"sweep ended: {budget}: no trial fits in the {max(0.0, left or 0.0):.0f} s left (nor a promotion, "
-            f"an untried neighbour or a repeat of the best); the same command goes on{used}"
+            f"an untried neighbour or a repeat of the best); the same command goes on{stopped}{used}"
         )
     if reason is Stop.N_TRIALS or reason is None:
         return f"sweep ended: n_trials={n_trials} trials measured{used}"
