@@ -827,3 +827,24 @@ def test_a_woken_knob_left_to_the_search_leaves_what_it_wakes_too() -> None:
         config = {"knobs.a": a, "knobs.data": data}
         study.add_trial(create_trial(params=config, distributions={k: space.params[k] for k in config}, values=[v]))
     assert sampler._polish(study) == {"knobs.a": 2, "knobs.data": "jpeg"}
+
+
+def test_a_busy_best_never_steps_to_less_input_capacity() -> None:
+    """A best fed by 14 workers kept the GPU busy without waiting: 4 workers (between the measured 0 and 14, so
+    nothing bounds its main effect) cannot speed a step the device sets, and is not its neighbour; with its other
+    neighbours measured, none is left (on an H100, 2026-12-07, the JPEG sweep spent 22 s of its last minute on 4
+    workers beside such a best: 1,865 img/s against 6,101). More workers stay neighbours."""
+    params = {"knobs.num_workers": "choice(0, 4, 14, 16)", "knobs.a": "choice(0, 1)"}
+    defaults = {"knobs.num_workers": 0, "knobs.a": 0}
+    space = build_space(params, {}, [], defaults)
+    busy = {"gpu_util_mean": 99.0, "data_wait_frac": 0.001}
+    plans = []
+    first = {(14, 0): 2.0, (0, 0): 0.2, (14, 1): 1.5}
+    for measured in (first, {**first, (16, 0): 1.9}):
+        sampler = samplers.make_sampler("staged", 0, space, {}, defaults)
+        study = optuna.create_study(direction="maximize", sampler=sampler)
+        for (workers, a), v in measured.items():
+            config = {"knobs.num_workers": workers, "knobs.a": a}
+            study.add_trial(create_trial(params=config, distributions=dict(space.params), values=[v], user_attrs=busy))
+        plans.append(sampler._polish(study))
+    assert plans == [{"knobs.num_workers": 16, "knobs.a": 0}, {}], plans

@@ -92,6 +92,17 @@ def toward_host(leaf: str, value: Any, other: Any, choices: typing.Sequence[Any]
     return ranked.index(other) == ranked.index(value) - 1
 
 
+# The input pipeline's capacity knobs: the more of each, the more batches the host prepares ahead of the device.
+CAPACITY: frozenset[str] = frozenset({"num_workers", "prefetch_factor"})
+
+
+def less_capacity(leaf: str, value: Any, other: Any) -> bool:
+    """Whether ``leaf`` changed from ``value`` to ``other`` gives the input pipeline less capacity (``CAPACITY``: a
+    smaller number of workers or of batches prefetched each)."""
+    plain = all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in (value, other))
+    return leaf in CAPACITY and plain and other < value
+
+
 def moves_a_stage(leaf: str, other: Any) -> bool:
     """Whether a step of ``leaf`` to ``other`` toward the host (:func:`toward_host`) leaves none of its stage of the
     input pipeline on the device (``decode_device`` hybrid -> cpu, ``augment_device`` cuda -> cpu), not a share of
