@@ -172,27 +172,3 @@ def test_the_compilers_seconds_include_tritons_runtime_autotuning_and_say_none_w
     assert _compiler_seconds() == pytest.approx(12.5)
     counts.pop("total_wall_time")
     assert _compiler_seconds() is None
-
-
-def test_the_wait_for_kernels_builds_is_dynamos_count_of_async_compiles_wait(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``kernel_wait_s``: of the compilers' seconds, the wait for the kernels' builds (Inductor's
-    ``async_compile.wait``); 0 where none was built, None where Dynamo keeps no count."""
-    import types
-
-    from sweeper.trial.measure import _kernel_wait_seconds
-
-    counts = {"total_wall_time": 10.0, "async_compile.wait": 3.5}
-    monkeypatch.setitem(sys.modules, "torch._dynamo.utils", types.SimpleNamespace(calculate_time_spent=lambda: counts))
-    assert _kernel_wait_seconds() == pytest.approx(3.5)
-    counts.pop("async_compile.wait")
-    assert _kernel_wait_seconds() == 0.0
-    counts.pop("total_wall_time")
-    assert _kernel_wait_seconds() is None
-
-
-def test_an_inductor_compiled_first_step_records_its_wait_for_kernels_within_its_compilers_seconds() -> None:
-    torch._dynamo.reset()
-    fn = torch.compile(lambda x: torch.sin(x) * 2 + 1)
-    m = run_measure(Workload(step=lambda _: fn(torch.ones(4)), samples_per_step=1.0), CPU, warmup_steps=2, steps=5)
-    assert 0.0 <= m["kernel_wait_s"] <= m["compiler_s"], m
-    assert run_measure(sleeper(), CPU, warmup_steps=2, steps=5)["kernel_wait_s"] == 0.0

@@ -142,7 +142,6 @@ class Window:
     host_step_s: float = 0.0  # the host's time inside step(): on a GPU, launching the step (it does not wait for it)
     graph_ops: int | None = None  # distinct operations of the first step (sweeper.trial.ops), when counted
     compiler_s: float | None = None  # of the first step, the seconds inside torch.compile's compilers
-    kernel_wait_s: float | None = None  # of those, the seconds spent waiting for its kernels' builds
 
 
 def measure(
@@ -226,7 +225,6 @@ class _WarmUp:
     loss: Any  # the last warm-up step's loss
     graph_ops: int | None = None  # distinct operations of the first step (sweeper.trial.ops), when counted
     compiler_s: float | None = None  # of the first step, the seconds inside torch.compile's compilers
-    kernel_wait_s: float | None = None  # of those, the seconds spent waiting for its kernels' builds
 
 
 def _warm_up(work: Workload, warmup_steps: int, clock: _Clock, watch: Watchdog, count: bool = False) -> _WarmUp:
@@ -234,7 +232,7 @@ def _warm_up(work: Workload, warmup_steps: int, clock: _Clock, watch: Watchdog, 
     ``count``: the first step runs under the operation counter (``sweeper.trial.ops``; its few milliseconds are the
     first step's, beside lazy initialization), again without it if it refused the counter."""
     prime.forget()  # this measurement records its own priming only
-    compiled_before, waited_before = _compiler_seconds(), _kernel_wait_seconds()
+    compiled_before = _compiler_seconds()
     t0 = time.perf_counter()
     watch.arm()  # the first batch (the input pipeline's start); not the first step, which compiles
     batch = work.next_batch()
@@ -244,9 +242,8 @@ def _warm_up(work: Workload, warmup_steps: int, clock: _Clock, watch: Watchdog, 
         loss = work.step(batch)
     clock.sync()
     first_step_s = time.perf_counter() - t0
-    compiled_after, waited_after = _compiler_seconds(), _kernel_wait_seconds()
+    compiled_after = _compiler_seconds()
     compiler_s = compiled_after - compiled_before if None not in (compiled_before, compiled_after) else None
-    kernel_wait_s = waited_after - waited_before if None not in (waited_before, waited_after) else None
     # Drain what the input pipeline prepared while the model started, or the window times a full buffer.
     warmup_steps = max(warmup_steps, work.buffered_steps + 2 if work.buffered_steps else 0)
     t0 = time.perf_counter()
@@ -260,9 +257,7 @@ def _warm_up(work: Workload, warmup_steps: int, clock: _Clock, watch: Watchdog, 
     watch.arm(STALL_FACTOR * est_step_s * (work.buffered_steps + 2))
     drain_steps, drained = _drain(work) if work.buffered_steps else (0, False)
     clock.sync()
-    return _WarmUp(
-        first_step_s, warmup_steps, est_step_s, drain_steps, drained, loss, graph_ops, compiler_s, kernel_wait_s
-    )
+    return _WarmUp(first_step_s, warmup_steps, est_step_s, drain_steps, drained, loss, graph_ops, compiler_s)
 
 
 def _primed(step: Any) -> dict[str, float]:
@@ -293,22 +288,6 @@ def _compiler_seconds() -> float | None:
             return None
         tuning = sum(v for k, v in spent.items() if k.startswith("CachingAutotuner."))  # runtime autotuning
         return float(spent["total_wall_time"]) + float(tuning)
-    except Exception:  # noqa: BLE001 (a private helper: any change in it only loses the number)
-        return None
-
-
-def _kernel_wait_seconds() -> float | None:
-    """Seconds this process's compiles have waited for their kernels' builds (Inductor's ``async_compile.wait``:
-    Triton's, or C++'s on a CPU, in its pool of compile workers), or None where this PyTorch does not count them.
-    A compile of the same graph by a mode that builds the same kernels (``reduce-overhead`` after ``default``)
-    finds them in Inductor's cache and saves about this wait (``sweeper.sweep.search.costs``). Dynamo not loaded:
-    nothing compiled."""
-    utils = sys.modules.get("torch._dynamo.utils")
-    if utils is None:
-        return 0.0
-    try:
-        spent = utils.calculate_time_spent()
-        return float(spent.get("async_compile.wait", 0.0)) if "total_wall_time" in spent else None
     except Exception:  # noqa: BLE001 (a private helper: any change in it only loses the number)
         return None
 
@@ -435,7 +414,8 @@ def run_window(
     ``rel_precision`` of it (like ``torch.utils.benchmark``'s blocked_autorange), up to ``max_steps`` (the
     ceiling; default 100 x steps when adaptive). ``report(step, throughput_so_far)`` is called between blocks,
     at most every REPORT_EVERY_S of measured time, with the measured time in those ticks as its step (pruning);
-    it may raise to stop the trial. Its time is not in the window. Waiting for data: see ``_time_block``."""
+    it may raise to stop the trial. Its time is not in the window. Waiting for data: see ``_time_block``.
+    """
     clock = _Clock(device.type == "cuda")
     watch = watch or Watchdog(None)
     warm = _warm_up(work, warmup_steps, clock, watch, count_ops)
@@ -474,7 +454,6 @@ def run_window(
         host_step_s=tally.host_step_s,
         graph_ops=warm.graph_ops,
         compiler_s=warm.compiler_s,
-        kernel_wait_s=warm.kernel_wait_s,
     )
 
 
@@ -543,8 +522,6 @@ def window_metrics(window: Window, work: Workload, device: torch.device, gpu_nam
         "first_step_s": window.first_step_s,
         # of the first step, the seconds inside torch.compile's compilers (0.0 eager; NaN where not counted)
         "compiler_s": window.compiler_s if window.compiler_s is not None else math.nan,
-        # of those, the seconds spent waiting for its kernels' builds (0.0 eager or none built; NaN not counted)
-        "kernel_wait_s": window.kernel_wait_s if window.kernel_wait_s is not None else math.nan,
         "step_ms_p50": _percentile(step_sorted, 0.5) * 1e3,
         "step_ms_p10": _percentile(step_sorted, 0.1) * 1e3,
         "step_ms_p90": _percentile(step_sorted, 0.9) * 1e3,

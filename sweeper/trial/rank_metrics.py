@@ -103,7 +103,6 @@ def merge(per_rank: dict[int, dict[str, Any]]) -> dict[str, Any]:
         setup_s=max(m["setup_s"] for m in ranks),
         compile_s=max(m["compile_s"] for m in ranks),
         compiler_s=agg("compiler_s", max),
-        kernel_wait_s=agg("kernel_wait_s", max),
         graph_breaks=max(m["graph_breaks"] for m in ranks),
         graph_ops=agg("graph_ops", max),
         compile_cache_hits=agg("compile_cache_hits", max),

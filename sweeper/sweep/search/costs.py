@@ -59,10 +59,6 @@ and each is predicted from the study's own measured trials (warm-start history l
   at least the priming's seconds (what its eager twin and its warm repeat pay: no cache holds cuDNN's choices), and
   a cold compile alike in the benchmark priced from it takes its whole first-step excess, not its compilers' and
   the benchmark in series;
-* kernels built by a kin mode: a compile of a graph that a mode building the same kernels compiled cold
-  (``KERNEL_KIN``: ``reduce-overhead`` after ``default``) pays that cold compile less its counted wait for the
-  kernels' builds (``kernel_wait_s``); such a compile, measured, stands for a cold one of its mode on other graphs
-  with that wait added back;
 * warm or cold, as counted: a compiled trial's row says how many graphs Inductor's cache held compiled and how many
   it compiled (``compile_cache_hits``, ``compile_cache_misses``); where recorded they decide, over the guess above,
   whether its compile was warm. A warm one with no cold compile of its class before it found another night's cache
@@ -139,15 +135,6 @@ PIPELINE = frozenset(f.name for f in dataclasses.fields(DataKnobs))
 # convolution's algorithms at its first call of each shape (DeepLabV3 at batch 128 on an H100: 81 s of a 142 s
 # compiled first step, its compilers 61 s; 1.1 s without it). An eager first step is priced from one alike in them.
 FIRST_STEP_KNOBS = frozenset({"cudnn_benchmark"})
-# Values of an expensive knob (by last name) that build the same kernels for a graph: torch.compile's modes whose
-# Inductor options (``torch._inductor.list_mode_options()``) differ only in ``triton.cudagraphs``, which wraps the
-# built kernels in CUDA graphs and builds none. One after the other of its group on the same graph misses Inductor's
-# graph cache (its options are in the key) but finds every kernel built: it pays its cold compile less the first's
-# wait for its kernels (``kernel_wait_s``). ResNet-50 on an H100 (2026-12-07): default cold 45-49 s of compilers,
-# reduce-overhead after it 27-29 s; a recommender's 12.5 s, then 5.4 s.
-KERNEL_KIN = {
-    "compile": (frozenset({"default", "reduce-overhead"}), frozenset({"max-autotune-no-cudagraphs", "max-autotune"}))
-}
 
 
 @dataclass
@@ -177,21 +164,6 @@ class Seen:
     data_wait: float | None = None  # the share of its window spent waiting for data (data_wait_frac)
     compiler_s: float | None = None  # of its first step, the seconds inside torch.compile's compilers (counted)
     prime_s: float | None = None  # its eager copy's priming of cuDNN's benchmark, beside the compile (prime_s)
-    kernel_wait_s: float | None = None  # of its compilers' seconds, the wait for its kernels' builds (counted)
-    kin_of: Seen | None = None  # the earlier cold compile of its graph, by a mode of its kernels, whose build it found
-
-    @property
-    def kernels_s(self) -> float:
-        """What its compile's kernels cost to build: its own wait for them, or where it found them built by its kin
-        (``kin_of``), the kin's."""
-        if self.kin_of is not None:
-            return self.kin_of.kernel_wait_s or 0.0
-        return self.kernel_wait_s or 0.0
-
-    @property
-    def cold_s(self) -> float:
-        """Its first-step excess had it built its kernels itself."""
-        return self.compile_s + (self.kernels_s if self.kin_of is not None else 0.0)
 
     @property
     def busy_s(self) -> float:
@@ -264,33 +236,7 @@ class CostModel:
             _phases(s, t.user_attrs)
             out.append(s)
         self._learn_neutral(out)
-        self._learn_kin(out)
         return out
-
-    def _learn_kin(self, seen: list[Seen]) -> None:
-        """Mark each cold compile of a new configuration that an earlier cold compile of its graph built the kernels
-        for (:meth:`_kin`: a mode of the same kernels; it counted its wait for them)."""
-        phased = [s for s in seen if s.phased]
-        neutral = self._neutral(phased)
-        for i, s in enumerate(phased):
-            if s.repeat or s.warm or s.cls == self._cheap():
-                continue
-            kin = [e for e in phased[:i] if e.kin_of is None and self._kin(e, s.params, neutral)]
-            s.kin_of = kin[0] if kin else None
-
-    def _kin(self, s: Seen, params: Mapping[str, Any], neutral: frozenset[str]) -> bool:
-        """Whether the measured cold compile ``s`` built the kernels of ``params``: the same graph (they differ in
-        graph-neutral knobs and in expensive knobs whose values build the same kernels, ``KERNEL_KIN``, only), a
-        class of its own, and ``s`` counted its wait for its kernels (or found them built by its own kin)."""
-        mine = self.cost_class(params)
-        if s.cls in (mine, self._cheap()) or s.warm or (s.kernel_wait_s is None and s.kin_of is None):
-            return False
-        expensive = set(self.expensive)
-        for k in _differ(s.params, params) - neutral:
-            groups = KERNEL_KIN.get(_leaf(k), ()) if k in expensive else ()
-            if not any(s.params.get(k) in g and params.get(k) in g for g in groups):
-                return False
-        return True
 
     def _learn_neutral(self, seen: list[Seen]) -> None:
         """Mark the compiled trials of new configurations whose compile found the cache warm (its row's counters
@@ -515,11 +461,6 @@ class CostModel:
         if cached and mine != self._cheap():  # the graph of a measured configuration: its cache is warm
             share = self._warm_share(phased)
             return min(self._cached(phased, s, params, share) for s in cached), "measured"
-        kin = [s for s in phased if self._kin(s, params, neutral)]
-        if kin:  # its graph compiled by a mode of its kernels: no kernel to build, the rest cold
-            share = self._warm_share(phased)
-            return min(max(self._cold(phased, s, params) - s.kernels_s, self._warm(phased, s, params, share))
-                       for s in kin), "measured"  # fmt: skip
         if cold:  # the nearest cold compile of its class (most knob values in common; the slowest of equals)
             top = max(len(_same(s.params, params)) for s in cold)
             return max(self._cold(phased, s, params) for s in cold if len(_same(s.params, params)) == top), "measured"
@@ -621,13 +562,12 @@ class CostModel:
         ``s`` ran with); else ``s``'s whole first-step excess. Where ``s`` primed the benchmark beside its compile
         (``prime_s``) and ``params`` runs the benchmark as it did: ``s``'s whole excess (the compile, slowed by the
         copy, and the wait for it), and what the benchmark of ``params`` would take beyond ``s``'s priming."""
-        built = s.kernels_s if s.kin_of is not None else 0.0  # kernels its kin built: a cold compile builds them
         if s.compiler_s is None:
-            return s.compile_s + built
+            return s.compile_s
         eager = self._eager_excess(phased, params)
         if s.prime_s is not None and _alike_first_step(s.params, params):
-            return s.compile_s + built + max(0.0, eager - s.prime_s)
-        return s.compiler_s + built + eager
+            return s.compile_s + max(0.0, eager - s.prime_s)
+        return s.compiler_s + eager
 
     def _eager_excess(self, phased: list[Seen], params: Mapping[str, Any]) -> float:
         """The first-step excess of ``params`` with its expensive knobs cheap (its eager twin), priced from the
@@ -667,7 +607,7 @@ class CostModel:
             value = mine[i]
             if value == cheap_value:
                 continue
-            with_value = [s.cold_s for s in seen if s.phased and s.cls[i] == value and not s.warm]
+            with_value = [s.compile_s for s in seen if s.phased and s.cls[i] == value and not s.warm]
             if with_value:
                 total += max(with_value)
                 continue
@@ -845,7 +785,6 @@ def _phases(s: Seen, attrs: Mapping[str, Any]) -> None:
     s.data_wait = num(DATA_WAIT_KEY)
     s.compiler_s = num("compiler_s")
     s.prime_s = num("prime_s")
-    s.kernel_wait_s = num("kernel_wait_s")
     prof = num("prof_s") or 0.0  # a profiled re-measurement's profile: priced apart (remeasure.profile_cost)
     s.start_s = max(0.0, s.total - setup - first - max(0, warmup_steps - 1) * step - window - prof)
     s.phased = True
