@@ -89,6 +89,9 @@ SWEEPS = {
     "rec 2026-12-07 (H100)": ("h100-2026-12-07T1134-budget-rec", 86, DEFAULT_MEASURE),
     "resnet50 2026-12-07 (H100, 6)": ("h100-2026-12-07T1141-budget-resnet50", 166, DEFAULT_MEASURE),
     "jpeg 2026-12-07 (H100, 17)": ("h100-2026-12-07T1147-budget-jpeg", 166, DEFAULT_MEASURE),
+    "resnet50 2026-12-07 (H100, 7)": ("h100-2026-12-07T1316-budget-resnet50", 166, DEFAULT_MEASURE),
+    "rec 2026-12-07 (H100, 2)": ("h100-2026-12-07T1323-budget-rec", 86, DEFAULT_MEASURE),
+    "seg 2026-12-07 (H100, 8)": ("h100-2026-12-07T1329-budget-seg", 351, DEFAULT_MEASURE),
 }
 PHASES = ("setup_s", "compile_s", "first_step_s", "measured_s", "step_ms_mean", "warmup_steps", "warmup_drain_steps",
           "steps_measured", "prof_s", "data_wait_frac", "compiler_s", "prime_s")  # fmt: skip
