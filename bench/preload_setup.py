@@ -1,0 +1,95 @@
+"""What a trial's setup costs by workload kind, and what preloading torchvision in the forkserver saves it.
+
+Runs single trials (``python -m sweeper +workload=... measure.steps=5``, each its own command: a fresh forkserver)
+of the built-in ResNet-50 and of workload modules of the user's own (``bench/zoo``), the latter with the forkserver
+preloading torchvision where the module imports it (``sweeper.trial.isolate.SHARED_IMPORTS``, the default) and
+without (``SHARED_IMPORTS = ()``, as before), and records each trial's ``setup_s`` (the module's import in the
+trial process, CUDA's start, the model's build) and ``wall_s``. A first row times ``import torch`` then
+``import torchvision`` in fresh interpreters. One JSON line per row in OUT:
+
+    python bench/preload_setup.py OUT.jsonl [--repeats 2] [--smoke]
+
+``--smoke`` runs the CPU's tiny presets (a check of the script, not a measurement of a GPU host).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent.parent
+ZOO = ROOT / "bench" / "zoo"
+# (label, config dir or None for the package's, workload, SHARED_IMPORTS)
+CASES = [
+    ("resnet50 (built-in)", None, "resnet50", None),
+    ("zoo_convnext, torchvision preloaded", ZOO / "conf", "zoo_convnext", None),
+    ("zoo_convnext, not preloaded", ZOO / "conf", "zoo_convnext", ()),
+    ("zoo_lstm (no torchvision)", ZOO / "conf", "zoo_lstm", None),
+]
+RUN = """import sys
+from sweeper.trial import isolate
+shared = {shared!r}
+if shared is not None:
+    isolate.SHARED_IMPORTS = tuple(shared)
+from sweeper.__main__ import main
+sys.argv = ["sweeper"] + {argv!r}
+main()
+"""
+
+
+def import_times() -> dict:
+    code = (
+        "import time; t = time.perf_counter(); import torch; a = time.perf_counter() - t; "
+        "t = time.perf_counter(); import torchvision; print(a, time.perf_counter() - t)"
+    )
+    runs = []
+    for _ in range(3):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+        runs.append({"torch_s": round(float(out[0]), 3), "torchvision_after_torch_s": round(float(out[1]), 3)})
+    return {"kind": "imports", "runs": runs}
+
+
+def one_trial(conf: Path | None, workload: str, shared: tuple | None, smoke: bool) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        argv = ([] if conf is None else ["-cd", str(conf)]) + [f"+workload={workload}", f"results_dir={tmp}"]
+        argv += ["measure.steps=5", "measure.warmup_steps=2", "measure.min_time_s=0"]
+        if not smoke:
+            argv += ["preset=none"]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ZOO), str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        t0 = time.time()
+        proc = subprocess.run([sys.executable, "-c", RUN.format(shared=shared, argv=argv)], env=env, cwd=ROOT,
+                              capture_output=True, text=True)  # fmt: skip
+        files = glob.glob(f"{tmp}/**/*.parquet", recursive=True)
+        if proc.returncode != 0 or not files:
+            return {"exit": proc.returncode, "stderr": proc.stderr[-1500:]}
+        row = pd.concat(pd.read_parquet(f) for f in files).iloc[0]
+        return {"exit": 0, "status": row["status"], "setup_s": round(float(row["setup_s"]), 3),
+                "wall_s": round(float(row["wall_s"]), 3), "command_s": round(time.time() - t0, 2)}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--smoke", action="store_true")
+    args = parser.parse_args()
+    with args.out.open("a") as out:
+        out.write(json.dumps(import_times()) + "\n")
+        for _ in range(args.repeats):
+            for label, conf, workload, shared in CASES:
+                row = {"kind": "trial", "case": label, **one_trial(conf, workload, shared, args.smoke)}
+                print(json.dumps(row), flush=True)
+                out.write(json.dumps(row) + "\n")
+
+
+if __name__ == "__main__":
+    main()
