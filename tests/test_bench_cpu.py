@@ -372,3 +372,14 @@ def test_cost_rows_replays_a_rows_own_count() -> None:
     without = replay(rows, 0, measure)[0]["predicted"]
     # the compile's prior: 0.27 s x 351 operations (95 s) against 3 x the 8.3 s eager trial (25 s)
     assert with_count - without > 60.0, (with_count, without)
+
+
+def test_preload_setup_bench_runs_each_case_to_a_row(tmp_path: Path) -> None:
+    """bench/preload_setup.py --smoke: a single trial of each case (the built-in ResNet-50, two modules of the
+    user's own, one with and without torchvision preloaded) completes and records its setup."""
+    out = tmp_path / "rows.jsonl"
+    _run("bench/preload_setup.py", str(out), "--repeats", "1", "--smoke", timeout=400)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    trials = [r for r in rows if r["kind"] == "trial"]
+    assert len(trials) == 4 and all(r["status"] == "complete" and r["setup_s"] > 0 for r in trials), trials
+    assert [r["kind"] for r in rows].count("imports") == 1
