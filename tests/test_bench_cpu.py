@@ -375,11 +375,13 @@ def test_cost_rows_replays_a_rows_own_count() -> None:
 
 
 def test_preload_setup_bench_runs_each_case_to_a_row(tmp_path: Path) -> None:
-    """bench/preload_setup.py --smoke: a single trial of each case (the built-in ResNet-50, two modules of the
-    user's own, one with and without torchvision preloaded) completes and records its setup."""
+    """bench/preload_setup.py --smoke: a single trial of each case (the built-in ResNet-50, three modules of the
+    user's own, with and without torchvision or TorchDynamo preloaded) completes and records its setup, split."""
     out = tmp_path / "rows.jsonl"
     _run("bench/preload_setup.py", str(out), "--repeats", "1", "--smoke", timeout=400)
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     trials = [r for r in rows if r["kind"] == "trial"]
-    assert len(trials) == 4 and all(r["status"] == "complete" and r["setup_s"] > 0 for r in trials), trials
+    assert len(trials) == 7 and all(r["status"] == "complete" and r["setup_s"] > 0 for r in trials), trials
+    # parts of the whole, each rounded to the millisecond
+    assert all(0 <= r["setup_load_s"] + r["setup_build_s"] <= r["setup_s"] + 0.002 for r in trials), trials
     assert [r["kind"] for r in rows].count("imports") == 1

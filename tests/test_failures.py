@@ -207,6 +207,65 @@ p.join()
     assert proc.stdout.strip().splitlines()[-1] == str([uses_torchvision, False])
 
 
+@pytest.mark.parametrize(
+    "knobs, dynamo", [({"compile": "off"}, True), ({"optimizer_impl": "foreach"}, True), ({"work": 32}, False)]
+)
+def test_trials_that_compile_or_step_an_optimizer_fork_with_dynamo_imported(knobs: dict, dynamo: bool) -> None:
+    """TorchDynamo, which a trial imports to compile and at its optimizer's first step (~0.8 s of its setup on a
+    2-core VM), is imported once by the forkserver where the workload has a knob of either; not where it has
+    neither (the faults workload's own knobs)."""
+    code = f"""
+import sys
+sys.path.insert(0, {str(ROOT / "tests")!r})
+import preload_probe
+from sweeper.trial import isolate
+isolate.preload_workload({{"workload": {{"name": "matmul"}}, "knobs": {knobs!r}}})
+ctx = isolate._context()
+parent, child = ctx.Pipe()
+p = ctx.Process(target=preload_probe.imported, args=(["torch._dynamo"], child))
+p.start()
+print(parent.recv())
+p.join()
+"""
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == str({"torch._dynamo": dynamo})
+
+
+def test_the_sweeps_env_reaches_what_the_forkserver_imported_before_the_trial(tmp_path: Path) -> None:
+    """A variable of the sweep's ``env`` that torch reads when imported (``TORCH_LOGS``) or that Inductor's config
+    reads when imported (``TORCHINDUCTOR_*``) holds in the trial although the forkserver imported both before it
+    forked the trial (torch always; Inductor's config with torchvision, which the user's module imports)."""
+    mine, out = tmp_path / "env_probe_bench.py", tmp_path / "seen.txt"
+    mine.write_text(
+        "from pathlib import Path\n"
+        "import torchvision  # noqa: F401 - preloaded by the forkserver, and with it Inductor's config\n"
+        "from tests.faultload import faults\n"
+        "def build(cfg, device):\n"
+        "    import torch._inductor.config as inductor\n"
+        "    from torch._logging._internal import log_state\n"
+        "    seen = [log_state.is_artifact_enabled('graph_breaks'), inductor.inplace_padding]\n"
+        "    Path(cfg['workload']['probe_to']).write_text(repr(seen))\n"
+        "    return faults.build(cfg, device)\n"
+    )
+    code = f"""
+import sys
+from pathlib import Path
+sys.path.insert(0, {str(ROOT)!r})
+import workloads
+from sweeper.trial import isolate
+from tests.faultload.nights import night_config
+cfg = night_config(["workload.module={mine}", "+workload.probe_to={out}", "+env.TORCH_LOGS=graph_breaks",
+                    "+env.TORCHINDUCTOR_INPLACE_PADDING=0"])
+workloads.load_spec("faults", {str(mine)!r})  # the sweeper's check of the module: torchvision imported here
+isolate.preload_workload(cfg)
+print(isolate.run_isolated(cfg, 300.0, Path({str(tmp_path / "trial.log")!r})).status)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("COMPLETE"), (proc.stdout, proc.stderr[-2000:])
+    assert out.read_text() == "[True, False]"
+
+
 def test_a_trial_killed_by_ctrl_c_leaves_no_warning_after_the_last_line() -> None:
     """Ctrl-C kills running trials; a semaphore one of them made (a DataLoader's queue) is unlinked by
     multiprocessing's resource tracker when the sweeper exits, and its "leaked semaphore" warning is not printed

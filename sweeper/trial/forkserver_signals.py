@@ -12,14 +12,22 @@ whatever reads them (a pipe, ``| tee``, a CI log) waits for it; a normal exit te
 imported, 0.5-0.8 s on a 2-core VM. Its exit runs the exit handlers registered after this module's (torch's) and
 then ends the process at once (``os._exit``): it holds no file, no child to wait for (each trial process ends on
 its own, through ``os._exit`` too, so this handler never runs in a trial).
+
+Before torch is imported, it also sets the variables of the sweep's ``env`` that torch and Triton read when they
+are imported (``isolate.IMPORT_ENV_PREFIXES``: ``TORCH_LOGS`` at torch's import, ``TORCHINDUCTOR_*`` at Inductor's
+config), handed over in ``FORKSERVER_ENV``: a trial forks with torch imported, and its own setting of them would
+come too late.
 """
 
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import signal
 import sys
+
+from sweeper.trial.proc import FORKSERVER_ENV  # os and signal only: nothing that reads the variables
 
 
 def ignore_sigint() -> None:
@@ -37,5 +45,11 @@ def exit_now() -> None:
     os._exit(0)
 
 
+def apply_env() -> None:
+    """The sweep's import-time variables (JSON in ``FORKSERVER_ENV``) set here, before the imports that read them."""
+    os.environ.update(json.loads(os.environ.pop(FORKSERVER_ENV, None) or "{}"))
+
+
 ignore_sigint()
+apply_env()
 atexit.register(exit_now)

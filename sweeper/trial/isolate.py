@@ -2,13 +2,15 @@
 
 Children come from a ``multiprocessing`` forkserver that has imported torch (not CUDA) and the workload's module
 (``preload_workload``: torchvision for resnet50, ~3 s that a matmul sweep does not pay; for a module of the user's
-own, torchvision where it imports it, never the module), so CUDA state,
+own, torchvision where it imports it, never the module; TorchDynamo where the trials compile or step an
+optimizer), with the sweep's import-time variables set first (``TORCH_LOGS``, ``TORCHINDUCTOR_*``), so CUDA state,
 allocator fragmentation, compile caches and crashes stay inside one trial while the start costs milliseconds
 instead of a fresh interpreter's seconds. The child runs in its own process group; a timeout kills the group.
 """
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import os
 import re
@@ -23,7 +25,7 @@ from typing import Any
 
 from sweeper.results.outcome import Reason, Status, TrialOutcome
 from sweeper.results.procs import pid_alive
-from sweeper.trial.proc import STACKS_SIGNAL, TRIAL_ENV, kill_group, kill_marked, kill_tree
+from sweeper.trial.proc import FORKSERVER_ENV, STACKS_SIGNAL, TRIAL_ENV, kill_group, kill_marked, kill_tree
 
 _CONTEXT: Any = None
 _READY: threading.Thread | None = None  # the forkserver's imports, awaited off the main thread (``start_forkserver``)
@@ -134,16 +136,32 @@ def _context() -> Any:
 SHARED_IMPORTS = ("torchvision",)
 
 
+# Knobs whose trials import TorchDynamo: to compile, and to step any torch optimizer (``Optimizer.step`` imports it
+# on its first call through ``torch._disable_dynamo``): ~0.8 s of every such trial's setup on a 2-core VM, paid
+# once by the forkserver instead.
+DYNAMO_KNOBS = ("compile", "optimizer_impl")
+# Variables of a sweep's ``env`` that torch or Triton may read when imported: the forkserver sets them before its
+# imports (``sweeper.trial.forkserver_signals``), as the trial sets them before its own.
+IMPORT_ENV_PREFIXES = ("TORCH", "PYTORCH", "TRITON")
+
+
 def preload_workload(cfg: dict[str, Any]) -> None:
     """Have the forkserver import ``cfg``'s built-in workload module too (and what it imports, torchvision for
     resnet50), if it has not started yet: then every trial forks with it imported. A workload of the user's own
     (``workload.module``) is imported by its trial process instead: nothing of the user's runs in the forkserver,
-    only the ``SHARED_IMPORTS`` this process holds (its import of the user's module brought them)."""
+    only the ``SHARED_IMPORTS`` this process holds (its import of the user's module brought them). TorchDynamo too
+    where the workload declares a knob of ``DYNAMO_KNOBS``; and the forkserver starts with ``cfg``'s ``env`` of
+    ``IMPORT_ENV_PREFIXES`` set, before it imports anything that reads it."""
     workload = cfg.get("workload") or {}
     if workload.get("module"):
         modules = [m for m in SHARED_IMPORTS if m in sys.modules]
     else:
         modules = [f"workloads.{workload['name']}"] if workload.get("name") else []
+    if any(k in (cfg.get("knobs") or {}) for k in DYNAMO_KNOBS):
+        modules.append("torch._dynamo")
+    env = {str(k): str(v) for k, v in (cfg.get("env") or {}).items() if str(k).startswith(IMPORT_ENV_PREFIXES)}
+    if _forkserver_pid() is None:
+        os.environ[FORKSERVER_ENV] = json.dumps(env)  # read and removed by the forkserver's first preload module
     added = [m for m in modules if m not in _PRELOAD]
     if added:
         _PRELOAD.extend(added)

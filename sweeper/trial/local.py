@@ -31,9 +31,12 @@ def execute(cfg: dict[str, Any], report=None, measured=None) -> dict[str, Any]:
     threads = trial_threads(cfg.get("cpu_threads"))
     torch.set_num_threads(threads)
     wl = cfg["workload"]
+    t_load = time.perf_counter()
     module = workloads.load(wl["name"], wl.get("module"))
+    t_build = time.perf_counter()
     work = module.build(cfg, device)
     setup_s = time.perf_counter() - t0
+    split = {"setup_load_s": t_build - t_load, "setup_build_s": t0 + setup_s - t_build}
     m = cfg["measure"]
     fp = fingerprint(device.type)
     try:
@@ -51,7 +54,7 @@ def execute(cfg: dict[str, Any], report=None, measured=None) -> dict[str, Any]:
             gpu_name=fp["gpu_name"] or None,
             count_ops=bool(m.get("count_ops")) and _countable(cfg),
         )
-        metrics.update(_facts(cfg, metrics, setup_s, threads, fp))
+        metrics.update(_facts(cfg, metrics, setup_s, threads, fp), **split)
         if measured is not None and int(m.get("profile_steps") or 0) > 0:
             measured(dict(metrics))
         metrics.update(profile_trial(work, device, cfg))  # after the window: its numbers are untouched
@@ -63,7 +66,9 @@ def execute(cfg: dict[str, Any], report=None, measured=None) -> dict[str, Any]:
 def _facts(
     cfg: dict[str, Any], metrics: dict[str, Any], setup_s: float, threads: int, fp: dict[str, Any]
 ) -> dict[str, Any]:
-    """The trial's setup and compile facts and the machine's fingerprint, beside its measured window."""
+    """The trial's setup and compile facts and the machine's fingerprint, beside its measured window. Of
+    ``setup_s``, the workload module's import in this process (``setup_load_s``) and its ``build``
+    (``setup_build_s``) are kept apart by ``execute``; the rest is the device's start and the threads."""
     out: dict[str, Any] = {"setup_s": setup_s, "cpu_threads": threads}
     if cfg["knobs"].get("compile") not in (None, "off"):  # null turns a knob off
         out["compile_s"] = max(0.0, metrics["first_step_s"] - metrics["step_ms_p50"] / 1e3)

@@ -85,6 +85,8 @@ def kill_group(pid: int) -> None:
 # Asks a trial's process for every thread's stack in its log (faulthandler, registered in ``child.child_main``)
 STACKS_SIGNAL = signal.SIGUSR1
 TRIAL_ENV = "KNOB_SWEEPER_TRIAL"  # set in each trial process to a token of its own; its descendants inherit it
+# JSON of the variables the forkserver sets before its imports (``sweeper.trial.forkserver_signals.apply_env``)
+FORKSERVER_ENV = "KNOB_SWEEPER_FORKSERVER_ENV"
 
 
 def kill_marked(token: str, since: float) -> int:

@@ -101,6 +101,8 @@ def merge(per_rank: dict[int, dict[str, Any]]) -> dict[str, Any]:
         measured_s=max(m["measured_s"] for m in ranks),
         first_step_s=max(m["first_step_s"] for m in ranks),
         setup_s=max(m["setup_s"] for m in ranks),
+        setup_load_s=agg("setup_load_s", max),
+        setup_build_s=agg("setup_build_s", max),
         compile_s=max(m["compile_s"] for m in ranks),
         compiler_s=agg("compiler_s", max),
         graph_breaks=max(m["graph_breaks"] for m in ranks),

@@ -91,8 +91,27 @@ def start_forkserver_here(config: Any, may_run_here: bool) -> None:
     (the study opened, the space checked), and the first trial waits for them."""
     if may_run_here and config.trial.isolate and threading.current_thread() is threading.main_thread():
         workload = config.get("workload") or {}
-        runner.preload_workload({"workload": {"name": workload.get("name"), "module": workload.get("module")}})
+        runner.preload_workload(
+            {
+                "workload": {"name": workload.get("name"), "module": workload.get("module")},
+                "knobs": {k: None for k in (config.get("knobs") or {})},  # which knobs it has, not their values
+                "env": _plain_env(config),
+            }
+        )
         runner.start_forkserver()
+
+
+def _plain_env(config: Any) -> dict[str, Any]:
+    """The sweep's ``env``, its values resolved; an entry that does not resolve is left out (the config's own
+    check names it)."""
+    env = config.get("env") or {}
+    out = {}
+    for key in list(env):
+        try:
+            out[str(key)] = env[key]  # an OmegaConf node resolves its interpolation here
+        except Exception:  # noqa: BLE001 - reported by the config's check, not here
+            continue
+    return out
 
 
 def _say(text: str) -> None:
