@@ -92,6 +92,8 @@ SWEEPS = {
     "resnet50 2026-12-07 (H100, 7)": ("h100-2026-12-07T1316-budget-resnet50", 166, DEFAULT_MEASURE),
     "rec 2026-12-07 (H100, 2)": ("h100-2026-12-07T1323-budget-rec", 86, DEFAULT_MEASURE),
     "seg 2026-12-07 (H100, 8)": ("h100-2026-12-07T1329-budget-seg", 351, DEFAULT_MEASURE),
+    "seg 2026-12-07 (H100, 9)": ("h100-2026-12-07T1529-budget-seg", 351, DEFAULT_MEASURE),
+    "resnet50 2026-12-07 (H100, 9)": ("h100-2026-12-07T1538-budget-resnet50", 166, DEFAULT_MEASURE),
 }
 PHASES = ("setup_s", "compile_s", "first_step_s", "measured_s", "step_ms_mean", "warmup_steps", "warmup_drain_steps",
           "steps_measured", "prof_s", "data_wait_frac", "compiler_s", "prime_s")  # fmt: skip

@@ -385,3 +385,13 @@ def test_preload_setup_bench_runs_each_case_to_a_row(tmp_path: Path) -> None:
     # parts of the whole, each rounded to the millisecond
     assert all(0 <= r["setup_load_s"] + r["setup_build_s"] <= r["setup_s"] + 0.002 for r in trials), trials
     assert [r["kind"] for r in rows].count("imports") == 1
+
+
+def test_worker_start_bench_runs_each_case_to_a_row(tmp_path: Path) -> None:
+    """bench/worker_start.py --smoke: the user's DeepLabV3 without workers, with one started as now and as before
+    (the trial's default start method "forkserver"); each trial completes and records its first step."""
+    out = tmp_path / "rows.jsonl"
+    _run("bench/worker_start.py", str(out), "--workers", "1", "--repeats", "1", "--smoke", timeout=400)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["workers"], r["before"]) for r in rows] == [(0, False), (1, False), (1, True)], rows
+    assert all(r["status"] == "complete" and r["first_step_s"] > 0 for r in rows), rows
