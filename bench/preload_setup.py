@@ -5,7 +5,8 @@ Runs single trials (``python -m sweeper +workload=... measure.steps=5``, each it
 of the built-in ResNet-50 and of workload modules of the user's own (``bench/zoo``), the latter with the forkserver
 preloading torchvision where the module imports it (``sweeper.trial.isolate.SHARED_IMPORTS``, the default) and
 without (``SHARED_IMPORTS = ()``), and TorchDynamo where the workload compiles or steps an optimizer
-(``isolate.DYNAMO_KNOBS``, the default) and without (``DYNAMO_KNOBS = ()``). Records each trial's ``setup_s``
+(``isolate.DYNAMO_KNOBS``, the default; with what ``torch.compile`` imports, ``COMPILE_IMPORTS``, where it has a
+``compile`` knob) and without (``DYNAMO_KNOBS = ()``: neither). Records each trial's ``setup_s``
 (CUDA's start, the module's import in the trial process ``setup_load_s``, the model's build ``setup_build_s``) and
 ``wall_s``. A first row times ``import torch``, then ``import torchvision``, then ``import torch._dynamo`` in fresh
 interpreters. One JSON line per row in OUT:

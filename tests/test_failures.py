@@ -208,12 +208,16 @@ p.join()
 
 
 @pytest.mark.parametrize(
-    "knobs, dynamo", [({"compile": "off"}, True), ({"optimizer_impl": "foreach"}, True), ({"work": 32}, False)]
+    "knobs, dynamo, compile_entry",
+    [({"compile": "off"}, True, True), ({"optimizer_impl": "foreach"}, True, False), ({"work": 32}, False, False)],
 )
-def test_trials_that_compile_or_step_an_optimizer_fork_with_dynamo_imported(knobs: dict, dynamo: bool) -> None:
+def test_trials_that_compile_or_step_an_optimizer_fork_with_dynamo_imported(
+    knobs: dict, dynamo: bool, compile_entry: bool
+) -> None:
     """TorchDynamo, which a trial imports to compile and at its optimizer's first step (~0.8 s of its setup on a
     2-core VM), is imported once by the forkserver where the workload has a knob of either; not where it has
-    neither (the faults workload's own knobs)."""
+    neither (the faults workload's own knobs). What ``torch.compile`` imports before it compiles (Inductor's
+    entry: ~0.6 s more) only where it has a ``compile`` knob."""
     code = f"""
 import sys
 sys.path.insert(0, {str(ROOT / "tests")!r})
@@ -222,14 +226,15 @@ from sweeper.trial import isolate
 isolate.preload_workload({{"workload": {{"name": "matmul"}}, "knobs": {knobs!r}}})
 ctx = isolate._context()
 parent, child = ctx.Pipe()
-p = ctx.Process(target=preload_probe.imported, args=(["torch._dynamo"], child))
+p = ctx.Process(target=preload_probe.imported, args=(["torch._dynamo", "torch._inductor.compile_fx"], child))
 p.start()
 print(parent.recv())
 p.join()
 """
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip().splitlines()[-1] == str({"torch._dynamo": dynamo})
+    seen = {"torch._dynamo": dynamo, "torch._inductor.compile_fx": compile_entry}
+    assert proc.stdout.strip().splitlines()[-1] == str(seen)
 
 
 def test_the_sweeps_env_reaches_what_the_forkserver_imported_before_the_trial(tmp_path: Path) -> None:

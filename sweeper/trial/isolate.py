@@ -140,6 +140,10 @@ SHARED_IMPORTS = ("torchvision",)
 # on its first call through ``torch._disable_dynamo``): ~0.8 s of every such trial's setup on a 2-core VM, paid
 # once by the forkserver instead.
 DYNAMO_KNOBS = ("compile", "optimizer_impl")
+# What ``torch.compile(model)`` imports before it compiles anything (Inductor's entry, Dynamo's debug wrapper):
+# ~0.6 s of a compiled trial's build on a 2-core VM, 3.4-5.1 s on an H100 host. Preloaded with TorchDynamo where
+# the workload has a ``compile`` knob; a name this torch lacks is skipped (the forkserver ignores an ImportError).
+COMPILE_IMPORTS = ("torch._inductor.compile_fx", "torch._dynamo.repro.after_dynamo")
 # Variables of a sweep's ``env`` that torch or Triton may read when imported: the forkserver sets them before its
 # imports (``sweeper.trial.forkserver_signals``), as the trial sets them before its own.
 IMPORT_ENV_PREFIXES = ("TORCH", "PYTORCH", "TRITON")
@@ -150,15 +154,18 @@ def preload_workload(cfg: dict[str, Any]) -> None:
     resnet50), if it has not started yet: then every trial forks with it imported. A workload of the user's own
     (``workload.module``) is imported by its trial process instead: nothing of the user's runs in the forkserver,
     only the ``SHARED_IMPORTS`` this process holds (its import of the user's module brought them). TorchDynamo too
-    where the workload declares a knob of ``DYNAMO_KNOBS``; and the forkserver starts with ``cfg``'s ``env`` of
-    ``IMPORT_ENV_PREFIXES`` set, before it imports anything that reads it."""
+    where the workload declares a knob of ``DYNAMO_KNOBS`` (and ``COMPILE_IMPORTS`` where it has ``compile``); and
+    the forkserver starts with ``cfg``'s ``env`` of ``IMPORT_ENV_PREFIXES`` set, before it imports what reads it."""
     workload = cfg.get("workload") or {}
     if workload.get("module"):
         modules = [m for m in SHARED_IMPORTS if m in sys.modules]
     else:
         modules = [f"workloads.{workload['name']}"] if workload.get("name") else []
-    if any(k in (cfg.get("knobs") or {}) for k in DYNAMO_KNOBS):
+    knobs = cfg.get("knobs") or {}
+    if any(k in knobs for k in DYNAMO_KNOBS):
         modules.append("torch._dynamo")
+        if "compile" in knobs:
+            modules.extend(COMPILE_IMPORTS)
     env = {str(k): str(v) for k, v in (cfg.get("env") or {}).items() if str(k).startswith(IMPORT_ENV_PREFIXES)}
     if _forkserver_pid() is None:
         os.environ[FORKSERVER_ENV] = json.dumps(env)  # read and removed by the forkserver's first preload module
