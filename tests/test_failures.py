@@ -154,26 +154,34 @@ def test_sigkill_mid_sweep_then_resume(results: Path) -> None:
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("workload,torchvision", [("matmul", False), ("resnet50", True)])
-def test_forkserver_preloads_the_sweeps_workload_module_and_nothing_more(workload: str, torchvision: bool) -> None:
-    """A trial process forks with its workload's module imported, and with torchvision only where the workload
-    needs it (resnet50): a matmul sweep does not pay its ~3 s import."""
+def _forked_with(cfg: dict, names: str, before: str = "") -> dict:
+    """Which of the modules ``names`` (a Python expression, evaluated in the sweeper) a process forked from a fresh
+    forkserver starts with, the sweeper having run ``before`` and ``isolate.preload_workload(cfg)``."""
     code = f"""
 import sys
 sys.path.insert(0, {str(ROOT / "tests")!r})
 import preload_probe
 from sweeper.trial import isolate
-isolate.preload_workload({{"workload": {{"name": {workload!r}}}}})
+{before}
+isolate.preload_workload({cfg!r})
 ctx = isolate._context()
 parent, child = ctx.Pipe()
-p = ctx.Process(target=preload_probe.imported, args=(["torchvision", "workloads.{workload}"], child))
+p = ctx.Process(target=preload_probe.imported, args=({names}, child))
 p.start()
-print(parent.recv())
+print(list(parent.recv().values()))
 p.join()
 """
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip().splitlines()[-1] == str({"torchvision": torchvision, f"workloads.{workload}": True})
+    return proc.stdout.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("workload,torchvision", [("matmul", False), ("resnet50", True)])
+def test_forkserver_preloads_the_sweeps_workload_module_and_nothing_more(workload: str, torchvision: bool) -> None:
+    """A trial process forks with its workload's module imported, and with torchvision only where the workload
+    needs it (resnet50): a matmul sweep does not pay its ~3 s import."""
+    seen = _forked_with({"workload": {"name": workload}}, f'["torchvision", "workloads.{workload}"]')
+    assert seen == str([torchvision, True])
 
 
 @pytest.mark.parametrize("uses_torchvision", [True, False])
@@ -185,26 +193,10 @@ def test_a_user_modules_torchvision_is_preloaded_but_never_the_module_itself(
     with it instead of importing it again (~0.9 s of setup on a 2-core VM)."""
     mine = tmp_path / "mine_bench.py"
     mine.write_text(("import torchvision\n" if uses_torchvision else "") + "def build(cfg, device):\n    pass\n")
-    code = f"""
-import sys
-sys.path.insert(0, {str(ROOT / "tests")!r})
-import preload_probe
-import workloads
-from sweeper.trial import isolate
-workloads.load_spec("mine", {str(mine)!r})
-isolate.preload_workload({{"workload": {{"name": "mine", "module": {str(mine)!r}}}}})
-key = [k for k in sys.modules if k.startswith("_workload_mine_bench")][0]
-ctx = isolate._context()
-parent, child = ctx.Pipe()
-p = ctx.Process(target=preload_probe.imported, args=(["torchvision", key], child))
-p.start()
-seen = parent.recv()
-print([seen["torchvision"], seen[key]])
-p.join()
-"""
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip().splitlines()[-1] == str([uses_torchvision, False])
+    check = f"import workloads\nworkloads.load_spec('mine', {str(mine)!r})"  # the sweeper's check of the module
+    key = '[k for k in sys.modules if k.startswith("_workload_mine_bench")][0]'
+    seen = _forked_with({"workload": {"name": "mine", "module": str(mine)}}, f'["torchvision", {key}]', check)
+    assert seen == str([uses_torchvision, False])
 
 
 @pytest.mark.parametrize(
@@ -218,23 +210,9 @@ def test_trials_that_compile_or_step_an_optimizer_fork_with_dynamo_imported(
     2-core VM), is imported once by the forkserver where the workload has a knob of either; not where it has
     neither (the faults workload's own knobs). What ``torch.compile`` imports before it compiles (Inductor's
     entry: ~0.6 s more) only where it has a ``compile`` knob."""
-    code = f"""
-import sys
-sys.path.insert(0, {str(ROOT / "tests")!r})
-import preload_probe
-from sweeper.trial import isolate
-isolate.preload_workload({{"workload": {{"name": "matmul"}}, "knobs": {knobs!r}}})
-ctx = isolate._context()
-parent, child = ctx.Pipe()
-p = ctx.Process(target=preload_probe.imported, args=(["torch._dynamo", "torch._inductor.compile_fx"], child))
-p.start()
-print(parent.recv())
-p.join()
-"""
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    seen = {"torch._dynamo": dynamo, "torch._inductor.compile_fx": compile_entry}
-    assert proc.stdout.strip().splitlines()[-1] == str(seen)
+    cfg = {"workload": {"name": "matmul"}, "knobs": knobs}
+    seen = _forked_with(cfg, '["torch._dynamo", "torch._inductor.compile_fx"]')
+    assert seen == str([dynamo, compile_entry])
 
 
 def test_the_sweeps_env_reaches_what_the_forkserver_imported_before_the_trial(tmp_path: Path) -> None:
