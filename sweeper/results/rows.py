@@ -22,8 +22,8 @@ IDENTITY = ("study", "study_id", "trial")
 SWEEPER_COLUMNS = frozenset(
     [*IDENTITY]
     + """status reason message workload workload_module preset objectives started_at ended_at wall_s hostname baseline
-    confirm_of node_shared node_shared_with space knob_defaults setup_s setup_load_s setup_build_s cpu_threads compile_s graph_breaks
-    graph_ops compile_cache_hits compile_cache_misses compiler_s prime_s prime_waited_s""".split()
+    confirm_of node_shared node_shared_with space knob_defaults setup_s setup_load_s setup_build_s cpu_threads
+    compile_s graph_breaks graph_ops compile_cache_hits compile_cache_misses compiler_s prime_s prime_waited_s""".split()
     # the fingerprint (sweeper.trial.fingerprint)
     + """cpu_model cpu_cores cpu_affinity torch_version cuda_version python_version device gpu_name gpu_count gpu_cc
     gpu_mem_bytes driver_version gpu_indices""".split()
