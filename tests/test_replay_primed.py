@@ -8,8 +8,11 @@ The landscape is ``seg_h100`` (tests/test_replay.py) with the first steps the H1
   1 s without it;
 * compiled in ``default`` or ``reduce-overhead`` with the benchmark on (primed): the copy's thread runs that eager
   benchmark; the compilers take 1.25x their unprimed seconds beside it (79.6 s against 65 s: the copy's eager step
-  takes the GIL) and the graph then waits ~15 s for the thread (15.5 s in the sweep, 17.0 s in the bench); a warm
-  compile waits for the whole thread. The sweep's primed start: 94.8 s of first step beyond a step (96 s here);
+  takes the GIL) and the graph's first run then takes ~15 s more (15.5 s in the sweep, 17.0 s in the bench); a warm
+  compile waits for the whole thread, and its compilers' seconds count that wait (2026-12-07, rows
+  ``...T0843-budget-seg*`` and ``...T1329-budget-seg*``: warm repeats counted 54.7 and 55.1 s against threads of
+  54.6 and 55.0 s, 14.6 and 18.2 s more in their first steps). The sweep's primed start: 94.8 s of first step beyond
+  a step (96 s here);
 * compiled otherwise: the compile and then the graph's own benchmark, as ``seg_h100`` has it.
 """
 
@@ -42,8 +45,8 @@ def seg_h100_primed():
         if str(c.get("knobs.compile")) not in QUIET or not c.get("knobs.cudnn_benchmark"):
             return None
         thread = _eager_benchmark(c)
-        compiler = 1.25 * compile_s
-        return compiler, max(compiler + 15.0, thread + 2.0), thread
+        compiler = max(1.25 * compile_s, thread)  # a warm compile's compilers count its wait for the thread
+        return compiler, compiler + 15.0, thread
 
     def warmup(c: dict) -> tuple[int, int]:  # the rows' warm-up and drain: 26 and 8 steps with 12 workers
         workers = int(c.get("knobs.num_workers") or 0)
@@ -71,15 +74,19 @@ def test_a_primed_sweep_prices_its_eager_twin_and_repeat_and_ends_in_its_budget(
     """The recorded sweep's course, replayed: the primed start first (0.99 of the best at ~130 s). Priced by the
     rest beyond its compilers, its eager twin (35 s for 84) ran, and the best's repeat (54 s for 89) started with 54 s
     left and ran past the budget (335 s here; the sweep's own was cut at 308 s). Priced by ``prime_s``: every
-    prediction within 30 %, the twin left for a trial that fits, the best re-measured, the sweep ended within the
-    budget having used at least 85 % of it. (Its course is the same for every seed: the queued starts and the
-    spare-time choices decide it.)"""
+    prediction within 30 %, the twin left for a trial that fits, the sweep ended within the budget having used at
+    least 85 % of it, and every re-measurement that started ended within it. The best's repeat (the priming and the
+    warm compile side by side, ~102 s) and the baseline's (12 s) do not both fit the 110 s a trial that ran 11 s
+    over its price left: the baseline's runs, the best's is not started (priced as the priming and the warm compile
+    in series, 98 s, it was, and the sweep ended at 303 s). (Its course is the same for every seed: the queued
+    starts and the spare-time choices decide it.)"""
     out = replay(seg_h100_primed(), budget_s=300.0, seed=0)
     best = out.best()
     at = min(e.at + (e.actual or 0.0) for e in out.ran() if (e.throughput or 0.0) >= 0.99 * best)
     assert at <= 150.0, f"0.99 of its best at {at:.0f} s"
     misses = [(round(e.predicted or 0), round(e.actual or 0)) for e in out.ran() if e.predicted]
     assert out.within(0.3) >= 0.8, misses
-    assert 0.85 * 300.0 <= out.ended_at <= 300.0 + 5.0, f"ended at {out.ended_at:.0f} s: {out.reason}"
+    assert 0.85 * 300.0 <= out.ended_at <= 300.0, f"ended at {out.ended_at:.0f} s: {out.reason}"
     assert not justified(out), "skipped over budget although it fit"
-    assert any(e.repeat and e.throughput == best for e in out.ran()), "the best measured again"
+    repeats = [e for e in out.ran() if e.repeat]
+    assert repeats and all(e.at + (e.actual or 0.0) <= 300.0 for e in repeats), "re-measured within the budget"

@@ -58,7 +58,9 @@ and each is predicted from the study's own measured trials (warm-start history l
   row's ``prime_s``) hides the benchmark in its compile's seconds: its first step's rest beyond the compilers is
   at least the priming's seconds (what its eager twin and its warm repeat pay: no cache holds cuDNN's choices), and
   a cold compile alike in the benchmark priced from it takes its whole first-step excess, not its compilers' and
-  the benchmark in series;
+  the benchmark in series; a warm compile of it alike in the benchmark and the samples a step takes primes again
+  beside its compile: the longer of the two (a warm compile's compilers count the wait for the copy) and the
+  graph's rest after its compilers as the cold one paid it;
 * warm or cold, as counted: a compiled trial's row says how many graphs Inductor's cache held compiled and how many
   it compiled (``compile_cache_hits``, ``compile_cache_misses``); where recorded they decide, over the guess above,
   whether its compile was warm. A warm one with no cold compile of its class before it found another night's cache
@@ -527,6 +529,8 @@ class CostModel:
         if cold.compiler_s is not None and rest is not None:
             seconds = self._warm_compiler_s(phased, cold.cls)
             warm = share * cold.compiler_s if seconds is None else min(seconds, cold.compiler_s)
+            if _primed_alike(cold, params):  # the copy primes beside the warm compile, not after it
+                return max(cold.prime_s or 0.0, warm) + max(0.0, cold.compile_s - cold.compiler_s)
             return self._rest(phased, cold, rest, params) + warm
         return min(cold.compile_s, max(self._eager_excess(phased, params), share * cold.compile_s))
 
@@ -537,8 +541,8 @@ class CostModel:
         if not s.warm:
             return self._warm(phased, s, params, share)
         rest = s.init_s(self._cheap())
-        if s.compiler_s is None or rest is None:
-            return s.compile_s
+        if s.compiler_s is None or rest is None or _primed_alike(s, params):
+            return s.compile_s  # primed alike: its excess is the priming and the compile side by side, measured
         return s.compiler_s + self._rest(phased, s, rest, params)
 
     def _rest(self, phased: list[Seen], s: Seen, rest: float, params: Mapping[str, Any]) -> float:
@@ -731,6 +735,20 @@ def _graph_ops(seen: list[Seen], params: Mapping[str, Any]) -> float | None:
     if not counted:
         return None
     return max(counted, key=lambda s: (len(_same(s.params, params)), s.graph_ops)).graph_ops
+
+
+def _primed_alike(s: Seen, params: Mapping[str, Any]) -> bool:
+    """Whether ``s`` primed cuDNN's benchmark beside its compile (``prime_s``, its compilers' seconds counted) and
+    ``params`` would prime the same convolutions: alike in ``FIRST_STEP_KNOBS`` and in the samples a step takes. Its
+    first step is then the priming and the compile side by side, and the graph's rest after both: a warm compile
+    counts the wait for the copy among its compilers' seconds (ResNet-50 on an H100, 2026-12-07: a warm repeat's
+    compilers 6.0 s, its priming 6.0 s, its first step's excess 7.3 s; the cold one's 51.1 s, 6.7 s and 52.3 s)."""
+    return (
+        s.prime_s is not None
+        and s.compiler_s is not None
+        and _samples(s.params) == _samples(params)
+        and _alike_first_step(s.params, params)
+    )
 
 
 def _alike_first_step(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
