@@ -116,3 +116,22 @@ def test_cudnns_benchmark_is_declared_graph_neutral_by_default() -> None:
     assert "knobs.cudnn_benchmark" in graph_neutral(KnobSweeperConf())
     assert _model(graph_neutral(KnobSweeperConf())).phases(study, target)["compile"] < 0.2 * 14.36
     assert _model().phases(study, target)["compile"] >= 14.0
+
+
+def test_an_eager_first_step_is_priced_from_one_of_its_precision_first() -> None:
+    """cuDNN's and cuBLAS's kernels differ by dtype: DeepLabV3's eager first step without the benchmark took 0.5-1.3 s
+    beyond a step in fp32 and 4.5-5.3 s in fp16 on an H100 (2026-12-05 to 12-07, batch 16-64). An fp16 configuration
+    is priced from the measured fp16 one, not from the fp32 defaults it shares more other knob values with."""
+    study = optuna.create_study(direction="maximize")
+    measured = (("fp32", "contiguous", "foreach", 0.6), ("fp16", "channels_last", "fused", 4.6))
+    for precision, layout, optimizer, excess in measured:
+        params = {"knobs.compile": "off", "knobs.precision": precision, "knobs.memory_format": layout,
+                  "knobs.optimizer_impl": optimizer, "knobs.cudnn_benchmark": False,
+                  "knobs.batch_size": 16}  # fmt: skip
+        attrs = {"status": "complete", "setup_s": 1.0, "first_step_s": excess + STEP_S, "compile_s": 0.0,
+                 "measured_s": 20 * STEP_S, "step_ms_mean": STEP_S * 1e3, "warmup_steps": 5, "steps_measured": 20,
+                 "wall_s": 1.0 + excess + 25 * STEP_S}  # fmt: skip
+        dists = {k: CategoricalDistribution([v]) for k, v in params.items()}
+        study.add_trial(create_trial(params=params, distributions=dists, values=[200.0], user_attrs=attrs))
+    target = {**study.trials[0].params, "knobs.precision": "fp16"}
+    assert _model().phases(study, target)["compile"] == pytest.approx(4.6, rel=0.01)

@@ -472,8 +472,10 @@ class CostModel:
     def _first_step_excess(self, phased: list[Seen], params: Mapping[str, Any]) -> tuple[float, str]:
         """An eager configuration's first step beyond a step (lazy initialization, cuDNN's benchmark of each
         convolution where ``cudnn_benchmark`` is on: 5-10 s for a ResNet-50 at batch 512 on the H200): that of the
-        nearest measured configurations (alike in ``FIRST_STEP_KNOBS`` first, then most knob values in common, the
-        expensive knobs aside, an eager one of equals; the most of equals), an eager one's whole excess, a compiled
+        nearest measured configurations (alike in ``FIRST_STEP_KNOBS`` first, then in precision: the libraries'
+        kernels differ by dtype, DeepLabV3's eager first step without the benchmark 0.5-1.3 s in fp32, 4.5-5.3 s in
+        fp16 on an H100; then most knob values in common, the expensive knobs aside, an eager one of equals; the
+        most of equals), an eager one's whole excess, a compiled
         one's less the seconds its compilers counted (``compiler_s``: DeepLabV3's compiled start on an H100 spent
         142.6 s in its first step, 61.4 s of it compiling), scaled by the samples a step takes (allocations and the
         benchmark run at the step's shapes: ConvNeXt-Tiny's 17.4 s at batch 512, 9.2 s at 128; with the benchmark
@@ -485,10 +487,11 @@ class CostModel:
             return 0.0, "prior"
         plain = {k: v for k, v in params.items() if k not in self.expensive}
 
-        def rank(s: Seen) -> tuple[bool, int, bool]:  # the benchmark alike, the most values shared, then eager
+        def rank(s: Seen) -> tuple[bool, bool, int, bool]:  # the benchmark alike, the most values shared, then eager
             shared = _same(s.params, plain) - set(self.expensive)
             alike = all(k in shared for k in params if _leaf(k) in FIRST_STEP_KNOBS)
-            return alike, len(shared), s.cls == cheap
+            dtype = all(k in shared for k in params if _leaf(k) == "precision")
+            return alike, dtype, len(shared), s.cls == cheap
 
         top = max(rank(s) for s, _x in known)
         n = _samples(params)
