@@ -4,8 +4,10 @@ Reads the rows of H200 and H100 default sweeps kept in ``bench/results`` (their 
 one by one to an in-memory study in the order they ran, and before adding each asks the cost model
 (``CostModel.predict``, or ``predict_repeat`` for a re-measurement, with ``remeasure.profile_cost`` for a profiled
 one) what that trial would cost; prints, per sweep, how many predictions fell within 30 % of the row's ``wall_s`` and
-the misses. Rows written before ``graph_ops`` existed get the count of their model's default configuration
-(``GRAPH_OPS``, counted on the CPU with ``sweeper.trial.ops``) on their first trial, as a sweep now records it.
+the misses; then, over all, the mean and median of |log(predicted / actual)| (a change that moves no prediction
+across the 30 % line still shows there). Rows written before ``graph_ops`` existed get the count of their model's
+default configuration (``GRAPH_OPS``, counted on the CPU with ``sweeper.trial.ops``) on their first trial, as a sweep
+now records it.
 CPU only, a few seconds:
 
     python bench/cost_rows.py [--json OUT]
@@ -160,6 +162,10 @@ def main() -> None:
     within = sum(abs(p["predicted"] - p["actual"]) <= 0.3 * p["actual"] for p in preds)
     share = 100 * within / len(preds)
     print(f"all {len(everything)} sweeps: {within}/{len(preds)} predicted within 30 % ({share:.1f} %)")
+    logs = sorted(abs(math.log(p["predicted"] / p["actual"])) for p in preds if p["predicted"] > 0 < p["actual"])
+    if logs:  # a change that moves no prediction across the 30 % line still shows here
+        mean, median = sum(logs) / len(logs), logs[len(logs) // 2]
+        print(f"|log(predicted / actual)| over {len(logs)} predictions: mean {mean:.3f}, median {median:.3f}")
     if args.json:
         args.json.write_text(json.dumps(everything, indent=1))
 
