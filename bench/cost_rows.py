@@ -1,6 +1,6 @@
 """The cost model against recorded sweeps: each trial of a recorded sweep predicted from the trials before it.
 
-Reads the rows of H200 and H100 default sweeps kept in ``bench/results`` (their knobs, wall and phases), feeds them
+Reads the rows of H200, H100 and CPU default sweeps kept in ``bench/results`` (their knobs, wall and phases), feeds them
 one by one to an in-memory study in the order they ran, and before adding each asks the cost model
 (``CostModel.predict``, or ``predict_repeat`` for a re-measurement, with ``remeasure.profile_cost`` for a profiled
 one) what that trial would cost; prints, per sweep, how many predictions fell within 30 % of the row's ``wall_s`` and
@@ -42,6 +42,7 @@ from sweeper.sweep.search.costs import CostModel  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 DEFAULT_MEASURE = {"warmup_steps": 5, "steps": 20, "min_time_s": 1.0}
+CPU_MEASURE = {**DEFAULT_MEASURE, "min_time_s": 0.0}  # a workload of the user's own, the package's measure.*
 # sweep -> (rows, distinct operations of the model's default configuration's eager step, its measure.*)
 SWEEPS = {
     "resnet50 2026-12-04": ("h200-2026-12-04T0104-budget-resnet50", 168, DEFAULT_MEASURE),
@@ -96,6 +97,9 @@ SWEEPS = {
     "seg 2026-12-07 (H100, 8)": ("h100-2026-12-07T1329-budget-seg", 351, DEFAULT_MEASURE),
     "seg 2026-12-07 (H100, 9)": ("h100-2026-12-07T1529-budget-seg", 351, DEFAULT_MEASURE),
     "resnet50 2026-12-07 (H100, 9)": ("h100-2026-12-07T1538-budget-resnet50", 166, DEFAULT_MEASURE),
+    "own audio 2026-12-07 (CPU)": ("cpu-2026-12-07T1835-own-audio", 0, CPU_MEASURE),
+    "own audio 2026-12-07 (CPU, 2)": ("cpu-2026-12-07T1838-own-audio", 0, CPU_MEASURE),
+    "own audio 2026-12-07 (CPU, 3)": ("cpu-2026-12-07T1846-own-audio", 0, CPU_MEASURE),
 }
 PHASES = ("setup_s", "compile_s", "first_step_s", "measured_s", "step_ms_mean", "warmup_steps", "warmup_drain_steps",
           "steps_measured", "prof_s", "data_wait_frac", "compiler_s", "prime_s")  # fmt: skip
@@ -137,6 +141,8 @@ def replay(rows: pd.DataFrame, ops: int, measure: dict[str, Any]) -> list[dict[s
             if counter in r and not pd.isna(r[counter]):
                 attrs[counter] = int(r[counter])
         attrs.update(status="complete", wall_s=float(r["wall_s"]))
+        if isinstance(r.get("device"), str):
+            attrs["device"] = r["device"]  # on the CPU a loader without workers loads between the steps
         if repeat:
             attrs["confirm_of"] = int(r["confirm_of"])
         dists = {k: CategoricalDistribution([v]) for k, v in params.items()}

@@ -20,7 +20,8 @@ and each is predicted from the study's own measured trials (warm-start history l
   least ``min_time_s``, at most ``max_steps``), the warm-up as many steps of it as the nearest configurations'
   warm-ups and drains recorded (the most of them; never fewer than ``measure.warmup_steps``): a data pipeline's
   buffer grows with its workers, and its drain is part of the trial, not of its start. A measured trial that
-  waited for its data (``data_wait_frac`` >= 0.2) was stepped at its DataLoader's feed, whatever its model knobs:
+  waited for its data (``data_wait_frac`` >= 0.2) was stepped at its DataLoader's feed (on the CPU, a loader without
+  workers loads between the steps: its wait alone), whatever its model knobs:
   a configuration on the same data path (the input pipeline's knobs alike, the transfer's aside) with as many
   workers or fewer is fed at most their share of it, for the samples its step takes; that step is the least (a
   worker count never measured says nothing through the neighbours' step). Where this configuration's DataLoader
@@ -52,7 +53,8 @@ and each is predicted from the study's own measured trials (warm-start history l
   a repeat does (a declared knob whose change came out a cold compile is dropped). Learned: a compiled trial of a
   new configuration whose compile took at most ``WARM_COMPILE_MAX_SHARE`` of its class's slowest cold compile
   measured before it found Inductor's cache warm, so the knobs in which it differs from the nearest earlier
-  compiled configuration of its class (most knob values in common) do not change the compiled graph. Any other
+  compiled configuration of its class (most knob values in common; of equally near ones, those it differs from in
+  declared knobs only) do not change the compiled graph. Any other
   knob keeps the cold compile (the conservative side);
 * primed: a compiled trial that ran cuDNN's benchmark in an eager copy beside its compile (``workloads.prime``; its
   row's ``prime_s``) hides the benchmark in its compile's seconds: its first step's rest beyond the compilers is
@@ -166,6 +168,7 @@ class Seen:
     data_wait: float | None = None  # the share of its window spent waiting for data (data_wait_frac)
     compiler_s: float | None = None  # of its first step, the seconds inside torch.compile's compilers (counted)
     prime_s: float | None = None  # its eager copy's priming of cuDNN's benchmark, beside the compile (prime_s)
+    host: bool = False  # it ran on the CPU: a loader without workers loads between its steps, not beside them
 
     @property
     def busy_s(self) -> float:
@@ -244,9 +247,13 @@ class CostModel:
         """Mark the compiled trials of new configurations whose compile found the cache warm (its row's counters
         say so; without them, at most ``WARM_COMPILE_MAX_SHARE`` of their class's slowest cold compile before
         them), and the knobs each showed graph-neutral: those in which it differs from the nearest earlier cold
-        compile of its class. A warm compile with no cold one of its class before it found another night's cache:
-        nothing is learned from it. A primed compile waits for its copy's benchmark however warm its cache: where
-        it and the cold ones counted their compilers' seconds, those are compared."""
+        compile of its class (of equally near ones, those it differs from in declared graph-neutral knobs only,
+        else all; the knobs in which it differs from each of them). A 1-D convolution net on the CPU (2026-12-07):
+        bf16 batch 32 without pinned memory compiled warm after batch 128 without it and batch 32 with it, and
+        taken as batch 128's, taught that the batch size leaves the graph alone; the next batch's compile was
+        priced warm, 2.3 s, and ran cold, 6.1 s. A warm compile with no cold one of its class before it found
+        another night's cache: nothing is learned from it. A primed compile waits for its copy's benchmark however
+        warm its cache: where it and the cold ones counted their compilers' seconds, those are compared."""
         cheap = self._cheap()
         for i, s in enumerate(seen):
             if not s.phased or s.repeat or s.cls == cheap or s.cache is False:
@@ -258,8 +265,13 @@ class CostModel:
             guessed = slowest > 1.0 and seconds(s) <= WARM_COMPILE_MAX_SHARE * slowest
             if not cold or not (s.cache or guessed):
                 continue
-            near = max(cold, key=lambda e: (len(_same(e.params, s.params)), e.compile_s))
-            s.warm, s.cold_of, s.neutral = True, near, frozenset(_differ(near.params, s.params))
+            top = max(len(_same(e.params, s.params)) for e in cold)
+            tied = [e for e in cold if len(_same(e.params, s.params)) == top]
+            # of equally near ones, those it differs from in declared knobs only explain the warm cache best;
+            # what is learned holds whichever of them it found: the knobs in which it differs from each
+            near = [e for e in tied if _differ(e.params, s.params) <= self.declared] or tied
+            s.warm, s.cold_of = True, max(near, key=lambda e: e.compile_s)
+            s.neutral = frozenset.intersection(*(frozenset(_differ(e.params, s.params)) for e in near))
 
     def measured(self, study: optuna.Study) -> dict[tuple, list[float]]:
         """Wall seconds of the study's own measured trials, by cost class."""
@@ -378,7 +390,11 @@ class CostModel:
         0.87 s: at most 0.25 s). The neighbours' step says nothing of a worker count never measured (JPEG decoding
         with no worker stepped 8x slower than with 14) nor of a compiled data-bound trial's eager twin (its model's
         speed is not what bound it). Where the workers are not a knob, a data-bound trial on the same data path
-        floors it at its own feed, for the samples a step takes. 0.0 where no such trial was measured."""
+        floors it at its own feed, for the samples a step takes. On the CPU a DataLoader without workers loads in
+        the trial's own process between its steps (no device runs the step meanwhile): its feed is the wait alone,
+        not the step (a 1-D convolution net fed from memory on the 2-core VM, 2026-12-07: batch 32 stepped in
+        47 ms, 12 ms of it loading; batch 128 in 97 ms, priced 189 ms as four times the whole step). 0.0 where no
+        such trial was measured."""
         mine = _leaf_int(params, "num_workers")
         fed: dict[int, float] = {}  # by the measured trial's workers: the least step their share allows
         alike = 0.0  # workers not a knob: the same data path's feed
@@ -388,10 +404,11 @@ class CostModel:
             theirs = _leaf_int(s.params, "num_workers")
             mine_n, theirs_n = _samples(params), _samples(s.params)
             ratio = mine_n / theirs_n if mine_n and theirs_n else 1.0
+            feed = s.step_s * s.data_wait if theirs == 0 and s.host else s.step_s  # (the wait: its loading)
             if mine is None or theirs is None:
-                alike = max(alike, s.step_s * ratio)
+                alike = max(alike, feed * ratio)
             else:
-                fed[theirs] = max(fed.get(theirs, 0.0), s.step_s * max(1, theirs) / max(1, mine) * ratio)
+                fed[theirs] = max(fed.get(theirs, 0.0), feed * max(1, theirs) / max(1, mine) * ratio)
         if alike or not fed:
             return alike
         more = [n for n in fed if n >= mine]
@@ -804,6 +821,7 @@ def _phases(s: Seen, attrs: Mapping[str, Any]) -> None:
     s.steps, s.warmup_steps = int(steps or round(window / step)), warmup_steps
     s.drain_steps = int(num("warmup_drain_steps") or 0)
     s.data_wait = num(DATA_WAIT_KEY)
+    s.host = str(attrs.get("device", "")).startswith("cpu")
     s.compiler_s = num("compiler_s")
     s.prime_s = num("prime_s")
     prof = num("prof_s") or 0.0  # a profiled re-measurement's profile: priced apart (remeasure.profile_cost)
