@@ -97,7 +97,8 @@ def test_workers_are_forked_on_the_thread_that_builds_the_pipeline(
     start = data.Pipeline._start
 
     def recorded(self: data.Pipeline) -> Any:
-        starts.append(threading.current_thread().name)
+        if self.epochs == 0:  # an epoch's restart (the prefetcher may reach one soon) starts the next epoch's
+            starts.append(threading.current_thread().name)
         return start(self)
 
     monkeypatch.setattr(data.Pipeline, "_start", recorded)

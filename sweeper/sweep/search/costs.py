@@ -821,7 +821,7 @@ def _phases(s: Seen, attrs: Mapping[str, Any]) -> None:
     s.steps, s.warmup_steps = int(steps or round(window / step)), warmup_steps
     s.drain_steps = int(num("warmup_drain_steps") or 0)
     s.data_wait = num(DATA_WAIT_KEY)
-    s.host = str(attrs.get("device", "")).startswith("cpu")
+    s.host = str(attrs.get("device")).startswith("cpu")  # (None in rows written before it was recorded)
     s.compiler_s = num("compiler_s")
     s.prime_s = num("prime_s")
     prof = num("prof_s") or 0.0  # a profiled re-measurement's profile: priced apart (remeasure.profile_cost)
