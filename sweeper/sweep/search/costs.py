@@ -54,8 +54,8 @@ and each is predicted from the study's own measured trials (warm-start history l
   new configuration whose compile took at most ``WARM_COMPILE_MAX_SHARE`` of its class's slowest cold compile
   measured before it found Inductor's cache warm, so the knobs in which it differs from the nearest earlier
   compiled configuration of its class (most knob values in common; of equally near ones, those it differs from in
-  declared knobs only) do not change the compiled graph. Any other
-  knob keeps the cold compile (the conservative side);
+  declared knobs only) do not change the compiled graph. Any other knob keeps the cold compile (the conservative
+  side);
 * primed: a compiled trial that ran cuDNN's benchmark in an eager copy beside its compile (``workloads.prime``; its
   row's ``prime_s``) hides the benchmark in its compile's seconds: its first step's rest beyond the compilers is
   at least the priming's seconds (what its eager twin and its warm repeat pay: no cache holds cuDNN's choices), and
@@ -492,11 +492,11 @@ class CostModel:
         nearest measured configurations (alike in ``FIRST_STEP_KNOBS`` first, then in precision: the libraries'
         kernels differ by dtype, DeepLabV3's eager first step without the benchmark 0.5-1.3 s in fp32, 4.5-5.3 s in
         fp16 on an H100; then most knob values in common, the expensive knobs aside, an eager one of equals; the
-        most of equals), an eager one's whole excess, a compiled
-        one's less the seconds its compilers counted (``compiler_s``: DeepLabV3's compiled start on an H100 spent
-        142.6 s in its first step, 61.4 s of it compiling), scaled by the samples a step takes (allocations and the
-        benchmark run at the step's shapes: ConvNeXt-Tiny's 17.4 s at batch 512, 9.2 s at 128; with the benchmark
-        on both sides by the square root of their ratio). Nothing is cached across trial processes, so a repeat
+        most of equals), an eager one's whole excess, a compiled one's less the seconds its compilers counted
+        (``compiler_s``: DeepLabV3's compiled start on an H100 spent 142.6 s in its first step, 61.4 s of it
+        compiling), scaled by the samples a step takes (allocations and the benchmark run at the step's shapes:
+        ConvNeXt-Tiny's 17.4 s at batch 512, 9.2 s at 128; with the benchmark on both sides by the square root of
+        their ratio). Nothing is cached across trial processes, so a repeat
         pays it again."""
         cheap = self._cheap()
         known = [(s, x) for s in phased if (x := s.init_s(cheap)) is not None]
@@ -504,7 +504,7 @@ class CostModel:
             return 0.0, "prior"
         plain = {k: v for k, v in params.items() if k not in self.expensive}
 
-        def rank(s: Seen) -> tuple[bool, bool, int, bool]:  # the benchmark alike, the most values shared, then eager
+        def rank(s: Seen) -> tuple[bool, bool, int, bool]:  # the benchmark, the precision, most values shared, eager
             shared = _same(s.params, plain) - set(self.expensive)
             alike = all(k in shared for k in params if _leaf(k) in FIRST_STEP_KNOBS)
             dtype = all(k in shared for k in params if _leaf(k) == "precision")
