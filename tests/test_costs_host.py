@@ -65,3 +65,18 @@ def test_a_warm_compile_equally_near_two_cold_ones_learns_what_explains_it() -> 
     _add(study, compiled, 0.023, 1.2, **warm)
     assert _model().phases(study, {**BASE, **compiled, "knobs.batch_size": 16})["compile"] > 6.0
     assert _model().phases(study, {**BASE, **compiled, "knobs.optimizer_impl": "foreach"})["compile"] < 2.0
+
+
+def test_a_cold_compile_is_priced_from_cold_ones_after_the_sweeps_first() -> None:
+    """The sweep's first compile (bf16 batch 128) took 12.4 s cold, building what every later compile finds in the
+    cache; fp32 batch 64 then compiled cold in 6.0 s. fp32 batch 128 (cold, 5.7 s measured) is priced from the
+    later one, not from the first, which shares its batch. With the first alone, the first prices it."""
+    study = optuna.create_study(direction="maximize")
+    _add(study, {}, 0.047, 0.03)
+    compiled = {"knobs.compile": "default"}
+    cold = {"compile_cache_hits": 0, "compile_cache_misses": 2}
+    _add(study, {**compiled, "knobs.batch_size": 128}, 0.086, 12.4, **cold)
+    target = {**BASE, **compiled, "knobs.precision": "fp32", "knobs.batch_size": 128}
+    assert _model().phases(study, target)["compile"] >= 12.4
+    _add(study, {**compiled, "knobs.precision": "fp32", "knobs.batch_size": 64}, 0.05, 6.0, **cold)
+    assert _model().phases(study, target)["compile"] < 0.7 * 12.4
