@@ -393,17 +393,25 @@ class CostModel:
         floors it at its own feed, for the samples a step takes. On the CPU a DataLoader without workers loads in
         the trial's own process between its steps (no device runs the step meanwhile): its feed is the wait alone,
         not the step (a 1-D convolution net fed from memory on the 2-core VM, 2026-12-07: batch 32 stepped in
-        47 ms, 12 ms of it loading; batch 128 in 97 ms, priced 189 ms as four times the whole step). 0.0 where no
-        such trial was measured."""
+        47 ms, 12 ms of it loading; batch 128 in 97 ms, priced 189 ms as four times the whole step). A trial with
+        as many workers on the same data path that did not wait was fed faster than it stepped: the floor is at
+        most its step, for the samples a step takes (the same net: two workers, competing with the trial for two
+        cores, made batch 128 wait at 124 ms a step; one worker did not, at 98 ms; one worker was floored at
+        249 ms, twice the two's feed, and stepped in 127 ms). 0.0 where no such trial was measured."""
         mine = _leaf_int(params, "num_workers")
         fed: dict[int, float] = {}  # by the measured trial's workers: the least step their share allows
         alike = 0.0  # workers not a knob: the same data path's feed
+        cap = math.inf  # as many workers, not data-bound: fed faster than it stepped
         for s in phased:
-            if s.data_wait is None or s.data_wait < DATA_BOUND_WAIT or not self._same_pipeline(s.params, params):
+            if s.data_wait is None or not self._same_pipeline(s.params, params):
                 continue
             theirs = _leaf_int(s.params, "num_workers")
             mine_n, theirs_n = _samples(params), _samples(s.params)
             ratio = mine_n / theirs_n if mine_n and theirs_n else 1.0
+            if s.data_wait < DATA_BOUND_WAIT:
+                if mine is not None and theirs == mine:
+                    cap = min(cap, s.step_s * ratio)
+                continue
             feed = s.step_s * s.data_wait if theirs == 0 and s.host else s.step_s  # (the wait: its loading)
             if mine is None or theirs is None:
                 alike = max(alike, feed * ratio)
@@ -412,7 +420,7 @@ class CostModel:
         if alike or not fed:
             return alike
         more = [n for n in fed if n >= mine]
-        return fed[min(more) if more else max(fed)]
+        return min(fed[min(more) if more else max(fed)], cap)
 
     def _same_pipeline(self, a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
         """Whether two configurations produce their batches alike: every knob of the input pipeline (the declared
