@@ -35,7 +35,15 @@ from sweeper.sweep.search import samplers, warm
 from sweeper.sweep.search.costs import CostModel
 from sweeper.sweep.search.handbook import start_params
 from sweeper.sweep.study import trials as st
-from sweeper.sweep.study.attrs import CONFIRM_KEY, COST_KEY, PROFILE_KEY, REASON_KEY, SPENT_KEY, STATUS_KEY
+from sweeper.sweep.study.attrs import (
+    CONFIRM_KEY,
+    COST_KEY,
+    PREDICTED_KEY,
+    PROFILE_KEY,
+    REASON_KEY,
+    SPENT_KEY,
+    STATUS_KEY,
+)
 from workloads.base import DeviceInfo
 
 H200 = DeviceInfo(kind="cuda", name="NVIDIA H200", count=1, compute_capability=(9, 0))
@@ -215,6 +223,7 @@ class _Sweep:
         running when the sweep stops it (``Scheduler.stop_at`` with what it must leave, ``Admission.keep_s``) is cut
         there, ``interrupted`` by the budget (its compile did not reach the cache)."""
         predicted = self.admission.predict(values, profile, repeat)
+        trial.set_user_attr(PREDICTED_KEY, round(predicted, 2))  # as the sweep records it at launch
         stop = self.scheduler.stop_at(self.admission.keep_s(values, repeat), predicted)
         ran = set(self.ran)
         r = self.land.run(values, self.ran, profile)

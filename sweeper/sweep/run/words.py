@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import math
 import statistics
 from typing import Any
 
 import optuna
-from optuna.trial import TrialState
 
-from sweeper.results.outcome import Status
 from sweeper.sweep.run.stop import Stop
-from sweeper.sweep.study.attrs import PREDICTED_KEY, SPENT_KEY, WARM_KEY, status_of
+from sweeper.sweep.study import trials
 
 DEFAULT_N_TRIALS = 10  # counted trials of a command that gives neither n_trials nor timeout_s
 WITHIN = 0.3  # a prediction within this fraction of the actual wall counts as right in the summary
@@ -57,14 +54,7 @@ def why_ended(reason: Stop | None, settings: Any, scheduler: Any, n_trials: int,
 def costs_error(study: optuna.Study) -> str | None:
     """How far the predicted wall times (at launch) were from the actual ones, over this study's launched trials
     that ran to their end (a failed, out-of-memory or cut trial ended early: its wall is not the run predicted)."""
-    errors = []
-    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)):
-        predicted, actual = t.user_attrs.get(PREDICTED_KEY), t.user_attrs.get(SPENT_KEY)
-        if WARM_KEY in t.user_attrs or not isinstance(predicted, (int, float)) or not isinstance(actual, (int, float)):
-            continue
-        if status_of(t) is not Status.COMPLETE or actual <= 0 or predicted <= 0 or not math.isfinite(predicted):
-            continue  # 0: predicted before anything was measured
-        errors.append((predicted - actual) / actual)
+    errors = [(predicted - actual) / actual for predicted, actual in trials.priced(study)]
     if not errors:
         return None
     within = sum(1 for e in errors if abs(e) <= WITHIN)

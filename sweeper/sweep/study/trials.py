@@ -31,9 +31,11 @@ from sweeper.sweep.study.attrs import (  # noqa: F401 (the attributes' names, re
     FAILED_WITH_KEY,
     FINISHED_KEY,
     OWNER_KEY,
+    PREDICTED_KEY,
     REASON_KEY,
     REQUEUED_KEY,
     SEARCHED_KEY,
+    SPENT_KEY,
     STATUS_KEY,
     STUDY_ID_KEY,
     TARGET_KEY,
@@ -136,6 +138,21 @@ def is_counted(t: FrozenTrial) -> bool:
         and not is_remeasure(t)
         and not is_interrupted(t)
     )
+
+
+def priced(study: optuna.Study) -> list[tuple[float, float]]:
+    """(predicted, actual) wall seconds of this study's launched trials that ran to their end with a price set at
+    launch (a failed, out-of-memory or cut trial ended early: its wall is not the run predicted; 0: priced before
+    anything was measured; an earlier study's trials were priced by another sweep)."""
+    out = []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)):
+        predicted, actual = t.user_attrs.get(PREDICTED_KEY), t.user_attrs.get(SPENT_KEY)
+        if WARM_KEY in t.user_attrs or not isinstance(predicted, (int, float)) or not isinstance(actual, (int, float)):
+            continue
+        if status_of(t) is not Status.COMPLETE or actual <= 0 or predicted <= 0 or not math.isfinite(predicted):
+            continue
+        out.append((float(predicted), float(actual)))
+    return out
 
 
 def counted(study: optuna.Study) -> int:
