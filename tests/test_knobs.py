@@ -9,6 +9,7 @@ data-loading knobs are in test_data.py.
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
@@ -213,7 +214,7 @@ def _count_runs(model: torch.nn.Module, ac: str) -> tuple[dict[str, int], dict[s
     for s in resnet50.STAGES:
         wrapper = getattr(model, s)
         wrapper.register_forward_pre_hook(lambda *a, s=s: calls.__setitem__(s, calls[s] + 1))
-        wrapper.inner.register_forward_pre_hook(lambda *a, s=s: runs.__setitem__(s, runs[s] + 1))
+        wrapper._checkpoint_wrapped_module.register_forward_pre_hook(lambda *a, s=s: runs.__setitem__(s, runs[s] + 1))
     return calls, runs
 
 
@@ -222,7 +223,7 @@ def test_activation_checkpointing_recomputes_and_saves_less(tmp_path: Path) -> N
     for ac in ("off", "all"):
         work = resnet50.build(resnet_cfg(tmp_path, activation_checkpointing=ac), CPU)
         model, train = work.step.model, work.step
-        stage = model.layer3.inner if ac == "all" else model.layer3
+        stage = model.layer3._checkpoint_wrapped_module if ac == "all" else model.layer3
         calls = []
         stage.register_forward_pre_hook(lambda *a: calls.append(1))
         wrapper_calls, inner_runs = _count_runs(model, ac)
@@ -243,6 +244,25 @@ def test_activation_checkpointing_recomputes_and_saves_less(tmp_path: Path) -> N
 def test_activation_checkpointing_n_wraps_the_first_n_stages(tmp_path: Path) -> None:
     model = resnet50.build(resnet_cfg(tmp_path, activation_checkpointing="2"), CPU).step.model
     assert [isinstance(getattr(model, s), common.Checkpointed) for s in resnet50.STAGES] == [True, True, False, False]
+
+
+def test_checkpointed_blocks_keep_their_attributes_keywords_and_state_dict_keys() -> None:
+    """A parent that inspects its blocks: ``nn.TransformerEncoder`` reads ``layers[0].self_attn`` and calls each
+    layer with ``src_mask=``. Checkpointed, its layers still answer both, the model trains, and its state_dict
+    keys are those of the plain model (a checkpoint saved either way loads into the other)."""
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+    plain = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+    wrapped = copy.deepcopy(plain)
+    assert common.checkpoint_blocks(wrapped.layers, ["0", "1"]) == 2
+    assert wrapped.layers[0].self_attn is wrapped.layers[0]._checkpoint_wrapped_module.self_attn
+    x = torch.randn(3, 5, 16)
+    mask = torch.zeros(5, 5)
+    out = wrapped(x, mask=mask)
+    out.sum().backward()
+    assert torch.allclose(out, plain(x, mask=mask), atol=1e-6)
+    assert list(wrapped.state_dict()) == list(plain.state_dict())
+    wrapped.load_state_dict(plain.state_dict())
 
 
 # ---------------------------------------------------------------- compile

@@ -11,6 +11,11 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+    CheckpointImpl,
+    CheckpointWrapper,
+    checkpoint_wrapper,
+)
 
 from workloads import prime
 from workloads.spec.training import (  # noqa: F401 (re-exported: a workload's knob helpers in one place)
@@ -70,22 +75,19 @@ def maybe_compile(fn: Callable, mode: str) -> Callable:
     return torch.compile(fn, mode=None if mode == "default" else mode)
 
 
-class Checkpointed(nn.Module):
-    """Runs ``inner`` under ``torch.utils.checkpoint``: activations are recomputed in backward, not stored."""
-
-    def __init__(self, inner: nn.Module) -> None:
-        super().__init__()
-        self.inner = inner
-
-    def forward(self, *args: Any) -> Any:
-        return torch.utils.checkpoint.checkpoint(self.inner, *args, use_reentrant=False)
+# torch.distributed's activation-checkpoint wrapper (torchtitan's): the wrapped module's forward under
+# ``torch.utils.checkpoint`` (non-reentrant), its keyword arguments passed through, its attributes read through the
+# wrapper and its state_dict keys unchanged. A block a parent inspects needs all three: ``nn.TransformerEncoder``
+# reads ``layers[0].self_attn`` and calls each layer with ``src_mask=``.
+Checkpointed = CheckpointWrapper
 
 
 def checkpoint_blocks(parent: nn.Module, names: Iterable[str]) -> int:
-    """Wrap the named children of ``parent`` in :class:`Checkpointed`; returns how many were wrapped."""
+    """Wrap the named children of ``parent`` in :data:`Checkpointed` (activations recomputed in backward, not
+    stored); returns how many were wrapped."""
     n = 0
     for name in names:
-        setattr(parent, name, Checkpointed(getattr(parent, name)))
+        setattr(parent, name, checkpoint_wrapper(getattr(parent, name), checkpoint_impl=CheckpointImpl.NO_REENTRANT))
         n += 1
     return n
 
