@@ -104,8 +104,9 @@ class KnobSweeperConf:
     seed: Optional[int] = None
     # Knobs that make a trial expensive, each with its cheap value ({knobs.compile: "off"}): the staged sampler
     # screens the other knobs with these cheap, then measures the best few screened configurations with each
-    # expensive value (best expected gain per second first), then searches the whole space.
-    expensive: Dict[str, Any] = field(default_factory=dict)
+    # expensive value (best expected gain per second first), then searches the whole space. Unset (null): the
+    # package's own, knobs.compile with "off" cheap, where the search space gives "off" and another mode; {}: none.
+    expensive: Optional[Dict[str, Any]] = None
     # What an expensive value is expected to cost before the study has measured it, as a multiple of a trial with
     # the cheap value. Measurements replace and rescale it (sweeper.sweep.search.costs); a value with no prior is
     # taken to cost as much as the dearest value measured. A workload's YAML adds or replaces entries. The default
