@@ -142,17 +142,25 @@ def is_counted(t: FrozenTrial) -> bool:
 
 def priced(study: optuna.Study) -> list[tuple[float, float]]:
     """(predicted, actual) wall seconds of this study's launched trials that ran to their end with a price set at
-    launch (a failed, out-of-memory or cut trial ended early: its wall is not the run predicted; 0: priced before
-    anything was measured; an earlier study's trials were priced by another sweep)."""
+    launch (:func:`price_of`)."""
     out = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)):
-        predicted, actual = t.user_attrs.get(PREDICTED_KEY), t.user_attrs.get(SPENT_KEY)
-        if WARM_KEY in t.user_attrs or not isinstance(predicted, (int, float)) or not isinstance(actual, (int, float)):
-            continue
-        if status_of(t) is not Status.COMPLETE or actual <= 0 or predicted <= 0 or not math.isfinite(predicted):
-            continue
-        out.append((float(predicted), float(actual)))
+        pair = price_of(t)
+        if pair is not None:
+            out.append(pair)
     return out
+
+
+def price_of(t: FrozenTrial) -> tuple[float, float] | None:
+    """(predicted, actual) wall seconds of a launched trial that ran to its end with a price set at launch; None
+    for the others (a failed, out-of-memory or cut trial ended early: its wall is not the run predicted; 0: priced
+    before anything was measured; an earlier study's trials were priced by another sweep)."""
+    predicted, actual = t.user_attrs.get(PREDICTED_KEY), t.user_attrs.get(SPENT_KEY)
+    if WARM_KEY in t.user_attrs or not isinstance(predicted, (int, float)) or not isinstance(actual, (int, float)):
+        return None
+    if status_of(t) is not Status.COMPLETE or actual <= 0 or predicted <= 0 or not math.isfinite(predicted):
+        return None
+    return float(predicted), float(actual)
 
 
 def counted(study: optuna.Study) -> int:
