@@ -16,7 +16,8 @@ and each is predicted from the study's own measured trials (warm-start history l
   re-measurement's ``prof_s``: the admission prices profiling on its own);
 * setup: the median of the trials of the same cost class (``hydra.sweeper.expensive`` values), else of all;
 * the step time: that of the measured configurations nearest to this one (most knob values in common, the same
-  cost class first; the slowest of equals); the window is then ``measure.*`` applied to it (``steps`` steps, at
+  cost class first), scaled by the knob values' fitted effects (on the CPU the batch size and accumulation by
+  their share of the samples), the median of equals; the window is then ``measure.*`` applied to it (``steps`` steps, at
   least ``min_time_s``, at most ``max_steps``), the warm-up as many steps of it as the nearest configurations'
   warm-ups and drains recorded (the most of them; never fewer than ``measure.warmup_steps``): a data pipeline's
   buffer grows with its workers, and its drain is part of the trial, not of its start. A measured trial that
@@ -24,15 +25,17 @@ and each is predicted from the study's own measured trials (warm-start history l
   workers loads between the steps: its wait alone), whatever its model knobs:
   a configuration on the same data path (the input pipeline's knobs alike, the transfer's aside) with as many
   workers or fewer is fed at most their share of it, for the samples its step takes; that step is the least (a
-  worker count never measured says nothing through the neighbours' step). Where this configuration's DataLoader
+  worker count never measured says nothing through the neighbours' step; a trial with as many workers that did
+  not wait caps it at its own step). Where this configuration's DataLoader
   buffer differs from a neighbour's (the knobs ``num_workers`` x ``prefetch_factor``, PyTorch's default 2,
   wherever the space declares them), the warm-up is the one that buffer asks (``buffer + 2`` steps, as the trial
   runs it) and the neighbour's drain scaled by the buffers' ratio (from a neighbour without a buffer: a pipeline
   that keeps up, ``min(buffer, 8)`` steps); without workers, no drain;
 * compile, per cost class (per ``torch.compile`` mode): the cold compile of the nearest configuration measured in
-  that class (where it counted its compilers' seconds, those and what this configuration pays eager beyond a step:
-  cuDNN's benchmark is in every first step that runs it, compiled or not; most knob values in common; the slowest
-  of equals: a per-model cost that does not grow with the
+  that class, the sweep's first compile left out where a later cold one was measured (the first into a fresh cache
+  builds what every later one finds there; where it counted its compilers' seconds, those and what this
+  configuration pays eager beyond a step: cuDNN's benchmark is in every first step that runs it, compiled or not;
+  most knob values in common; the slowest of equals: a per-model cost that does not grow with the
   eager window, but differs by precision and batch: a ResNet-50's bf16 batch-1024 compile took 59 s on an H100,
   fp16 batch 1024 47 s, fp16 batch 512 44 s); a class never measured takes, per expensive knob, the
   slowest compile measured with that value, else its prior rescaled by how the measured values of that knob
