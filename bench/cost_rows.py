@@ -109,6 +109,7 @@ SWEEPS = {
     "own seq 2026-12-07 (CPU)": ("cpu-2026-12-07T2041-own-seq", 0, CPU_MEASURE),
     "own seq, expensive undeclared 2026-12-07 (CPU)": ("cpu-2026-12-07T2057-own-seqx", 0, CPU_MEASURE),
     "own seq, expensive undeclared 2026-12-07 (CPU, 2)": ("cpu-2026-12-07T2100-own-seqx", 0, CPU_MEASURE),
+    "own tab 2026-12-07 (CPU)": ("cpu-2026-12-07T2219-own-tab", 0, CPU_MEASURE),
 }
 PHASES = ("setup_s", "compile_s", "first_step_s", "measured_s", "step_ms_mean", "warmup_steps", "warmup_drain_steps",
           "steps_measured", "prof_s", "data_wait_frac", "compiler_s", "prime_s")  # fmt: skip
