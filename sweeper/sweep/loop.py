@@ -57,7 +57,7 @@ from sweeper.sweep.study.attrs import (
     WAITS_KEY,
 )
 from sweeper.sweep.study.faults import fault_point
-from sweeper.trial import gpu
+from sweeper.trial import gpu, warm_cache
 
 RECOVER_EVERY_S = 1.0  # how often other processes' dead trials and duplicate waits are looked at
 Launch = tuple[Any, dict[str, Any], dict[str, Any]]  # (trial, values, launch extras): what _start submits
@@ -155,6 +155,8 @@ class Sweep:
         """The search, then the re-measurements (unless the search spent the failure budget or was interrupted);
         why it ended said; the study's rows compacted; exit 1 on the failure budget."""
         results: list[Any] = []
+        plan = self.plan  # a CPU sweep's fresh compile cache, warmed beside its first trials
+        warmer = warm_cache.start(plan.cfg, plan.space, plan.defaults)
         try:
             with self.progress, self.heartbeat:
                 self._queue_first()
@@ -166,6 +168,7 @@ class Sweep:
                 self._say_why()
             self.progress.summary(self.plan.study)
         finally:
+            warm_cache.stop(warmer)
             self.scheduler.close()
         launch.compact_and_refresh(self.plan.trials_dir.parent, self.plan.study_name, self.plan.study_id)
         code = self.policy.exit_code()
