@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 from sweeper.sweep.config.space import build_space
-from sweeper.sweep.search.handbook import start_params
+from sweeper.sweep.search.handbook import cpu_bf16, start_params
 from sweeper.sweep.search.warm import baseline_params
 from workloads.base import DeviceInfo
 
@@ -51,6 +52,24 @@ def test_the_handbook_start_on_the_cpu_takes_bf16_and_compile_and_leaves_the_gpu
     assert start["knobs.batch_size"] == 256 and start["knobs.memory_format"] == "channels_last"
     assert start["knobs.cudnn_benchmark"] is False and start["knobs.num_workers"] == 0
     assert start["knobs.pin_memory"] is False and start["knobs.device_prefetch"] is False
+
+
+def test_a_cpu_without_bf16_instructions_starts_in_fp32_with_the_other_rules(tmp_path: Path) -> None:
+    """bf16 is the CPU's reduced precision where the CPU computes it (AVX512-BF16, AMX, Arm's BF16); an AVX2 CPU
+    emulates it (a Transformer encoder: 23 samples/s against fp32's 211), so its start keeps fp32."""
+    space = build_space(CNN, {}, [], DEFAULTS)
+    start = start_params(space, DEFAULTS, baseline_params(space, DEFAULTS), CPU, native_bf16=False)
+    assert start is not None and start["knobs.precision"] == "fp32"
+    assert start["knobs.compile"] == "default" and start["knobs.batch_size"] == 256
+    assert start_params(space, DEFAULTS, baseline_params(space, DEFAULTS), H200, native_bf16=False) == _start(
+        CNN, DEFAULTS, H200
+    ), "a GPU's bf16 is its compute capability's"
+    avx2, genoa, graviton = tmp_path / "avx2", tmp_path / "genoa", tmp_path / "arm"
+    avx2.write_text("processor\t: 0\nflags\t\t: fpu sse sse2 avx avx2 fma\n\nprocessor\t: 1\nflags\t\t: fpu avx avx2\n")
+    genoa.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16 avx512_vnni\n")
+    graviton.write_text("processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\n")
+    assert not cpu_bf16(avx2) and cpu_bf16(genoa) and cpu_bf16(graviton)
+    assert cpu_bf16(tmp_path / "absent"), "flags unknown: bf16, as the rule was"
 
 
 def test_a_space_without_handbook_knobs_has_no_handbook_start() -> None:

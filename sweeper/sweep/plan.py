@@ -27,7 +27,7 @@ from sweeper.sweep.run import launch
 from sweeper.sweep.run.scheduler import process_start
 from sweeper.sweep.run.slots import NodeSlots, Slot, make_slots, node_lock_dir
 from sweeper.sweep.search import samplers, warm
-from sweeper.sweep.search.handbook import start_params
+from sweeper.sweep.search.handbook import cpu_bf16, start_params
 from sweeper.sweep.search.prune import make_pruner
 from sweeper.sweep.study import trials as studies
 from sweeper.trial import gpu
@@ -162,8 +162,10 @@ def prepare(settings: Any, config: DictConfig, launcher: Any, arguments: list[st
 def _handbook_picks(cfg: dict[str, Any], space: SearchSpace, defaults: dict[str, Any]) -> dict[str, Any] | None:
     """The handbook's picks from ``space`` for the device the trials run on: the host's GPU, unless they run on
     the CPU (a CPU trial refuses the GPU's picks, ``device_prefetch``); None where they are the defaults."""
-    device = gpu.device_info() if str(cfg["device"]).startswith("cuda") else DeviceInfo(kind="cpu")
-    return start_params(space, defaults, warm.baseline_params(space, defaults, say=False), device)
+    on_gpu = str(cfg["device"]).startswith("cuda")
+    device = gpu.device_info() if on_gpu else DeviceInfo(kind="cpu")
+    baseline = warm.baseline_params(space, defaults, say=False)
+    return start_params(space, defaults, baseline, device, native_bf16=on_gpu or cpu_bf16())
 
 
 def _check_workload(
