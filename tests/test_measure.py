@@ -72,6 +72,19 @@ def test_window_floor_and_ceiling_in_steps() -> None:
     assert m["steps_measured"] == 30, "max_steps ends a window that min_time_s would make longer"
 
 
+def test_past_measure_end_at_the_window_ends_with_what_it_measured() -> None:
+    """A sweep's ``measure.end_at`` (where its re-measurements' reserve begins) ends the window after its block: a
+    configuration far over its price is measured on fewer steps (``window_cut``) instead of being stopped
+    unmeasured by the budget; a window that measured what it asked for before then is not cut."""
+    m = run_measure(sleeper(), CPU, warmup_steps=1, steps=2000, end_at=time.time())
+    assert 1 <= m["steps_measured"] < 2000 and m["window_cut"] is True, (m["steps_measured"], m["window_cut"])
+    assert m["throughput"] > 0 and m["measured_s"] < 2.0
+    m = run_measure(sleeper(), CPU, warmup_steps=1, steps=7, end_at=time.time() + 60)
+    assert m["steps_measured"] == 7 and m["window_cut"] is False
+    m = run_measure(sleeper(), CPU, warmup_steps=1, steps=7)
+    assert m["steps_measured"] == 7 and m["window_cut"] is False
+
+
 @pytest.mark.parametrize(
     "step_s, steps, cuda, per_interval",
     [

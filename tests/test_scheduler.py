@@ -169,6 +169,18 @@ def test_the_scheduler_fits_and_stops_by_its_clock() -> None:
     unlimited.close()
 
 
+def test_a_trials_window_ends_where_the_reserve_begins_never_before_its_own_predicted_end() -> None:
+    clock = _Clock(1000.0)
+    s = Scheduler([0], _Node(), budget_s=100, grace_s=5, started_at=1000.0, clock=clock)
+    assert s.window_end_at(30.0, 10.0) == 1070.0, "the deadline less the re-measurements' reserve"
+    assert s.window_end_at(30.0, 90.0) == 1090.0, "admitted, it may run what it was priced"
+    assert s.window_end_at(0.0, 10.0) is None, "nothing kept: the budget's end stops it"
+    s.close()
+    unlimited = Scheduler([0], _Node(), budget_s=None, grace_s=5, started_at=0.0, clock=clock)
+    assert unlimited.window_end_at(30.0) is None
+    unlimited.close()
+
+
 def test_the_stop_policy_keeps_the_first_reason_and_maps_exit_codes() -> None:
     p = StopPolicy()
     assert p.exit_code() == 0 and not p.stopped

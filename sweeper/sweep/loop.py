@@ -337,7 +337,9 @@ class Sweep:
             with contextlib.suppress(Exception):
                 trial.set_user_attr(PREDICTED_KEY, predicted)  # beside its wall time in the row and the summary
             keep = self.admission.keep_s(values, repeat)  # a guessed price may not spend the re-measurements' time
-            return trial, values, {"profile": profile, PREDICTED_KEY: predicted, "keep_s": keep}
+            reserve = 0.0 if repeat else self.admission.reserve()  # its window ends where their reserve begins
+            extra = {"profile": profile, PREDICTED_KEY: predicted, "keep_s": keep, "reserve_s": reserve}
+            return trial, values, extra
         self.heartbeat.discard(private.trial_id(trial))  # a waiter beat while it waited
         self._settle_unlaunched(trial, values, outcome)
         return None
@@ -346,7 +348,9 @@ class Sweep:
 
     def _launch(self, run: Running) -> Any:
         """One trial through Hydra's launcher (in a worker thread; returns the JobReturn or the error)."""
-        stop_at = self.scheduler.stop_at(run.extra.get("keep_s") or 0.0, run.extra.get(PREDICTED_KEY) or 0.0)
+        predicted = run.extra.get(PREDICTED_KEY) or 0.0
+        stop_at = self.scheduler.stop_at(run.extra.get("keep_s") or 0.0, predicted)
+        run.extra["end_at"] = self.scheduler.window_end_at(run.extra.get("reserve_s") or 0.0, predicted)
         overrides = jobs.overrides(self.plan, self.settings, run, self.sweep_dir, stop_at)
         try:
             return self.launch_one(overrides, run.trial.number)  # job folder = trial number

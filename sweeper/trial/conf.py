@@ -32,6 +32,11 @@ class MeasureConf:
     precision target."""
     max_steps: int | None = None
     """...but no more steps than this; null: 100 x ``steps`` when adaptive, else ``steps``."""
+    end_at: float | None = None
+    """Unix seconds after which the measured window ends at its next block, with what it measured (the row says
+    ``window_cut``); set by a sweep with a budget: where its re-measurements' reserve begins (never before the
+    trial's predicted end). A configuration far slower than its price is then measured on fewer steps instead of
+    holding the reserve until the budget stops it unmeasured. null: off."""
     stall_s: float | None = 120
     """Once the first step is done (with its compilation): a step or a first batch that takes this long and 20x
     the warm-up's step time ends the trial as ``failed (stalled)``, every thread's stack in its log

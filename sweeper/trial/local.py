@@ -53,6 +53,7 @@ def execute(cfg: dict[str, Any], report=None, measured=None) -> dict[str, Any]:
             report=report,
             gpu_name=fp["gpu_name"] or None,
             count_ops=bool(m.get("count_ops")) and _countable(cfg),
+            end_at=m.get("end_at"),
         )
         metrics.update(_facts(cfg, metrics, setup_s, threads, fp), **split)
         if measured is not None and int(m.get("profile_steps") or 0) > 0:

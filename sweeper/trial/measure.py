@@ -136,6 +136,7 @@ class Window:
     drain_steps: int = 0  # warm-up steps run until the input pipeline's buffer was used up (see _drain)
     drained: bool = False  # whether that buffer ran dry (false: the pipeline kept up, or the cap was hit)
     capped: bool = False  # measure.max_steps ended the window before measure.min_time_s
+    cut: bool = False  # measure.end_at ended the window before what it asked for (steps, time, precision)
     per_interval: int = 1  # steps per timed interval (one CUDA event pair); see ``plan``
     between_s: float = 0.0  # time between the timed blocks (syncs, decisions, pruning reports), not in wall_s
     data_wait_host_s: float = 0.0  # the host's time inside next_batch() (the same as data_wait_s on the CPU)
@@ -156,9 +157,11 @@ def measure(
     gpu_name: str | None = None,
     stall_s: float | None = None,
     count_ops: bool = False,
+    end_at: float | None = None,
 ) -> dict[str, Any]:
     """Run and time ``work`` (:func:`run_window`), then its metrics (:func:`window_metrics`, units in the names).
     ``count_ops``: count the distinct operations of the first step (``graph_ops``; an eager step only).
+    ``end_at``: unix seconds after which the measured window ends at its next block (``measure.end_at``).
 
     Raises :class:`NonFiniteLoss` (with the metrics) when the last loss is not finite.
     """
@@ -166,7 +169,7 @@ def measure(
     watch = Watchdog(stall_s)
     try:
         window = run_window(
-            work, device, warmup_steps, steps, min_time_s, max_steps, rel_precision, report, watch, count_ops
+            work, device, warmup_steps, steps, min_time_s, max_steps, rel_precision, report, watch, count_ops, end_at
         )
     finally:
         watch.stop()
@@ -395,6 +398,19 @@ def _start_sampler(cuda: bool) -> UtilizationSampler | None:
     return sampler
 
 
+def _stop(
+    tally: _Tally, steps: int, min_time_s: float, rel_precision: float | None, end_at: float | None
+) -> tuple[bool, bool]:
+    """(whether the window ends now, whether it ends cut): it measured what it asked for (``steps``, then
+    ``min_time_s`` and ``rel_precision``), or ``end_at`` (unix seconds, ``measure.end_at``) has passed: the
+    sweep's re-measurements' reserve begins there, and a configuration measured on a few steps is measured, where
+    one the budget stops later is not. Every rank of a distributed trial decides alike."""
+    enough = tally.done >= steps and tally.window_s >= min_time_s and tally.precise_enough(rel_precision)
+    late = end_at is not None and time.time() >= end_at
+    (stop,) = _agree([float(enough or late)], "min")
+    return bool(stop), bool(stop) and not enough
+
+
 def run_window(
     work: Workload,
     device: torch.device,
@@ -406,6 +422,7 @@ def run_window(
     report: Callable[[int, float], None] | None = None,
     watch: Watchdog | None = None,
     count_ops: bool = False,
+    end_at: float | None = None,
 ) -> Window:
     """The first step, the warm-up, then the measured window.
 
@@ -414,24 +431,22 @@ def run_window(
     ``rel_precision`` of it (like ``torch.utils.benchmark``'s blocked_autorange), up to ``max_steps`` (the
     ceiling; default 100 x steps when adaptive). ``report(step, throughput_so_far)`` is called between blocks,
     at most every REPORT_EVERY_S of measured time, with the measured time in those ticks as its step (pruning);
-    it may raise to stop the trial. Its time is not in the window. Waiting for data: see ``_time_block``.
-    """
+    it may raise to stop the trial. Its time is not in the window. Waiting for data: see ``_time_block``. Past
+    ``end_at``, it ends after the current block (:func:`_stop`)."""
     clock = _Clock(device.type == "cuda")
     watch = watch or Watchdog(None)
     warm = _warm_up(work, warmup_steps, clock, watch, count_ops)
-    adaptive = bool(min_time_s) or rel_precision is not None
-    limit = max(steps, max_steps or (100 * steps if adaptive else steps))
+    limit = max(steps, max_steps or (100 * steps if min_time_s or rel_precision is not None else steps))
     per_interval, block = plan(warm.est_step_s, steps, clock.cuda)
     device_wait = clock.cuda and work.input_pipeline
     sampler = _start_sampler(clock.cuda)
     tally = _Tally(loss=warm.loss)
-    outer_start, last_tick = time.perf_counter(), 0
+    outer_start, last_tick, cut = time.perf_counter(), 0, False
     while tally.done < limit:
         n_block = min(block, limit - tally.done)
         watch.arm(STALL_FACTOR * warm.est_step_s * n_block)
         _time_block(work, clock, n_block, per_interval, device_wait, tally)
-        enough = tally.done >= steps and tally.window_s >= min_time_s and tally.precise_enough(rel_precision)
-        (stop,) = _agree([float(enough)], "min")
+        stop, cut = _stop(tally, steps, min_time_s, rel_precision, end_at)
         if stop:
             break
         last_tick = _report_progress(report, work, tally, last_tick)
@@ -448,6 +463,7 @@ def run_window(
         drain_steps=warm.drain_steps,
         drained=warm.drained,
         capped=_warn_if_capped(min_time_s, limit, tally),
+        cut=cut,
         per_interval=per_interval,
         between_s=between,
         data_wait_host_s=tally.host_wait_s,
@@ -540,6 +556,7 @@ def window_metrics(window: Window, work: Workload, device: torch.device, gpu_nam
         "mfu": achieved / peak if peak and not math.isnan(peak) else math.nan,
         "loss_finite": _finite(window.loss),
         "window_capped": window.capped,
+        "window_cut": window.cut,
         # distinct operations of one eager step: what a compile of it lowers (sweeper.trial.ops; NaN: not counted)
         "graph_ops": window.graph_ops if window.graph_ops is not None else math.nan,
     }

@@ -42,6 +42,8 @@ def overrides(plan: Any, settings: Any, run: Any, sweep_dir: Path, stop_at: floa
         out.append(f"trial.timeout_s={cap}")
     if run.extra.get("profile"):
         out.append(f"measure.profile_steps={int(settings.profile_steps)}")
+    if run.extra.get("end_at") is not None:  # where the re-measurements' reserve begins (Scheduler.window_end_at)
+        out.append(f"measure.end_at={run.extra['end_at']:.3f}")
     if wants_count(plan.study, priors_per_op(settings), plan.space):  # a first compile is priced by the count
         out.append("measure.count_ops=true")
     ctx = {**context(plan, trial, values, sweep_dir, stop_at), "overrides": out}

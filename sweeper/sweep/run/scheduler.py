@@ -110,6 +110,16 @@ class Scheduler:
             return end
         return min(end, max(self.deadline - keep_s - self.grace_s, self.clock() + predicted_s))
 
+    def window_end_at(self, reserve_s: float, predicted_s: float = 0.0) -> float | None:
+        """When a trial started now ends its measured window with what it measured (unix seconds,
+        ``measure.end_at``), or None: where the re-measurements' ``reserve_s`` begins, never before its own
+        predicted end. A trial admitted beside the reserve that runs far over its price (a CPU without bf16
+        instructions: an eager bf16 step 9x fp32's, priced from fp32's, 2026-12-07) is then measured on fewer
+        steps, and the baseline and the best are measured again, instead of its running into the budget's end."""
+        if self.deadline is None or reserve_s <= 0:
+            return None
+        return max(self.deadline - reserve_s, self.clock() + predicted_s)
+
     def overdue(self) -> bool:
         """Past budget + grace + backstop: trials still running did not stop themselves."""
         return self.deadline is not None and self.clock() >= self.deadline + self.grace_s + BACKSTOP_S
