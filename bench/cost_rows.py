@@ -110,6 +110,12 @@ SWEEPS = {
     "own seq, expensive undeclared 2026-12-07 (CPU)": ("cpu-2026-12-07T2057-own-seqx", 0, CPU_MEASURE),
     "own seq, expensive undeclared 2026-12-07 (CPU, 2)": ("cpu-2026-12-07T2100-own-seqx", 0, CPU_MEASURE),
     "own tab 2026-12-07 (CPU)": ("cpu-2026-12-07T2219-own-tab", 0, CPU_MEASURE),
+    "own tab, cache warmed by hand 2026-12-07 (CPU, AVX2)": ("cpu-2026-12-07T2312-own-tab", 0, CPU_MEASURE),
+    "own tab, cache warmed 2026-12-07 (CPU, AVX2)": ("cpu-2026-12-07T2315-own-tab", 0, CPU_MEASURE),
+    "own text, bf16 start 2026-12-07 (CPU, AVX2)": ("cpu-2026-12-07T2326-own-text", 0, CPU_MEASURE),
+    "own text, fp32 start 2026-12-07 (CPU, AVX2)": ("cpu-2026-12-07T2337-own-text", 0, CPU_MEASURE),
+    "own text, window ends at the reserve 2026-12-07 (CPU, AVX2)": ("cpu-2026-12-07T2343-own-text", 0, CPU_MEASURE),
+    "own tab, fp32 start 2026-12-07 (CPU, AVX2)": ("cpu-2026-12-07T2348-own-tab", 0, CPU_MEASURE),
 }
 PHASES = ("setup_s", "compile_s", "first_step_s", "measured_s", "step_ms_mean", "warmup_steps", "warmup_drain_steps",
           "steps_measured", "prof_s", "data_wait_frac", "compiler_s", "prime_s")  # fmt: skip
