@@ -40,8 +40,8 @@ CASES = [
     (["+workload=matmul", "knob.dtype=fp32"],
      "`knob.dtype`: is not a key of this workload's config; did you mean `knobs.dtype`?"),
     (["+workload=matmul", "measure.zzz=1"],
-     "`measure.zzz`: is not a key of this workload's config; `measure` has: count_ops, max_steps, min_time_s, "
-     "profile_steps, rel_precision, stall_s, steps, warmup_steps"),
+     "`measure.zzz`: is not a key of this workload's config; `measure` has: count_ops, end_at, max_steps, "
+     "min_time_s, profile_steps, rel_precision, stall_s, steps, warmup_steps"),
     (["+workload=matmul", "trial.resources.gpu=1"],
      "`trial.resources.gpu`: is not a key of this workload's config; did you mean `trial.resources.gpus`?"),
     (["-m"], f"`workload`: no workload selected; add +workload=<name>; known workloads: {KNOWN}"),

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 from optuna.distributions import CategoricalDistribution
 
+from sweeper.sweep.config.trial_config import knob_class, load_workload
 from sweeper.trial import warm_cache
 
 from conftest import NO_REMEASURE, run_main
@@ -19,31 +20,32 @@ def space(compile_choices: tuple[str, ...] | None = None, fixed: dict | None = N
     return types.SimpleNamespace(params=params, fixed=fixed or {})
 
 
-TRANSFORMER = {"name": "transformer_block"}  # a built-in workload: the package's training knobs
+TRANSFORMER = knob_class(load_workload({"name": "transformer_block"}))  # the package's training knobs
 
 
-def cfg(cache: Path | None, device: str = "cpu", workload: dict = TRANSFORMER) -> dict:
-    return {"device": device, "workload": workload, "env": {"TORCHINDUCTOR_CACHE_DIR": str(cache)} if cache else {}}
+def cfg(cache: Path | None, device: str = "cpu") -> dict:
+    return {"device": device, "env": {"TORCHINDUCTOR_CACHE_DIR": str(cache)} if cache else {}}
 
 
 def test_a_fresh_cache_is_warmed_once_and_then_left_alone(tmp_path: Path) -> None:
     cache = tmp_path / "inductor_cache"
-    proc = warm_cache.start(cfg(cache), space(("off", "default")), {"knobs.compile": "off"})
+    proc = warm_cache.start(cfg(cache), space(("off", "default")), {"knobs.compile": "off"}, TRANSFORMER)
     assert proc is not None
     assert proc.wait(300) == 0, (cache / warm_cache.LOG).read_text()
     assert (cache / warm_cache.MARKER).exists()
     assert any(p.suffix in (".so", ".py") for p in cache.rglob("*")), sorted(cache.rglob("*"))  # what it built
-    assert warm_cache.start(cfg(cache), space(("off", "default")), {}) is None  # warmed: not again
+    assert warm_cache.start(cfg(cache), space(("off", "default")), {}, TRANSFORMER) is None  # warmed: not again
 
 
 def test_only_a_cpu_sweep_that_may_compile_into_a_cache_warms_it(tmp_path: Path) -> None:
     cache = tmp_path / "c"
-    assert warm_cache.start(cfg(cache, "cuda:0"), space(("off", "default")), {}) is None  # no one-time part there
-    assert warm_cache.start(cfg(None), space(("off", "default")), {}) is None  # no cache to warm
-    assert warm_cache.start(cfg(cache), space(("off",)), {}) is None  # nothing compiles
-    assert warm_cache.start(cfg(cache), space(), {"knobs.compile": "off"}) is None  # not searched, off
+    on = space(("off", "default"))
+    assert warm_cache.start(cfg(cache, "cuda:0"), on, {}, TRANSFORMER) is None  # no one-time part there
+    assert warm_cache.start(cfg(None), on, {}, TRANSFORMER) is None  # no cache to warm
+    assert warm_cache.start(cfg(cache), space(("off",)), {}, TRANSFORMER) is None  # nothing compiles
+    assert warm_cache.start(cfg(cache), space(), {"knobs.compile": "off"}, TRANSFORMER) is None  # not searched, off
     own = {"name": "costly", "module": str(Path(__file__).parent / "faultload" / "costly.py")}
-    assert warm_cache.start(cfg(cache, workload=own), space(("off", "default")), {}) is None  # its own "compile"
+    assert warm_cache.start(cfg(cache), on, {}, knob_class(load_workload(own))) is None  # its own "compile"
     assert not cache.exists()
     assert warm_cache.compiles(space(), {"knobs.compile": "default"}, TRANSFORMER)  # not searched, on by default
     assert warm_cache.compiles(space(fixed={"knobs.compile": "max-autotune"}), {"knobs.compile": "off"}, TRANSFORMER)
@@ -51,7 +53,7 @@ def test_only_a_cpu_sweep_that_may_compile_into_a_cache_warms_it(tmp_path: Path)
 
 
 def test_the_sweeps_end_stops_a_warm_up_still_running(tmp_path: Path) -> None:
-    proc = warm_cache.start(cfg(tmp_path / "c"), space(("off", "default")), {})
+    proc = warm_cache.start(cfg(tmp_path / "c"), space(("off", "default")), {}, TRANSFORMER)
     assert proc is not None
     warm_cache.stop(proc, wait_s=30)
     assert proc.poll() is not None

@@ -34,6 +34,7 @@ from sweeper.errors import ConfigError
 from sweeper.results import store
 from sweeper.results.outcome import Reason, Status, TrialOutcome
 from sweeper.sweep.config.settings import KnobSweeperConf, graph_neutral, priors_per_op, settings_of
+from sweeper.sweep.config.trial_config import knob_class, load_workload
 from sweeper.sweep.plan import SweepPlan, prepare
 from sweeper.sweep.run import checks, cut, jobs, launch, recovery, remeasure
 from sweeper.sweep.run.admission import UNLIMITED, Admission
@@ -156,7 +157,8 @@ class Sweep:
         why it ended said; the study's rows compacted; exit 1 on the failure budget."""
         results: list[Any] = []
         plan = self.plan  # a CPU sweep's fresh compile cache, warmed beside its first trials
-        warmer = warm_cache.start(plan.cfg, plan.space, plan.defaults)
+        knobs = knob_class(load_workload(plan.cfg["workload"]))
+        warmer = warm_cache.start(plan.cfg, plan.space, plan.defaults, knobs)
         try:
             with self.progress, self.heartbeat:
                 self._queue_first()

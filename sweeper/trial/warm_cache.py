@@ -31,15 +31,14 @@ LOG = "warm_cache.log"
 COMPILE_KNOB = "knobs.compile"
 
 
-def compiles(space: Any, defaults: Mapping[str, Any], workload: Mapping[str, Any]) -> bool:
+def compiles(space: Any, defaults: Mapping[str, Any], knobs: type | None) -> bool:
     """Some trial of ``space`` (its ``params`` and ``fixed``, the workload's ``defaults`` under them) runs
-    ``torch.compile``: the workload's knobs are the package's training knobs (``knobs.compile`` is torch.compile's
-    mode; a workload's own ``compile`` knob may mean anything) and a value other than "off" may run."""
-    from sweeper.sweep.config.trial_config import knob_class, load_workload
+    ``torch.compile``: the workload's knob class ``knobs`` is the package's training knobs (``knobs.compile`` is
+    torch.compile's mode; a workload's own ``compile`` knob may mean anything) and a value other than "off" may
+    run."""
     from workloads.spec.training import TrainingKnobs
 
-    declared = knob_class(load_workload(dict(workload)))
-    if not (isinstance(declared, type) and issubclass(declared, TrainingKnobs)):
+    if not (isinstance(knobs, type) and issubclass(knobs, TrainingKnobs)):
         return False
     values: Iterable[Any] = getattr(space.params.get(COMPILE_KNOB), "choices", ())
     fixed = space.fixed.get(COMPILE_KNOB, defaults.get(COMPILE_KNOB))
@@ -52,13 +51,16 @@ def cache_dir(cfg: Mapping[str, Any]) -> Path | None:
     return Path(cache) if cache else None
 
 
-def start(cfg: Mapping[str, Any], space: Any, defaults: Mapping[str, Any]) -> subprocess.Popen | None:
+def start(
+    cfg: Mapping[str, Any], space: Any, defaults: Mapping[str, Any], knobs: type | None
+) -> subprocess.Popen | None:
     """The warm-up process, started where it pays (trials on the CPU that may compile into a cache not warmed
-    yet); None elsewhere, or where it could not start."""
+    yet; ``knobs``: the workload's knob class, ``trial_config.knob_class``); None elsewhere, or where it could not
+    start."""
     cache = cache_dir(cfg)
     if str(cfg.get("device")) != "cpu" or cache is None or (cache / MARKER).exists():
         return None
-    if not compiles(space, defaults, cfg["workload"]):
+    if not compiles(space, defaults, knobs):
         return None
     env = {**os.environ, **{k: str(v) for k, v in (cfg.get("env") or {}).items()}}
     env.update(OMP_NUM_THREADS="1", TORCHINDUCTOR_COMPILE_THREADS="1")
