@@ -307,6 +307,66 @@ def test_a_result_sent_just_before_the_child_ends_is_kept(tmp_path: Path, monkey
     assert outcome.metrics.get("throughput", 0) > 0
 
 
+def test_a_trial_whose_budget_ends_while_the_forkserver_starts_is_not_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a loaded host the forkserver's imports can outlast what is left of the sweep's budget: the wait for them
+    ends with the budget, and the trial is recorded as interrupted by the budget (the same command runs it again)
+    without a process started for it. Before, the sweep waited for the imports however long they took, then forked
+    the trial and killed it, after a wait for the stacks of a process that had none yet."""
+    import threading
+
+    from hydra import compose, initialize_config_dir
+
+    from sweeper.sweep.config.trial_config import as_dict, trial_config
+    from sweeper.trial import isolate
+    from workloads.base import DeviceInfo
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=["+workload=matmul", "preset=tiny", f"results_dir={tmp_path / 'r'}"])
+    cfg = trial_config(as_dict(cfg), DeviceInfo("cpu"))
+    imported = threading.Event()  # the forkserver's imports, still running until the test sets it
+    importing = threading.Thread(target=imported.wait, args=(30.0,), daemon=True)
+    importing.start()
+    started = []
+    real_start = isolate._start_child
+
+    def counted(*args: object) -> object:
+        started.append(args)
+        return real_start(*args)
+
+    monkeypatch.setattr(isolate, "_READY", importing)
+    monkeypatch.setattr(isolate, "_start_child", counted)
+    log = tmp_path / "trial.log"
+    try:
+        isolate.ready(until=time.time() + 0.2)  # the sweep's wait before the trial is noted as running on the node
+        assert importing.is_alive(), "the sweep waited for the imports past the budget's end"
+        outcome = isolate.run_isolated(cfg, 60, log, stop_at=time.time() + 0.2)
+        assert importing.is_alive(), "the trial waited for the imports past the budget's end"
+    finally:
+        imported.set()
+    assert (outcome.status.value, outcome.reason) == ("interrupted", "budget"), outcome.message
+    assert "before this trial's process could start" in outcome.message
+    assert started == [] and not log.exists(), "no process was started for it"
+
+
+def test_a_process_without_the_stack_handler_is_neither_signalled_nor_waited_for(tmp_path: Path) -> None:
+    """A trial stopped in its first moments has not set up its stack dump (faulthandler on ``STACKS_SIGNAL``): the
+    signal would end it (SIGUSR1's default action) and the stop would wait for stacks that never come. Its log says
+    so instead, and the process is left for the kill that follows."""
+    from sweeper.trial import isolate
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    log = tmp_path / "trial.log"
+    try:  # Popen returned: the interpreter runs, with no handler for the signal
+        isolate._stacks(proc.pid, log, "the sweep's budget", wait_s=30.0)
+        assert proc.poll() is None, "the signal was sent: the process ended"
+    finally:
+        proc.kill()
+        proc.wait()
+    assert "had not yet set up its stack dump" in log.read_text()
+
+
 def test_a_trial_stuck_after_its_first_step_ends_itself_with_every_threads_stack(results: Path, tmp_path: Path) -> None:
     """measure.stall_s: a step that never returns (here the third, in the warm-up) ends the trial as failed
     (stalled) long before trial.timeout_s, with every thread's stack in its log; the sweep goes on to the next."""

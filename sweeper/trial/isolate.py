@@ -10,6 +10,7 @@ instead of a fresh interpreter's seconds. The child runs in its own process grou
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -186,19 +187,21 @@ def _log_tail(path: Path, n: int = 12) -> str:
     return "\n".join(text.splitlines()[-n:])
 
 
-def ready() -> None:
+def ready(until: float | None = None) -> None:
     """Start the forkserver and wait for its imports (seconds, once a process) before a trial is noted as running on
-    the node (``slots.Occupancy``): they are not the trial's run, and no other trial shares its cores with them."""
-    _ready_forkserver(_context())
+    the node (``slots.Occupancy``): they are not the trial's run, and no other trial shares its cores with them. At
+    most ``until`` (unix seconds: the sweep's budget ends then): the trial's ``run_isolated`` sees the time."""
+    _ready_forkserver(_context(), until)
 
 
-def _ready_forkserver(mp_context: Any) -> int | None:
+def _ready_forkserver(mp_context: Any, until: float | None = None) -> int | None:
     """Start the forkserver (again, if it was killed from outside) and wait for its imports, which are not the
-    trial's time; its pid."""
+    trial's time, at most ``until`` (unix seconds: the sweep's budget ends then; the caller sees the time); its
+    pid."""
     lost = _forkserver_pid()
     _ensure_forkserver()  # restarts it if it was killed from outside
     if _READY is not None:
-        _READY.join()  # the forkserver's imports are not this trial's time
+        _READY.join(None if until is None else max(0.0, until - time.time()))  # its imports: not the trial's time
     if lost is not None and _forkserver_pid() != lost:  # restarted: its imports are not this trial's time either
         probe = mp_context.Process(target=os.getpid)
         probe.start()
@@ -272,6 +275,10 @@ def _stacks(pid: int, log_path: Path, deadline: str, wait_s: float = 2.0) -> Non
     except OSError:
         return
     end = time.time() + wait_s
+    if not _catches(pid, STACKS_SIGNAL):  # not set up yet (the trial's first moments): nothing to wait for
+        with contextlib.suppress(OSError), open(log_path, "a") as log:
+            log.write("(none: the trial had not yet set up its stack dump)\n")
+        return
     if not _dump(pid, log_path, end):
         return
     import psutil
@@ -334,13 +341,15 @@ def _profile_cut(kept: dict[str, Any], started: float) -> TrialOutcome:
     return TrialOutcome(Status.COMPLETE, metrics=metrics, started_at=started, ended_at=now)
 
 
-def _late(budget_cut: bool, timeout_s: float, started: float) -> TrialOutcome:
-    """The outcome of a trial stopped at its deadline: the sweep's budget, or its own timeout."""
+def _late(budget_cut: bool, timeout_s: float, started: float, launched: bool = True) -> TrialOutcome:
+    """The outcome of a trial stopped at its deadline: the sweep's budget, or its own timeout; one the budget's end
+    reached before its process started (``launched`` false) is not started at all."""
     if budget_cut:
+        when = "while this trial ran" if launched else "before this trial's process could start"
         return TrialOutcome(
             Status.INTERRUPTED,
             Reason.BUDGET.tag(),
-            "the sweep's time budget (hydra.sweeper.timeout_s + grace_s) ended while this trial ran, or, for a trial "
+            f"the sweep's time budget (hydra.sweeper.timeout_s + grace_s) ended {when}, or, for a trial "
             "priced by the cost model's prior alone, the time it keeps for re-measuring the best and the baseline "
             "began; the same command runs it again",
             started_at=started,
@@ -416,8 +425,10 @@ def run_isolated(
     does not profile it again).
     """
     mp_context = _context()
-    server = _ready_forkserver(mp_context)
+    server = _ready_forkserver(mp_context, until=stop_at)
     started = time.time()
+    if stop_at is not None and started >= stop_at:  # the forkserver's start (a loaded host) took what was left
+        return _late(True, timeout_s, started, launched=False)
     token = f"{os.getpid()}-{uuid.uuid4().hex}"  # marks the trial's every descendant (``kill_marked``)
     proc, parent = _start_child(mp_context, cfg, log_path, token)
     deadline = started + timeout_s

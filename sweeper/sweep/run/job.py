@@ -100,7 +100,8 @@ def _run_recorded(tcfg: dict[str, Any], context: dict[str, Any]) -> tuple[TrialO
         from sweeper.trial.isolate import preload_workload, ready
 
         preload_workload(tcfg)  # a launcher's worker process starts its forkserver at its first trial
-        ready()  # ... and waits for its imports here, before the trial is noted as running
+        # ... and waits for its imports here, before the trial is noted as running (never past the budget's end)
+        ready(context.get("stop_at"))
     with Occupancy(node_lock_dir(tcfg), trial_units(tcfg), context["study"], context["number"]) as occupancy:
         if tcfg["trial"]["isolate"]:
             from sweeper.sweep.search.prune import reporter
