@@ -13,7 +13,9 @@ interpreters. One JSON line per row in OUT:
 
     python bench/preload_setup.py OUT.jsonl [--repeats 2] [--smoke]
 
-``--smoke`` runs the CPU's tiny presets (a check of the script, not a measurement of a GPU host).
+``--smoke`` runs the CPU's tiny presets (a check of the script, not a measurement of a GPU host): three cases, one
+of each kind of row (the built-in workload; a module of the user's own with neither preloaded; one with TorchDynamo
+preloaded), and each import timed once.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ CASES = [
     ("zoo_rec (no torchvision), dynamo preloaded", ZOO / "conf", "zoo_rec", None, None),
     ("zoo_rec (no torchvision), dynamo not preloaded", ZOO / "conf", "zoo_rec", None, ()),
 ]
+SMOKE_CASES = (0, 2, 3)  # the indices in CASES --smoke runs
 RUN = """import sys
 from sweeper.trial import isolate
 shared, dynamo = {shared!r}, {dynamo!r}
@@ -55,17 +58,17 @@ main()
 """
 
 
-def import_times() -> dict:
+def import_times(runs_each: int = 3) -> dict:
     code = (
         "import time; t = time.perf_counter(); import torch; a = time.perf_counter() - t; "
         "t = time.perf_counter(); import torchvision; b = time.perf_counter() - t; "
         "t = time.perf_counter(); import torch._dynamo; print(a, b, time.perf_counter() - t)"
     )
     runs = []
-    for _ in range(3):
+    for _ in range(runs_each):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
         runs.append({"torch_s": round(float(out[0]), 3), "torchvision_after_torch_s": round(float(out[1]), 3)})
-    for _ in range(3):  # TorchDynamo alone after torch (torchvision imports it)
+    for _ in range(runs_each):  # TorchDynamo alone after torch (torchvision imports it)
         dyn = code.replace("import torchvision", "pass")
         out = subprocess.run([sys.executable, "-c", dyn], capture_output=True, text=True, check=True).stdout.split()
         runs.append({"torch_s": round(float(out[0]), 3), "dynamo_after_torch_s": round(float(out[2]), 3)})
@@ -97,9 +100,10 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
     with args.out.open("a") as out:
-        out.write(json.dumps(import_times()) + "\n")
+        out.write(json.dumps(import_times(1 if args.smoke else 3)) + "\n")
+        cases = [CASES[i] for i in SMOKE_CASES] if args.smoke else CASES
         for _ in range(args.repeats):
-            for label, conf, workload, shared, dynamo in CASES:
+            for label, conf, workload, shared, dynamo in cases:
                 row = {"kind": "trial", "case": label, **one_trial(conf, workload, shared, dynamo, args.smoke)}
                 print(json.dumps(row), flush=True)
                 out.write(json.dumps(row) + "\n")

@@ -9,7 +9,8 @@ loader is built). Records ``first_step_s``, ``warmup_steps``, ``setup_s`` and ``
 
     python bench/worker_start.py OUT.jsonl [--workers 12] [--repeats 2] [--smoke]
 
-``--smoke`` runs the CPU's tiny preset (a check of the script, not a measurement of a GPU host).
+``--smoke`` runs the CPU's tiny preset (a check of the script, not a measurement of a GPU host), the two cases with
+workers only (the one without runs the same code with ``knobs.num_workers=0``).
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
-    cases = [(0, False), (args.workers, False), (args.workers, True)]
+    cases = [(0, False), (args.workers, False), (args.workers, True)][1 if args.smoke else 0 :]
     with args.out.open("a") as out:
         for _ in range(args.repeats):
             for workers, before in cases:
