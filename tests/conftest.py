@@ -71,22 +71,28 @@ def _node_lock_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # The test files that take longest on the 2-core CI machine (seconds of test time, in this order), run first: the
-# two workers (``-n 2 --dist loadfile --no-loadscope-reorder``) take files in collection order, so the longest
+# three workers (``-n 3 --dist loadfile --no-loadscope-reorder``) take files in collection order, so the longest
 # start first and the short ones fill in at the end (longest-first list scheduling), instead of one long file
-# running alone on one worker after the other has finished.
-LONGEST_FIRST = (
-    "test_bench_cpu.py",  # ~300 s
-    "test_kill_points.py",  # ~150 s
-    "test_sweep_e2e.py",  # ~250 s
-    "test_scheduler.py",
-    "test_adversarial.py",
-    "test_slots.py",
-    "test_scale_out.py",
-    "test_install.py",
+# running alone on one worker after the others have finished.
+LONGEST_FIRST = (  # seconds of test time on a 2-core VM at two workers, 2026-12-08
+    "test_bench_cpu.py",  # ~310 s
+    "test_failures.py",  # ~120 s
+    "test_adversarial.py",  # ~110 s
+    "test_sweep_e2e.py",  # ~95 s
+    "test_kill_points.py",  # ~85 s
+    "test_scheduler.py",  # ~85 s
+    "test_scale_out.py",  # ~80 s
+    "test_distributed.py",  # ~75 s
+    "test_install.py",  # ~70 s
+    "test_slots.py",  # ~50 s
+    "test_compaction.py",  # ~40 s
+    "test_newcomer.py",
+    "test_replay.py",
+    "test_adversarial_inputs.py",
+    "test_data.py",
+    "test_nightly.py",
     "test_duplicates.py",
     "test_warm_start.py",
-    "test_failures.py",
-    "test_distributed.py",
 )
 
 
