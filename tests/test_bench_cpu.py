@@ -36,11 +36,24 @@ def test_overhead_bench(tmp_path: Path) -> None:
     assert value["overhead per trial between trials (s)"] == pytest.approx(between / 2, abs=0.02)
 
 
-def test_landscape_record_export_and_sampler_replay(tmp_path: Path) -> None:
-    results, land = tmp_path / "results", tmp_path / "landscape.parquet"
-    _run("bench/landscape.py", "record", str(results), "--smoke")
-    _run("bench/landscape.py", "export", str(results), str(land), "--smoke")
-    table = pq.read_table(land)
+@pytest.fixture(scope="module")
+def seeded_landscape(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """matmul's tiny grid recorded as a record whose study database was lost continues it: a first record of 8
+    configurations exported, seeded into a new study, the rest recorded there, both exported together."""
+    tmp = tmp_path_factory.mktemp("landscape")
+    first, second = tmp / "first", tmp / "second"
+    part, full = tmp / "part.parquet", tmp / "full.parquet"
+    _run("bench/landscape.py", "record", str(first), "--smoke", "--chunk", "8")
+    _run("bench/landscape.py", "export", str(first), str(part), "--smoke")
+    seed_out = _run("bench/landscape.py", "seed", str(second), str(part), "--smoke")
+    _run("bench/landscape.py", "record", str(second), "--smoke")
+    _run("bench/landscape.py", "export", str(second), str(full), "--smoke", "--also", str(part))
+    return {"part": part, "full": full, "second": second, "seed_out": seed_out}
+
+
+def test_landscape_record_export_and_sampler_replay(tmp_path: Path, seeded_landscape: dict) -> None:
+    land = tmp_path / "landscape.parquet"
+    table = pq.read_table(seeded_landscape["full"])
     assert table.num_rows == 12, "matmul's tiny grid: 4 fp32 + 8 bf16 distinct configurations"
     assert b"knob_sweeper" in table.schema.metadata
     # The replay on planted landscapes (the measured values are CPU noise): one configuration 2x the others.
@@ -100,20 +113,14 @@ def test_cost_aware_default_beats_tpe_and_random_in_seconds_on_a_recorded_landsc
     assert table.loc["staged", "median"] < table.loc["random", "median"]
 
 
-def test_landscape_seeded_from_an_earlier_export_measures_only_the_rest(tmp_path: Path) -> None:
+def test_landscape_seeded_from_an_earlier_export_measures_only_the_rest(seeded_landscape: dict) -> None:
     """A record whose study database is lost continues from its export: seeded points are not measured again."""
-    first, second = tmp_path / "first", tmp_path / "second"
-    part, full = tmp_path / "part.parquet", tmp_path / "full.parquet"
-    _run("bench/landscape.py", "record", str(first), "--smoke", "--chunk", "8")
-    _run("bench/landscape.py", "export", str(first), str(part), "--smoke")
-    earlier = pq.read_table(part).num_rows
+    earlier = pq.read_table(seeded_landscape["part"]).num_rows
     assert 1 <= earlier < 12
-    assert f"seeded {earlier} configurations" in _run("bench/landscape.py", "seed", str(second), str(part), "--smoke")
-    _run("bench/landscape.py", "record", str(second), "--smoke")
-    rows = pd.read_parquet(second / "trials")
+    assert f"seeded {earlier} configurations" in seeded_landscape["seed_out"]
+    rows = pd.read_parquet(seeded_landscape["second"] / "trials")
     assert (rows["status"] == "complete").sum() == 12 - earlier, "only the configurations not measured before run"
-    _run("bench/landscape.py", "export", str(second), str(full), "--smoke", "--also", str(part))
-    land = pq.read_table(full).to_pandas()
+    land = pq.read_table(seeded_landscape["full"]).to_pandas()
     assert len(land) == 12 and land["throughput"].notna().all()
 
 
